@@ -1,0 +1,138 @@
+package reconstruct
+
+import "net/netip"
+
+// All times are int64 nanoseconds since the Unix epoch (capture clock); all
+// durations are int64 nanoseconds. Zero means "not observed".
+
+// Flag bits describe what a record's numbers rest on.
+type Flags uint32
+
+const (
+	// FlagIncomplete: the record was still open at end of input or eviction.
+	FlagIncomplete Flags = 1 << iota
+	// FlagMidStream: capture started after the handshake; Tconn unknown.
+	FlagMidStream
+	// FlagRTTEstimated: no handshake RTT; the client RTT came from data/ACK pairs or is zero.
+	FlagRTTEstimated
+	// FlagHole: bytes of this transaction were never captured.
+	FlagHole
+	// FlagNoRequest: a response with no request seen.
+	FlagNoRequest
+	// FlagNoResponse: a request with no response seen.
+	FlagNoResponse
+	// FlagTruncatedPayload: snap length cut payload; timed from sequence numbers only.
+	FlagTruncatedPayload
+	// FlagEvicted: the connection was evicted from a full table.
+	FlagEvicted
+	// FlagReset: the connection ended with RST.
+	FlagReset
+	// FlagNoAck: the client's ACK of the last response byte was not seen.
+	FlagNoAck
+	// FlagHeaderTooLarge: headers exceeded the parser's limit.
+	FlagHeaderTooLarge
+	// FlagParseError: the HTTP parser lost sync; parsing resumed at a later boundary.
+	FlagParseError
+)
+
+var flagNames = []string{"incomplete", "mid_stream", "rtt_estimated", "hole", "no_request",
+	"no_response", "truncated_payload", "evicted", "reset", "no_ack", "header_too_large", "parse_error"}
+
+// Names lists the set flags by name, for output formats.
+func (f Flags) Names() []string {
+	var out []string
+	for i, n := range flagNames {
+		if f&(1<<i) != 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Connection is one TCP connection as seen at the capture point.
+type Connection struct {
+	ID         string     `json:"id"` // stable: derived from tuple and first packet time
+	Interface  int        `json:"interface"`
+	Client     netip.Addr `json:"client"`
+	ClientPort uint16     `json:"client_port"`
+	Server     netip.Addr `json:"server"`
+	ServerPort uint16     `json:"server_port"`
+
+	SYNTimes    []int64 `json:"syn_times,omitempty"`    // every SYN with the connection's ISN
+	SYNACKTimes []int64 `json:"synack_times,omitempty"` // every SYN/ACK
+	Established int64   `json:"established,omitempty"`  // client's handshake ACK
+	FirstSeen   int64   `json:"first_seen"`
+	LastSeen    int64   `json:"last_seen"`
+	Closed      int64   `json:"closed,omitempty"` // FIN exchange complete or RST
+
+	// SYNLosses counts client SYN retransmissions with no SYN/ACK in between
+	// (the SYN was dropped by the server or lost before the capture point).
+	SYNLosses int `json:"syn_losses"`
+	// SYNACKLosses counts client SYN retransmissions after a SYN/ACK (the
+	// SYN/ACK never reached the client) plus server SYN/ACK retransmissions.
+	SYNACKLosses int `json:"synack_losses"`
+	// SYNLossGap / SYNACKLossGap: total client time lost to each kind of loss.
+	SYNLossGap    int64 `json:"syn_loss_gap_ns"`
+	SYNACKLossGap int64 `json:"synack_loss_gap_ns"`
+
+	RTTClient int64 `json:"rtt_client_ns"` // capture point <-> client
+	RTTServer int64 `json:"rtt_server_ns"` // capture point <-> server
+	// Tconn is the client-perceived connect time (curl's time_connect).
+	Tconn int64 `json:"tconn_ns"`
+
+	BytesClient  int64    `json:"bytes_client"` // payload bytes client -> server
+	BytesServer  int64    `json:"bytes_server"`
+	RetransBytes int64    `json:"retrans_bytes"`
+	Transactions int      `json:"transactions"`
+	MSSClient    int      `json:"mss_client,omitempty"`
+	MSSServer    int      `json:"mss_server,omitempty"`
+	Flags        Flags    `json:"-"`
+	FlagNames    []string `json:"flags,omitempty"`
+}
+
+// Transaction is one HTTP request/response exchange.
+type Transaction struct {
+	ID           string     `json:"id"` // stable: connection id + index
+	ConnectionID string     `json:"connection_id"`
+	Index        int        `json:"index"` // 0-based position on the connection
+	Interface    int        `json:"interface"`
+	Client       netip.Addr `json:"client"`
+	ClientPort   uint16     `json:"client_port"`
+	Server       netip.Addr `json:"server"`
+	ServerPort   uint16     `json:"server_port"`
+
+	// Capture times.
+	RequestFirst  int64 `json:"request_first"`
+	RequestLast   int64 `json:"request_last"`
+	ResponseFirst int64 `json:"response_first"`
+	ResponseLast  int64 `json:"response_last"` // last transmission of the last byte
+	ResponseAcked int64 `json:"response_acked,omitempty"`
+
+	// Client-perceived times. Start is when the client began this transaction
+	// (its connection's first SYN for the first transaction on a connection,
+	// else the request's first byte), End when the last response byte reached it.
+	Start     int64 `json:"start"`
+	End       int64 `json:"end"`
+	Tconn     int64 `json:"tconn_ns"`     // 0 on a reused connection
+	Trequest  int64 `json:"trequest_ns"`  // connected (or request start) -> request's last byte sent
+	Tserver   int64 `json:"tserver_ns"`   // request's last byte sent -> response's first byte received
+	Ttransfer int64 `json:"ttransfer_ns"` // first -> last response byte received
+	Total     int64 `json:"total_ns"`     // = Tconn + Trequest + Tserver + Ttransfer
+	RTTClient int64 `json:"rtt_client_ns"`
+
+	RetransBytes  int64    `json:"retrans_bytes"`
+	RequestBytes  int64    `json:"request_bytes"`  // headers + body on the wire
+	ResponseBytes int64    `json:"response_bytes"` // headers + body on the wire
+	BodyBytes     int64    `json:"body_bytes"`
+	Method        string   `json:"method,omitempty"`
+	Host          string   `json:"host,omitempty"`
+	URL           string   `json:"url,omitempty"`
+	Status        int      `json:"status,omitempty"`
+	ContentType   string   `json:"content_type,omitempty"`
+	Referer       string   `json:"referer,omitempty"`
+	UserAgent     string   `json:"user_agent,omitempty"`
+	Accept        string   `json:"accept,omitempty"`
+	HoleBytes     int64    `json:"hole_bytes,omitempty"`
+	Flags         Flags    `json:"-"`
+	FlagNames     []string `json:"flags,omitempty"`
+}
