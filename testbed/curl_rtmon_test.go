@@ -1,0 +1,455 @@
+package testbed
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// These tests need root and the Debian packages listed in the package doc;
+// they fail (never skip) without them. Under -short they are skipped: they
+// take seconds and a real network stack, which -short runs opt out of.
+
+// keepDir, when set, receives a copy of each test's capture, so an rtmon
+// mismatch can be replayed (rtmon analyze) or read with tshark.
+var keepDir = flag.String("testbed.keep", "", "copy each test's server-side pcap into this directory")
+
+// scenario is what one test does on the testbed.
+type scenario struct {
+	dropSYN bool
+	// fresh: one curl invocation (one new connection) per path.
+	fresh []string
+	// keepalive: one curl invocation fetching all paths on one connection.
+	keepalive []string
+}
+
+// invocation is one curl run and what it returned.
+type invocation struct {
+	results []CurlResult
+}
+
+type outcome struct {
+	tb      *Testbed
+	nginx   *Nginx
+	capture *Capture
+	drop    *NFTable
+	invs    []invocation
+	wire    *wire
+}
+
+func TestCurlMatchesRtmon(t *testing.T) {
+	if testing.Short() {
+		t.Skip("network testbed: skipped under -short")
+	}
+	r := runScenario(t, scenario{
+		fresh:     []string{"/index.html", "/1k.bin", "/64k.bin", "/256k.bin", "/1m.bin"},
+		keepalive: []string{"/index.html", "/1k.bin", "/64k.bin", "/256k.bin", "/1m.bin"},
+	})
+	compareRtmon(t, r)
+}
+
+func TestCurlSYNDropMatchesRtmon(t *testing.T) {
+	if testing.Short() {
+		t.Skip("network testbed: skipped under -short")
+	}
+	r := runScenario(t, scenario{
+		dropSYN:   true,
+		fresh:     []string{"/1k.bin", "/256k.bin"},
+		keepalive: []string{"/index.html", "/64k.bin", "/1m.bin"},
+	})
+	compareRtmon(t, r)
+}
+
+// runScenario builds the testbed, runs the traffic under capture and checks
+// the harness against the wire, all before rtmon is involved.
+func runScenario(t *testing.T, sc scenario) *outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	t.Cleanup(cancel)
+	tb := New(t, Options{})
+	t.Logf("testbed %s in %s", tb.Name, tb.Dir)
+	ng, err := tb.StartNginx(ctx, NginxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &outcome{tb: tb, nginx: ng}
+	// Installed before any traffic so the deterministic counter starts at
+	// the first client SYN (the readiness probe ran over lo, not matched).
+	if sc.dropSYN {
+		if r.drop, err = tb.DropSYNs(ctx, tb.Server, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.capture, err = tb.StartCapture(ctx, tb.Server, "server"); err != nil {
+		t.Fatal(err)
+	}
+	var groups [][]string
+	for _, p := range sc.fresh {
+		groups = append(groups, []string{p})
+	}
+	if len(sc.keepalive) > 0 {
+		groups = append(groups, sc.keepalive)
+	}
+	for _, g := range groups {
+		urls := make([]string, len(g))
+		for i, p := range g {
+			urls[i] = ng.URL(p)
+		}
+		res, err := tb.Curl(ctx, CurlOptions{URLs: urls, MaxTime: 10 * time.Second})
+		if err != nil {
+			t.Fatalf("curl %v: %v", g, err)
+		}
+		r.invs = append(r.invs, invocation{results: res})
+		for _, c := range res {
+			t.Logf("curl port %d %-12s connects=%d connect=%v pretransfer=%v starttransfer=%v total=%v",
+				c.LocalPort, pathOf(c.URL), c.NumConnects, c.Connect(), c.Pretransfer(), c.Starttransfer(), c.Total())
+		}
+	}
+	if err := r.capture.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("tcpdump: %d captured, %d received, %d dropped", r.capture.Captured, r.capture.Received, r.capture.Dropped)
+	if *keepDir != "" {
+		b, err := os.ReadFile(r.capture.Path)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(*keepDir, t.Name()+".pcap"), b, 0o644)
+		}
+		if err != nil {
+			t.Errorf("keep pcap: %v", err)
+		}
+	}
+	if r.wire, err = readWire(r.capture.Path); err != nil {
+		t.Fatal(err)
+	}
+	checkHarness(t, sc, r)
+	return r
+}
+
+// checkHarness verifies curl, the capture and the SYN drops against each
+// other, with the same tolerance as the rtmon comparison: if the naive wire
+// reading matches curl, the setup is sound and any rtmon mismatch is rtmon's.
+func checkHarness(t *testing.T, sc scenario, r *outcome) {
+	t.Helper()
+	w := r.wire
+	if r.capture.Dropped != 0 {
+		t.Errorf("tcpdump dropped %d packets", r.capture.Dropped)
+	}
+	if len(w.foreignIPs) > 0 {
+		t.Errorf("capture has addresses outside the documentation ranges: %v", w.foreignIPs)
+	}
+	if r.capture.Captured != w.packets {
+		t.Errorf("tcpdump says %d packets captured, file has %d", r.capture.Captured, w.packets)
+	}
+	nconn := 0
+	for _, inv := range r.invs {
+		port := inv.results[0].LocalPort
+		for i, c := range inv.results {
+			p := pathOf(c.URL)
+			if c.HTTPCode != 200 || c.SizeDownload != int64(r.nginx.Files[p]) {
+				t.Errorf("curl %s: code %d, %d bytes; want 200, %d", c.URL, c.HTTPCode, c.SizeDownload, r.nginx.Files[p])
+			}
+			if c.LocalIP != r.tb.Client.Addr.String() || c.RemoteIP != r.tb.Server.Addr.String() {
+				t.Errorf("curl %s: %s -> %s, want %s -> %s", c.URL, c.LocalIP, c.RemoteIP, r.tb.Client.Addr, r.tb.Server.Addr)
+			}
+			if want := b2i(i == 0); c.NumConnects != want || c.LocalPort != port {
+				t.Errorf("curl %s (#%d): num_connects %d port %d, want %d on port %d (keep-alive)",
+					c.URL, i, c.NumConnects, c.LocalPort, want, port)
+			}
+		}
+		nconn++
+		wc := w.conns[uint16(port)]
+		if wc == nil {
+			t.Errorf("port %d: connection not in the capture", port)
+			continue
+		}
+		wantSYNs := 1 + b2i(sc.dropSYN)
+		if len(wc.syns) != wantSYNs || len(wc.synacks) != 1 {
+			t.Errorf("port %d: %d SYNs, %d SYN/ACKs in capture; want %d, 1", port, len(wc.syns), len(wc.synacks), wantSYNs)
+			continue
+		}
+		if sc.dropSYN {
+			// Linux's initial SYN RTO is 1 s.
+			if gap := wc.syns[1].Sub(wc.syns[0]); gap < 900*time.Millisecond || gap > 1500*time.Millisecond {
+				t.Errorf("port %d: SYN retransmission after %v, want ~1s", port, gap)
+			}
+		}
+		first := inv.results[0]
+		// The capture point sits next to the client here (no link delay),
+		// so first SYN -> SYN/ACK is the client's connect time.
+		checkNear(t, fmt.Sprintf("port %d wire connect", port), wc.synacks[0].Sub(wc.syns[0]), first.Connect())
+		if len(wc.reqs) != len(inv.results) {
+			t.Errorf("port %d: %d requests in capture, curl made %d", port, len(wc.reqs), len(inv.results))
+			continue
+		}
+		for i, c := range inv.results {
+			q := wc.reqs[i]
+			if q.path != pathOf(c.URL) {
+				t.Errorf("port %d request %d: capture has %s, curl fetched %s", port, i, q.path, pathOf(c.URL))
+			}
+			start := q.first
+			if i == 0 {
+				start = wc.syns[0]
+			}
+			name := fmt.Sprintf("port %d %s wire", port, q.path)
+			checkNear(t, name+" starttransfer", q.respFirst.Sub(start), c.Starttransfer())
+			checkNear(t, name+" total", q.respLast.Sub(start), c.Total())
+		}
+	}
+	if len(w.conns) != nconn {
+		t.Errorf("capture has %d connections (ports %v), curl opened %d", len(w.conns), w.ports(), nconn)
+	}
+	if r.drop != nil {
+		n, err := r.drop.Counters(context.Background())
+		if err != nil {
+			t.Error(err)
+		} else if len(n) != 1 || n[0] != nconn {
+			t.Errorf("nft dropped %v SYNs, want [%d] (one per connection)", n, nconn)
+		}
+	}
+}
+
+// tolerance is the agreement required between rtmon (or the wire) and curl.
+func tolerance(curl time.Duration) time.Duration {
+	return max(2*time.Millisecond, curl/20)
+}
+
+func checkNear(t *testing.T, what string, got, curl time.Duration) {
+	t.Helper()
+	if d := (got - curl).Abs(); d > tolerance(curl) {
+		t.Errorf("%s: %v, curl %v: off by %v (tolerance %v)", what, got, curl, d, tolerance(curl))
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func pathOf(u string) string {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	return pu.RequestURI()
+}
+
+// rtmonConn and rtmonTxn are the fields of rtmon's jsonl records these tests use.
+type rtmonConn struct {
+	Client       string  `json:"client"`
+	ClientPort   int     `json:"client_port"`
+	Server       string  `json:"server"`
+	ServerPort   int     `json:"server_port"`
+	SYNTimes     []int64 `json:"syn_times"`
+	SYNLosses    int     `json:"syn_losses"`
+	SYNACKLosses int     `json:"synack_losses"`
+	Tconn        int64   `json:"tconn_ns"`
+}
+
+type rtmonTxn struct {
+	Client     string `json:"client"`
+	ClientPort int    `json:"client_port"`
+	Server     string `json:"server"`
+	ServerPort int    `json:"server_port"`
+	Index      int    `json:"index"`
+	URL        string `json:"url"`
+	Status     int    `json:"status"`
+	Tconn      int64  `json:"tconn_ns"`
+	Trequest   int64  `json:"trequest_ns"`
+	Tserver    int64  `json:"tserver_ns"`
+	Ttransfer  int64  `json:"ttransfer_ns"`
+	Total      int64  `json:"total_ns"`
+}
+
+var (
+	rtmonOnce sync.Once
+	rtmonBin  string
+	rtmonErr  error
+	rtmonDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if rtmonDir != "" {
+		os.RemoveAll(rtmonDir)
+	}
+	os.Exit(code)
+}
+
+// buildRtmon builds ./cmd/rtmon from the module root once per test binary.
+func buildRtmon() (string, error) {
+	rtmonOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+		defer cancel()
+		gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+		if err != nil {
+			rtmonErr = fmt.Errorf("go env GOMOD: %w", err)
+			return
+		}
+		root := filepath.Dir(strings.TrimSpace(string(gomod)))
+		if rtmonDir, err = os.MkdirTemp("", "rtmon-bin-"); err != nil {
+			rtmonErr = fmt.Errorf("rtmon build dir: %w", err)
+			return
+		}
+		bin := filepath.Join(rtmonDir, "rtmon")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/rtmon")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			rtmonErr = fmt.Errorf("go build ./cmd/rtmon in %s: %w\n%s", root, err, out)
+			return
+		}
+		rtmonBin = bin
+	})
+	return rtmonBin, rtmonErr
+}
+
+// analyze runs `rtmon analyze --format jsonl` on the capture.
+func analyze(t *testing.T, pcap string) ([]rtmonConn, []rtmonTxn) {
+	t.Helper()
+	bin, err := buildRtmon()
+	if err != nil {
+		t.Fatalf("rtmon is not buildable (cmd/rtmon is another engineer's, possibly not ready): %v", err)
+	}
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "analyze", "--format", "jsonl", "--out", out, pcap)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("rtmon analyze --format jsonl --out %s %s: %v\n%s", out, pcap, err, b)
+	}
+	conns := readJSONL[rtmonConn](t, filepath.Join(out, "connections.jsonl"))
+	txns := readJSONL[rtmonTxn](t, filepath.Join(out, "transactions.jsonl"))
+	return conns, txns
+}
+
+func readJSONL[T any](t *testing.T, path string) []T {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("rtmon output: %v", err)
+	}
+	defer f.Close()
+	var out []T
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		if len(strings.TrimSpace(sc.Text())) == 0 {
+			continue
+		}
+		var v T
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			t.Fatalf("%s line %d: %v", path, n, err)
+		}
+		out = append(out, v)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	return out
+}
+
+// compareRtmon runs rtmon on the server-side capture and checks each curl
+// transfer against the transaction rtmon reconstructed for it.
+//
+// What curl measures: its timers restart for every URL of an invocation, so
+// every time_* is from the start of that transfer. For the first URL that
+// start precedes the SYN: time_connect is the connect time (SYN losses
+// included), time_starttransfer = connect + request + server time. For a URL
+// on a reused connection, time_connect is 0 and the transfer starts just
+// before the request is written (time_pretransfer is microseconds), so
+// time_starttransfer = request + server time. rtmon's transaction on a
+// reused connection has Tconn 0 and starts at the request, so the same sum
+// Tconn + Trequest + Tserver compares to time_starttransfer in both cases,
+// and Total to time_total. Trequest + Tserver, the part after connecting,
+// compares to time_starttransfer - time_pretransfer.
+func compareRtmon(t *testing.T, r *outcome) {
+	t.Helper()
+	conns, txns := analyze(t, r.capture.Path)
+	client, server := r.tb.Client.Addr.String(), r.tb.Server.Addr.String()
+	connBy := map[int]rtmonConn{}
+	for _, c := range conns {
+		if c.Client == client && c.Server == server && c.ServerPort == r.nginx.Port {
+			connBy[c.ClientPort] = c
+		}
+	}
+	type key struct {
+		port, index int
+	}
+	txnBy := map[key]rtmonTxn{}
+	for _, x := range txns {
+		if x.Client != client || x.Server != server || x.ServerPort != r.nginx.Port {
+			t.Errorf("rtmon transaction with unexpected endpoints: %+v", x)
+			continue
+		}
+		txnBy[key{x.ClientPort, x.Index}] = x
+	}
+	ntx := 0
+	for _, inv := range r.invs {
+		port := inv.results[0].LocalPort
+		first := inv.results[0]
+		conn, ok := connBy[port]
+		if !ok {
+			t.Errorf("rtmon has no connection for client port %d", port)
+		} else {
+			t.Logf("rtmon conn port %d: syn_losses=%d synack_losses=%d tconn=%v (curl connect %v)",
+				port, conn.SYNLosses, conn.SYNACKLosses, time.Duration(conn.Tconn), first.Connect())
+			checkNear(t, fmt.Sprintf("port %d connection tconn", port), time.Duration(conn.Tconn), first.Connect())
+			if r.drop != nil {
+				if conn.SYNLosses < 1 || len(conn.SYNTimes) < 2 || conn.Tconn < int64(time.Second) {
+					t.Errorf("port %d: rtmon syn_losses %d, %d SYNs, tconn %v; want >= 1 loss, >= 2 SYNs, tconn >= 1s",
+						port, conn.SYNLosses, len(conn.SYNTimes), time.Duration(conn.Tconn))
+				}
+			} else if conn.SYNLosses != 0 || conn.SYNACKLosses != 0 {
+				t.Errorf("port %d: rtmon syn_losses %d synack_losses %d, want 0 (no drops)", port, conn.SYNLosses, conn.SYNACKLosses)
+			}
+		}
+		for i, c := range inv.results {
+			ntx++
+			name := fmt.Sprintf("port %d #%d %s", port, i, pathOf(c.URL))
+			x, ok := txnBy[key{port, i}]
+			if !ok {
+				t.Errorf("%s: rtmon has no transaction", name)
+				continue
+			}
+			if pathOf(x.URL) != pathOf(c.URL) || x.Status != c.HTTPCode {
+				t.Errorf("%s: rtmon has %q status %d, curl %q status %d", name, x.URL, x.Status, c.URL, c.HTTPCode)
+			}
+			t.Logf("rtmon %s: tconn=%v trequest=%v tserver=%v ttransfer=%v total=%v",
+				name, time.Duration(x.Tconn), time.Duration(x.Trequest), time.Duration(x.Tserver),
+				time.Duration(x.Ttransfer), time.Duration(x.Total))
+			if sum := x.Tconn + x.Trequest + x.Tserver + x.Ttransfer; sum != x.Total {
+				t.Errorf("%s: components add up to %v, total_ns is %v", name, time.Duration(sum), time.Duration(x.Total))
+			}
+			if i == 0 {
+				checkNear(t, name+" tconn vs time_connect", time.Duration(x.Tconn), c.Connect())
+				if r.drop != nil && x.Tconn < int64(time.Second) {
+					t.Errorf("%s: tconn %v after a dropped SYN, want >= 1s", name, time.Duration(x.Tconn))
+				}
+			} else if x.Tconn != 0 {
+				t.Errorf("%s: tconn %v on a reused connection, want 0", name, time.Duration(x.Tconn))
+			}
+			checkNear(t, name+" tconn+trequest+tserver vs time_starttransfer",
+				time.Duration(x.Tconn+x.Trequest+x.Tserver), c.Starttransfer())
+			checkNear(t, name+" trequest+tserver vs time_starttransfer-time_pretransfer",
+				time.Duration(x.Trequest+x.Tserver), c.Starttransfer()-c.Pretransfer())
+			checkNear(t, name+" total vs time_total", time.Duration(x.Total), c.Total())
+		}
+	}
+	if len(txns) != ntx {
+		t.Errorf("rtmon reports %d transactions, curl made %d", len(txns), ntx)
+	}
+	if len(connBy) != len(r.invs) {
+		t.Errorf("rtmon reports %d connections to %s:%d, curl opened %d", len(connBy), server, r.nginx.Port, len(r.invs))
+	}
+}

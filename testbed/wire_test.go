@@ -1,0 +1,131 @@
+package testbed
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+)
+
+// This file reads the server-side pcap naively, independently of rtmon, to
+// check the harness itself: that the capture holds what the scenario did and
+// that curl's numbers agree with the wire.
+
+// wireConn is one client connection as the capture shows it.
+type wireConn struct {
+	clientPort uint16
+	isn        uint32
+	syns       []time.Time // client SYNs with isn
+	synacks    []time.Time
+	reqs       []*wireReq
+}
+
+// wireReq is one request and the server payload that followed it.
+type wireReq struct {
+	path          string
+	first         time.Time // request's first byte
+	respFirst     time.Time
+	respLast      time.Time
+	responseBytes int
+}
+
+type wire struct {
+	conns      map[uint16]*wireConn
+	foreignIPs []string // any address outside the two documentation ranges
+	packets    int
+}
+
+func readWire(path string) (*wire, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open pcap: %w", err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("pcap header %s: %w", path, err)
+	}
+	w := &wire{conns: map[uint16]*wireConn{}}
+	seen := map[string]bool{}
+	for {
+		data, ci, err := r.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read pcap %s: %w", path, err)
+		}
+		w.packets++
+		pkt := gopacket.NewPacket(data, r.LinkType(), gopacket.Default)
+		ip4, _ := pkt.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
+		tcp, _ := pkt.Layer(layers.LayerTypeTCP).(*layers.TCP)
+		if ip4 == nil || tcp == nil {
+			return nil, fmt.Errorf("packet %d: not TCP over IPv4", w.packets)
+		}
+		for _, a := range []string{ip4.SrcIP.String(), ip4.DstIP.String()} {
+			if !inRanges(a) && !seen[a] {
+				seen[a] = true
+				w.foreignIPs = append(w.foreignIPs, a)
+			}
+		}
+		fromClient := tcp.DstPort == 80
+		port := uint16(tcp.SrcPort)
+		if !fromClient {
+			port = uint16(tcp.DstPort)
+		}
+		c := w.conns[port]
+		if c == nil {
+			c = &wireConn{clientPort: port}
+			w.conns[port] = c
+		}
+		switch {
+		case fromClient && tcp.SYN && !tcp.ACK:
+			if len(c.syns) == 0 {
+				c.isn = tcp.Seq
+			}
+			if tcp.Seq == c.isn {
+				c.syns = append(c.syns, ci.Timestamp)
+			}
+		case !fromClient && tcp.SYN && tcp.ACK:
+			c.synacks = append(c.synacks, ci.Timestamp)
+		case fromClient && len(tcp.Payload) > 0 && bytes.HasPrefix(tcp.Payload, []byte("GET ")):
+			line, _, _ := bytes.Cut(tcp.Payload, []byte("\r\n"))
+			fields := bytes.Fields(line)
+			p := ""
+			if len(fields) >= 2 {
+				p = string(fields[1])
+			}
+			c.reqs = append(c.reqs, &wireReq{path: p, first: ci.Timestamp})
+		case !fromClient && len(tcp.Payload) > 0 && len(c.reqs) > 0:
+			q := c.reqs[len(c.reqs)-1]
+			if q.respFirst.IsZero() {
+				q.respFirst = ci.Timestamp
+			}
+			q.respLast = ci.Timestamp
+			q.responseBytes += len(tcp.Payload)
+		}
+	}
+	return w, nil
+}
+
+func inRanges(a string) bool {
+	ip, err := netip.ParseAddr(a)
+	return err == nil && (ClientRange.Contains(ip) || ServerRange.Contains(ip))
+}
+
+func (w *wire) ports() []uint16 {
+	var ps []uint16
+	for p := range w.conns {
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+	return ps
+}
