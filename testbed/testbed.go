@@ -16,7 +16,7 @@
 // (a link namespace with a user-space AF_PACKET bridge between two veths,
 // adding delay and loss) forwards Ethernet frames, so keeping client and
 // server on one L2 segment lets it slot in between the two hosts without any
-// change of addresses or routes. Topology.Link is where that will live.
+// change of addresses or routes (see wireDirect).
 //
 // # Safety rules (shared/DESIGN.md, "Tests that use the network")
 //
@@ -74,9 +74,9 @@ type Host struct {
 type Topology struct {
 	Client *Host
 	Server *Host
-	// Link is reserved for the link namespace with the user-space bridge
-	// (delay/loss emulation); nil means client and server share one veth pair.
-	Link *Host
+	// The link namespace with the user-space bridge (delay/loss) will be
+	// added here as an optional field; without it client and server share
+	// one veth pair (see wireDirect).
 }
 
 // Options configure New.
@@ -163,6 +163,12 @@ func Open(ctx context.Context, opts Options, dir string) (tb *Testbed, err error
 		return nil, fmt.Errorf("random prefix: %w", err)
 	}
 	name := opts.Prefix + strconv.FormatInt(int64(os.Getpid()), 36) + hex.EncodeToString(rnd[:])
+	for _, r := range opts.Prefix {
+		// Names are used unquoted in nft and as interface names.
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
+			return nil, fmt.Errorf("prefix %q: only a-z and 0-9 allowed", opts.Prefix)
+		}
+	}
 	if len(name)+2 > maxIfNameLen {
 		return nil, fmt.Errorf("prefix %q too long: interface names would exceed %d bytes", opts.Prefix, maxIfNameLen)
 	}
@@ -187,10 +193,7 @@ func Open(ctx context.Context, opts Options, dir string) (tb *Testbed, err error
 			return nil, err
 		}
 	}
-	// Created directly with one end in each namespace, so the veth never
-	// appears in the root namespace.
-	if err := tb.ip(ctx, "-n", tb.Client.NS, "link", "add", tb.Client.Iface, "type", "veth",
-		"peer", "name", tb.Server.Iface, "netns", tb.Server.NS); err != nil {
+	if err := tb.wireDirect(ctx); err != nil {
 		return nil, err
 	}
 	for _, pair := range []struct {
@@ -210,6 +213,16 @@ func Open(ctx context.Context, opts Options, dir string) (tb *Testbed, err error
 		}
 	}
 	return tb, nil
+}
+
+// wireDirect joins client and server with one veth pair, created with one
+// end in each namespace so it never appears in the root namespace. The
+// planned link emulator replaces this step only: two veth pairs into a link
+// namespace whose bridge forwards frames, same interfaces names on the hosts'
+// side, same addresses and routes.
+func (tb *Testbed) wireDirect(ctx context.Context) error {
+	return tb.ip(ctx, "-n", tb.Client.NS, "link", "add", tb.Client.Iface, "type", "veth",
+		"peer", "name", tb.Server.Iface, "netns", tb.Server.NS)
 }
 
 // addNamespace creates a namespace, registers its deletion, brings lo up and

@@ -1,0 +1,94 @@
+package testbed
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/netip"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestTeardown checks the safety rules on the testbed itself: only
+// documentation (and loopback) addresses exist in its namespaces, and Close
+// removes the namespaces, the nft table and every process it started.
+func TestTeardown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("network testbed: skipped under -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tb, err := Open(ctx, Options{}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			tb.Close()
+		}
+	}()
+	ng, err := tb.StartNginx(ctx, NginxOptions{Files: map[string]int{"/a.html": 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	capt, err := tb.StartCapture(ctx, tb.Server, "teardown")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.DropSYNs(ctx, tb.Server, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []*Host{tb.Client, tb.Server} {
+		out, err := runBounded(ctx, "ip", "-n", h.NS, "-j", "addr", "show")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var links []struct {
+			IfName   string `json:"ifname"`
+			AddrInfo []struct {
+				Local string `json:"local"`
+			} `json:"addr_info"`
+		}
+		if err := json.Unmarshal(out, &links); err != nil {
+			t.Fatalf("ip -j addr: %v", err)
+		}
+		var addrs []string
+		for _, l := range links {
+			for _, a := range l.AddrInfo {
+				addrs = append(addrs, l.IfName+"="+a.Local)
+				ip, err := netip.ParseAddr(a.Local)
+				if err != nil || !(ip == netip.MustParseAddr("127.0.0.1") || ClientRange.Contains(ip) || ServerRange.Contains(ip)) {
+					t.Errorf("%s: address %s on %s outside the allowed ranges", h.NS, a.Local, l.IfName)
+				}
+			}
+		}
+		want := []string{"lo=127.0.0.1", h.Iface + "=" + h.Addr.String()}
+		if strings.Join(addrs, " ") != strings.Join(want, " ") {
+			t.Errorf("%s addresses %v, want %v", h.NS, addrs, want)
+		}
+	}
+	pids := []int{ng.PID, capt.PID}
+	if err := tb.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	closed = true
+	if err := tb.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	out, err := runBounded(ctx, "ip", "netns", "list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), tb.Name) {
+		t.Errorf("namespaces left after Close:\n%s", out)
+	}
+	for _, pid := range pids {
+		// Signal 0 only probes: the process must be gone (reaped by Close).
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("pid %d still exists after Close (kill 0: %v)", pid, err)
+		}
+	}
+}
