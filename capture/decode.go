@@ -1,0 +1,547 @@
+package capture
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+)
+
+// Link types that gopacket names differently or not at all. DLT_RAW is 12 on
+// most systems and 14 on OpenBSD; pcap files should say LINKTYPE_RAW (101)
+// but libpcap hands the DLT value to live and some offline readers.
+const (
+	linkTypeDLTRaw12 layers.LinkType = 12
+	linkTypeDLTRaw14 layers.LinkType = 14
+)
+
+// Reason says why a frame was skipped rather than delivered as a Packet.
+type Reason int
+
+// Skip reasons. None of them is fatal: the frame is counted and skipped.
+const (
+	ReasonUnsupportedLink  Reason = iota // link type we do not decode
+	ReasonTruncatedLink                  // link header (Ethernet, VLAN, SLL, null) cut short
+	ReasonBadLinkHeader                  // link header present but invalid (e.g. loopback family)
+	ReasonTruncatedIP                    // IP header or IPv6 extension header cut short
+	ReasonBadIPVersion                   // version nibble disagrees with the link layer's claim
+	ReasonBadIPHeaderLen                 // IPv4 IHL < 5 or larger than the packet, bad IPv4 options
+	ReasonBadIPLength                    // IP total/payload length inconsistent with the header
+	ReasonTruncatedTCP                   // TCP header cut short by the snap length
+	ReasonBadTCPDataOffset               // TCP data offset < 5 or beyond the IP payload
+	ReasonFragment                       // non-first IP fragment (we do not reassemble)
+	ReasonNotTCP                         // well-formed but not TCP (UDP, ARP, ICMP, ...)
+	ReasonMalformed                      // anything else gopacket rejected
+	numReasons
+)
+
+var reasonNames = [numReasons]string{
+	ReasonUnsupportedLink:  "unsupported link type",
+	ReasonTruncatedLink:    "truncated link header",
+	ReasonBadLinkHeader:    "bad link header",
+	ReasonTruncatedIP:      "truncated IP",
+	ReasonBadIPVersion:     "bad IP version",
+	ReasonBadIPHeaderLen:   "bad IP header length",
+	ReasonBadIPLength:      "bad IP length",
+	ReasonTruncatedTCP:     "truncated TCP",
+	ReasonBadTCPDataOffset: "bad TCP data offset",
+	ReasonFragment:         "fragment",
+	ReasonNotTCP:           "not TCP",
+	ReasonMalformed:        "malformed",
+}
+
+func (r Reason) String() string {
+	if r >= 0 && r < numReasons {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("reason(%d)", int(r))
+}
+
+// Reasons lists every skip reason, in a stable order for reports.
+func Reasons() []Reason {
+	rs := make([]Reason, numReasons)
+	for i := range rs {
+		rs[i] = Reason(i)
+	}
+	return rs
+}
+
+// DecodeStats counts decoded and skipped frames. Frames == TCP + sum(Skipped).
+type DecodeStats struct {
+	Frames  uint64             // frames handed to the decoder
+	TCP     uint64             // frames delivered as Packets
+	Skipped [numReasons]uint64 // frames skipped, by reason
+	// FirstFragments counts first IP fragments delivered as Packets: their TCP
+	// header is present but PayloadLen only covers this fragment's bytes.
+	FirstFragments uint64
+}
+
+// SkippedTotal is the number of frames not delivered.
+func (s DecodeStats) SkippedTotal() uint64 {
+	var n uint64
+	for _, c := range s.Skipped {
+		n += c
+	}
+	return n
+}
+
+// Map returns the non-zero skip counters keyed by reason name.
+func (s DecodeStats) Map() map[string]uint64 {
+	m := make(map[string]uint64)
+	for r, c := range s.Skipped {
+		if c != 0 {
+			m[Reason(r).String()] = c
+		}
+	}
+	return m
+}
+
+// String is a one-line summary for logs: "frames=N tcp=N truncated IP=N ...".
+func (s DecodeStats) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "frames=%d tcp=%d", s.Frames, s.TCP)
+	for r, c := range s.Skipped {
+		if c != 0 {
+			fmt.Fprintf(&b, " %s=%d", Reason(r), c)
+		}
+	}
+	if s.FirstFragments != 0 {
+		fmt.Fprintf(&b, " first fragments=%d", s.FirstFragments)
+	}
+	return b.String()
+}
+
+func (s *DecodeStats) add(o DecodeStats) {
+	s.Frames += o.Frames
+	s.TCP += o.TCP
+	s.FirstFragments += o.FirstFragments
+	for i := range s.Skipped {
+		s.Skipped[i] += o.Skipped[i]
+	}
+}
+
+// Decoder turns link-layer frames into Packets. It keeps one preallocated
+// gopacket layer of each kind and reuses it for every frame, so decoding a
+// frame allocates nothing (except inside gopacket for IPv6 hop-by-hop
+// options, which TCP traffic practically never carries). Not safe for
+// concurrent use.
+type Decoder struct {
+	eth   layers.Ethernet
+	dot1q layers.Dot1Q
+	sll   layers.LinuxSLL
+	sll2  layers.LinuxSLL2
+	loop  layers.Loopback
+	ip4   layers.IPv4
+	ip6   layers.IPv6
+	ext   layers.IPv6ExtensionSkipper
+	frag6 layers.IPv6Fragment
+	tcp   layers.TCP
+
+	// One parser per first layer; all share the layers above, so the link
+	// type only picks the entry point.
+	pEth, pSLL, pSLL2, pLoop, pIP4, pIP6 parser
+
+	decoded []gopacket.LayerType
+	stats   DecodeStats
+}
+
+// parser is a DecodingLayerParser plus the first layer it was built for,
+// which the error classification needs and gopacket does not expose.
+type parser struct {
+	*gopacket.DecodingLayerParser
+	first gopacket.LayerType
+}
+
+// NewDecoder returns a Decoder ready for any supported link type.
+func NewDecoder() *Decoder {
+	d := &Decoder{decoded: make([]gopacket.LayerType, 0, 16)}
+	// Skipper first so the dedicated fragment layer overrides its entry:
+	// we need the fragment offset, nothing else from extension headers.
+	all := []gopacket.DecodingLayer{&d.eth, &d.dot1q, &d.sll, &d.sll2, &d.loop,
+		&d.ip4, &d.ip6, &d.ext, &d.frag6, &d.tcp}
+	mk := func(first gopacket.LayerType) parser {
+		p := gopacket.NewDecodingLayerParser(first)
+		// The sparse slice container is the fastest lookup gopacket has.
+		var c gopacket.DecodingLayerContainer = gopacket.DecodingLayerSparse(nil)
+		for _, l := range all {
+			c = c.Put(l)
+		}
+		p.SetDecodingLayerContainer(c)
+		// The layer after TCP (payload, or whatever a port suggests) and
+		// protocols we do not decode end the chain without an error.
+		p.IgnoreUnsupported = true
+		return parser{p, first}
+	}
+	d.pEth = mk(layers.LayerTypeEthernet)
+	d.pSLL = mk(layers.LayerTypeLinuxSLL)
+	d.pSLL2 = mk(layers.LayerTypeLinuxSLL2)
+	d.pLoop = mk(layers.LayerTypeLoopback)
+	d.pIP4 = mk(layers.LayerTypeIPv4)
+	d.pIP6 = mk(layers.LayerTypeIPv6)
+	return d
+}
+
+// Stats returns the counters accumulated so far.
+func (d *Decoder) Stats() DecodeStats { return d.stats }
+
+// SupportedLinkType reports whether Decode understands frames of link type lt.
+func SupportedLinkType(lt layers.LinkType) bool {
+	switch lt {
+	case layers.LinkTypeEthernet, layers.LinkTypeLinuxSLL, layers.LinkTypeLinuxSLL2,
+		layers.LinkTypeNull, layers.LinkTypeLoop,
+		layers.LinkTypeRaw, linkTypeDLTRaw12, linkTypeDLTRaw14,
+		layers.LinkTypeIPv4, layers.LinkTypeIPv6:
+		return true
+	}
+	return false
+}
+
+func (d *Decoder) skip(r Reason) bool {
+	d.stats.Skipped[r]++
+	return false
+}
+
+// Decode decodes one frame of link type lt into p. It returns false, and
+// counts the reason, when the frame is not a decodable TCP segment. It sets
+// every Packet field except Timestamp and Interface; p.Payload aliases frame.
+func (d *Decoder) Decode(lt layers.LinkType, frame []byte, p *Packet) bool {
+	d.stats.Frames++
+	var parser parser
+	switch lt {
+	case layers.LinkTypeEthernet:
+		parser = d.pEth
+	case layers.LinkTypeLinuxSLL:
+		parser = d.pSLL
+	case layers.LinkTypeLinuxSLL2:
+		parser = d.pSLL2
+	case layers.LinkTypeNull, layers.LinkTypeLoop:
+		parser = d.pLoop
+	case layers.LinkTypeRaw, linkTypeDLTRaw12, linkTypeDLTRaw14:
+		// Raw IP has no link header: the version nibble says which IP.
+		if len(frame) == 0 {
+			return d.skip(ReasonTruncatedIP)
+		}
+		switch frame[0] >> 4 {
+		case 4:
+			parser = d.pIP4
+		case 6:
+			parser = d.pIP6
+		default:
+			return d.skip(ReasonBadIPVersion)
+		}
+	case layers.LinkTypeIPv4:
+		parser = d.pIP4
+	case layers.LinkTypeIPv6:
+		parser = d.pIP6
+	default:
+		return d.skip(ReasonUnsupportedLink)
+	}
+
+	if err := parser.DecodeLayers(frame, &d.decoded); err != nil {
+		return d.skip(d.classify(parser, frame))
+	}
+
+	// Find the innermost IP layer (tunnels reuse the same layer struct, which
+	// then holds the inner header) and check the version nibble, which
+	// gopacket's IPv4 decoder does not.
+	var ipType gopacket.LayerType
+	for _, t := range d.decoded {
+		switch t {
+		case layers.LayerTypeIPv4:
+			if d.ip4.Version != 4 {
+				return d.skip(ReasonBadIPVersion)
+			}
+			ipType = t
+		case layers.LayerTypeIPv6:
+			if d.ip6.Version != 6 {
+				return d.skip(ReasonBadIPVersion)
+			}
+			ipType = t
+		}
+	}
+
+	n := len(d.decoded)
+	if n == 0 {
+		return d.skip(ReasonMalformed)
+	}
+	firstFragment := false
+	if last := d.decoded[n-1]; last != layers.LayerTypeTCP {
+		switch {
+		case last == layers.LayerTypeIPv4 && (d.ip4.FragOffset != 0 || d.ip4.Flags&layers.IPv4MoreFragments != 0):
+			if d.ip4.FragOffset != 0 || d.ip4.Protocol != layers.IPProtocolTCP {
+				return d.skip(ReasonFragment)
+			}
+			firstFragment = true
+			if r, ok := d.decodeTCP(d.ip4.Payload); !ok {
+				return d.skip(r)
+			}
+		case last == layers.LayerTypeIPv6Fragment && (d.frag6.FragmentOffset != 0 || d.frag6.MoreFragments):
+			if d.frag6.FragmentOffset != 0 || d.frag6.NextHeader != layers.IPProtocolTCP {
+				return d.skip(ReasonFragment)
+			}
+			firstFragment = true
+			if r, ok := d.decodeTCP(d.frag6.Payload); !ok {
+				return d.skip(r)
+			}
+		default:
+			// The parser also stops when a layer leaves no payload: then the
+			// next header we would have decoded is missing.
+			l := d.layer(last)
+			if l != nil && len(l.LayerPayload()) == 0 {
+				if r, ok := truncatedReason(l.NextLayerType()); ok {
+					return d.skip(r)
+				}
+			}
+			return d.skip(ReasonNotTCP)
+		}
+	}
+
+	tcp := &d.tcp
+	hdrLen := len(tcp.Contents)
+	tcpIn := hdrLen + len(tcp.Payload)
+	switch ipType {
+	case layers.LayerTypeIPv4:
+		p.SrcIP = netip.AddrFrom4([4]byte(d.ip4.SrcIP))
+		p.DstIP = netip.AddrFrom4([4]byte(d.ip4.DstIP))
+		p.PayloadLen = int(d.ip4.Length) - int(d.ip4.IHL)*4 - hdrLen
+	case layers.LayerTypeIPv6:
+		p.SrcIP = netip.AddrFrom16([16]byte(d.ip6.SrcIP))
+		p.DstIP = netip.AddrFrom16([16]byte(d.ip6.DstIP))
+		if d.ip6.Length == 0 { // jumbogram: gopacket already bounded the payload
+			p.PayloadLen = len(tcp.Payload)
+		} else {
+			// Extension headers between IPv6 and TCP count against the
+			// payload length; the hop-by-hop one is already cut from Payload.
+			ext := len(d.ip6.Payload) - tcpIn
+			if d.ip6.HopByHop != nil {
+				ext += d.ip6.HopByHop.ActualLength
+			}
+			p.PayloadLen = int(d.ip6.Length) - ext - hdrLen
+		}
+	default:
+		return d.skip(ReasonMalformed)
+	}
+	if p.PayloadLen < len(tcp.Payload) {
+		// Cannot happen with gopacket's length trimming; keep the
+		// invariant PayloadLen >= len(Payload) for consumers regardless.
+		p.PayloadLen = len(tcp.Payload)
+	}
+
+	p.SrcPort = uint16(tcp.SrcPort)
+	p.DstPort = uint16(tcp.DstPort)
+	p.Seq = tcp.Seq
+	p.Ack = tcp.Ack
+	p.Flags = tcp.Contents[13]
+	p.Window = tcp.Window
+	p.Payload = tcp.Payload
+
+	p.MSS = 0
+	p.WindowScale = -1
+	p.SACKPermitted = false
+	p.HasTimestamps = false
+	p.TSVal, p.TSEcr = 0, 0
+	p.NumSACK = 0
+	p.SACK = [MaxSACKBlocks]SACKBlock{}
+	for i := range tcp.Options {
+		o := &tcp.Options[i]
+		data := o.OptionData
+		switch o.OptionType {
+		case layers.TCPOptionKindMSS:
+			if len(data) == 2 {
+				p.MSS = uint16(data[0])<<8 | uint16(data[1])
+			}
+		case layers.TCPOptionKindWindowScale:
+			if len(data) == 1 {
+				p.WindowScale = int8(min(data[0], 14)) // RFC 7323: larger values mean 14
+			}
+		case layers.TCPOptionKindSACKPermitted:
+			p.SACKPermitted = true
+		case layers.TCPOptionKindSACK:
+			for len(data) >= 8 && p.NumSACK < MaxSACKBlocks {
+				p.SACK[p.NumSACK] = SACKBlock{
+					Left:  be32(data[0:4]),
+					Right: be32(data[4:8]),
+				}
+				p.NumSACK++
+				data = data[8:]
+			}
+		case layers.TCPOptionKindTimestamps:
+			if len(data) == 8 {
+				p.HasTimestamps = true
+				p.TSVal = be32(data[0:4])
+				p.TSEcr = be32(data[4:8])
+			}
+		}
+	}
+
+	d.stats.TCP++
+	if firstFragment {
+		d.stats.FirstFragments++
+	}
+	return true
+}
+
+func be32(b []byte) uint32 {
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+// decodeTCP decodes a TCP header the parser stopped short of (a first
+// fragment), classifying failures like the parser path does.
+func (d *Decoder) decodeTCP(data []byte) (Reason, bool) {
+	if len(data) == 0 {
+		return ReasonTruncatedTCP, false
+	}
+	if err := d.tcp.DecodeFromBytes(data, gopacket.NilDecodeFeedback); err != nil {
+		return classifyTCP(data, d.ipCut()), false
+	}
+	return 0, true
+}
+
+// layer maps a decoded layer type back to our preallocated layer.
+func (d *Decoder) layer(t gopacket.LayerType) gopacket.DecodingLayer {
+	switch t {
+	case layers.LayerTypeEthernet:
+		return &d.eth
+	case layers.LayerTypeDot1Q:
+		return &d.dot1q
+	case layers.LayerTypeLinuxSLL:
+		return &d.sll
+	case layers.LayerTypeLinuxSLL2:
+		return &d.sll2
+	case layers.LayerTypeLoopback:
+		return &d.loop
+	case layers.LayerTypeIPv4:
+		return &d.ip4
+	case layers.LayerTypeIPv6:
+		return &d.ip6
+	case layers.LayerTypeIPv6Fragment:
+		return &d.frag6
+	case layers.LayerTypeIPv6HopByHop, layers.LayerTypeIPv6Routing, layers.LayerTypeIPv6Destination:
+		return &d.ext
+	case layers.LayerTypeTCP:
+		return &d.tcp
+	}
+	return nil
+}
+
+// truncatedReason names the reason for a header that should follow but has no bytes.
+func truncatedReason(next gopacket.LayerType) (Reason, bool) {
+	switch next {
+	case layers.LayerTypeDot1Q:
+		return ReasonTruncatedLink, true
+	case layers.LayerTypeIPv4, layers.LayerTypeIPv6, layers.LayerTypeIPv6HopByHop,
+		layers.LayerTypeIPv6Routing, layers.LayerTypeIPv6Destination, layers.LayerTypeIPv6Fragment:
+		return ReasonTruncatedIP, true
+	case layers.LayerTypeTCP:
+		return ReasonTruncatedTCP, true
+	}
+	return 0, false
+}
+
+// classify finds the layer that failed (the one after the last decoded) and
+// inspects its input bytes to name the reason. Only runs on bad frames.
+func (d *Decoder) classify(parser parser, frame []byte) Reason {
+	failed := parser.first
+	in := frame
+	if n := len(d.decoded); n > 0 {
+		l := d.layer(d.decoded[n-1])
+		if l == nil {
+			return ReasonMalformed
+		}
+		failed = l.NextLayerType()
+		in = l.LayerPayload()
+	}
+	switch failed {
+	case layers.LayerTypeEthernet, layers.LayerTypeDot1Q, layers.LayerTypeLinuxSLL,
+		layers.LayerTypeLinuxSLL2, layers.LayerTypeLoopback:
+		if parser.Truncated || len(in) < linkHeaderLen(failed) {
+			return ReasonTruncatedLink
+		}
+		return ReasonBadLinkHeader
+	case layers.LayerTypeIPv4:
+		switch {
+		case len(in) < 20:
+			return ReasonTruncatedIP
+		case in[0]>>4 != 4:
+			return ReasonBadIPVersion
+		case in[0]&0x0f < 5:
+			return ReasonBadIPHeaderLen
+		}
+		ihl := int(in[0]&0x0f) * 4
+		total := int(in[2])<<8 | int(in[3])
+		switch {
+		case total != 0 && total < ihl:
+			return ReasonBadIPLength
+		case ihl > len(in):
+			return ReasonTruncatedIP
+		}
+		return ReasonBadIPHeaderLen // options that do not parse
+	case layers.LayerTypeIPv6:
+		switch {
+		case len(in) < 40:
+			return ReasonTruncatedIP
+		case in[0]>>4 != 6:
+			return ReasonBadIPVersion
+		case parser.Truncated:
+			return ReasonTruncatedIP
+		}
+		return ReasonBadIPLength // hop-by-hop/jumbogram inconsistencies
+	case layers.LayerTypeIPv6HopByHop, layers.LayerTypeIPv6Routing,
+		layers.LayerTypeIPv6Destination, layers.LayerTypeIPv6Fragment:
+		return ReasonTruncatedIP
+	case layers.LayerTypeTCP:
+		return classifyTCP(in, d.ipCut())
+	}
+	return ReasonMalformed
+}
+
+// ipCut reports whether the snap length cut the innermost IP packet. (The
+// parser's Truncated flag will not do: gopacket's TCP layer sets it too.)
+func (d *Decoder) ipCut() bool {
+	for i := len(d.decoded) - 1; i >= 0; i-- {
+		switch d.decoded[i] {
+		case layers.LayerTypeIPv4:
+			return len(d.ip4.Contents)+len(d.ip4.Payload) < int(d.ip4.Length)
+		case layers.LayerTypeIPv6:
+			n := len(d.ip6.Payload)
+			if d.ip6.HopByHop != nil {
+				n += d.ip6.HopByHop.ActualLength
+			}
+			return n < int(d.ip6.Length)
+		}
+	}
+	return false
+}
+
+func classifyTCP(in []byte, ipTruncated bool) Reason {
+	switch {
+	case len(in) < 20:
+		return ReasonTruncatedTCP
+	case in[12]>>4 < 5:
+		return ReasonBadTCPDataOffset
+	case int(in[12]>>4)*4 > len(in):
+		// Beyond the captured bytes is a snap-length cut; beyond the IP
+		// payload the IP header claimed is a bogus offset.
+		if ipTruncated {
+			return ReasonTruncatedTCP
+		}
+		return ReasonBadTCPDataOffset
+	}
+	return ReasonMalformed
+}
+
+func linkHeaderLen(t gopacket.LayerType) int {
+	switch t {
+	case layers.LayerTypeEthernet:
+		return 14
+	case layers.LayerTypeDot1Q, layers.LayerTypeLoopback:
+		return 4
+	case layers.LayerTypeLinuxSLL:
+		return 16
+	case layers.LayerTypeLinuxSLL2:
+		return 20
+	}
+	return 0
+}
