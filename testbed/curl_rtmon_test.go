@@ -132,6 +132,8 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 		t.Fatal(err)
 	}
 	checkHarness(t, sc, r)
+	conns, txns := r.wire.records(r.tb.Client.Addr.String(), r.tb.Server.Addr.String())
+	compareRecords(t, "wire", r, conns, txns)
 	return r
 }
 
@@ -183,26 +185,14 @@ func checkHarness(t *testing.T, sc scenario, r *outcome) {
 				t.Errorf("port %d: SYN retransmission after %v, want ~1s", port, gap)
 			}
 		}
-		first := inv.results[0]
-		// The capture point sits next to the client here (no link delay),
-		// so first SYN -> SYN/ACK is the client's connect time.
-		checkNear(t, fmt.Sprintf("port %d wire connect", port), wc.synacks[0].Sub(wc.syns[0]), first.Connect())
 		if len(wc.reqs) != len(inv.results) {
 			t.Errorf("port %d: %d requests in capture, curl made %d", port, len(wc.reqs), len(inv.results))
 			continue
 		}
 		for i, c := range inv.results {
-			q := wc.reqs[i]
-			if q.path != pathOf(c.URL) {
+			if q := wc.reqs[i]; q.path != pathOf(c.URL) {
 				t.Errorf("port %d request %d: capture has %s, curl fetched %s", port, i, q.path, pathOf(c.URL))
 			}
-			start := q.first
-			if i == 0 {
-				start = wc.syns[0]
-			}
-			name := fmt.Sprintf("port %d %s wire", port, q.path)
-			checkNear(t, name+" starttransfer", q.respFirst.Sub(start), c.Starttransfer())
-			checkNear(t, name+" total", q.respLast.Sub(start), c.Total())
 		}
 	}
 	if len(w.conns) != nconn {
@@ -359,8 +349,16 @@ func readJSONL[T any](t *testing.T, path string) []T {
 	return out
 }
 
-// compareRtmon runs rtmon on the server-side capture and checks each curl
-// transfer against the transaction rtmon reconstructed for it.
+// compareRtmon runs rtmon on the server-side capture and checks its records
+// against curl.
+func compareRtmon(t *testing.T, r *outcome) {
+	t.Helper()
+	conns, txns := analyze(t, r.capture.Path)
+	compareRecords(t, "rtmon", r, conns, txns)
+}
+
+// compareRecords checks each curl transfer against the transaction the
+// records (rtmon's, or the naive wire reading's) give for it.
 //
 // What curl measures: its timers restart for every URL of an invocation, so
 // every time_* is from the start of that transfer. For the first URL that
@@ -373,9 +371,8 @@ func readJSONL[T any](t *testing.T, path string) []T {
 // Tconn + Trequest + Tserver compares to time_starttransfer in both cases,
 // and Total to time_total. Trequest + Tserver, the part after connecting,
 // compares to time_starttransfer - time_pretransfer.
-func compareRtmon(t *testing.T, r *outcome) {
+func compareRecords(t *testing.T, src string, r *outcome, conns []rtmonConn, txns []rtmonTxn) {
 	t.Helper()
-	conns, txns := analyze(t, r.capture.Path)
 	client, server := r.tb.Client.Addr.String(), r.tb.Server.Addr.String()
 	connBy := map[int]rtmonConn{}
 	for _, c := range conns {
@@ -389,7 +386,7 @@ func compareRtmon(t *testing.T, r *outcome) {
 	txnBy := map[key]rtmonTxn{}
 	for _, x := range txns {
 		if x.Client != client || x.Server != server || x.ServerPort != r.nginx.Port {
-			t.Errorf("rtmon transaction with unexpected endpoints: %+v", x)
+			t.Errorf("%s transaction with unexpected endpoints: %+v", src, x)
 			continue
 		}
 		txnBy[key{x.ClientPort, x.Index}] = x
@@ -400,32 +397,32 @@ func compareRtmon(t *testing.T, r *outcome) {
 		first := inv.results[0]
 		conn, ok := connBy[port]
 		if !ok {
-			t.Errorf("rtmon has no connection for client port %d", port)
+			t.Errorf("%s has no connection for client port %d", src, port)
 		} else {
-			t.Logf("rtmon conn port %d: syn_losses=%d synack_losses=%d tconn=%v (curl connect %v)",
-				port, conn.SYNLosses, conn.SYNACKLosses, time.Duration(conn.Tconn), first.Connect())
-			checkNear(t, fmt.Sprintf("port %d connection tconn", port), time.Duration(conn.Tconn), first.Connect())
+			t.Logf("%s conn port %d: syn_losses=%d synack_losses=%d tconn=%v (curl connect %v)",
+				src, port, conn.SYNLosses, conn.SYNACKLosses, time.Duration(conn.Tconn), first.Connect())
+			checkNear(t, fmt.Sprintf("%s port %d connection tconn", src, port), time.Duration(conn.Tconn), first.Connect())
 			if r.drop != nil {
 				if conn.SYNLosses < 1 || len(conn.SYNTimes) < 2 || conn.Tconn < int64(time.Second) {
-					t.Errorf("port %d: rtmon syn_losses %d, %d SYNs, tconn %v; want >= 1 loss, >= 2 SYNs, tconn >= 1s",
-						port, conn.SYNLosses, len(conn.SYNTimes), time.Duration(conn.Tconn))
+					t.Errorf("%s port %d: syn_losses %d, %d SYNs, tconn %v; want >= 1 loss, >= 2 SYNs, tconn >= 1s",
+						src, port, conn.SYNLosses, len(conn.SYNTimes), time.Duration(conn.Tconn))
 				}
 			} else if conn.SYNLosses != 0 || conn.SYNACKLosses != 0 {
-				t.Errorf("port %d: rtmon syn_losses %d synack_losses %d, want 0 (no drops)", port, conn.SYNLosses, conn.SYNACKLosses)
+				t.Errorf("%s port %d: syn_losses %d synack_losses %d, want 0 (no drops)", src, port, conn.SYNLosses, conn.SYNACKLosses)
 			}
 		}
 		for i, c := range inv.results {
 			ntx++
-			name := fmt.Sprintf("port %d #%d %s", port, i, pathOf(c.URL))
+			name := fmt.Sprintf("%s port %d #%d %s", src, port, i, pathOf(c.URL))
 			x, ok := txnBy[key{port, i}]
 			if !ok {
-				t.Errorf("%s: rtmon has no transaction", name)
+				t.Errorf("%s: no transaction", name)
 				continue
 			}
 			if pathOf(x.URL) != pathOf(c.URL) || x.Status != c.HTTPCode {
-				t.Errorf("%s: rtmon has %q status %d, curl %q status %d", name, x.URL, x.Status, c.URL, c.HTTPCode)
+				t.Errorf("%s: record has %q status %d, curl %q status %d", name, x.URL, x.Status, c.URL, c.HTTPCode)
 			}
-			t.Logf("rtmon %s: tconn=%v trequest=%v tserver=%v ttransfer=%v total=%v",
+			t.Logf("%s: tconn=%v trequest=%v tserver=%v ttransfer=%v total=%v",
 				name, time.Duration(x.Tconn), time.Duration(x.Trequest), time.Duration(x.Tserver),
 				time.Duration(x.Ttransfer), time.Duration(x.Total))
 			if sum := x.Tconn + x.Trequest + x.Tserver + x.Ttransfer; sum != x.Total {
@@ -447,9 +444,9 @@ func compareRtmon(t *testing.T, r *outcome) {
 		}
 	}
 	if len(txns) != ntx {
-		t.Errorf("rtmon reports %d transactions, curl made %d", len(txns), ntx)
+		t.Errorf("%s reports %d transactions, curl made %d", src, len(txns), ntx)
 	}
-	if len(connBy) != len(r.invs) {
-		t.Errorf("rtmon reports %d connections to %s:%d, curl opened %d", len(connBy), server, r.nginx.Port, len(r.invs))
+	if len(conns) != len(r.invs) {
+		t.Errorf("%s reports %d connections, curl opened %d", src, len(conns), len(r.invs))
 	}
 }

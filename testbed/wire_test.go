@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/gopacket/gopacket"
@@ -32,6 +33,7 @@ type wireConn struct {
 type wireReq struct {
 	path          string
 	first         time.Time // request's first byte
+	status        int
 	respFirst     time.Time
 	respLast      time.Time
 	responseBytes int
@@ -108,6 +110,10 @@ func readWire(path string) (*wire, error) {
 			q := c.reqs[len(c.reqs)-1]
 			if q.respFirst.IsZero() {
 				q.respFirst = ci.Timestamp
+				// "HTTP/1.1 200 OK": the status follows the version.
+				if f := bytes.Fields(tcp.Payload); len(f) >= 2 && bytes.HasPrefix(f[0], []byte("HTTP/1.")) {
+					q.status, _ = strconv.Atoi(string(f[1]))
+				}
 			}
 			q.respLast = ci.Timestamp
 			q.responseBytes += len(tcp.Payload)
@@ -128,4 +134,40 @@ func (w *wire) ports() []uint16 {
 	}
 	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
 	return ps
+}
+
+// records estimates rtmon's records from the wire in the simplest way valid
+// on this testbed, where the capture point is next to the client (no link
+// delay, microsecond RTT): client time = capture time. Fed to the same
+// comparison as rtmon's output, it proves the comparison and its tolerance
+// are sound before rtmon is involved.
+func (w *wire) records(client, server string) ([]rtmonConn, []rtmonTxn) {
+	var conns []rtmonConn
+	var txns []rtmonTxn
+	for _, port := range w.ports() {
+		c := w.conns[port]
+		if len(c.syns) == 0 || len(c.synacks) == 0 {
+			continue
+		}
+		rc := rtmonConn{Client: client, ClientPort: int(port), Server: server, ServerPort: 80,
+			SYNLosses: len(c.syns) - 1, Tconn: c.synacks[len(c.synacks)-1].Sub(c.syns[0]).Nanoseconds()}
+		for _, s := range c.syns {
+			rc.SYNTimes = append(rc.SYNTimes, s.UnixNano())
+		}
+		conns = append(conns, rc)
+		for i, q := range c.reqs {
+			x := rtmonTxn{Client: client, ClientPort: int(port), Server: server, ServerPort: 80,
+				Index: i, URL: q.path, Status: q.status}
+			if i == 0 {
+				x.Tconn = rc.Tconn
+				x.Trequest = q.first.Sub(c.synacks[len(c.synacks)-1]).Nanoseconds()
+			}
+			// Requests fit one segment here: first byte = last byte.
+			x.Tserver = q.respFirst.Sub(q.first).Nanoseconds()
+			x.Ttransfer = q.respLast.Sub(q.respFirst).Nanoseconds()
+			x.Total = x.Tconn + x.Trequest + x.Tserver + x.Ttransfer
+			txns = append(txns, x)
+		}
+	}
+	return conns, txns
 }
