@@ -234,7 +234,8 @@ func (tb *Testbed) addNamespace(ctx context.Context, ns string) error {
 	tb.onClose(func() error {
 		return tb.ip(context.Background(), "netns", "del", ns)
 	})
-	if _, err := tb.Exec(ctx, ns, "sysctl", "-q", "-w",
+	// -e: a kernel without IPv6 has no such keys, which is fine.
+	if _, err := tb.Exec(ctx, ns, "sysctl", "-e", "-q", "-w",
 		"net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"); err != nil {
 		return err
 	}
