@@ -229,6 +229,7 @@ type gen struct {
 	sum     Summary
 	pvID    uint64
 	ev      []event // the pageview being built
+	planned int64   // estimated file bytes of every packet planned so far
 	free    [][]event
 }
 
@@ -327,7 +328,9 @@ func (g *gen) stop(t int64) bool {
 	if g.wl.Duration > 0 && t >= Base+int64(g.wl.Duration) {
 		return true
 	}
-	return g.wl.TargetBytes > 0 && g.w.Bytes() >= g.wl.TargetBytes
+	// Compare the planned size, not what is written: with thousands of
+	// pageviews in flight the written size lags by hundreds of MB.
+	return g.wl.TargetBytes > 0 && g.planned >= g.wl.TargetBytes
 }
 
 func (g *gen) apply(e *event) {
@@ -624,6 +627,15 @@ func (g *gen) pageview(cl *client, tc int64) *stream {
 		g.close(pc)
 	}
 	slices.SortStableFunc(g.ev, func(a, b event) int { return cmpInt64(a.t, b.t) })
+	// Per-packet overhead: record header, link, IP and TCP headers with
+	// timestamps; close enough for TargetBytes.
+	per := int64(16 + 14 + 20 + 32)
+	if g.wl.IPv6 {
+		per += 20
+	}
+	for i := range g.ev {
+		g.planned += per + int64(len(g.ev[i].payload))
+	}
 	return &stream{ev: g.ev}
 }
 
