@@ -171,6 +171,7 @@ func (p *Parser) Gap(n int64, h Handler) {
 			return
 		case stHead:
 			if p.started {
+				p.partialHeaders(p.hdr)
 				p.msg.Incomplete = true
 				p.end(h)
 			}
@@ -221,6 +222,7 @@ func (p *Parser) Close(h Handler) {
 		p.end(h)
 	case stHead:
 		if p.started {
+			p.partialHeaders(p.hdr)
 			p.msg.Incomplete = true
 			p.end(h)
 		}
@@ -433,12 +435,7 @@ func (p *Parser) overLimit(buf []byte, h Handler) bool {
 		// The start line alone is longer than the limit: report what we have.
 		p.startMessage(buf, h)
 	}
-	if nl := bytes.LastIndexByte(buf, '\n'); nl >= 0 {
-		var fr framing
-		p.parseHeaders(buf[:nl+1], &fr)
-	} else {
-		p.parseHeaders(buf, nil)
-	}
+	p.partialHeaders(buf)
 	p.msg.HeaderTooLarge = true
 	p.msg.Incomplete = true
 	p.off = p.hdrStart + int64(len(buf))
@@ -447,6 +444,17 @@ func (p *Parser) overLimit(buf []byte, h Handler) bool {
 	p.releaseHdr()
 	p.hunt(false)
 	return true
+}
+
+// partialHeaders extracts what it can from an unfinished header section
+// (complete lines only, or the cut start line) for a message ending early.
+func (p *Parser) partialHeaders(buf []byte) {
+	if nl := bytes.LastIndexByte(buf, '\n'); nl >= 0 {
+		var fr framing
+		p.parseHeaders(buf[:nl+1], &fr)
+	} else {
+		p.parseHeaders(buf, nil)
+	}
 }
 
 // scanHead looks for the end of the header section in buf (the section's

@@ -120,6 +120,8 @@ func tableCases() []tcase {
 			{Kind: Response, HeaderEnd: 39, End: 42, Method: "GET", Status: 200, Proto: "HTTP/1.1", KeepAlive: true, ContentLength: 10, BodyLen: 3, BodyWire: 3, Incomplete: true}}},
 		{name: "close-mid-headers", kind: Response, methods: []string{"GET"}, in: "HTTP/1.1 200 OK\r\nContent-Le", close: true, want: []Message{
 			{Kind: Response, End: 27, Method: "GET", Status: 200, Proto: "HTTP/1.1", ContentLength: -1, Incomplete: true}}},
+		{name: "close-mid-request-headers", kind: Request, in: "GET /cut HTTP/1.1\r\nHost: h\r\nAcc", close: true, want: []Message{
+			{Kind: Request, End: 31, Method: "GET", URL: "/cut", Host: "h", Proto: "HTTP/1.1", ContentLength: -1, Incomplete: true}}},
 	}
 }
 
