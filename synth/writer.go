@@ -2,7 +2,16 @@
 // exactly. Tests of the other stages, the benchmark command and the demo data use
 // it: a Writer emits TCP segments in any supported file format and link type, a
 // Conn scripts one TCP conversation packet by packet, and Generate produces a
-// large, realistic, deterministic workload together with its client-side truth.
+// large, realistic, deterministic workload together with its client-side truth
+// (see TruthRecord for the timing model).
+//
+// Writes are immediate: packets appear in the file in call order, so callers
+// write in capture-time order. Errors are sticky: Conn methods return nothing,
+// and Writer.Err/Close report the first failure.
+//
+// Not modelled by Generate: server-side SYN/ACK retransmission timers (a lost
+// SYN/ACK is repaired by the client's SYN retransmission), loss of
+// retransmissions, client-side data loss, request bodies, pipelining, NAT.
 package synth
 
 import (
