@@ -228,7 +228,31 @@ func TestHuntDoesNotBufferUnbounded(t *testing.T) {
 		}
 	}
 	p.Feed([]byte("\r\n"+getB), r)
-	if e := r.ends(); len(e) != 1 || e[0].URL != "/b.png" || len(r.desyncs()) != 1 {
+	if e := r.ends(); len(e) != 1 || e[0].URL != "/b.png" || e[0].Start != int64(9+len(long)+2) || len(r.desyncs()) != 1 {
 		t.Fatalf("events %v", r.ev)
+	}
+	one := feedChunks(newP(Request, 512), []byte("\x00garbage\n"+long+"\r\n"+getB), nil, false)
+	sameEvents(t, "one shot", one.ev, r.ev)
+}
+
+func TestTrailerLimit(t *testing.T) {
+	in := "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" + strings.Repeat("X-T: 1\r\n", 100)
+	r := feedChunks(newP(Response, 256, "GET"), []byte(in), nil, false)
+	d := r.desyncs()
+	if e := r.ends(); len(e) != 1 || !e[0].Incomplete || len(d) != 1 || d[0].Reason != ReasonTrailerTooBig {
+		t.Fatalf("events %v", r.ev)
+	}
+}
+
+func TestSwitchToOpaqueDropsUnconfirmedStart(t *testing.T) {
+	p := newP(Request, 0)
+	r := &recorder{}
+	p.Feed([]byte("GET /ws HTTP/1.1\r\n\r\nGE"), r)
+	p.SwitchToOpaque()
+	p.Feed([]byte("T / HTTP/1.1\r\n\r\n"), r)
+	p.Gap(10, r)
+	p.Close(r)
+	if len(r.ends()) != 1 || len(r.desyncs()) != 0 || p.Offset() != 22+16+10 {
+		t.Fatalf("events %v offset %d", r.ev, p.Offset())
 	}
 }

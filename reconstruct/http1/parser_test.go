@@ -116,6 +116,20 @@ func tableCases() []tcase {
 		{name: "bad-chunk-size", kind: Response, methods: []string{"GET"}, in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", want: []Message{
 			{Kind: Response, HeaderEnd: 47, End: 47, Method: "GET", Status: 200, Proto: "HTTP/1.1", KeepAlive: true, ContentLength: -1, Chunked: true, Incomplete: true}},
 			desyncs: []event{{Type: "desync", Off: 47, Reason: ReasonChunkSize}}},
+		{name: "chunked-bare-lf", kind: Response, methods: []string{"GET"}, in: "HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n3\nabc\n0\n\n", want: []Message{
+			{Kind: Response, HeaderEnd: 44, End: 44 + 9, Method: "GET", Status: 200, Proto: "HTTP/1.1", KeepAlive: true, ContentLength: -1, Chunked: true, BodyLen: 3, BodyWire: 9}}},
+		{name: "chunk-missing-crlf", kind: Response, methods: []string{"GET"}, in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n", want: []Message{
+			{Kind: Response, HeaderEnd: 47, End: 47 + 6, Method: "GET", Status: 200, Proto: "HTTP/1.1", KeepAlive: true, ContentLength: -1, Chunked: true, BodyLen: 3, BodyWire: 6, Incomplete: true}},
+			desyncs: []event{{Type: "desync", Off: 53, Reason: ReasonChunkCRLF}}},
+		{name: "chunk-size-cr-without-lf", kind: Response, methods: []string{"GET"}, in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\rabc", want: []Message{
+			{Kind: Response, HeaderEnd: 47, End: 49, Method: "GET", Status: 200, Proto: "HTTP/1.1", KeepAlive: true, ContentLength: -1, Chunked: true, BodyWire: 2, Incomplete: true}},
+			desyncs: []event{{Type: "desync", Off: 49, Reason: ReasonChunkSize}}},
+		{name: "cl-invalid", kind: Request, in: "POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", want: []Message{
+			{Kind: Request, HeaderEnd: 39, End: 39, Method: "POST", URL: "/", Proto: "HTTP/1.1", KeepAlive: true, ContentLength: -1, Incomplete: true}},
+			desyncs: []event{{Type: "desync", Off: 39, Reason: ReasonCLInvalid}}},
+		{name: "url-extra-spaces", kind: Request, in: "GET  /sp  HTTP/1.1\r\n\r\n", want: []Message{
+			{Kind: Request, HeaderEnd: 22, End: 22, Method: "GET", URL: "/sp", Proto: "HTTP/1.1", KeepAlive: true, ContentLength: -1}}},
+		{name: "status-below-100", kind: Response, in: "HTTP/1.1 099 Odd\r\n\r\n", desyncs: []event{{Type: "desync", Off: 0, Reason: ReasonBadStatusLine}}},
 		{name: "close-mid-body", kind: Response, methods: []string{"GET"}, in: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", close: true, want: []Message{
 			{Kind: Response, HeaderEnd: 39, End: 42, Method: "GET", Status: 200, Proto: "HTTP/1.1", KeepAlive: true, ContentLength: 10, BodyLen: 3, BodyWire: 3, Incomplete: true}}},
 		{name: "close-mid-headers", kind: Response, methods: []string{"GET"}, in: "HTTP/1.1 200 OK\r\nContent-Le", close: true, want: []Message{
