@@ -11,6 +11,27 @@
 // limit, bodies are skipped by arithmetic, and malformed input makes the
 // parser report Desync and hunt for the next plausible message start instead
 // of failing.
+//
+// Framing follows RFC 9112 section 6.3: chunked Transfer-Encoding wins over
+// Content-Length; a response without either is close-delimited (ended by
+// Close); a request without either has no body; responses to HEAD and
+// 1xx/204/304 responses have no body; 101 and 2xx-to-CONNECT end HTTP on
+// the response stream (the caller switches the request parser with
+// SwitchToOpaque). Interim 1xx responses are reported as messages with
+// Interim set; the next response answers the same request.
+//
+// Resync: after garbage, a gap outside a known-length body, or a framing
+// error, the parser skips to a line beginning that starts a plausible
+// start line: "HTTP/1.d ddd" for responses; for requests a standard method
+// (GET HEAD POST PUT DELETE OPTIONS PATCH CONNECT TRACE), SP, a target and
+// " HTTP/1.d" ending the line. In sync, any token is accepted as a method.
+//
+// Timing: MessageStart is called once the start line is complete, so for a
+// start line split across segments m.Start lies in an earlier Feed (by less
+// than the header limit). HeadersDone and MessageEnd are called during the
+// Feed (or Gap, Close) that contains HeaderEnd and End. Callers that map
+// offsets to capture times should therefore map m.Start by offset (e.g.
+// via sequence numbers), not "now".
 package http1
 
 // Kind is the direction a Parser follows.
