@@ -81,7 +81,10 @@ type Message struct {
 	End       int64 // offset just past the message's last byte (set at MessageEnd)
 
 	// Request side.
-	Method    string // requests: the method; responses: the answered request's method
+	// Method: a request's method; for a final response the method of the
+	// request it answers ("" for interim responses, for NoRequest and for
+	// non-standard methods).
+	Method    string
 	URL       string // request target as sent, cut to MaxURLLen
 	Host      string
 	Referer   string

@@ -94,7 +94,9 @@ type Parser struct {
 
 // NewParser returns a parser for one direction. maxHeaderBytes bounds a
 // message's header section (start line through the blank line) and its
-// chunked trailers; <= 0 selects DefaultMaxHeaderBytes.
+// chunked trailers; <= 0 selects DefaultMaxHeaderBytes. A parser holds a
+// header buffer (at most maxHeaderBytes, pooled) only while a header
+// section spans Feed calls.
 func NewParser(kind Kind, maxHeaderBytes int) *Parser {
 	if maxHeaderBytes <= 0 {
 		maxHeaderBytes = DefaultMaxHeaderBytes
@@ -155,10 +157,13 @@ func (p *Parser) Feed(data []byte, h Handler) {
 	}
 }
 
-// Gap reports that n bytes at Offset() were never captured. Inside a body
-// of known length the body just advances (Message.Hole counts the bytes);
-// anywhere else the current message ends Incomplete and the parser
-// resyncs.
+// Gap reports that n bytes at Offset() were never captured. Inside a
+// Content-Length body, a chunk's payload or a close-delimited body the
+// message just advances (Message.Hole counts the bytes) and a gap that ends
+// exactly at the message's end keeps sync; anywhere else the current
+// message ends Incomplete at the gap's start, Desync is reported and the
+// parser resyncs after the gap. A gap between messages also reports Desync:
+// whole messages may have been lost in it.
 func (p *Parser) Gap(n int64, h Handler) {
 	for n > 0 {
 		switch p.st {
