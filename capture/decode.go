@@ -127,6 +127,11 @@ func (s *DecodeStats) add(o DecodeStats) {
 // frame allocates nothing (except inside gopacket for IPv6 hop-by-hop
 // options, which TCP traffic practically never carries). Not safe for
 // concurrent use.
+//
+// IP fragments are not reassembled: a first fragment is delivered with the
+// TCP header and the bytes it holds (PayloadLen covers only those, and
+// DecodeStats.FirstFragments counts it); later fragments are skipped as
+// ReasonFragment. Tunnelled IP-in-IP is decoded to the inner packet.
 type Decoder struct {
 	eth   layers.Ethernet
 	dot1q layers.Dot1Q

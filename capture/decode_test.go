@@ -318,3 +318,20 @@ func TestReasonNames(t *testing.T) {
 		t.Errorf("%d names", len(seen))
 	}
 }
+
+// IP-in-IP (6in4 here) decodes to the inner packet's addresses and lengths.
+func TestDecodeTunnel(t *testing.T) {
+	inner := segs[6].ip(t)
+	outer := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Protocol: layers.IPProtocolIPv6,
+		SrcIP: net.IP(cli4.AsSlice()), DstIP: net.IP(srv4.AsSlice())}
+	frame := serialize(t, &layers.Ethernet{SrcMAC: macA, DstMAC: macB, EthernetType: layers.EthernetTypeIPv4}, outer, gopacket.Payload(inner))
+	// serialize does not fix lengths; set the outer total length by hand.
+	binary.BigEndian.PutUint16(frame[14+2:], uint16(20+len(inner)))
+	frame[14] = 0x45
+	d := NewDecoder()
+	var p Packet
+	if !d.Decode(layers.LinkTypeEthernet, frame, &p) {
+		t.Fatal(d.Stats())
+	}
+	samePacket(t, "6in4", p, segs[6].want())
+}
