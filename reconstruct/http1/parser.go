@@ -72,11 +72,13 @@ type Parser struct {
 	hdr       []byte
 	hdrp      *[]byte
 	hdrStart  int64
-	scan      int  // next index to scan for LF, relative to hdrStart
-	lineStart int  // start of the current header line, relative to hdrStart
-	prefixOK  bool // start of the start line looks right
-	started   bool // MessageStart was called for the current message
-	tentative bool // candidate found while hunting (known methods only)
+	scan      int         // next index to scan for LF, relative to hdrStart
+	lineStart int         // start of the current header line, relative to hdrStart
+	prefixOK  bool        // start of the start line looks right
+	started   bool        // MessageStart was called for the current message
+	tentative bool        // candidate found while hunting (known methods only)
+	vals      [nVals]span // extracted values, relative to hdrStart
+	fr        framing
 
 	atLineStart bool // hunting: the next byte begins a line
 
@@ -176,7 +178,7 @@ func (p *Parser) Gap(n int64, h Handler) {
 			return
 		case stHead:
 			if p.started {
-				p.partialHeaders(p.hdr)
+				p.values(p.hdr) // what the complete lines gave
 				p.msg.Incomplete = true
 				p.end(h)
 			}
@@ -227,7 +229,7 @@ func (p *Parser) Close(h Handler) {
 		p.end(h)
 	case stHead:
 		if p.started {
-			p.partialHeaders(p.hdr)
+			p.values(p.hdr)
 			p.msg.Incomplete = true
 			p.end(h)
 		}
@@ -327,6 +329,7 @@ func (p *Parser) beginHead(tentative bool) {
 	p.hdrStart = p.off
 	p.scan, p.lineStart = 0, 0
 	p.prefixOK, p.started, p.tentative = false, false, tentative
+	p.vals, p.fr = [nVals]span{}, framing{}
 }
 
 func (p *Parser) releaseHdr() {
@@ -439,8 +442,11 @@ func (p *Parser) overLimit(buf []byte, h Handler) bool {
 	if !p.started {
 		// The start line alone is longer than the limit: report what we have.
 		p.startMessage(buf, h)
+		if p.kind == Request {
+			p.urlSpan(buf)
+		}
 	}
-	p.partialHeaders(buf)
+	p.values(buf)
 	p.msg.HeaderTooLarge = true
 	p.msg.Incomplete = true
 	p.off = p.hdrStart + int64(len(buf))
@@ -449,17 +455,6 @@ func (p *Parser) overLimit(buf []byte, h Handler) bool {
 	p.releaseHdr()
 	p.hunt(false)
 	return true
-}
-
-// partialHeaders extracts what it can from an unfinished header section
-// (complete lines only, or the cut start line) for a message ending early.
-func (p *Parser) partialHeaders(buf []byte) {
-	if nl := bytes.LastIndexByte(buf, '\n'); nl >= 0 {
-		var fr framing
-		p.parseHeaders(buf[:nl+1], &fr)
-	} else {
-		p.parseHeaders(buf, nil)
-	}
 }
 
 // scanHead looks for the end of the header section in buf (the section's
@@ -486,8 +481,13 @@ func (p *Parser) scanHead(buf []byte, h Handler) (headResult, int) {
 				return hsFail, 0
 			}
 			p.startMessage(buf[:nl], h)
+			if p.kind == Request {
+				p.urlSpan(buf[:nl])
+			}
 		} else if nl == p.lineStart || (nl == p.lineStart+1 && buf[p.lineStart] == '\r') {
 			return hsDone, nl + 1
+		} else {
+			p.headerLine(buf, p.lineStart, nl)
 		}
 		p.lineStart = nl + 1
 		p.scan = nl + 1
@@ -662,98 +662,94 @@ const (
 
 var valLimits = [nVals]int{MaxURLLen, MaxValueLen, MaxValueLen, MaxValueLen, MaxValueLen, MaxValueLen}
 
-// parseHeaders extracts values and framing from complete lines of a header
-// section (start line first). With fr == nil only the start line is used.
-// All extracted strings share one allocation.
-func (p *Parser) parseHeaders(buf []byte, fr *framing) {
-	m := &p.msg
-	var vals [nVals]span
-	nl := bytes.IndexByte(buf, '\n')
-	first := buf
-	if nl >= 0 {
-		first = buf[:nl]
+// urlSpan records the request target of a start line (possibly cut by the
+// header limit), relative to the message start.
+func (p *Parser) urlSpan(first []byte) {
+	first = trimCR(first)
+	sp := bytes.IndexByte(first, ' ')
+	if sp < 0 {
+		return
 	}
-	if p.kind == Request {
-		first = trimCR(first)
-		if sp := bytes.IndexByte(first, ' '); sp >= 0 {
-			a, b := sp+1, len(first)
-			if n := len(first); n >= sp+10 && string(first[n-9:n-1]) == " HTTP/1." {
-				b = n - 9
-			}
-			for a < b && first[a] == ' ' {
-				a++
-			}
-			for b > a && first[b-1] == ' ' {
-				b--
-			}
-			vals[vURL] = span{a, b}
-		}
+	a, b := sp+1, len(first)
+	if n := len(first); n >= sp+10 && string(first[n-9:n-1]) == " HTTP/1." {
+		b = n - 9
 	}
-	for fr != nil && nl >= 0 {
-		ls := nl + 1
-		j := bytes.IndexByte(buf[ls:], '\n')
-		if j < 0 {
-			break
+	for a < b && first[a] == ' ' {
+		a++
+	}
+	for b > a && first[b-1] == ' ' {
+		b--
+	}
+	p.vals[vURL] = span{a, b}
+}
+
+// headerLine applies the header line buf[ls:nl] (LF excluded) as soon as
+// scanHead finds it, so header bytes are scanned once.
+func (p *Parser) headerLine(buf []byte, ls, nl int) {
+	m, fr, vals := &p.msg, &p.fr, &p.vals
+	line := trimCR(buf[ls:nl])
+	c := bytes.IndexByte(line, ':')
+	if c <= 0 || line[0] == ' ' || line[0] == '\t' {
+		return // not a header (or obsolete line folding): ignore
+	}
+	name := trimOWS(line[:c])
+	va, vb := ls+c+1, ls+len(line)
+	for va < vb && (buf[va] == ' ' || buf[va] == '\t') {
+		va++
+	}
+	for vb > va && (buf[vb-1] == ' ' || buf[vb-1] == '\t') {
+		vb--
+	}
+	v := buf[va:vb]
+	switch len(name) {
+	case 4:
+		if eqFold(name, "host") {
+			setOnce(&vals[vHost], va, vb)
 		}
-		nl = ls + j
-		line := trimCR(buf[ls:nl])
-		c := bytes.IndexByte(line, ':')
-		if c <= 0 || line[0] == ' ' || line[0] == '\t' {
-			continue // not a header (or obsolete line folding): ignore
+	case 6:
+		if eqFold(name, "accept") {
+			setOnce(&vals[vAccept], va, vb)
+		} else if eqFold(name, "expect") && eqFold(v, "100-continue") {
+			m.ExpectContinue = true
 		}
-		name := trimOWS(line[:c])
-		va, vb := ls+c+1, ls+len(line)
-		for va < vb && (buf[va] == ' ' || buf[va] == '\t') {
-			va++
+	case 7:
+		if eqFold(name, "referer") {
+			setOnce(&vals[vReferer], va, vb)
 		}
-		for vb > va && (buf[vb-1] == ' ' || buf[vb-1] == '\t') {
-			vb--
+	case 10:
+		if eqFold(name, "user-agent") {
+			setOnce(&vals[vUA], va, vb)
+		} else if eqFold(name, "connection") {
+			forTokens(v, func(t []byte) {
+				if eqFold(t, "close") {
+					fr.connClose = true
+				} else if eqFold(t, "keep-alive") {
+					fr.connKeep = true
+				}
+			})
 		}
-		v := buf[va:vb]
-		switch len(name) {
-		case 4:
-			if eqFold(name, "host") {
-				setOnce(&vals[vHost], va, vb)
-			}
-		case 6:
-			if eqFold(name, "accept") {
-				setOnce(&vals[vAccept], va, vb)
-			} else if eqFold(name, "expect") && eqFold(v, "100-continue") {
-				m.ExpectContinue = true
-			}
-		case 7:
-			if eqFold(name, "referer") {
-				setOnce(&vals[vReferer], va, vb)
-			}
-		case 10:
-			if eqFold(name, "user-agent") {
-				setOnce(&vals[vUA], va, vb)
-			} else if eqFold(name, "connection") {
-				forTokens(v, func(t []byte) {
-					if eqFold(t, "close") {
-						fr.connClose = true
-					} else if eqFold(t, "keep-alive") {
-						fr.connKeep = true
-					}
-				})
-			}
-		case 12:
-			if eqFold(name, "content-type") {
-				setOnce(&vals[vCT], va, vb)
-			}
-		case 14:
-			if eqFold(name, "content-length") {
-				fr.addCL(v)
-			}
-		case 17:
-			if eqFold(name, "transfer-encoding") {
-				fr.te = true
-				var last []byte
-				forTokens(v, func(t []byte) { last = t })
-				fr.chunked = eqFold(last, "chunked")
-			}
+	case 12:
+		if eqFold(name, "content-type") {
+			setOnce(&vals[vCT], va, vb)
+		}
+	case 14:
+		if eqFold(name, "content-length") {
+			fr.addCL(v)
+		}
+	case 17:
+		if eqFold(name, "transfer-encoding") {
+			fr.te = true
+			var last []byte
+			forTokens(v, func(t []byte) { last = t })
+			fr.chunked = eqFold(last, "chunked")
 		}
 	}
+}
+
+// values builds the extracted strings from the header section's bytes
+// (buf starts at the message start). All of them share one allocation.
+func (p *Parser) values(buf []byte) {
+	m, vals := &p.msg, &p.vals
 	total := 0
 	for i := range vals {
 		if n := vals[i].b - vals[i].a; n > valLimits[i] {
@@ -859,8 +855,8 @@ func eqFold(b []byte, s string) bool {
 // body framing per RFC 9112 section 6.3.
 func (p *Parser) headersDone(buf []byte, h Handler) {
 	m := &p.msg
-	var fr framing
-	p.parseHeaders(buf, &fr)
+	p.values(buf)
+	fr := &p.fr
 	m.HeaderEnd = p.hdrStart + int64(len(buf))
 	p.off = m.HeaderEnd
 	p.releaseHdr()
