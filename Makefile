@@ -1,0 +1,48 @@
+# rtmon build, demo and test entry points. `make demo` and `make test` do all
+# set-up on a fresh Debian machine as root (see README.md).
+
+SHELL := /bin/bash
+export PATH := /usr/local/go/bin:$(PATH)
+GO ?= go
+# Debian packages: libpcap for capture, and the real peers the tests drive.
+APT_PACKAGES := libpcap-dev tshark nginx-light nftables tcpdump iproute2 curl
+FUZZTIME ?= 10s
+
+.PHONY: all deps build demo test test-go fuzz bench clean
+
+all: build
+
+deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+build: deps
+	$(GO) build -o bin/rtmon ./cmd/rtmon
+
+demo: build
+	./bin/rtmon demo
+
+# The whole suite: unit, ground-truth and real-network tests, then a short
+# run of every fuzz target.
+test: deps
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 30m ./...
+	$(MAKE) fuzz
+
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+		for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
+			echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
+			$(GO) test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+bench: build
+	./bin/rtmon bench
+
+clean:
+	rm -rf bin

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/rtmon/rtmon/capture"
+	"github.com/rtmon/rtmon/export"
+	"github.com/rtmon/rtmon/reconstruct"
+)
+
+const defaultIdle = reconstruct.DefaultIdleTimeout
+
+type analyzeOptions struct {
+	format      string
+	out         string
+	serverPorts []uint
+	serverNets  []string
+	maxConns    int
+	idle        time.Duration
+	progress    bool
+	reader      string
+}
+
+func newAnalyzeCommand() *cobra.Command {
+	var o analyzeOptions
+	cmd := &cobra.Command{
+		Use:   "analyze FILE...",
+		Short: "Reconstruct connections and transactions from capture files and summarise response times",
+		Long: `analyze reads pcap or pcapng files (optionally gzip-compressed; several files
+are merged in timestamp order), reconstructs TCP connections and HTTP/1.x
+transactions, and prints a per-component summary of client-perceived response
+time. With --out it also writes connections and transactions as JSON Lines or CSV.
+
+A truncated file yields every record it held; the command then exits with status 2.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runAnalyze(cmd.Context(), cmd.OutOrStdout(), args, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.format, "format", "jsonl", "record format: jsonl or csv")
+	f.StringVar(&o.out, "out", "", "directory for connections.* and transactions.* (none: summary only)")
+	f.UintSliceVar(&o.serverPorts, "server-port", nil, "server port(s), to orient connections whose handshake was not captured")
+	f.StringSliceVar(&o.serverNets, "server-net", nil, "server address prefix(es), e.g. 203.0.113.0/24")
+	f.IntVar(&o.maxConns, "max-connections", reconstruct.DefaultMaxConnections, "connection table bound; the least recently active is evicted past it")
+	f.DurationVar(&o.idle, "idle-timeout", defaultIdle, "end connections idle this long (capture time)")
+	f.BoolVar(&o.progress, "progress", term.IsTerminal(int(os.Stderr.Fd())), "show a progress bar")
+	f.StringVar(&o.reader, "reader", "pcapgo", "file reader: pcapgo or libpcap")
+	return cmd
+}
+
+func (o analyzeOptions) trackerConfig() (reconstruct.Config, error) {
+	cfg := reconstruct.Config{MaxConnections: o.maxConns, IdleTimeout: o.idle}
+	for _, p := range o.serverPorts {
+		if p == 0 || p > 65535 {
+			return cfg, fmt.Errorf("--server-port %d: want 1-65535", p)
+		}
+		cfg.ServerPorts = append(cfg.ServerPorts, uint16(p))
+	}
+	for _, s := range o.serverNets {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return cfg, fmt.Errorf("--server-net %q: %w", s, err)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		cfg.ServerNets = append(cfg.ServerNets, p)
+	}
+	return cfg, nil
+}
+
+func runAnalyze(ctx context.Context, stdout io.Writer, files []string, o analyzeOptions) error {
+	cfg, err := o.trackerConfig()
+	if err != nil {
+		return err
+	}
+	format, err := export.ParseFormat(o.format)
+	if err != nil {
+		return fmt.Errorf("--format: %w", err)
+	}
+	var fopts capture.FileOptions
+	switch o.reader {
+	case "pcapgo":
+		fopts.Reader = capture.ReaderPcapgo
+	case "libpcap":
+		fopts.Reader = capture.ReaderLibpcap
+	default:
+		return fmt.Errorf("--reader %q: want pcapgo or libpcap", o.reader)
+	}
+	src, err := capture.OpenFiles(files, fopts)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+
+	summary := export.NewSummary()
+	sinks := export.Tee{summary}
+	var records *export.RecordWriter
+	if o.out != "" {
+		records, err = export.NewRecordWriter(o.out, format)
+		if err != nil {
+			return err
+		}
+		sinks = append(sinks, records)
+	}
+	var bar *progressbar.ProgressBar
+	if o.progress {
+		_, total := src.Progress()
+		bar = progressbar.DefaultBytes(total, "analyzing")
+	}
+	readErr := pump(ctx, src, reconstruct.NewTracker(cfg, sinks), summary, bar)
+	if bar != nil {
+		_ = bar.Finish()
+		fmt.Fprintln(os.Stderr)
+	}
+	if records != nil {
+		if err := records.Close(); err != nil {
+			return err
+		}
+	}
+	if readErr != nil {
+		summary.Errors = append(summary.Errors, readErr.Error())
+	}
+	summary.WriteText(stdout)
+	if readErr != nil {
+		slog.Error("input ended early; records up to that point were written", "err", readErr)
+		return exitError(2)
+	}
+	return nil
+}
+
+// pump moves packets from src through the tracker until the input ends, then
+// flushes the tracker and fills the summary's input counters. The returned
+// error is a read error after which everything read before it was processed.
+func pump(ctx context.Context, src capture.Source, tracker *reconstruct.Tracker, summary *export.Summary, bar *progressbar.ProgressBar) error {
+	start := time.Now()
+	var p capture.Packet
+	var readErr error
+	for n := 0; ; n++ {
+		err := src.Next(&p)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				readErr = err
+			}
+			break
+		}
+		tracker.Packet(&p)
+		if n&0xffff == 0 {
+			if ctx.Err() != nil {
+				readErr = fmt.Errorf("interrupted: %w", ctx.Err())
+				break
+			}
+			if bar != nil {
+				done, _ := src.Progress()
+				_ = bar.Set64(done)
+			}
+		}
+	}
+	tracker.Flush()
+	summary.Elapsed = time.Since(start)
+	st := src.Stats()
+	summary.Tracker = tracker.Stats()
+	summary.Malformed = st.Decode.Map()
+	for _, s := range st.Sources {
+		summary.Packets += s.Frames
+		summary.Bytes += s.Bytes
+		if s.Live {
+			if summary.CaptureDrops == nil {
+				summary.CaptureDrops = map[string]uint64{}
+			}
+			summary.CaptureDrops[s.Name+" dropped"] += s.Capture.Dropped
+			summary.CaptureDrops[s.Name+" ifdropped"] += s.Capture.IfDropped
+		}
+	}
+	return readErr
+}

@@ -1,0 +1,568 @@
+package reconstruct
+
+import (
+	"bytes"
+	"net/netip"
+	"slices"
+
+	"github.com/rtmon/rtmon/capture"
+	"github.com/rtmon/rtmon/reconstruct/http1"
+)
+
+// conn is one tracked TCP connection: handshake bookkeeping, the two
+// reassembled directions, their HTTP parsers and the transactions in flight.
+type conn struct {
+	prev, next *conn // Tracker.lru
+	t          *Tracker
+	key        flowKey
+	clientIsA  bool
+	rec        Connection
+
+	c2s, s2c       halfStream
+	c2sLog, s2cLog deliveryLog
+
+	synSeen, synackSeen bool
+	synackSinceSyn      bool
+	clientISN           uint32
+	serverISN           uint32
+	firstSynAckAfterSyn int64
+	lastSynAck          int64
+	handshakeRTT        int64
+	dataRTT             int64
+	probes              rttProbes
+
+	reqParser, respParser *http1.Parser
+	reqH                  requestEvents
+	respH                 responseEvents
+	curTS                 int64 // capture time of the bytes being parsed
+
+	pending   []*txState // requests in order, waiting for their responses
+	resp      *txState   // response being received
+	awaiting  []*txState // complete responses waiting for the client's ACK
+	nextIndex int
+
+	// truncated: the snap length cut payload, so parsing gives way to timing
+	// by sequence numbers and direction changes.
+	truncated bool
+	lastAck   int64 // client's highest acknowledged server offset
+	serverFIN bool
+	clientFIN bool
+
+	lastSeen   int64
+	done       bool
+	finishedAt int64
+}
+
+// txState is a transaction under construction.
+type txState struct {
+	tx          Transaction
+	reqStartOff int64
+	reqEndOff    int64
+	respStartOff int64
+	respEndOff   int64
+	reqDone     bool
+	respStarted bool
+	respDone    bool
+	heuristic   bool // timed from sequence numbers, not parsed
+}
+
+func newConn(t *Tracker, key flowKey, p *capture.Packet) *conn {
+	c := &conn{t: t, key: key}
+	c.reqH.c, c.respH.c = c, c
+	senderIsClient := t.senderIsClient(p)
+	_, fromA := makeKey(p)
+	c.clientIsA = fromA == senderIsClient
+	var client, server netip.AddrPort
+	if senderIsClient {
+		client, server = netip.AddrPortFrom(p.SrcIP, p.SrcPort), netip.AddrPortFrom(p.DstIP, p.DstPort)
+	} else {
+		client, server = netip.AddrPortFrom(p.DstIP, p.DstPort), netip.AddrPortFrom(p.SrcIP, p.SrcPort)
+	}
+	c.rec = Connection{
+		ID:         connectionID(client, server, p.Timestamp),
+		Interface:  p.Interface,
+		Client:     client.Addr(),
+		ClientPort: client.Port(),
+		Server:     server.Addr(),
+		ServerPort: server.Port(),
+		FirstSeen:  p.Timestamp,
+	}
+	if p.Flags&(capture.FlagSYN|capture.FlagACK) != capture.FlagSYN {
+		c.rec.Flags |= FlagMidStream
+	}
+	c.reqParser = http1.NewParser(http1.Request, t.cfg.MaxHeaderBytes)
+	c.respParser = http1.NewParser(http1.Response, t.cfg.MaxHeaderBytes)
+	if c.rec.Flags&FlagMidStream != 0 {
+		c.reqParser.Resync()
+		c.respParser.Resync()
+	}
+	return c
+}
+
+// senderIsClient decides the direction of a connection first seen with p.
+func (t *Tracker) senderIsClient(p *capture.Packet) bool {
+	if p.Flags&capture.FlagSYN != 0 {
+		return p.Flags&capture.FlagACK == 0
+	}
+	for _, port := range t.cfg.ServerPorts {
+		if p.DstPort == port {
+			return true
+		}
+		if p.SrcPort == port {
+			return false
+		}
+	}
+	for _, n := range t.cfg.ServerNets {
+		if n.Contains(p.DstIP) {
+			return true
+		}
+		if n.Contains(p.SrcIP) {
+			return false
+		}
+	}
+	if len(p.Payload) > 0 {
+		if http1.LooksLikeRequest(p.Payload) {
+			return true
+		}
+		if bytes.HasPrefix(p.Payload, []byte("HTTP/1.")) {
+			return false
+		}
+	}
+	// The lower well-known port serves; failing that, the lower port.
+	srcWK, dstWK := p.SrcPort < 1024, p.DstPort < 1024
+	if srcWK != dstWK {
+		return dstWK
+	}
+	return p.DstPort <= p.SrcPort
+}
+
+// startsNewConnection: a SYN with a new ISN on a known tuple is a new
+// connection (port reuse); a retransmitted SYN is not.
+func (c *conn) startsNewConnection(p *capture.Packet) bool {
+	if p.Flags&(capture.FlagSYN|capture.FlagACK) != capture.FlagSYN {
+		return false
+	}
+	return !(c.synSeen && p.Seq == c.clientISN && c.rec.Established == 0)
+}
+
+func (c *conn) packet(p *capture.Packet, fromClient bool) {
+	ts := p.Timestamp
+	c.rec.LastSeen = ts
+	if p.Flags&capture.FlagSYN != 0 {
+		c.handshake(p, fromClient)
+		return
+	}
+	if p.Flags&capture.FlagRST != 0 {
+		c.rec.Flags |= FlagReset
+		c.rec.Closed = ts
+		c.end(0)
+		return
+	}
+	if p.PayloadLen > len(p.Payload) && !c.truncated {
+		c.truncated = true
+		for _, st := range c.pending {
+			st.tx.Flags |= FlagTruncatedPayload
+		}
+		if c.resp != nil {
+			c.resp.tx.Flags |= FlagTruncatedPayload
+		}
+	}
+	if fromClient {
+		c.fromClient(p)
+	} else {
+		c.fromServer(p)
+	}
+	if c.clientFIN && c.serverFIN && !c.done {
+		c.rec.Closed = ts
+		c.end(0)
+	}
+}
+
+func (c *conn) handshake(p *capture.Packet, fromClient bool) {
+	ts := p.Timestamp
+	if fromClient && p.Flags&capture.FlagACK == 0 {
+		if !c.synSeen {
+			c.synSeen = true
+			c.clientISN = p.Seq
+			c.c2s.setBase(p.Seq + 1)
+			if p.MSS > 0 {
+				c.rec.MSSClient = int(p.MSS)
+			}
+		} else {
+			gap := ts - c.rec.SYNTimes[len(c.rec.SYNTimes)-1]
+			if c.synackSinceSyn {
+				c.rec.SYNACKLosses++
+				c.rec.SYNACKLossGap += gap
+			} else {
+				c.rec.SYNLosses++
+				c.rec.SYNLossGap += gap
+			}
+		}
+		c.rec.SYNTimes = append(c.rec.SYNTimes, ts)
+		c.synackSinceSyn = false
+		return
+	}
+	if !fromClient && p.Flags&capture.FlagACK != 0 {
+		if !c.synackSeen {
+			c.synackSeen = true
+			c.serverISN = p.Seq
+			c.s2c.setBase(p.Seq + 1)
+			if p.MSS > 0 {
+				c.rec.MSSServer = int(p.MSS)
+			}
+		}
+		if c.synackSinceSyn {
+			// The server retransmitted its SYN/ACK: the first never got an answer.
+			c.rec.SYNACKLosses++
+		} else {
+			c.firstSynAckAfterSyn = ts
+			if n := len(c.rec.SYNTimes); n > 0 {
+				c.rec.RTTServer = ts - c.rec.SYNTimes[n-1]
+			}
+		}
+		c.rec.SYNACKTimes = append(c.rec.SYNACKTimes, ts)
+		c.synackSinceSyn = true
+		c.lastSynAck = ts
+	}
+}
+
+func (c *conn) fromClient(p *capture.Packet) {
+	ts := p.Timestamp
+	if p.Flags&capture.FlagACK != 0 {
+		if c.synackSeen && c.rec.Established == 0 && p.Ack == c.serverISN+1 {
+			c.rec.Established = ts
+			if c.synackSinceSyn {
+				// The wait for a lost SYN/ACK the server itself retransmitted.
+				c.rec.SYNACKLossGap += c.lastSynAck - c.firstSynAckAfterSyn
+			}
+			c.handshakeRTT = ts - c.lastSynAck
+		}
+		if !c.s2c.baseKnown {
+			c.s2c.setBase(p.Ack) // mid-stream: the client tells where the server's stream is
+		}
+		c.clientAck(ts, c.s2c.offset(p.Ack))
+	}
+	if p.PayloadLen == 0 && p.Flags&capture.FlagFIN == 0 {
+		return
+	}
+	if !c.c2s.baseKnown {
+		c.c2s.setBase(p.Seq)
+	}
+	retrans := c.c2s.segment(ts, p.Seq, p.Payload, p.PayloadLen, p.Flags&capture.FlagFIN != 0,
+		c.t.cfg.MaxBufferedBytes, c.deliverClient, c.gapClient)
+	c.account(&c.c2s, retrans)
+	if c.c2s.finReady() {
+		c.c2s.closed = true
+		c.clientFIN = true
+		c.curTS = ts
+		c.reqParser.Close(&c.reqH)
+	}
+}
+
+func (c *conn) fromServer(p *capture.Packet) {
+	ts := p.Timestamp
+	if p.Flags&capture.FlagACK != 0 {
+		if !c.c2s.baseKnown {
+			c.c2s.setBase(p.Ack)
+		}
+		if off := c.c2s.offset(p.Ack); off > c.c2s.next {
+			c.c2s.acked(off, c.deliverClient, c.gapClient)
+		}
+	}
+	if p.PayloadLen == 0 && p.Flags&capture.FlagFIN == 0 {
+		return
+	}
+	if !c.s2c.baseKnown {
+		c.s2c.setBase(p.Seq)
+	}
+	off := c.s2c.offset(p.Seq)
+	retrans := c.s2c.segment(ts, p.Seq, p.Payload, p.PayloadLen, p.Flags&capture.FlagFIN != 0,
+		c.t.cfg.MaxBufferedBytes, c.deliverServer, c.gapServer)
+	c.account(&c.s2c, retrans)
+	if retrans > 0 {
+		c.serverRetransmitted(ts, off, off+int64(retrans))
+	}
+	if c.s2c.finReady() {
+		c.closeServerStream()
+	}
+}
+
+func (c *conn) account(h *halfStream, retrans int) {
+	switch {
+	case retrans < 0:
+		c.t.stats.OutOfWindow++
+	case retrans > 0:
+		c.t.stats.RetransSegments++
+		h.retransBytes += int64(retrans)
+	}
+}
+
+// closeServerStream ends the server's byte stream: a close-delimited body
+// ends with the last byte before the FIN, timed by that byte's packet.
+func (c *conn) closeServerStream() {
+	c.s2c.closed = true
+	c.serverFIN = true
+	if c.truncated {
+		c.endHeuristicResponse()
+		return
+	}
+	c.respParser.Close(&c.respH)
+}
+
+// serverRetransmitted handles server bytes [from, to) sent again: the last
+// byte of a response reaches the client with its last transmission, and the
+// bytes count against the transaction they belong to.
+func (c *conn) serverRetransmitted(ts, from, to int64) {
+	c.probes.reset() // Karn: an ACK after a retransmission is ambiguous
+	for _, st := range c.awaiting {
+		if from < st.respEndOff && to >= st.respEndOff {
+			st.tx.ResponseLast = ts
+		}
+		if from < st.respEndOff {
+			st.tx.RetransBytes += to - from
+			return
+		}
+	}
+	if c.resp != nil {
+		c.resp.tx.RetransBytes += to - from
+	}
+}
+
+// clientAck processes the client's cumulative ACK of the server's stream.
+func (c *conn) clientAck(ts, off int64) {
+	if off > c.s2c.next && off <= c.s2c.highest+1 {
+		c.s2c.acked(off, c.deliverServer, c.gapServer)
+		if c.s2c.finReady() {
+			c.closeServerStream()
+		}
+	}
+	if off <= c.lastAck {
+		return
+	}
+	c.lastAck = off
+	if sent, ok := c.probes.acked(off); ok {
+		if s := ts - sent; c.dataRTT == 0 || s < c.dataRTT {
+			c.dataRTT = s
+		}
+	}
+	for len(c.awaiting) > 0 && c.awaiting[0].respEndOff <= off {
+		st := c.awaiting[0]
+		c.awaiting[0] = nil
+		c.awaiting = c.awaiting[1:]
+		st.tx.ResponseAcked = ts
+		c.emit(st)
+	}
+}
+
+func (c *conn) deliverClient(ts, off int64, captured []byte, wireLen int) {
+	c.curTS = ts
+	c.c2sLog.add(off, off+int64(wireLen), ts)
+	if c.truncated {
+		c.heuristicClientData(ts, off, captured, wireLen)
+		return
+	}
+	c.reqParser.SegmentStart()
+	c.reqParser.Feed(captured, &c.reqH)
+	if len(captured) < wireLen {
+		c.reqParser.Gap(int64(wireLen-len(captured)), &c.reqH)
+	}
+}
+
+func (c *conn) deliverServer(ts, off int64, captured []byte, wireLen int) {
+	c.curTS = ts
+	c.s2cLog.add(off, off+int64(wireLen), ts)
+	c.probes.sent(off+int64(wireLen), ts)
+	if c.truncated {
+		c.heuristicServerData(ts, off, captured, wireLen)
+		return
+	}
+	c.respParser.SegmentStart()
+	c.respParser.Feed(captured, &c.respH)
+	if len(captured) < wireLen {
+		c.respParser.Gap(int64(wireLen-len(captured)), &c.respH)
+	}
+}
+
+func (c *conn) gapClient(off, n int64) {
+	c.t.stats.Holes++
+	c.t.stats.HoleBytes += uint64(n)
+	if st := c.currentRequest(); st != nil {
+		st.tx.Flags |= FlagHole
+		st.tx.HoleBytes += n
+	}
+	if !c.truncated {
+		c.reqParser.Gap(n, &c.reqH)
+	}
+}
+
+func (c *conn) gapServer(off, n int64) {
+	c.t.stats.Holes++
+	c.t.stats.HoleBytes += uint64(n)
+	if c.resp != nil {
+		c.resp.tx.Flags |= FlagHole
+		c.resp.tx.HoleBytes += n
+	}
+	if !c.truncated {
+		c.respParser.Gap(n, &c.respH)
+	}
+}
+
+// currentRequest is the request whose bytes are arriving, if any.
+func (c *conn) currentRequest() *txState {
+	if n := len(c.pending); n > 0 && !c.pending[n-1].reqDone {
+		return c.pending[n-1]
+	}
+	return nil
+}
+
+func (c *conn) newTx() *txState {
+	st := &txState{}
+	st.tx.Index = c.nextIndex
+	c.nextIndex++
+	if c.truncated {
+		st.tx.Flags |= FlagTruncatedPayload
+	}
+	return st
+}
+
+// addPending queues a new request; past the bound the oldest is given up as
+// unanswered so pipelined garbage cannot grow memory.
+func (c *conn) addPending(st *txState) {
+	if len(c.pending) >= c.t.cfg.MaxPendingRequests {
+		c.t.stats.PendingOverflows++
+		old := c.pending[0]
+		c.pending = slices.Delete(c.pending, 0, 1)
+		old.tx.Flags |= FlagNoResponse
+		c.emit(old)
+	}
+	c.pending = append(c.pending, st)
+}
+
+// takeRequest pairs a starting response with the oldest unanswered request.
+func (c *conn) takeRequest() *txState {
+	if len(c.pending) == 0 {
+		st := c.newTx()
+		st.tx.Flags |= FlagNoRequest
+		return st
+	}
+	st := c.pending[0]
+	c.pending = slices.Delete(c.pending, 0, 1)
+	return st
+}
+
+// completeResponse moves the finished response to wait for the client's ACK,
+// or emits it at once if that ACK already went by.
+func (c *conn) completeResponse(st *txState) {
+	st.respDone = true
+	if c.resp == st {
+		c.resp = nil
+	}
+	if st.respEndOff <= c.lastAck {
+		st.tx.ResponseAcked = c.curTS
+		c.emit(st)
+		return
+	}
+	c.awaiting = append(c.awaiting, st)
+}
+
+// end finishes the connection: whatever is buffered is delivered, parsers
+// are closed, and every transaction still open is emitted with flags saying
+// what is missing.
+func (c *conn) end(flags Flags) {
+	if c.done {
+		return
+	}
+	c.done = true
+	c.rec.Flags |= flags
+	c.c2s.flush(c.deliverClient, c.gapClient)
+	c.s2c.flush(c.deliverServer, c.gapServer)
+	if !c.c2s.closed {
+		c.c2s.closed = true
+		c.reqParser.Close(&c.reqH)
+	}
+	if !c.s2c.closed {
+		c.closeServerStream()
+	}
+	for _, st := range c.awaiting {
+		st.tx.Flags |= FlagNoAck | (flags & FlagEvicted)
+		c.emit(st)
+	}
+	c.awaiting = nil
+	if c.resp != nil {
+		c.resp.tx.Flags |= FlagIncomplete | flags
+		c.emit(c.resp)
+		c.resp = nil
+	}
+	for _, st := range c.pending {
+		st.tx.Flags |= FlagNoResponse | flags
+		if !st.reqDone {
+			st.tx.Flags |= FlagIncomplete
+		}
+		c.emit(st)
+	}
+	c.pending = nil
+}
+
+// finalizeConnection fills the connection's derived fields.
+func (c *conn) finalizeConnection() {
+	r := &c.rec
+	r.RTTClient = c.clientRTT()
+	if len(r.SYNTimes) > 0 {
+		if r.Established > 0 {
+			r.Tconn = r.Established - r.SYNTimes[0]
+		} else {
+			r.Flags |= FlagIncomplete // the handshake never completed
+		}
+	}
+	r.BytesClient = c.c2s.bytes
+	r.BytesServer = c.s2c.bytes
+	r.RetransBytes = c.c2s.retransBytes + c.s2c.retransBytes
+	r.Transactions = c.nextIndex
+	if c.handshakeRTT == 0 {
+		r.Flags |= FlagRTTEstimated
+	}
+}
+
+// clientRTT is the round trip between the capture point and the client: the
+// handshake's when seen (SYN/ACK out, ACK back: no delayed ACK distorts it),
+// else the smallest data/ACK sample.
+func (c *conn) clientRTT() int64 {
+	if c.handshakeRTT > 0 {
+		return c.handshakeRTT
+	}
+	return c.dataRTT
+}
+
+// rttProbes remembers when recent server segments left, so the client's ACKs
+// yield RTT samples when no handshake was captured. The newest segment an ACK
+// covers gives the sample: the client acknowledges on receipt (or within its
+// delayed-ACK timer, which the minimum over samples filters out).
+type rttProbes struct {
+	ring [8]struct{ end, ts int64 }
+	head int // next slot to write
+	n    int
+}
+
+func (r *rttProbes) sent(end, ts int64) {
+	r.ring[r.head].end, r.ring[r.head].ts = end, ts
+	r.head = (r.head + 1) % len(r.ring)
+	if r.n < len(r.ring) {
+		r.n++
+	}
+}
+
+// acked returns the send time of the newest segment ending at or before off
+// and forgets every segment the ACK covers.
+func (r *rttProbes) acked(off int64) (int64, bool) {
+	for i := 0; i < r.n; i++ {
+		slot := (r.head - 1 - i + len(r.ring)) % len(r.ring)
+		if r.ring[slot].end <= off {
+			ts := r.ring[slot].ts
+			r.n = i // older entries are covered too
+			return ts, true
+		}
+	}
+	return 0, false
+}
+
+func (r *rttProbes) reset() { r.n = 0 }

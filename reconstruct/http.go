@@ -1,0 +1,205 @@
+package reconstruct
+
+import (
+	"bytes"
+	"strconv"
+
+	"github.com/rtmon/rtmon/reconstruct/http1"
+)
+
+// requestEvents turns the client stream's parser events into transactions.
+type requestEvents struct{ c *conn }
+
+func (h *requestEvents) MessageStart(m *http1.Message) {
+	c := h.c
+	st := c.newTx()
+	st.tx.RequestFirst = c.c2sLog.timeAt(m.Start, c.curTS)
+	st.reqStartOff = m.Start
+	c.addPending(st)
+	c.respParser.PushRequestMethod(m.Method)
+}
+
+func (h *requestEvents) HeadersDone(m *http1.Message) {
+	c := h.c
+	st := c.currentRequest()
+	if st == nil {
+		return
+	}
+	st.tx.Method = m.Method
+	st.tx.URL = m.URL
+	st.tx.Host = m.Host
+	st.tx.Referer = m.Referer
+	st.tx.UserAgent = m.UserAgent
+	st.tx.Accept = m.Accept
+	if m.HeaderTooLarge {
+		st.tx.Flags |= FlagHeaderTooLarge
+	}
+}
+
+func (h *requestEvents) MessageEnd(m *http1.Message) {
+	c := h.c
+	st := c.currentRequest()
+	if st == nil {
+		return
+	}
+	st.reqDone = true
+	st.tx.RequestLast = c.curTS
+	st.reqEndOff = m.End
+	st.tx.RequestBytes = m.End - m.Start
+	if m.Incomplete {
+		st.tx.Flags |= FlagIncomplete
+	}
+}
+
+func (h *requestEvents) Desync(off int64, reason string) {
+	c := h.c
+	c.t.stats.ParseDesyncs++
+	if st := c.currentRequest(); st != nil {
+		st.tx.Flags |= FlagParseError
+		// The request's end is unknown; what was seen so far is all there is.
+		st.reqDone = true
+		st.tx.RequestLast = c.curTS
+		st.reqEndOff = off
+	}
+}
+
+// responseEvents pairs the server stream's messages with requests.
+type responseEvents struct {
+	c *conn
+	// firstByte is the capture time of the message now starting; it becomes
+	// the response's first byte only once the status line shows it is final
+	// (an interim 100 Continue is not the response).
+	firstByte int64
+}
+
+func (h *responseEvents) MessageStart(m *http1.Message) {
+	h.firstByte = h.c.s2cLog.timeAt(m.Start, h.c.curTS)
+}
+
+func (h *responseEvents) HeadersDone(m *http1.Message) {
+	if m.Interim {
+		return
+	}
+	c := h.c
+	if m.Status == 101 || m.Method == "CONNECT" && m.Status/100 == 2 {
+		// The response parser went opaque by itself; the client's side of a
+		// tunnel or upgraded protocol is no longer HTTP either.
+		c.reqParser.SwitchToOpaque()
+	}
+	st := c.takeRequest()
+	st.respStarted = true
+	st.tx.ResponseFirst = h.firstByte
+	st.tx.Status = m.Status
+	st.tx.ContentType = m.ContentType
+	if m.HeaderTooLarge {
+		st.tx.Flags |= FlagHeaderTooLarge
+	}
+	c.resp = st
+}
+
+func (h *responseEvents) MessageEnd(m *http1.Message) {
+	c := h.c
+	if m.Interim || c.resp == nil {
+		return
+	}
+	st := c.resp
+	st.tx.ResponseLast = c.curTS
+	st.respEndOff = m.End
+	st.tx.ResponseBytes = m.End - m.Start
+	st.tx.BodyBytes = m.BodyLen
+	if m.Incomplete {
+		st.tx.Flags |= FlagIncomplete
+	}
+	c.completeResponse(st)
+}
+
+func (h *responseEvents) Desync(off int64, reason string) {
+	c := h.c
+	c.t.stats.ParseDesyncs++
+	if st := c.resp; st != nil {
+		st.tx.Flags |= FlagParseError
+		st.tx.ResponseLast = c.curTS
+		st.respEndOff = off
+		c.completeResponse(st)
+	}
+}
+
+// Heuristic mode (snap length cut the payload): a request is the client's
+// bytes between two server replies, a response the server's bytes until the
+// client's next request. Sequence numbers still time every byte exactly; only
+// pipelining is lost.
+
+func (c *conn) heuristicClientData(ts, off int64, captured []byte, wireLen int) {
+	if c.resp != nil {
+		c.endHeuristicResponse()
+	}
+	st := c.currentRequest()
+	if st == nil {
+		st = c.newTx()
+		st.heuristic = true
+		st.tx.RequestFirst = ts
+		st.reqStartOff = off
+		if method, url, ok := requestLine(captured); ok {
+			st.tx.Method, st.tx.URL = method, url
+		}
+		c.addPending(st)
+	}
+	st.tx.RequestLast = ts
+	st.reqEndOff = off + int64(wireLen)
+	st.tx.RequestBytes = st.reqEndOff - st.reqStartOff
+}
+
+func (c *conn) heuristicServerData(ts, off int64, captured []byte, wireLen int) {
+	if c.resp == nil {
+		if st := c.currentRequest(); st != nil {
+			st.reqDone = true
+		}
+		st := c.takeRequest()
+		st.heuristic = true
+		st.respStarted = true
+		st.tx.ResponseFirst = ts
+		st.tx.Status = statusLine(captured)
+		st.tx.Flags |= FlagTruncatedPayload
+		st.respStartOff = off
+		c.resp = st
+	}
+	c.resp.tx.ResponseLast = ts
+	c.resp.respEndOff = off + int64(wireLen)
+	c.resp.tx.ResponseBytes = c.resp.respEndOff - c.resp.respStartOff
+}
+
+func (c *conn) endHeuristicResponse() {
+	if c.resp == nil {
+		return
+	}
+	c.completeResponse(c.resp)
+}
+
+// requestLine extracts the method and target from a captured request prefix.
+func requestLine(b []byte) (method, url string, ok bool) {
+	if !http1.LooksLikeRequest(b) {
+		return "", "", false
+	}
+	sp := bytes.IndexByte(b, ' ')
+	rest := b[sp+1:]
+	end := bytes.IndexAny(rest, " \r\n")
+	if end < 0 {
+		end = len(rest)
+	}
+	if end > http1.MaxURLLen {
+		end = http1.MaxURLLen
+	}
+	return string(b[:sp]), string(rest[:end]), true
+}
+
+// statusLine extracts the status code from a captured response prefix.
+func statusLine(b []byte) int {
+	if len(b) < 12 || !bytes.HasPrefix(b, []byte("HTTP/1.")) || b[8] != ' ' {
+		return 0
+	}
+	n, err := strconv.Atoi(string(b[9:12]))
+	if err != nil {
+		return 0
+	}
+	return n
+}

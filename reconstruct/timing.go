@@ -1,0 +1,79 @@
+package reconstruct
+
+import "strconv"
+
+// emit computes a transaction's client-perceived times and hands it on.
+//
+// The capture point is at the server side, rtt (the capture point <-> client
+// round trip) away from the client, and one-way delay is taken as rtt/2:
+//   - the client started a fresh connection at firstSYN - rtt/2 and learnt it
+//     was connected at handshakeACK - rtt/2, so Tconn = handshakeACK - firstSYN
+//     (SYN and SYN/ACK loss waits included), as curl's time_connect measures;
+//   - it sent a request byte at capture time - rtt/2 and received a response
+//     byte at capture time + rtt/2, so Tserver = responseFirst - requestLast + rtt
+//     and Ttransfer = responseLast - responseFirst, where responseLast is the
+//     last transmission of the last byte (the client's ACK confirms arrival);
+//   - Trequest runs from the moment the client was connected (fresh
+//     connection) or started sending (reused connection) to its last request
+//     byte, so the four components always add up to Total = End - Start.
+func (c *conn) emit(st *txState) {
+	tx := &st.tx
+	r := &c.rec
+	tx.ConnectionID = r.ID
+	tx.ID = r.ID + "-" + strconv.Itoa(tx.Index)
+	tx.Interface = r.Interface
+	tx.Client, tx.ClientPort = r.Client, r.ClientPort
+	tx.Server, tx.ServerPort = r.Server, r.ServerPort
+	rtt := c.clientRTT()
+	half := rtt / 2
+	tx.RTTClient = rtt
+	if c.handshakeRTT == 0 {
+		tx.Flags |= FlagRTTEstimated
+	}
+	if r.Flags&FlagMidStream != 0 {
+		tx.Flags |= FlagMidStream
+	}
+	if !st.respStarted {
+		tx.Flags |= FlagNoResponse
+	}
+	hasRequest := tx.RequestFirst != 0
+	freshConn := hasRequest && tx.Index == 0 && len(r.SYNTimes) > 0
+	switch {
+	case freshConn:
+		connected := r.Established
+		if connected == 0 || connected > tx.RequestFirst {
+			// The handshake ACK was lost or not captured: the first request
+			// also acknowledges the SYN/ACK.
+			connected = tx.RequestFirst
+		}
+		tx.Start = r.SYNTimes[0] - half
+		tx.Tconn = connected - r.SYNTimes[0]
+		tx.Trequest = tx.RequestLast - connected
+	case hasRequest:
+		tx.Start = tx.RequestFirst - half
+		tx.Trequest = tx.RequestLast - tx.RequestFirst
+	default:
+		// A response without its request: only the transfer is known.
+		tx.Flags |= FlagNoRequest
+		tx.Start = tx.ResponseFirst + half
+	}
+	if st.respStarted {
+		if hasRequest {
+			tx.Tserver = tx.ResponseFirst - tx.RequestLast + rtt
+			if tx.Tserver < 0 {
+				// The server answered before the request was complete (an early
+				// error): the overlap is request time, not server time.
+				tx.Trequest += tx.Tserver
+				tx.Tserver = 0
+			}
+		}
+		tx.Ttransfer = tx.ResponseLast - tx.ResponseFirst
+	}
+	if tx.ResponseAcked == 0 && st.respDone {
+		tx.Flags |= FlagNoAck
+	}
+	tx.Total = tx.Tconn + tx.Trequest + tx.Tserver + tx.Ttransfer
+	tx.End = tx.Start + tx.Total
+	c.t.emitTransaction(tx)
+}
+

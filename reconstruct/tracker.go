@@ -1,0 +1,275 @@
+// Package reconstruct rebuilds TCP connections and HTTP/1.x transactions from
+// decoded packets and times them as the client perceived them (see
+// ../shared/DESIGN.md, "Observation point and timing").
+package reconstruct
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"hash/fnv"
+	"net/netip"
+	"time"
+
+	"github.com/rtmon/rtmon/capture"
+)
+
+// Config bounds and steers the tracker. Zero values take the defaults below.
+type Config struct {
+	// ServerPorts and ServerNets identify the server side of connections whose
+	// handshake was not captured. Without them the payload (a request line or a
+	// status line) decides, then the lower well-known port.
+	ServerPorts []uint16
+	ServerNets  []netip.Prefix
+	// MaxConnections bounds the connection table; the least recently active
+	// connection is evicted (and counted) when a new one would exceed it.
+	MaxConnections int
+	// IdleTimeout ends a connection with no packets for this long (packet time).
+	IdleTimeout time.Duration
+	// ClosedLinger keeps a closed connection's entry so late ACKs and
+	// retransmitted FINs are not mistaken for a new mid-stream connection.
+	ClosedLinger time.Duration
+	// MaxHeaderBytes bounds one HTTP message's header block.
+	MaxHeaderBytes int
+	// MaxBufferedBytes bounds out-of-order bytes held per direction; past it the
+	// missing range is declared a hole.
+	MaxBufferedBytes int
+	// MaxPendingRequests bounds requests waiting for responses (pipelining).
+	MaxPendingRequests int
+}
+
+// Defaults for Config's zero values.
+const (
+	DefaultMaxConnections     = 1 << 20
+	DefaultIdleTimeout        = 5 * time.Minute
+	DefaultClosedLinger       = 30 * time.Second
+	DefaultMaxHeaderBytes     = 64 << 10
+	DefaultMaxBufferedBytes   = 1 << 20
+	DefaultMaxPendingRequests = 64
+)
+
+func (c *Config) withDefaults() Config {
+	out := *c
+	if out.MaxConnections <= 0 {
+		out.MaxConnections = DefaultMaxConnections
+	}
+	if out.IdleTimeout <= 0 {
+		out.IdleTimeout = DefaultIdleTimeout
+	}
+	if out.ClosedLinger <= 0 {
+		out.ClosedLinger = DefaultClosedLinger
+	}
+	if out.MaxHeaderBytes <= 0 {
+		out.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if out.MaxBufferedBytes <= 0 {
+		out.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	if out.MaxPendingRequests <= 0 {
+		out.MaxPendingRequests = DefaultMaxPendingRequests
+	}
+	return out
+}
+
+// Sink receives finished records. The tracker hands over ownership: it never
+// touches a record again after passing it on.
+type Sink interface {
+	Connection(*Connection)
+	Transaction(*Transaction)
+}
+
+// Stats counts what the tracker did; every record that is not emitted normally
+// shows up here.
+type Stats struct {
+	Packets            uint64 `json:"packets"`
+	Connections        uint64 `json:"connections"`
+	MidStream          uint64 `json:"mid_stream"`
+	Closed             uint64 `json:"closed"`
+	Expired            uint64 `json:"expired"`
+	Evicted            uint64 `json:"evicted"`
+	Transactions       uint64 `json:"transactions"`
+	RetransSegments    uint64 `json:"retrans_segments"`
+	OutOfOrderSegments uint64 `json:"out_of_order_segments"`
+	Holes              uint64 `json:"holes"`
+	HoleBytes          uint64 `json:"hole_bytes"`
+	ParseDesyncs       uint64 `json:"parse_desyncs"`
+	OutOfWindow        uint64 `json:"out_of_window"`
+	BufferOverflows    uint64 `json:"buffer_overflows"`
+	PendingOverflows   uint64 `json:"pending_overflows"`
+	OpenConnections    int    `json:"open_connections"`
+}
+
+// flowKey identifies a connection independently of direction: the endpoint
+// that sorts first is always a.
+type flowKey struct {
+	a, b   netip.Addr
+	ap, bp uint16
+}
+
+func makeKey(p *capture.Packet) (k flowKey, fromA bool) {
+	c := p.SrcIP.Compare(p.DstIP)
+	if c < 0 || (c == 0 && p.SrcPort <= p.DstPort) {
+		return flowKey{p.SrcIP, p.DstIP, p.SrcPort, p.DstPort}, true
+	}
+	return flowKey{p.DstIP, p.SrcIP, p.DstPort, p.SrcPort}, false
+}
+
+// Tracker turns packets into connections and transactions. It is not safe for
+// concurrent use: one goroutine feeds it, in capture-time order.
+type Tracker struct {
+	cfg   Config
+	sink  Sink
+	conns map[flowKey]*conn
+	// lru is an intrusive list ordered by last activity: expiry and eviction
+	// take from its head without scanning the table.
+	lru       conn
+	now       int64
+	nextSweep int64
+	stats     Stats
+}
+
+// NewTracker returns a tracker that emits records to sink.
+func NewTracker(cfg Config, sink Sink) *Tracker {
+	t := &Tracker{cfg: cfg.withDefaults(), sink: sink, conns: make(map[flowKey]*conn)}
+	t.lru.prev, t.lru.next = &t.lru, &t.lru
+	return t
+}
+
+// Stats returns the counters so far.
+func (t *Tracker) Stats() Stats {
+	s := t.stats
+	s.OpenConnections = len(t.conns)
+	return s
+}
+
+// Packet processes one TCP segment. The packet's buffers are not retained.
+func (t *Tracker) Packet(p *capture.Packet) {
+	t.stats.Packets++
+	if p.Timestamp > t.now {
+		t.now = p.Timestamp
+	}
+	if t.now >= t.nextSweep {
+		t.expire()
+		t.nextSweep = t.now + int64(time.Second)
+	}
+	key, fromA := makeKey(p)
+	c := t.conns[key]
+	if c != nil && c.startsNewConnection(p) {
+		t.finish(c, 0)
+		c = nil
+	}
+	if c == nil {
+		if p.Flags&capture.FlagRST != 0 {
+			return // a reset for a connection we never saw tells nothing
+		}
+		c = t.open(key, p)
+	}
+	c.lastSeen = p.Timestamp
+	t.touch(c)
+	fromClient := fromA == c.clientIsA
+	c.packet(p, fromClient)
+	if c.done && c.finishedAt == 0 {
+		c.finishedAt = p.Timestamp
+		t.emitConnection(c)
+	}
+}
+
+// Flush ends every open connection, marking unfinished records incomplete.
+// Call it at end of input.
+func (t *Tracker) Flush() {
+	for t.lru.next != &t.lru {
+		t.finish(t.lru.next, FlagIncomplete)
+	}
+}
+
+func (t *Tracker) open(key flowKey, p *capture.Packet) *conn {
+	if len(t.conns) >= t.cfg.MaxConnections {
+		t.stats.Evicted++
+		t.finish(t.lru.next, FlagEvicted|FlagIncomplete)
+	}
+	c := newConn(t, key, p)
+	t.conns[key] = c
+	t.stats.Connections++
+	if c.rec.Flags&FlagMidStream != 0 {
+		t.stats.MidStream++
+	}
+	c.prev, c.next = t.lru.prev, &t.lru
+	t.lru.prev.next = c
+	t.lru.prev = c
+	return c
+}
+
+func (t *Tracker) touch(c *conn) {
+	if t.lru.prev == c {
+		return
+	}
+	c.prev.next, c.next.prev = c.next, c.prev
+	c.prev, c.next = t.lru.prev, &t.lru
+	t.lru.prev.next = c
+	t.lru.prev = c
+}
+
+// expire ends connections idle past their timeout. The list is ordered by
+// activity, so it stops at the first live one; a closed connection lingers
+// less, so it is checked on its own clock while walking.
+func (t *Tracker) expire() {
+	idle := int64(t.cfg.IdleTimeout)
+	linger := int64(t.cfg.ClosedLinger)
+	for c := t.lru.next; c != &t.lru; {
+		next := c.next
+		age := t.now - c.lastSeen
+		switch {
+		case c.done && age > linger:
+			t.finish(c, 0)
+		case age > idle:
+			t.stats.Expired++
+			t.finish(c, FlagIncomplete)
+		case age <= linger:
+			return // everything after is younger still
+		}
+		c = next
+	}
+}
+
+// finish ends c, emitting what it still holds, and removes it from the table.
+func (t *Tracker) finish(c *conn, flags Flags) {
+	if !c.done {
+		c.end(flags)
+	}
+	if c.finishedAt == 0 {
+		c.finishedAt = t.now
+		t.emitConnection(c)
+	}
+	c.prev.next, c.next.prev = c.next, c.prev
+	c.prev, c.next = nil, nil
+	delete(t.conns, c.key)
+	if c.rec.Flags&FlagEvicted == 0 && flags&FlagIncomplete == 0 {
+		t.stats.Closed++
+	}
+}
+
+func (t *Tracker) emitConnection(c *conn) {
+	c.finalizeConnection()
+	rec := c.rec
+	rec.FlagNames = rec.Flags.Names()
+	t.sink.Connection(&rec)
+}
+
+func (t *Tracker) emitTransaction(tx *Transaction) {
+	t.stats.Transactions++
+	tx.FlagNames = tx.Flags.Names()
+	t.sink.Transaction(tx)
+}
+
+// connectionID is stable across re-ingests of the same capture: it depends
+// only on the endpoints and the connection's first packet time.
+func connectionID(client, server netip.AddrPort, first int64) string {
+	h := fnv.New64a()
+	b, _ := client.MarshalBinary()
+	h.Write(b)
+	b, _ = server.MarshalBinary()
+	h.Write(b)
+	var ts [8]byte
+	binary.BigEndian.PutUint64(ts[:], uint64(first))
+	h.Write(ts[:])
+	return hex.EncodeToString(h.Sum(nil))
+}
