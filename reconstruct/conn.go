@@ -55,15 +55,15 @@ type conn struct {
 
 // txState is a transaction under construction.
 type txState struct {
-	tx          Transaction
-	reqStartOff int64
+	tx           Transaction
+	reqStartOff  int64
 	reqEndOff    int64
 	respStartOff int64
 	respEndOff   int64
-	reqDone     bool
-	respStarted bool
-	respDone    bool
-	heuristic   bool // timed from sequence numbers, not parsed
+	reqDone      bool
+	respStarted  bool
+	respDone     bool
+	heuristic    bool // timed from sequence numbers, not parsed
 }
 
 func newConn(t *Tracker, key flowKey, p *capture.Packet) *conn {

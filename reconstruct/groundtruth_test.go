@@ -99,7 +99,7 @@ func handshake(c *synth.Conn, t0 int64) int64 {
 func get(url string) []byte { return synth.Request("GET", "example.test", url) }
 
 type want struct {
-	start                                       int64
+	start                                      int64
 	tconn, trequest, tserver, ttransfer, total int64
 }
 
@@ -205,12 +205,12 @@ func synSchedule(t *testing.T, gaps []int64) {
 func TestSYNLossSchedules(t *testing.T) {
 	s := int64(time.Second)
 	for name, gaps := range map[string][]int64{
-		"linux-1s":        {s},
-		"linux-1-2-4s":    {s, 2 * s, 4 * s},
-		"linux-linear":    {s, 2 * s, 3 * s, 4 * s, 5 * s, 7 * s, 11 * s},
-		"linux-cumul":     {s, 3 * s, 7 * s, 15 * s},
-		"old-stack-3s":    {3 * s},
-		"old-stack-3-6s":  {3 * s, 6 * s},
+		"linux-1s":         {s},
+		"linux-1-2-4s":     {s, 2 * s, 4 * s},
+		"linux-linear":     {s, 2 * s, 3 * s, 4 * s, 5 * s, 7 * s, 11 * s},
+		"linux-cumul":      {s, 3 * s, 7 * s, 15 * s},
+		"old-stack-3s":     {3 * s},
+		"old-stack-3-6s":   {3 * s, 6 * s},
 		"old-stack-3-6-12": {3 * s, 6 * s, 12 * s},
 	} {
 		t.Run(name, func(t *testing.T) { synSchedule(t, gaps) })

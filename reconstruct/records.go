@@ -80,14 +80,16 @@ type Connection struct {
 	// Tconn is the client-perceived connect time (curl's time_connect).
 	Tconn int64 `json:"tconn_ns"`
 
-	BytesClient  int64    `json:"bytes_client"` // payload bytes client -> server
-	BytesServer  int64    `json:"bytes_server"`
-	RetransBytes int64    `json:"retrans_bytes"`
-	Transactions int      `json:"transactions"`
-	MSSClient    int      `json:"mss_client,omitempty"`
-	MSSServer    int      `json:"mss_server,omitempty"`
-	Flags        Flags    `json:"-"`
-	FlagNames    []string `json:"flags,omitempty"`
+	BytesClient  int64 `json:"bytes_client"` // payload bytes client -> server
+	BytesServer  int64 `json:"bytes_server"`
+	RetransBytes int64 `json:"retrans_bytes"`
+	Transactions int   `json:"transactions"`
+	MSSClient    int   `json:"mss_client,omitempty"`
+	MSSServer    int   `json:"mss_server,omitempty"`
+	// Class is the client's class, set by the pageview stage.
+	Class     string   `json:"class,omitempty"`
+	Flags     Flags    `json:"-"`
+	FlagNames []string `json:"flags,omitempty"`
 }
 
 // Transaction is one HTTP request/response exchange.

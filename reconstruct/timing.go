@@ -76,4 +76,3 @@ func (c *conn) emit(st *txState) {
 	tx.End = tx.Start + tx.Total
 	c.t.emitTransaction(tx)
 }
-
