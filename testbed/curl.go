@@ -60,7 +60,18 @@ type CurlOptions struct {
 	MaxTime time.Duration
 	// Args are extra curl arguments placed before the URLs.
 	Args []string
+	// NoRealtime runs curl with normal scheduling. By default curl runs
+	// under SCHED_FIFO (chrt) so that its timestamps follow the network,
+	// not the machine's load: with busy CPUs (CI runs packages in parallel)
+	// curl is otherwise scheduled late by milliseconds, noticing a finished
+	// handshake or a first byte long after the kernel had it. That delay is
+	// the test machine's, invisible on the wire to any passive monitor.
+	NoRealtime bool
 }
+
+// curlRTPriority is the SCHED_FIFO priority for curl: above normal tasks,
+// well below kernel threads that use real-time priorities.
+const curlRTPriority = "10"
 
 // Curl runs Debian's curl in the client namespace over HTTP/1.1, discarding
 // bodies, and returns curl's own timings for each URL. A failed transfer is
@@ -81,7 +92,16 @@ func (tb *Testbed) Curl(ctx context.Context, opts CurlOptions) ([]CurlResult, er
 	// The process bound is slightly above curl's own so curl reports first.
 	ctx, cancel := context.WithTimeout(ctx, opts.MaxTime+5*time.Second)
 	defer cancel()
-	out, runErr := tb.execLong(ctx, tb.Client.NS, "curl", args...)
+	curlPath, err := toolPath("curl")
+	if err != nil {
+		return nil, err
+	}
+	name := "curl"
+	if !opts.NoRealtime {
+		name = "chrt"
+		args = append([]string{"--fifo", curlRTPriority, curlPath}, args...)
+	}
+	out, runErr := tb.execLong(ctx, tb.Client.NS, name, args...)
 	var res []CurlResult
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)

@@ -29,7 +29,7 @@
 //     only; every wait and loop is bounded in count and time.
 //
 // Needs root and these Debian packages: iproute2 (ip), nftables (nft),
-// nginx-light (nginx), tcpdump, curl, procps (sysctl).
+// nginx-light (nginx), tcpdump, curl, procps (sysctl), util-linux (chrt).
 package testbed
 
 import (
@@ -108,6 +108,7 @@ var tools = map[string]string{
 	"tcpdump": "tcpdump",
 	"curl":    "curl",
 	"sysctl":  "procps",
+	"chrt":    "util-linux",
 }
 
 // toolPath finds a binary, checking sbin directories too because PATH in CI
