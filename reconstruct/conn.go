@@ -79,7 +79,7 @@ func newConn(t *Tracker, key flowKey, p *capture.Packet) *conn {
 		client, server = netip.AddrPortFrom(p.DstIP, p.DstPort), netip.AddrPortFrom(p.SrcIP, p.SrcPort)
 	}
 	c.rec = Connection{
-		ID:         connectionID(client, server, p.Timestamp),
+		ID:         connectionID(client, server, p.Timestamp, p.Seq),
 		Interface:  p.Interface,
 		Client:     client.Addr(),
 		ClientPort: client.Port(),
@@ -309,18 +309,19 @@ func (c *conn) closeServerStream() {
 	c.respParser.Close(&c.respH)
 }
 
-// serverRetransmitted handles server bytes [from, to) sent again: the last
-// byte of a response reaches the client with its last transmission, and the
-// bytes count against the transaction they belong to.
+// serverRetransmitted handles server bytes [from, to) sent again: a response
+// is complete at the client only when its last retransmitted byte arrived,
+// and the bytes count against the transaction they belong to.
 func (c *conn) serverRetransmitted(ts, from, to int64) {
 	c.probes.reset() // Karn: an ACK after a retransmission is ambiguous
 	for _, st := range c.awaiting {
-		if from < st.respEndOff && to >= st.respEndOff {
-			st.tx.ResponseLast = ts
-		}
-		if from < st.respEndOff {
-			st.tx.RetransBytes += to - from
-			return
+		if from < st.respEndOff && to > st.respStartOff {
+			// The client has the whole response only once every byte arrived;
+			// bytes it had already acknowledged were resent spuriously.
+			if to > c.lastAck {
+				st.tx.ResponseLast = max(st.tx.ResponseLast, ts)
+			}
+			st.tx.RetransBytes += min(to, st.respEndOff) - max(from, st.respStartOff)
 		}
 	}
 	if c.resp != nil {

@@ -300,13 +300,18 @@ func TestReorderedAndOverlapping(t *testing.T) {
 		c.ServerAt(t0+100*us, 2000, body[2000:3000]) // ahead of a gap
 		c.ServerAt(t0+200*us, 500, body[500:2500])   // overlaps both sides
 		c.ServerAt(t0+300*us, 3000, body[3000:])
-		c.ServerAt(t0+400*us, 1000, body[1000:1200]) // pure duplicate
+		// A pure duplicate before the client's ACK: the server believed those
+		// bytes lost, so the client is taken to have them only now.
+		c.ServerAt(t0+400*us, 1000, body[1000:1200])
 		c.SkipServer(len(body))
-		c.ClientAck(t0 + 300*us + 2*D)
+		c.ClientAck(t0 + 400*us + 2*D)
+		// A spurious retransmission of bytes the client already acknowledged
+		// does not delay it.
+		c.ServerAt(t0+500*us+2*D, 1000, body[1000:1200])
 	})
 	tx := one(t, "transaction", out.txs)
-	checkTx(t, tx, want{start: synth.T(0) - D, tconn: 2*D + 100*us, tserver: 3*ms + 2*D, ttransfer: 300 * us,
-		total: 2*D + 100*us + 3*ms + 2*D + 300*us})
+	checkTx(t, tx, want{start: synth.T(0) - D, tconn: 2*D + 100*us, tserver: 3*ms + 2*D, ttransfer: 400 * us,
+		total: 2*D + 100*us + 3*ms + 2*D + 400*us})
 	if tx.BodyBytes != 3500 || tx.Flags != 0 || tx.Status != 200 {
 		t.Errorf("body %d status %d flags %v", tx.BodyBytes, tx.Status, tx.FlagNames)
 	}

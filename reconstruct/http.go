@@ -88,6 +88,7 @@ func (h *responseEvents) HeadersDone(m *http1.Message) {
 	}
 	st := c.takeRequest()
 	st.respStarted = true
+	st.respStartOff = m.Start
 	st.tx.ResponseFirst = h.firstByte
 	st.tx.Status = m.Status
 	st.tx.ContentType = m.ContentType

@@ -261,8 +261,10 @@ func (t *Tracker) emitTransaction(tx *Transaction) {
 }
 
 // connectionID is stable across re-ingests of the same capture: it depends
-// only on the endpoints and the connection's first packet time.
-func connectionID(client, server netip.AddrPort, first int64) string {
+// only on the endpoints, the connection's first packet time and that
+// packet's sequence number (which tells apart two SYNs with different ISNs
+// captured in the same instant).
+func connectionID(client, server netip.AddrPort, first int64, seq uint32) string {
 	h := fnv.New64a()
 	b, _ := client.MarshalBinary()
 	h.Write(b)
@@ -271,5 +273,7 @@ func connectionID(client, server netip.AddrPort, first int64) string {
 	var ts [8]byte
 	binary.BigEndian.PutUint64(ts[:], uint64(first))
 	h.Write(ts[:])
+	binary.BigEndian.PutUint32(ts[:4], seq)
+	h.Write(ts[:4])
 	return hex.EncodeToString(h.Sum(nil))
 }

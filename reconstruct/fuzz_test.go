@@ -1,0 +1,75 @@
+package reconstruct_test
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"testing"
+
+	"github.com/rtmon/rtmon/capture"
+	"github.com/rtmon/rtmon/reconstruct"
+)
+
+// FuzzTracker drives the tracker with arbitrary segment sequences on a few
+// tuples: any flags, sequence and acknowledgement numbers, payloads and
+// capture-time steps. The tracker must not panic, must emit every record
+// once with components that add up, and must end with an empty table.
+func FuzzTracker(f *testing.F) {
+	f.Add([]byte("\x02\x00\x00\x00\x00\x00\x00\x00\x00\x00GET / HTTP/1.1\r\n\r\n"))
+	f.Add([]byte("\x12\x01\x00\x00\x00\x05\x00\x00\x00\x01HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc"))
+	f.Add([]byte("\x18\x00\x00\x00\x00\x01\x00\x00\x00\x01POST /u HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n" +
+		"\x18\x01\x00\x00\x00\x01\x00\x00\x00\x50HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sink := &collected{}
+		tr := reconstruct.NewTracker(reconstruct.Config{MaxConnections: 3, MaxBufferedBytes: 4096, MaxPendingRequests: 4}, sink)
+		clientA := netip.MustParseAddr("198.51.100.1")
+		serverA := netip.MustParseAddr("203.0.113.1")
+		ts := int64(1 << 60)
+		var p capture.Packet
+		// Each record: flags, dir/tuple byte, seq delta (4), ack delta (3 + len byte folded), payload length.
+		for len(data) >= 10 {
+			flags, sel := data[0], data[1]
+			seq := binary.BigEndian.Uint32(data[2:6])
+			ack := binary.BigEndian.Uint32(data[6:10])
+			data = data[10:]
+			n := int(sel>>3) * 8
+			if n > len(data) {
+				n = len(data)
+			}
+			payload := data[:n]
+			data = data[n:]
+			port := uint16(40000 + int(sel>>1&3))
+			p = capture.Packet{Timestamp: ts, Flags: flags & 0x3f, Seq: seq, Ack: ack, Payload: payload, PayloadLen: n}
+			if sel&1 == 0 {
+				p.SrcIP, p.DstIP, p.SrcPort, p.DstPort = clientA, serverA, port, 80
+			} else {
+				p.SrcIP, p.DstIP, p.SrcPort, p.DstPort = serverA, clientA, 80, port
+			}
+			if flags&0x80 != 0 && n > 0 {
+				p.PayloadLen = n + int(ack&0xff) // snap length cut
+			}
+			tr.Packet(&p)
+			ts += int64(seq&0xffff) * 1000
+		}
+		tr.Flush()
+		if st := tr.Stats(); st.OpenConnections != 0 {
+			t.Fatalf("open connections after flush: %d", st.OpenConnections)
+		}
+		ids := map[string]bool{}
+		for _, tx := range sink.txs {
+			if ids[tx.ID] {
+				t.Fatalf("transaction %s emitted twice", tx.ID)
+			}
+			ids[tx.ID] = true
+			if tx.Tconn+tx.Trequest+tx.Tserver+tx.Ttransfer != tx.Total || tx.End-tx.Start != tx.Total {
+				t.Fatalf("components do not add up: %+v", tx)
+			}
+		}
+		conns := map[string]bool{}
+		for _, c := range sink.conns {
+			if conns[c.ID] {
+				t.Fatalf("connection %s emitted twice", c.ID)
+			}
+			conns[c.ID] = true
+		}
+	})
+}
