@@ -17,8 +17,7 @@ import (
 )
 
 // These tests need root and the Debian packages listed in the package doc;
-// they fail (never skip) without them. Under -short they are skipped: they
-// take seconds and a real network stack, which -short runs opt out of.
+// they fail (never skip) without them.
 
 // keepDir, when set, receives a copy of each test's capture, so an rtmon
 // mismatch can be replayed (rtmon analyze) or read with tshark.
@@ -48,9 +47,6 @@ type outcome struct {
 }
 
 func TestCurlMatchesRtmon(t *testing.T) {
-	if testing.Short() {
-		t.Skip("network testbed: skipped under -short")
-	}
 	r := runScenario(t, scenario{
 		fresh:     []string{"/index.html", "/1k.bin", "/64k.bin", "/256k.bin", "/1m.bin"},
 		keepalive: []string{"/index.html", "/1k.bin", "/64k.bin", "/256k.bin", "/1m.bin"},
@@ -59,9 +55,6 @@ func TestCurlMatchesRtmon(t *testing.T) {
 }
 
 func TestCurlSYNDropMatchesRtmon(t *testing.T) {
-	if testing.Short() {
-		t.Skip("network testbed: skipped under -short")
-	}
 	r := runScenario(t, scenario{
 		dropSYN:   true,
 		fresh:     []string{"/1k.bin", "/256k.bin"},

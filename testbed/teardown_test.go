@@ -15,9 +15,6 @@ import (
 // documentation (and loopback) addresses exist in its namespaces, and Close
 // removes the namespaces, the nft table and every process it started.
 func TestTeardown(t *testing.T) {
-	if testing.Short() {
-		t.Skip("network testbed: skipped under -short")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tb, err := Open(ctx, Options{}, t.TempDir())
