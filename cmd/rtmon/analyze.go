@@ -30,6 +30,7 @@ type analyzeOptions struct {
 	idle        time.Duration
 	progress    bool
 	reader      string
+	live        bool // cancellation is the normal end of input, not an interruption
 }
 
 func newAnalyzeCommand() *cobra.Command {
@@ -105,7 +106,14 @@ func runAnalyze(ctx context.Context, stdout io.Writer, files []string, o analyze
 		return err
 	}
 	defer src.Close()
+	return runPipeline(ctx, stdout, src, o, cfg, format)
+}
 
+// runPipeline moves packets from src through reconstruction into the record
+// files and the summary; offline and live capture share it from the first
+// decoded packet on.
+func runPipeline(ctx context.Context, stdout io.Writer, src capture.Source, o analyzeOptions, cfg reconstruct.Config, format export.Format) error {
+	var err error
 	summary := export.NewSummary()
 	sinks := export.Tee{summary}
 	var records *export.RecordWriter
@@ -122,6 +130,9 @@ func runAnalyze(ctx context.Context, stdout io.Writer, files []string, o analyze
 		bar = progressbar.DefaultBytes(total, "analyzing")
 	}
 	readErr := pump(ctx, src, reconstruct.NewTracker(cfg, sinks), summary, bar)
+	if o.live && ctx.Err() != nil {
+		readErr = nil
+	}
 	if bar != nil {
 		_ = bar.Finish()
 		fmt.Fprintln(os.Stderr)

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rtmon/rtmon/capture"
+	"github.com/rtmon/rtmon/export"
+)
+
+type liveOptions struct {
+	analyzeOptions
+	ifaces   []string
+	filter   string
+	snaplen  int
+	bufSize  int
+	promisc  bool
+	duration time.Duration
+}
+
+func newLiveCommand() *cobra.Command {
+	var o liveOptions
+	cmd := &cobra.Command{
+		Use:   "live -i IFACE [-i IFACE...]",
+		Short: "Capture live from interfaces and reconstruct transactions until stopped",
+		Long: `live captures with libpcap from one or more interfaces (merged into one
+stream), reconstructs connections and transactions as analyze does, and on
+Ctrl-C (or after --duration) prints the summary, including libpcap's and the
+kernel's drop counters.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runLive(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVarP(&o.ifaces, "interface", "i", nil, "interface to capture on (repeatable; 'any' for all)")
+	f.StringVar(&o.filter, "filter", "tcp", "BPF filter")
+	f.IntVar(&o.snaplen, "snaplen", 0, "bytes kept per packet (0: whole packets)")
+	f.IntVar(&o.bufSize, "buffer-size", 0, "kernel capture buffer in bytes (0: 32 MiB)")
+	f.BoolVar(&o.promisc, "promisc", false, "promiscuous mode")
+	f.DurationVar(&o.duration, "duration", 0, "stop after this long (0: until interrupted)")
+	f.StringVar(&o.format, "format", "jsonl", "record format: jsonl or csv")
+	f.StringVar(&o.out, "out", "", "directory for connections.* and transactions.* (none: summary only)")
+	f.UintSliceVar(&o.serverPorts, "server-port", nil, "server port(s), to orient connections whose handshake was not captured")
+	f.StringSliceVar(&o.serverNets, "server-net", nil, "server address prefix(es)")
+	f.IntVar(&o.maxConns, "max-connections", 1<<20, "connection table bound")
+	f.DurationVar(&o.idle, "idle-timeout", defaultIdle, "end connections idle this long")
+	_ = cmd.MarkFlagRequired("interface")
+	return cmd
+}
+
+func runLive(ctx context.Context, stdout io.Writer, o liveOptions) error {
+	cfg, err := o.trackerConfig()
+	if err != nil {
+		return err
+	}
+	format, err := export.ParseFormat(o.format)
+	if err != nil {
+		return fmt.Errorf("--format: %w", err)
+	}
+	if o.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
+	src, err := capture.OpenLive(ctx, o.ifaces, capture.LiveOptions{
+		Filter: o.filter, SnapLen: o.snaplen, BufferSize: o.bufSize, Promiscuous: o.promisc, ImmediateMode: true,
+	})
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	o.live = true
+	return runPipeline(ctx, stdout, src, o.analyzeOptions, cfg, format)
+}
