@@ -1,0 +1,313 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/rtmon/rtmon/bench"
+	"github.com/rtmon/rtmon/synth"
+)
+
+type benchOptions struct {
+	size       string
+	dir        string
+	keep       bool
+	clients    int
+	seed       int64
+	synLoss    float64
+	synackLoss float64
+	dataLoss   float64
+	tsharkSize string
+	cpus       int
+	tools      []string
+	connMem    int
+	genOnly    bool // internal: generate in a child so the parent stays small
+}
+
+func newBenchCommand() *cobra.Command {
+	var o benchOptions
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmark rtmon analyze against tshark and friends on one synthetic capture",
+		Long: `bench generates a synthetic capture (many clients, keep-alive connections, SYN
+and data loss), or reuses one in --dir made with the same parameters, and in one
+run times rtmon analyze, tshark's HTTP response-time fields and other tools on
+the same file, each as a child pinned to --cpus cores. It prints packets/s,
+MB/s and max RSS per tool and how many times longer each tool took than rtmon
+on the same input. tshark needs far more time and memory than rtmon: with
+--tshark-size it reads the first packets of the capture instead, and rtmon is
+timed on that prefix too so the ratio compares equal input.
+
+Finally it measures the heap rtmon's connection table holds per open
+connection, with --conn-mem connections open at once.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.genOnly {
+				return benchGenerate(o)
+			}
+			return runBench(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.size, "size", "1GB", "capture size, e.g. 1GB, 200MB")
+	f.StringVar(&o.dir, "dir", filepath.Join(os.TempDir(), "rtmon-bench"), "directory for the capture (reused across runs with --keep)")
+	f.BoolVar(&o.keep, "keep", false, "keep the capture for the next run instead of deleting it")
+	f.IntVar(&o.clients, "clients", 5000, "distinct client addresses")
+	f.Int64Var(&o.seed, "seed", 1, "workload random seed")
+	f.Float64Var(&o.synLoss, "syn-loss", 0.01, "fraction of SYNs dropped")
+	f.Float64Var(&o.synackLoss, "synack-loss", 0.005, "fraction of SYN/ACKs lost")
+	f.Float64Var(&o.dataLoss, "data-loss", 0.005, "fraction of response segments lost")
+	f.StringVar(&o.tsharkSize, "tshark-size", "", "run tshark on a prefix of about this size (default: the whole capture)")
+	f.IntVar(&o.cpus, "cpus", 1, "pin each tool to CPUs 0..N-1 with taskset, and GOMAXPROCS=N for rtmon (0: no pinning)")
+	f.StringSliceVar(&o.tools, "tools", []string{"tshark", "tcpdump", "tcptrace"}, "comparators to run when installed: tshark, tcpdump, tcptrace")
+	f.IntVar(&o.connMem, "conn-mem", 100_000, "open connections for the memory-per-connection measurement (0: skip)")
+	f.BoolVar(&o.genOnly, "generate-only", false, "internal: only generate the capture")
+	_ = f.MarkHidden("generate-only")
+	return cmd
+}
+
+func (o benchOptions) params() (bench.Params, error) {
+	size, err := parseSize(o.size)
+	if err != nil {
+		return bench.Params{}, fmt.Errorf("--size: %w", err)
+	}
+	if size <= 0 {
+		return bench.Params{}, errors.New("--size: want a positive size")
+	}
+	return bench.Params{Version: bench.ParamsVersion, TargetBytes: size, Clients: o.clients, Seed: o.seed,
+		SYNLoss: o.synLoss, SYNACKLoss: o.synackLoss, DataLoss: o.dataLoss, PcapNanosecs: true}, nil
+}
+
+func (o benchOptions) capturePath(p bench.Params) string {
+	return filepath.Join(o.dir, fmt.Sprintf("bench-%s-c%d-s%d.pcap", o.size, p.Clients, p.Seed))
+}
+
+// benchGenerate writes the capture and then its sidecar; it runs in a child
+// process because a child's ru_maxrss starts at the parent's peak RSS.
+func benchGenerate(o benchOptions) error {
+	p, err := o.params()
+	if err != nil {
+		return err
+	}
+	path := o.capturePath(p)
+	tmp := path + ".partial"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	defer os.Remove(tmp) // no-op after the rename
+	var out io.Writer = f
+	var bar *progressbar.ProgressBar
+	if term.IsTerminal(int(os.Stderr.Fd())) {
+		bar = progressbar.DefaultBytes(p.TargetBytes, "generating")
+		out = io.MultiWriter(f, bar)
+	}
+	w, err := synth.NewWriter(out, p.Options())
+	if err != nil {
+		f.Close()
+		return err
+	}
+	sum, err := synth.Generate(w, p.Workload(), nil)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("closing %s: %w", tmp, cerr)
+	}
+	if bar != nil {
+		_ = bar.Finish()
+		fmt.Fprintln(os.Stderr)
+	}
+	if err != nil {
+		return fmt.Errorf("generating %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "generated %s: %d packets, %.1f MB, %d pageviews, %d transactions, %d connections, %d SYN retransmissions, %d data retransmissions in %s\n",
+		path, sum.Packets, float64(sum.Bytes)/1e6, sum.Pageviews, sum.Transactions, sum.Connections, sum.SYNRetrans, sum.DataRetrans, sum.Elapsed.Round(time.Millisecond))
+	return bench.WriteSidecar(path, bench.Sidecar{Params: p, Packets: sum.Packets, Bytes: sum.Bytes})
+}
+
+// benchInput is a file the tools read, with a label for the table.
+type benchInput struct {
+	label string
+	path  string
+	info  bench.FileInfo
+}
+
+var txRe = regexp.MustCompile(`transactions (\d+)`)
+
+func runBench(ctx context.Context, stdout io.Writer, o benchOptions) error {
+	p, err := o.params()
+	if err != nil {
+		return err
+	}
+	tsharkSize, err := parseSize(o.tsharkSize)
+	if err != nil {
+		return fmt.Errorf("--tshark-size: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("bench: finding the rtmon binary: %w", err)
+	}
+	if err := os.MkdirAll(o.dir, 0o755); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	path := o.capturePath(p)
+	side, ok, err := bench.Reusable(path, p)
+	if err != nil {
+		return err
+	}
+	if ok {
+		fmt.Fprintf(stdout, "reusing %s (%d packets, %.1f MB)\n", path, side.Packets, float64(side.Bytes)/1e6)
+	} else {
+		gen := exec.CommandContext(ctx, self, "bench", "--generate-only", "--size", o.size, "--dir", o.dir,
+			"--clients", strconv.Itoa(o.clients), "--seed", strconv.FormatInt(o.seed, 10),
+			"--syn-loss", fmt.Sprint(o.synLoss), "--synack-loss", fmt.Sprint(o.synackLoss), "--data-loss", fmt.Sprint(o.dataLoss))
+		gen.Stdout, gen.Stderr = os.Stderr, os.Stderr
+		if err := gen.Run(); err != nil {
+			return fmt.Errorf("bench: generating the capture: %w", err)
+		}
+		if side, ok, err = bench.Reusable(path, p); err != nil || !ok {
+			return fmt.Errorf("bench: generated capture %s has no matching sidecar (err %v)", path, err)
+		}
+	}
+	if !o.keep {
+		defer os.Remove(bench.SidecarPath(path))
+		defer os.Remove(path)
+	}
+
+	full := benchInput{label: "full " + o.size, path: path}
+	inputs := []*benchInput{&full}
+	tsharkIn := &full
+	if tsharkSize > 0 && tsharkSize < side.Bytes {
+		prefix := &benchInput{label: "prefix " + o.tsharkSize, path: strings.TrimSuffix(path, ".pcap") + "-prefix-" + o.tsharkSize + ".pcap"}
+		if prefix.info, err = bench.CutPrefixFile(prefix.path, path, tsharkSize); err != nil {
+			return err
+		}
+		defer os.Remove(prefix.path)
+		inputs = append(inputs, prefix)
+		tsharkIn = prefix
+	}
+	// Reading each input once puts it in the page cache, so no tool pays for
+	// the disk and the order of runs does not matter; it also counts packets.
+	for _, in := range inputs {
+		if in.info, err = bench.ScanFile(in.path); err != nil {
+			return err
+		}
+	}
+
+	pin, env := "", []string(nil)
+	if o.cpus > 0 {
+		if _, err := exec.LookPath("taskset"); err != nil {
+			return errors.New("bench: --cpus needs taskset (Debian package util-linux); use --cpus 0 to run unpinned")
+		}
+		pin = "0"
+		if o.cpus > 1 {
+			pin = fmt.Sprintf("0-%d", o.cpus-1)
+		}
+		env = []string{"GOMAXPROCS=" + strconv.Itoa(o.cpus)}
+	}
+	parentRSS := bench.SelfMaxRSSKiB()
+	fmt.Fprintf(stdout, "pinning: %s\n", pinDesc(pin))
+
+	var rows []bench.Row
+	var notes []string
+	run := func(tool string, in *benchInput, argv []string, note func(bench.Measurement) string) error {
+		fmt.Fprintf(os.Stderr, "running %s on %s...\n", tool, in.label)
+		m, err := bench.Run(ctx, bench.Command{Argv: argv, Env: env, Pin: pin, KeepStdout: tool == "rtmon"})
+		if err != nil {
+			return fmt.Errorf("bench: %s on %s: %w", tool, in.label, err)
+		}
+		r := bench.Row{Tool: tool, Input: in.label, Packets: in.info.Packets, Bytes: in.info.Bytes, Wall: m.Wall, MaxRSSKiB: m.MaxRSSKiB}
+		if note != nil {
+			r.Note = note(m)
+		}
+		rows = append(rows, r)
+		return nil
+	}
+	rtmonNote := func(m bench.Measurement) string {
+		if s := txRe.FindSubmatch(m.Stdout); s != nil {
+			return string(s[1]) + " transactions"
+		}
+		return ""
+	}
+	for _, in := range inputs {
+		if err := run("rtmon", in, []string{self, "analyze", "--progress=false", in.path}, rtmonNote); err != nil {
+			return err
+		}
+	}
+	for _, tool := range o.tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			notes = append(notes, fmt.Sprintf("%s not installed: skipped", tool))
+			continue
+		}
+		switch tool {
+		case "tshark":
+			err = run("tshark", tsharkIn, []string{"tshark", "-r", tsharkIn.path, "-n", "-Y", "http.response", "-T", "fields",
+				"-e", "frame.time_epoch", "-e", "http.time", "-e", "http.response_for.uri"},
+				func(m bench.Measurement) string { return fmt.Sprintf("%d http.response lines", m.Lines) })
+		case "tcpdump":
+			// Reading and rewriting every packet: the floor of libpcap I/O.
+			err = run("tcpdump", &full, []string{"tcpdump", "-r", full.path, "-w", "/dev/null"},
+				func(bench.Measurement) string { return "read+write, no analysis" })
+		case "tcptrace":
+			// Per-connection TCP statistics (RTT, retransmissions), no HTTP.
+			err = run("tcptrace", &full, []string{"tcptrace", "-n", "-l", full.path},
+				func(m bench.Measurement) string { return "TCP-level only (-n -l)" })
+		default:
+			notes = append(notes, fmt.Sprintf("unknown tool %q: skipped", tool))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	bench.FillRatios(rows, "rtmon")
+	fmt.Fprintln(stdout)
+	if err := bench.WriteTable(stdout, rows); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\ntool/rtmon time compares runs on the same input (the input column). Max RSS is ru_maxrss of the\n"+
+		"child; on Linux it starts at the parent's peak RSS (%.1f MiB here), so readings near that are upper bounds.\n",
+		float64(parentRSS)/1024)
+	for _, n := range notes {
+		fmt.Fprintln(stdout, "note:", n)
+	}
+
+	if o.connMem > 0 {
+		fmt.Fprintf(stdout, "\nheap per open connection (%d open at once, after GC; target < 1024 B):\n", o.connMem)
+		for _, s := range []bench.ConnState{bench.Handshake, bench.Idle, bench.MidResponse} {
+			pkts, err := bench.OpenConnectionPackets(o.dir, o.connMem, s)
+			if err != nil {
+				return err
+			}
+			m, err := bench.MeasureOpenConnections(pkts, s)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "  %-16s %7.0f B live  %7.0f B in-use spans  (%d connections)\n", s, m.LivePerConn, m.HeapPerConn, m.Connections)
+		}
+	}
+	return nil
+}
+
+func pinDesc(pin string) string {
+	if pin == "" {
+		return "none"
+	}
+	return "taskset -c " + pin
+}
