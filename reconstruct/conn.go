@@ -14,8 +14,8 @@ import (
 type conn struct {
 	prev, next *conn // Tracker.lru
 	t          *Tracker
-	key        flowKey
 	clientIsA  bool
+	firstSeq   uint32 // enters the stable id, computed when the record is emitted
 	rec        Connection
 
 	c2s, s2c       halfStream
@@ -31,7 +31,10 @@ type conn struct {
 	dataRTT             int64
 	probes              rttProbes
 
+	// The parsers exist only while a direction is inside a message: idle
+	// keep-alive connections keep just the offsets (see http1.Acquire).
 	reqParser, respParser *http1.Parser
+	reqOff, respOff       int64
 	reqH                  requestEvents
 	respH                 responseEvents
 	curTS                 int64 // capture time of the bytes being parsed
@@ -66,8 +69,8 @@ type txState struct {
 	heuristic    bool // timed from sequence numbers, not parsed
 }
 
-func newConn(t *Tracker, key flowKey, p *capture.Packet) *conn {
-	c := &conn{t: t, key: key}
+func newConn(t *Tracker, p *capture.Packet) *conn {
+	c := &conn{t: t, firstSeq: p.Seq}
 	c.reqH.c, c.respH.c = c, c
 	senderIsClient := t.senderIsClient(p)
 	_, fromA := makeKey(p)
@@ -79,7 +82,6 @@ func newConn(t *Tracker, key flowKey, p *capture.Packet) *conn {
 		client, server = netip.AddrPortFrom(p.DstIP, p.DstPort), netip.AddrPortFrom(p.SrcIP, p.SrcPort)
 	}
 	c.rec = Connection{
-		ID:         connectionID(client, server, p.Timestamp, p.Seq),
 		Interface:  p.Interface,
 		Client:     client.Addr(),
 		ClientPort: client.Port(),
@@ -90,11 +92,9 @@ func newConn(t *Tracker, key flowKey, p *capture.Packet) *conn {
 	if p.Flags&(capture.FlagSYN|capture.FlagACK) != capture.FlagSYN {
 		c.rec.Flags |= FlagMidStream
 	}
-	c.reqParser = http1.NewParser(http1.Request, t.cfg.MaxHeaderBytes)
-	c.respParser = http1.NewParser(http1.Response, t.cfg.MaxHeaderBytes)
 	if c.rec.Flags&FlagMidStream != 0 {
-		c.reqParser.Resync()
-		c.respParser.Resync()
+		c.reqP().Resync()
+		c.respP().Resync()
 	}
 	return c
 }
@@ -148,6 +148,9 @@ func (c *conn) startsNewConnection(p *capture.Packet) bool {
 func (c *conn) packet(p *capture.Packet, fromClient bool) {
 	ts := p.Timestamp
 	c.rec.LastSeen = ts
+	if c.done {
+		return // late ACKs and retransmitted FINs of a finished connection
+	}
 	if p.Flags&capture.FlagSYN != 0 {
 		c.handshake(p, fromClient)
 		return
@@ -248,14 +251,14 @@ func (c *conn) fromClient(p *capture.Packet) {
 	if !c.c2s.baseKnown {
 		c.c2s.setBase(p.Seq)
 	}
-	retrans := c.c2s.segment(ts, p.Seq, p.Payload, p.PayloadLen, p.Flags&capture.FlagFIN != 0,
+	retrans, reordered := c.c2s.segment(ts, p.Seq, p.Payload, p.PayloadLen, p.Flags&capture.FlagFIN != 0,
 		c.t.cfg.MaxBufferedBytes, c.deliverClient, c.gapClient)
-	c.account(&c.c2s, retrans)
+	c.account(&c.c2s, retrans, reordered)
 	if c.c2s.finReady() {
 		c.c2s.closed = true
 		c.clientFIN = true
 		c.curTS = ts
-		c.reqParser.Close(&c.reqH)
+		c.reqP().Close(&c.reqH)
 	}
 }
 
@@ -276,9 +279,9 @@ func (c *conn) fromServer(p *capture.Packet) {
 		c.s2c.setBase(p.Seq)
 	}
 	off := c.s2c.offset(p.Seq)
-	retrans := c.s2c.segment(ts, p.Seq, p.Payload, p.PayloadLen, p.Flags&capture.FlagFIN != 0,
+	retrans, reordered := c.s2c.segment(ts, p.Seq, p.Payload, p.PayloadLen, p.Flags&capture.FlagFIN != 0,
 		c.t.cfg.MaxBufferedBytes, c.deliverServer, c.gapServer)
-	c.account(&c.s2c, retrans)
+	c.account(&c.s2c, retrans, reordered)
 	if retrans > 0 {
 		c.serverRetransmitted(ts, off, off+int64(retrans))
 	}
@@ -287,7 +290,10 @@ func (c *conn) fromServer(p *capture.Packet) {
 	}
 }
 
-func (c *conn) account(h *halfStream, retrans int) {
+func (c *conn) account(h *halfStream, retrans int, reordered bool) {
+	if reordered {
+		c.t.stats.OutOfOrderSegments++
+	}
 	switch {
 	case retrans < 0:
 		c.t.stats.OutOfWindow++
@@ -306,7 +312,7 @@ func (c *conn) closeServerStream() {
 		c.endHeuristicResponse()
 		return
 	}
-	c.respParser.Close(&c.respH)
+	c.respP().Close(&c.respH)
 }
 
 // serverRetransmitted handles server bytes [from, to) sent again: a response
@@ -362,11 +368,13 @@ func (c *conn) deliverClient(ts, off int64, captured []byte, wireLen int) {
 		c.heuristicClientData(ts, off, captured, wireLen)
 		return
 	}
-	c.reqParser.SegmentStart()
-	c.reqParser.Feed(captured, &c.reqH)
+	p := c.reqP()
+	p.SegmentStart()
+	p.Feed(captured, &c.reqH)
 	if len(captured) < wireLen {
-		c.reqParser.Gap(int64(wireLen-len(captured)), &c.reqH)
+		p.Gap(int64(wireLen-len(captured)), &c.reqH)
 	}
+	c.releaseIdleParsers()
 }
 
 func (c *conn) deliverServer(ts, off int64, captured []byte, wireLen int) {
@@ -377,11 +385,13 @@ func (c *conn) deliverServer(ts, off int64, captured []byte, wireLen int) {
 		c.heuristicServerData(ts, off, captured, wireLen)
 		return
 	}
-	c.respParser.SegmentStart()
-	c.respParser.Feed(captured, &c.respH)
+	p := c.respP()
+	p.SegmentStart()
+	p.Feed(captured, &c.respH)
 	if len(captured) < wireLen {
-		c.respParser.Gap(int64(wireLen-len(captured)), &c.respH)
+		p.Gap(int64(wireLen-len(captured)), &c.respH)
 	}
+	c.releaseIdleParsers()
 }
 
 func (c *conn) gapClient(off, n int64) {
@@ -392,7 +402,8 @@ func (c *conn) gapClient(off, n int64) {
 		st.tx.HoleBytes += n
 	}
 	if !c.truncated {
-		c.reqParser.Gap(n, &c.reqH)
+		c.reqP().Gap(n, &c.reqH)
+		c.releaseIdleParsers()
 	}
 }
 
@@ -404,7 +415,8 @@ func (c *conn) gapServer(off, n int64) {
 		c.resp.tx.HoleBytes += n
 	}
 	if !c.truncated {
-		c.respParser.Gap(n, &c.respH)
+		c.respP().Gap(n, &c.respH)
+		c.releaseIdleParsers()
 	}
 }
 
@@ -479,11 +491,12 @@ func (c *conn) end(flags Flags) {
 	c.s2c.flush(c.deliverServer, c.gapServer)
 	if !c.c2s.closed {
 		c.c2s.closed = true
-		c.reqParser.Close(&c.reqH)
+		c.reqP().Close(&c.reqH)
 	}
 	if !c.s2c.closed {
 		c.closeServerStream()
 	}
+	c.releaseParsers()
 	for _, st := range c.awaiting {
 		st.tx.Flags |= FlagNoAck | (flags & FlagEvicted)
 		c.emit(st)
@@ -507,6 +520,7 @@ func (c *conn) end(flags Flags) {
 // finalizeConnection fills the connection's derived fields.
 func (c *conn) finalizeConnection() {
 	r := &c.rec
+	r.ID = c.id()
 	r.RTTClient = c.clientRTT()
 	if len(r.SYNTimes) > 0 {
 		if r.Established > 0 {
@@ -524,6 +538,22 @@ func (c *conn) finalizeConnection() {
 	}
 }
 
+// id is the connection's stable id, made on first use: most connections
+// need it only once, when their first record goes out.
+func (c *conn) id() string {
+	if c.rec.ID == "" {
+		c.rec.ID = connectionID(netip.AddrPortFrom(c.rec.Client, c.rec.ClientPort),
+			netip.AddrPortFrom(c.rec.Server, c.rec.ServerPort), c.rec.FirstSeen, c.firstSeq)
+	}
+	return c.rec.ID
+}
+
+// key is the table key, rebuilt from the record instead of stored twice.
+func (c *conn) key() flowKey {
+	k, _ := keyOf(c.rec.Client, c.rec.Server, c.rec.ClientPort, c.rec.ServerPort)
+	return k
+}
+
 // clientRTT is the round trip between the capture point and the client: the
 // handshake's when seen (SYN/ACK out, ACK back: no delayed ACK distorts it),
 // else the smallest data/ACK sample.
@@ -539,7 +569,7 @@ func (c *conn) clientRTT() int64 {
 // covers gives the sample: the client acknowledges on receipt (or within its
 // delayed-ACK timer, which the minimum over samples filters out).
 type rttProbes struct {
-	ring [8]struct{ end, ts int64 }
+	ring [3]struct{ end, ts int64 }
 	head int // next slot to write
 	n    int
 }
@@ -567,3 +597,42 @@ func (r *rttProbes) acked(off int64) (int64, bool) {
 }
 
 func (r *rttProbes) reset() { r.n = 0 }
+
+func (c *conn) reqP() *http1.Parser {
+	if c.reqParser == nil {
+		c.reqParser = http1.Acquire(http1.Request, c.t.cfg.MaxHeaderBytes, c.reqOff)
+	}
+	return c.reqParser
+}
+
+func (c *conn) respP() *http1.Parser {
+	if c.respParser == nil {
+		c.respParser = http1.Acquire(http1.Response, c.t.cfg.MaxHeaderBytes, c.respOff)
+	}
+	return c.respParser
+}
+
+// releaseIdleParsers hands back parsers that hold no state but their offset.
+func (c *conn) releaseIdleParsers() {
+	if p := c.reqParser; p != nil && p.Idle() {
+		c.reqOff = p.Offset()
+		p.Release()
+		c.reqParser = nil
+	}
+	if p := c.respParser; p != nil && p.Idle() {
+		c.respOff = p.Offset()
+		p.Release()
+		c.respParser = nil
+	}
+}
+
+func (c *conn) releaseParsers() {
+	if c.reqParser != nil {
+		c.reqParser.Release()
+		c.reqParser = nil
+	}
+	if c.respParser != nil {
+		c.respParser.Release()
+		c.respParser = nil
+	}
+}

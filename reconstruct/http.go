@@ -16,7 +16,7 @@ func (h *requestEvents) MessageStart(m *http1.Message) {
 	st.tx.RequestFirst = c.c2sLog.timeAt(m.Start, c.curTS)
 	st.reqStartOff = m.Start
 	c.addPending(st)
-	c.respParser.PushRequestMethod(m.Method)
+	c.respP().PushRequestMethod(m.Method)
 }
 
 func (h *requestEvents) HeadersDone(m *http1.Message) {
@@ -84,7 +84,7 @@ func (h *responseEvents) HeadersDone(m *http1.Message) {
 	if m.Status == 101 || m.Method == "CONNECT" && m.Status/100 == 2 {
 		// The response parser went opaque by itself; the client's side of a
 		// tunnel or upgraded protocol is no longer HTTP either.
-		c.reqParser.SwitchToOpaque()
+		c.reqP().SwitchToOpaque()
 	}
 	st := c.takeRequest()
 	st.respStarted = true

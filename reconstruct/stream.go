@@ -23,19 +23,30 @@ type delivery func(ts, off int64, captured []byte, wireLen int)
 // retransmission, reordering or overlap the capture holds.
 type halfStream struct {
 	baseKnown bool
+	finSeen   bool
+	closed    bool   // FIN delivered to the parser
 	base      uint32 // sequence number of stream offset 0
 	next      int64  // offset of the next byte to deliver
 	highest   int64  // one past the highest offset seen
-	ooo       []segment
-	oooBytes  int
-	finSeen   bool
 	finOff    int64
-	closed    bool // FIN delivered to the parser
+	// ooo holds out-of-order segments; nil (8 bytes, not 32) on the vast
+	// majority of connections that never reorder.
+	ooo *reorderBuffer
 
 	bytes        int64
 	retransBytes int64
-	holes        int64
-	holeBytes    int64
+}
+
+type reorderBuffer struct {
+	segs  []segment // by offset
+	bytes int
+}
+
+func (h *halfStream) buffered() []segment {
+	if h.ooo == nil {
+		return nil
+	}
+	return h.ooo.segs
 }
 
 // setBase anchors sequence numbers: offset 0 is the byte at seq.
@@ -53,11 +64,11 @@ func (h *halfStream) offset(seq uint32) int64 {
 // segment handles one data segment (and/or FIN) at sequence seq. It returns
 // the number of bytes that were retransmissions of already delivered data,
 // or -1 when the segment lies outside any plausible window.
-func (h *halfStream) segment(ts int64, seq uint32, captured []byte, wireLen int, fin bool, maxBuffered int, deliver delivery, gap func(off, n int64)) (retrans int) {
+func (h *halfStream) segment(ts int64, seq uint32, captured []byte, wireLen int, fin bool, maxBuffered int, deliver delivery, gap func(off, n int64)) (retrans int, reordered bool) {
 	off := h.offset(seq)
 	end := off + int64(wireLen)
 	if end < h.next-maxWindow || off > h.next+maxWindow {
-		return -1
+		return -1, false
 	}
 	if fin && !h.finSeen {
 		h.finSeen = true
@@ -79,16 +90,17 @@ func (h *halfStream) segment(ts int64, seq uint32, captured []byte, wireLen int,
 		h.drain(deliver)
 	default:
 		if !h.buffer(off, ts, captured, wireLen) {
-			return wireLen
+			return wireLen, false
 		}
+		reordered = true
 		h.bytes += int64(wireLen)
-		if h.oooBytes > maxBuffered {
+		if h.ooo.bytes > maxBuffered {
 			// Memory is bounded: give up waiting for the missing range.
-			h.skipTo(h.ooo[0].off, gap)
+			h.skipTo(h.ooo.segs[0].off, gap)
 			h.drain(deliver)
 		}
 	}
-	return retrans
+	return retrans, reordered
 }
 
 func cut(b []byte, n int) []byte {
@@ -101,24 +113,32 @@ func cut(b []byte, n int) []byte {
 // buffer inserts s in offset order; identical retransmissions of a buffered
 // segment are dropped so a storm of them cannot fill memory.
 func (h *halfStream) buffer(off, ts int64, captured []byte, wireLen int) bool {
-	i := sort.Search(len(h.ooo), func(i int) bool { return h.ooo[i].off >= off })
-	if i < len(h.ooo) && h.ooo[i].off == off && h.ooo[i].wireLen >= wireLen {
+	if h.ooo == nil {
+		h.ooo = &reorderBuffer{}
+	}
+	b := h.ooo
+	i := sort.Search(len(b.segs), func(i int) bool { return b.segs[i].off >= off })
+	if i < len(b.segs) && b.segs[i].off == off && b.segs[i].wireLen >= wireLen {
 		return false
 	}
-	h.ooo = append(h.ooo, segment{})
-	copy(h.ooo[i+1:], h.ooo[i:])
-	h.ooo[i] = segment{off: off, ts: ts, data: append([]byte(nil), captured...), wireLen: wireLen}
-	h.oooBytes += wireLen
+	b.segs = append(b.segs, segment{})
+	copy(b.segs[i+1:], b.segs[i:])
+	b.segs[i] = segment{off: off, ts: ts, data: append([]byte(nil), captured...), wireLen: wireLen}
+	b.bytes += wireLen
 	return true
 }
 
 // drain delivers buffered segments that have become in order.
 func (h *halfStream) drain(deliver delivery) {
-	for len(h.ooo) > 0 && h.ooo[0].off <= h.next {
-		s := h.ooo[0]
-		h.ooo[0] = segment{}
-		h.ooo = h.ooo[1:]
-		h.oooBytes -= s.wireLen
+	b := h.ooo
+	if b == nil {
+		return
+	}
+	for len(b.segs) > 0 && b.segs[0].off <= h.next {
+		s := b.segs[0]
+		b.segs[0] = segment{}
+		b.segs = b.segs[1:]
+		b.bytes -= s.wireLen
 		end := s.off + int64(s.wireLen)
 		if end > h.next {
 			skip := int(h.next - s.off)
@@ -129,8 +149,8 @@ func (h *halfStream) drain(deliver delivery) {
 			h.bytes -= int64(s.wireLen)
 		}
 	}
-	if len(h.ooo) == 0 {
-		h.ooo = nil // let the backing array go
+	if len(b.segs) == 0 {
+		h.ooo = nil // let the buffer go
 	}
 }
 
@@ -140,8 +160,6 @@ func (h *halfStream) skipTo(off int64, gap func(off, n int64)) {
 		return
 	}
 	n := off - h.next
-	h.holes++
-	h.holeBytes += n
 	gap(h.next, n)
 	h.next = off
 }
@@ -151,13 +169,14 @@ func (h *halfStream) skipTo(off int64, gap func(off, n int64)) {
 // now instead of waiting for the end of the connection.
 func (h *halfStream) acked(off int64, deliver delivery, gap func(off, n int64)) {
 	for h.next < off {
-		if len(h.ooo) > 0 && h.ooo[0].off <= h.next {
+		segs := h.buffered()
+		if len(segs) > 0 && segs[0].off <= h.next {
 			h.drain(deliver)
 			continue
 		}
 		target := off
-		if len(h.ooo) > 0 && h.ooo[0].off < target {
-			target = h.ooo[0].off
+		if len(segs) > 0 && segs[0].off < target {
+			target = segs[0].off
 		}
 		// A FIN's sequence slot is acknowledged too; it is not a byte.
 		if h.finSeen && target > h.finOff {
@@ -173,8 +192,8 @@ func (h *halfStream) acked(off int64, deliver delivery, gap func(off, n int64)) 
 
 // flush delivers everything still buffered, declaring holes between pieces.
 func (h *halfStream) flush(deliver delivery, gap func(off, n int64)) {
-	for len(h.ooo) > 0 {
-		h.skipTo(h.ooo[0].off, gap)
+	for segs := h.buffered(); len(segs) > 0; segs = h.buffered() {
+		h.skipTo(segs[0].off, gap)
 		h.drain(deliver)
 	}
 	if h.finSeen && h.finOff > h.next {
@@ -191,7 +210,7 @@ func (h *halfStream) finReady() bool {
 // a stream, so an HTTP message whose start line spanned segments is timed by
 // the segment that carried its first byte, not the one that completed the line.
 type deliveryLog struct {
-	ring [8]struct{ off, end, ts int64 }
+	ring [2]struct{ off, end, ts int64 }
 	head int
 }
 

@@ -19,8 +19,8 @@ import "strconv"
 func (c *conn) emit(st *txState) {
 	tx := &st.tx
 	r := &c.rec
-	tx.ConnectionID = r.ID
-	tx.ID = r.ID + "-" + strconv.Itoa(tx.Index)
+	tx.ConnectionID = c.id()
+	tx.ID = tx.ConnectionID + "-" + strconv.Itoa(tx.Index)
 	tx.Interface = r.Interface
 	tx.Client, tx.ClientPort = r.Client, r.ClientPort
 	tx.Server, tx.ServerPort = r.Server, r.ServerPort

@@ -4,6 +4,7 @@
 package reconstruct
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"hash/fnv"
@@ -99,18 +100,25 @@ type Stats struct {
 }
 
 // flowKey identifies a connection independently of direction: the endpoint
-// that sorts first is always a.
+// that sorts first is always a. Addresses are kept as 16 bytes (IPv4 mapped)
+// rather than netip.Addr, which would add a zone pointer to every table slot.
 type flowKey struct {
-	a, b   netip.Addr
+	a, b   [16]byte
 	ap, bp uint16
 }
 
 func makeKey(p *capture.Packet) (k flowKey, fromA bool) {
-	c := p.SrcIP.Compare(p.DstIP)
-	if c < 0 || (c == 0 && p.SrcPort <= p.DstPort) {
-		return flowKey{p.SrcIP, p.DstIP, p.SrcPort, p.DstPort}, true
+	return keyOf(p.SrcIP, p.DstIP, p.SrcPort, p.DstPort)
+}
+
+// keyOf orders the endpoints; fromA reports whether src sorts first.
+func keyOf(src, dst netip.Addr, sp, dp uint16) (k flowKey, fromA bool) {
+	s, d := src.As16(), dst.As16()
+	c := bytes.Compare(s[:], d[:])
+	if c < 0 || (c == 0 && sp <= dp) {
+		return flowKey{s, d, sp, dp}, true
 	}
-	return flowKey{p.DstIP, p.SrcIP, p.DstPort, p.SrcPort}, false
+	return flowKey{d, s, dp, sp}, false
 }
 
 // Tracker turns packets into connections and transactions. It is not safe for
@@ -186,7 +194,7 @@ func (t *Tracker) open(key flowKey, p *capture.Packet) *conn {
 		t.stats.Evicted++
 		t.finish(t.lru.next, FlagEvicted|FlagIncomplete)
 	}
-	c := newConn(t, key, p)
+	c := newConn(t, p)
 	t.conns[key] = c
 	t.stats.Connections++
 	if c.rec.Flags&FlagMidStream != 0 {
@@ -241,7 +249,7 @@ func (t *Tracker) finish(c *conn, flags Flags) {
 	}
 	c.prev.next, c.next.prev = c.next, c.prev
 	c.prev, c.next = nil, nil
-	delete(t.conns, c.key)
+	delete(t.conns, c.key())
 	if c.rec.Flags&FlagEvicted == 0 && flags&FlagIncomplete == 0 {
 		t.stats.Closed++
 	}

@@ -100,13 +100,14 @@ type Parser struct {
 // header buffer (at most maxHeaderBytes, pooled) only while a header
 // section spans Feed calls.
 func NewParser(kind Kind, maxHeaderBytes int) *Parser {
+	return &Parser{kind: kind, max: headerLimit(maxHeaderBytes)}
+}
+
+func headerLimit(maxHeaderBytes int) int {
 	if maxHeaderBytes <= 0 {
-		maxHeaderBytes = DefaultMaxHeaderBytes
+		return DefaultMaxHeaderBytes
 	}
-	if maxHeaderBytes < MinMaxHeaderBytes {
-		maxHeaderBytes = MinMaxHeaderBytes
-	}
-	return &Parser{kind: kind, max: maxHeaderBytes}
+	return max(maxHeaderBytes, MinMaxHeaderBytes)
 }
 
 // Offset is the stream offset of the next byte the parser expects.
