@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -218,14 +217,6 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-func pathOf(u string) string {
-	pu, err := url.Parse(u)
-	if err != nil {
-		return u
-	}
-	return pu.RequestURI()
 }
 
 // rtmonConn and rtmonTxn are the fields of rtmon's jsonl records these tests use.

@@ -24,6 +24,15 @@ type NginxOptions struct {
 	KeepaliveTimeout time.Duration
 	// Port to listen on (server address only). Default 80.
 	Port int
+	// Content gives exact bodies for some paths (a generated site); their
+	// sizes are added to Files.
+	Content map[string][]byte
+	// Backend, if set ("203.0.113.2:8080"), receives every request under
+	// /app/ through proxy_pass: container pages with a server time.
+	Backend string
+	// Backlog is the listen backlog (0: nginx's default, 511). A tiny one
+	// makes the kernel drop SYNs under load (scenario "overloaded").
+	Backlog int
 }
 
 // DefaultFiles are the bodies served when NginxOptions.Files is empty.
@@ -86,8 +95,15 @@ http {
     keepalive_timeout {{.KeepaliveSeconds}}s;
     keepalive_requests 1000;
     server {
-        listen {{.Listen}};
+        listen {{.Listen}}{{if .Backlog}} backlog={{.Backlog}}{{end}};
         root {{.Dir}}/www;
+{{- if .Backend}}
+        location /app/ {
+            proxy_pass http://{{.Backend}};
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+{{- end}}
     }
 }
 `))
@@ -95,9 +111,17 @@ http {
 // StartNginx runs Debian's nginx in the server namespace, listening only on
 // the server address, serving generated files, and waits until it answers.
 func (tb *Testbed) StartNginx(ctx context.Context, opts NginxOptions) (*Nginx, error) {
-	if opts.Files == nil {
+	if opts.Files == nil && opts.Content == nil {
 		opts.Files = DefaultFiles
 	}
+	files := make(map[string]int, len(opts.Files)+len(opts.Content))
+	for p, n := range opts.Files {
+		files[p] = n
+	}
+	for p, b := range opts.Content {
+		files[p] = len(b)
+	}
+	opts.Files = files
 	if opts.KeepaliveTimeout == 0 {
 		opts.KeepaliveTimeout = 30 * time.Second
 	}
@@ -126,7 +150,11 @@ func (tb *Testbed) StartNginx(ctx context.Context, opts NginxOptions) (*Nginx, e
 		if err := os.MkdirAll(filepath.Dir(fp), 0o755); err != nil {
 			return nil, fmt.Errorf("nginx file %s: %w", p, err)
 		}
-		if err := os.WriteFile(fp, fileBody(p, opts.Files[p]), 0o644); err != nil {
+		body, ok := opts.Content[p]
+		if !ok {
+			body = fileBody(p, opts.Files[p])
+		}
+		if err := os.WriteFile(fp, body, 0o644); err != nil {
 			return nil, fmt.Errorf("nginx file %s: %w", p, err)
 		}
 	}
@@ -137,6 +165,7 @@ func (tb *Testbed) StartNginx(ctx context.Context, opts NginxOptions) (*Nginx, e
 		return nil, fmt.Errorf("nginx config: %w", err)
 	}
 	err = nginxConf.Execute(f, map[string]any{"Dir": dir, "Listen": listen,
+		"Backlog": opts.Backlog, "Backend": opts.Backend,
 		"KeepaliveSeconds": int(opts.KeepaliveTimeout.Round(time.Second) / time.Second)})
 	if cerr := f.Close(); err == nil {
 		err = cerr

@@ -66,17 +66,20 @@ type Host struct {
 	Role   string       // "client" or "server"
 	NS     string       // network namespace name
 	Iface  string       // the host's veth inside NS
-	Addr   netip.Addr   // its only non-loopback address
+	Addr   netip.Addr   // its primary address
 	Prefix netip.Prefix // Addr with its /24
+	// Addrs are all its addresses, Addr first. A client behind an
+	// emulated link also has one address per RTT group.
+	Addrs []netip.Addr
 }
 
 // Topology describes what New built.
 type Topology struct {
 	Client *Host
 	Server *Host
-	// The link namespace with the user-space bridge (delay/loss) will be
-	// added here as an optional field; without it client and server share
-	// one veth pair (see wireDirect).
+	// Link is the emulated link between them, nil when client and server
+	// share one veth pair (see wireDirect and wireLink).
+	Link *Link
 }
 
 // Options configure New.
@@ -84,6 +87,9 @@ type Options struct {
 	// Prefix starts every name the testbed creates; a per-run unique part
 	// (pid and random) is always appended. Default "rtb".
 	Prefix string
+	// Link, if set, puts a link namespace with the user-space bridge
+	// between client and server (see wireLink).
+	Link *LinkOptions
 }
 
 // Testbed owns namespaces, nft tables and processes until Close.
@@ -109,6 +115,7 @@ var tools = map[string]string{
 	"curl":    "curl",
 	"sysctl":  "procps",
 	"chrt":    "util-linux",
+	"ethtool": "ethtool",
 }
 
 // toolPath finds a binary, checking sbin directories too because PATH in CI
@@ -188,13 +195,20 @@ func Open(ctx context.Context, opts Options, dir string) (tb *Testbed, err error
 		Addr: netip.MustParseAddr("203.0.113.2")}
 	tb.Client.Prefix = netip.PrefixFrom(tb.Client.Addr, 24)
 	tb.Server.Prefix = netip.PrefixFrom(tb.Server.Addr, 24)
+	tb.Client.Addrs = []netip.Addr{tb.Client.Addr}
+	tb.Server.Addrs = []netip.Addr{tb.Server.Addr}
 
 	for _, h := range []*Host{tb.Client, tb.Server} {
 		if err := tb.addNamespace(ctx, h.NS); err != nil {
 			return nil, err
 		}
 	}
-	if err := tb.wireDirect(ctx); err != nil {
+	if opts.Link != nil {
+		tb.Client.Addrs = append(tb.Client.Addrs, linkClientAddrs(opts.Link)...)
+		if err := tb.wireLink(ctx, *opts.Link); err != nil {
+			return nil, err
+		}
+	} else if err := tb.wireDirect(ctx); err != nil {
 		return nil, err
 	}
 	for _, pair := range []struct {
@@ -211,6 +225,16 @@ func Open(ctx context.Context, opts Options, dir string) (tb *Testbed, err error
 			if err := tb.ip(ctx, s...); err != nil {
 				return nil, err
 			}
+		}
+		for _, a := range h.Addrs[1:] {
+			if err := tb.ip(ctx, "-n", h.NS, "addr", "add", netip.PrefixFrom(a, 24).String(), "dev", h.Iface); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if tb.Link != nil {
+		if err := tb.pinNeighbours(ctx); err != nil {
+			return nil, err
 		}
 	}
 	return tb, nil

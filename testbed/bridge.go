@@ -1,0 +1,400 @@
+package testbed
+
+import (
+	"container/heap"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Direction of a frame through the bridge.
+type Direction int
+
+const (
+	ToServer Direction = iota // client side -> server side
+	ToClient                  // server side -> client side
+)
+
+func (d Direction) String() string {
+	if d == ToServer {
+		return "to-server"
+	}
+	return "to-client"
+}
+
+// LinkOptions describe the emulated link between clients and the server.
+type LinkOptions struct {
+	// RTT per client address: each direction adds RTT/2 to that client's
+	// frames. Addresses listed here are also added to the client's veth.
+	RTT map[netip.Addr]time.Duration
+	// DefaultRTT applies to other frames (other addresses, ARP).
+	DefaultRTT time.Duration
+	// Loss is the probability of dropping a frame, per direction, drawn
+	// from a generator seeded with Seed, so a run is repeatable for the
+	// same frame sequence.
+	Loss float64
+	Seed uint64
+	// RateBytes limits each direction to this many bytes per second (0: no
+	// limit). Frames are serialized one after another at this rate before
+	// their propagation delay, as on a real link; a frame that would wait
+	// longer than MaxQueue is dropped (tail drop).
+	RateBytes int64
+	MaxQueue  time.Duration
+	// Hook, if set, sees every frame after the loss decision and before it
+	// is queued and decides whether it is forwarded. It may also schedule
+	// extra frames with Bridge.Inject. This is the place for a later FAST
+	// SYN emulation: remember a client SYN, and if no SYN/ACK was seen
+	// within the gap, Inject a copy towards the server.
+	Hook func(b *Bridge, f *Frame) (forward bool)
+}
+
+// Frame is one Ethernet frame seen by the bridge.
+type Frame struct {
+	Dir    Direction
+	At     time.Time // when the bridge read it
+	Data   []byte    // the whole frame; owned by the bridge, copy to keep
+	Client netip.Addr
+	// IPv4/TCP fields when the frame is one (zero otherwise).
+	TCP              bool
+	SYN, ACK, RST    bool
+	SrcPort, DstPort uint16
+}
+
+// BridgeStats count frames per direction.
+type BridgeStats struct {
+	Forwarded, Lost, QueueDrops, HookDrops, Injected, SendErrors [2]int64
+}
+
+// Bridge forwards Ethernet frames between two interfaces of the link
+// namespace through AF_PACKET sockets, delaying, dropping and pacing them as
+// LinkOptions say. Per direction and client address frames keep their order:
+// their release times never decrease (constant delay on a monotonic
+// serialization clock), and ties are broken by arrival order.
+type Bridge struct {
+	opts  LinkOptions
+	fds   [2]int // [ToServer] reads the client side, writes the server side's fd
+	names [2]string
+
+	mu    sync.Mutex
+	q     [2]frameHeap
+	wake  [2]chan struct{}
+	txEnd [2]time.Time // end of the last frame's serialization
+	rnd   [2]*rand.Rand
+	seq   uint64
+
+	stats  [6][2]atomic.Int64
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+}
+
+const (
+	stFwd = iota
+	stLost
+	stQueue
+	stHook
+	stInj
+	stSendErr
+)
+
+// maxFrame is larger than any frame that can arrive: offloads are off on the
+// veths, but a frame that still exceeds the MTU is read whole and then fails
+// to send (counted in SendErrors) rather than being silently cut.
+const maxFrame = 64<<10 + 64
+
+// rcvTimeout bounds each blocking read so the readers notice Close.
+const rcvTimeout = 50 * time.Millisecond
+
+// StartBridge opens one AF_PACKET socket on each interface inside namespace
+// ns (clientSide faces the client, serverSide the server), both promiscuous,
+// and forwards frames until Close.
+func StartBridge(ns, clientSide, serverSide string, opts LinkOptions) (*Bridge, error) {
+	if opts.Loss < 0 || opts.Loss >= 1 {
+		return nil, fmt.Errorf("bridge: loss %v not in [0,1)", opts.Loss)
+	}
+	if opts.MaxQueue == 0 {
+		opts.MaxQueue = time.Second
+	}
+	b := &Bridge{opts: opts, fds: [2]int{-1, -1}, names: [2]string{clientSide, serverSide}}
+	for d := range 2 {
+		b.wake[d] = make(chan struct{}, 1)
+		b.rnd[d] = rand.New(rand.NewPCG(opts.Seed, uint64(d)+1))
+	}
+	err := inNS(ns, func() error {
+		for i, name := range b.names {
+			fd, err := openPacket(name)
+			if err != nil {
+				return err
+			}
+			b.fds[i] = fd
+		}
+		return nil
+	})
+	if err != nil {
+		b.closeFDs()
+		return nil, fmt.Errorf("bridge in %s: %w", ns, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.cancel = cancel
+	for _, d := range []Direction{ToServer, ToClient} {
+		b.done.Add(2)
+		go b.read(ctx, d)
+		go b.send(ctx, d)
+	}
+	return b, nil
+}
+
+// openPacket opens a raw packet socket bound to the named interface (looked
+// up in the calling thread's namespace), promiscuous, not looping back its
+// own transmissions.
+func openPacket(name string) (int, error) {
+	ifi, err := net.InterfaceByName(name)
+	if err != nil {
+		return -1, fmt.Errorf("interface %s: %w", name, err)
+	}
+	proto := htons(unix.ETH_P_ALL)
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(proto))
+	if err != nil {
+		return -1, fmt.Errorf("packet socket on %s: %w", name, err)
+	}
+	fail := func(what string, err error) (int, error) {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%s on %s: %w", what, name, err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: proto, Ifindex: ifi.Index}); err != nil {
+		return fail("bind", err)
+	}
+	// The frames are addressed to the far host's MAC, not to this veth.
+	mr := unix.PacketMreq{Ifindex: int32(ifi.Index), Type: unix.PACKET_MR_PROMISC}
+	if err := unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mr); err != nil {
+		return fail("promiscuous", err)
+	}
+	// Without this every frame we send would come back to our own reader.
+	// Older kernels lack it; the reader also checks the packet type.
+	_ = unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
+	tv := unix.NsecToTimeval(rcvTimeout.Nanoseconds())
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		return fail("receive timeout", err)
+	}
+	// Room for bursts while the sender goroutine is scheduled late.
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20)
+	return fd, nil
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// Close stops forwarding and closes the sockets; frames still queued are
+// discarded.
+func (b *Bridge) Close() error {
+	if b.cancel != nil {
+		b.cancel()
+	}
+	b.done.Wait()
+	b.closeFDs()
+	return nil
+}
+
+func (b *Bridge) closeFDs() {
+	for i, fd := range b.fds {
+		if fd >= 0 {
+			unix.Close(fd)
+			b.fds[i] = -1
+		}
+	}
+}
+
+// Stats returns the counters so far.
+func (b *Bridge) Stats() BridgeStats {
+	var s BridgeStats
+	for d := range 2 {
+		s.Forwarded[d] = b.stats[stFwd][d].Load()
+		s.Lost[d] = b.stats[stLost][d].Load()
+		s.QueueDrops[d] = b.stats[stQueue][d].Load()
+		s.HookDrops[d] = b.stats[stHook][d].Load()
+		s.Injected[d] = b.stats[stInj][d].Load()
+		s.SendErrors[d] = b.stats[stSendErr][d].Load()
+	}
+	return s
+}
+
+// oneWay is the propagation delay of a frame for client c.
+func (b *Bridge) oneWay(c netip.Addr) time.Duration {
+	if rtt, ok := b.opts.RTT[c]; ok {
+		return rtt / 2
+	}
+	return b.opts.DefaultRTT / 2
+}
+
+func (b *Bridge) read(ctx context.Context, d Direction) {
+	defer b.done.Done()
+	fd := b.fds[d]
+	buf := make([]byte, maxFrame)
+	for ctx.Err() == nil {
+		n, from, err := unix.Recvfrom(fd, buf, 0)
+		if err != nil {
+			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+				continue
+			}
+			// A closed socket or vanished interface ends forwarding.
+			return
+		}
+		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
+			continue
+		}
+		f := &Frame{Dir: d, At: time.Now(), Data: append([]byte(nil), buf[:n]...)}
+		parseFrame(f)
+		b.mu.Lock()
+		lost := b.opts.Loss > 0 && b.rnd[d].Float64() < b.opts.Loss
+		b.mu.Unlock()
+		if lost {
+			b.stats[stLost][d].Add(1)
+			continue
+		}
+		if b.opts.Hook != nil && !b.opts.Hook(b, f) {
+			b.stats[stHook][d].Add(1)
+			continue
+		}
+		b.enqueue(f, f.At)
+	}
+}
+
+// Inject schedules a frame as if it had arrived at `at` (not before now),
+// subject to rate and delay but not to loss or the hook. For hooks.
+func (b *Bridge) Inject(d Direction, data []byte, at time.Time) {
+	f := &Frame{Dir: d, At: at, Data: append([]byte(nil), data...)}
+	parseFrame(f)
+	if now := time.Now(); f.At.Before(now) {
+		f.At = now
+	}
+	b.stats[stInj][d].Add(1)
+	b.enqueue(f, f.At)
+}
+
+func (b *Bridge) enqueue(f *Frame, at time.Time) {
+	d := f.Dir
+	b.mu.Lock()
+	start := at
+	if b.opts.RateBytes > 0 {
+		if b.txEnd[d].After(start) {
+			start = b.txEnd[d]
+		}
+		if start.Sub(at) > b.opts.MaxQueue {
+			b.mu.Unlock()
+			b.stats[stQueue][d].Add(1)
+			return
+		}
+		ser := time.Duration(float64(len(f.Data)) / float64(b.opts.RateBytes) * float64(time.Second))
+		start = start.Add(ser)
+		b.txEnd[d] = start
+	}
+	b.seq++
+	heap.Push(&b.q[d], queued{f: f, release: start.Add(b.oneWay(f.Client)), seq: b.seq})
+	b.mu.Unlock()
+	select {
+	case b.wake[d] <- struct{}{}:
+	default:
+	}
+}
+
+func (b *Bridge) send(ctx context.Context, d Direction) {
+	defer b.done.Done()
+	out := b.fds[1-d]
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		b.mu.Lock()
+		var next *queued
+		if len(b.q[d]) > 0 {
+			next = &b.q[d][0]
+		}
+		var wait time.Duration
+		if next != nil {
+			wait = time.Until(next.release)
+			if wait <= 0 {
+				f := heap.Pop(&b.q[d]).(queued).f
+				b.mu.Unlock()
+				if _, err := unix.Write(out, f.Data); err != nil {
+					b.stats[stSendErr][d].Add(1)
+				} else {
+					b.stats[stFwd][d].Add(1)
+				}
+				continue
+			}
+		}
+		b.mu.Unlock()
+		if next == nil {
+			wait = time.Hour
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.wake[d]:
+			// A new frame may be due earlier (a client with a shorter delay).
+		case <-timer.C:
+		}
+	}
+}
+
+// parseFrame fills the client address and TCP flags of an IPv4 frame; the
+// client is the source towards the server and the destination back.
+func parseFrame(f *Frame) {
+	p := f.Data
+	if len(p) < 14+20 || binary.BigEndian.Uint16(p[12:14]) != 0x0800 {
+		return
+	}
+	ip := p[14:]
+	ihl := int(ip[0]&0x0f) * 4
+	if ip[0]>>4 != 4 || ihl < 20 || len(ip) < ihl {
+		return
+	}
+	src, _ := netip.AddrFromSlice(ip[12:16])
+	dst, _ := netip.AddrFromSlice(ip[16:20])
+	f.Client = src
+	if f.Dir == ToClient {
+		f.Client = dst
+	}
+	if ip[9] != 6 || len(ip) < ihl+14 {
+		return
+	}
+	tcp := ip[ihl:]
+	f.TCP = true
+	f.SrcPort = binary.BigEndian.Uint16(tcp[0:2])
+	f.DstPort = binary.BigEndian.Uint16(tcp[2:4])
+	flags := tcp[13]
+	f.SYN, f.ACK, f.RST = flags&0x02 != 0, flags&0x10 != 0, flags&0x04 != 0
+}
+
+type queued struct {
+	f       *Frame
+	release time.Time
+	seq     uint64
+}
+
+// frameHeap orders by release time, then arrival: with per-client constant
+// delays this keeps each client's frames in order per direction.
+type frameHeap []queued
+
+func (h frameHeap) Len() int { return len(h) }
+func (h frameHeap) Less(i, j int) bool {
+	if !h[i].release.Equal(h[j].release) {
+		return h[i].release.Before(h[j].release)
+	}
+	return h[i].seq < h[j].seq
+}
+func (h frameHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *frameHeap) Push(x any)   { *h = append(*h, x.(queued)) }
+func (h *frameHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,164 @@
+package testbed
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"math"
+	"net"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+)
+
+var (
+	rttClients = map[netip.Addr]time.Duration{
+		netip.MustParseAddr("198.51.100.10"): 80 * time.Millisecond,
+		netip.MustParseAddr("198.51.100.11"): 110 * time.Millisecond,
+		netip.MustParseAddr("198.51.100.12"): 150 * time.Millisecond,
+	}
+)
+
+// listenIn opens a TCP listener inside h's namespace.
+func listenIn(t *testing.T, h *Host, port int) net.Listener {
+	t.Helper()
+	var ln net.Listener
+	err := inNS(h.NS, func() (err error) {
+		ln, err = net.Listen("tcp4", netip.AddrPortFrom(h.Addr, uint16(port)).String())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln
+}
+
+// TestBridgeRTT: a TCP connect from each client address takes one RTT
+// (SYN out, SYN/ACK back), which must be the configured one within a few ms.
+func TestBridgeRTT(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tb := New(t, Options{Link: &LinkOptions{RTT: rttClients, DefaultRTT: 20 * time.Millisecond, Seed: 1}})
+	ln := listenIn(t, tb.Server, 9000)
+	for addr, rtt := range rttClients {
+		var ds []time.Duration
+		for range 8 {
+			d := Dialer(tb, addr)
+			start := time.Now()
+			c, err := d.DialContext(ctx, "tcp4", ln.Addr().String())
+			if err != nil {
+				t.Fatalf("dial from %s: %v", addr, err)
+			}
+			ds = append(ds, time.Since(start))
+			c.Close()
+		}
+		slices.Sort(ds)
+		med := ds[len(ds)/2]
+		t.Logf("%s: configured RTT %v, connect times %v", addr, rtt, ds)
+		if d := (med - rtt).Abs(); d > 4*time.Millisecond {
+			t.Errorf("%s: median connect %v, configured RTT %v (off by %v)", addr, med, rtt, d)
+		}
+		if ds[0] < rtt {
+			t.Errorf("%s: a connect took %v, less than the RTT %v", addr, ds[0], rtt)
+		}
+	}
+	if s := tb.Link.Bridge.Stats(); s.SendErrors != [2]int64{} || s.Lost != [2]int64{} {
+		t.Errorf("bridge stats %+v: want no send errors, no loss", s)
+	}
+}
+
+// TestBridgeLossOrderRate sends numbered UDP datagrams through a lossy,
+// rate-limited link: the loss count must be plausible for the configured
+// probability, survivors must arrive in order, and the transfer must take
+// about as long as the rate implies.
+func TestBridgeLossOrderRate(t *testing.T) {
+	const (
+		n    = 2000
+		size = 1000
+		loss = 0.05
+		rate = 1 << 20 // bytes/s
+	)
+	client := netip.MustParseAddr("198.51.100.10")
+	tb := New(t, Options{Link: &LinkOptions{RTT: map[netip.Addr]time.Duration{client: 20 * time.Millisecond},
+		Loss: loss, Seed: 7, RateBytes: rate, MaxQueue: 5 * time.Second}})
+	var srv *net.UDPConn
+	if err := inNS(tb.Server.NS, func() (err error) {
+		srv, err = net.ListenUDP("udp4", &net.UDPAddr{IP: tb.Server.Addr.AsSlice(), Port: 9001})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var cl *net.UDPConn
+	if err := inNS(tb.Client.NS, func() (err error) {
+		cl, err = net.DialUDP("udp4", &net.UDPAddr{IP: client.AsSlice()}, srv.LocalAddr().(*net.UDPAddr))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// The receiver runs while the sender sends, so the server socket's
+	// buffer never overflows: every loss is the bridge's.
+	var got []uint32
+	var last time.Time
+	recvDone := make(chan error, 1)
+	go func() {
+		rbuf := make([]byte, 2048)
+		for {
+			srv.SetReadDeadline(time.Now().Add(time.Second))
+			m, err := srv.Read(rbuf)
+			if err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					err = nil
+				}
+				recvDone <- err
+				return
+			}
+			got = append(got, binary.BigEndian.Uint32(rbuf[:m]))
+			last = time.Now()
+		}
+	}()
+	start := time.Now()
+	buf := make([]byte, size)
+	for i := range n {
+		binary.BigEndian.PutUint32(buf, uint32(i))
+		if _, err := cl.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+		// Pace above the link rate but not far: the test measures the
+		// bridge's queue, not the client socket buffer overflowing.
+		if i%64 == 63 {
+			time.Sleep(time.Duration(64*size) * time.Second / (rate * 2))
+		}
+	}
+	if err := <-recvDone; err != nil {
+		t.Fatal(err)
+	}
+	lost := n - len(got)
+	mean, sd := n*loss, math.Sqrt(n*loss*(1-loss))
+	t.Logf("received %d of %d (lost %d, expected %.0f±%.1f); last after %v; stats %+v",
+		len(got), n, lost, mean, sd, last.Sub(start), tb.Link.Bridge.Stats())
+	if math.Abs(float64(lost)-mean) > 5*sd {
+		t.Errorf("lost %d of %d, implausible for loss %v (expected %.0f±%.1f)", lost, n, loss, mean, sd)
+	}
+	if !slices.IsSorted(got) {
+		t.Errorf("datagrams reordered")
+	}
+	// Frames on the wire: payload + UDP 8 + IP 20 + Ethernet 14.
+	want := time.Duration(float64(len(got)*(size+42)) / rate * float64(time.Second))
+	if el := last.Sub(start); el < want*9/10 || el > want*12/10+100*time.Millisecond {
+		t.Errorf("transfer took %v, the rate implies about %v", el, want)
+	}
+}
