@@ -49,6 +49,11 @@ type Pageview struct {
 
 	Flags     reconstruct.Flags `json:"-"`
 	FlagNames []string          `json:"flags,omitempty"`
+
+	// Transactions are the pageview's transactions (container first, then
+	// by Start), for consumers such as the HAR writer. Not serialised; only
+	// valid during the Sink.Pageview call: the Grouper lets go of them after.
+	Transactions []*reconstruct.Transaction `json:"-"`
 }
 
 // Sink receives the pageview stage's output: every transaction and
