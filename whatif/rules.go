@@ -1,0 +1,364 @@
+package whatif
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Rule is one RLM rule: IF Cond THEN Actions. Actions of a rule apply to a
+// unit (pageview, or transaction without pageviews) while Cond holds for it.
+type Rule struct {
+	Cond    Cond
+	Actions []Action
+	// Line is the rule's line in its source (1-based); 0 for built rules.
+	Line int
+}
+
+// String renders the rule in canonical syntax; it parses back to the same rule.
+func (r Rule) String() string {
+	var b strings.Builder
+	b.WriteString("IF ")
+	b.WriteString(r.Cond.String())
+	b.WriteString(" THEN ")
+	for i, a := range r.Actions {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(a.String())
+	}
+	return b.String()
+}
+
+// Cond is a rule condition: *And, *Or, *AddrCond, *ClassCond or *RTCond.
+type Cond interface {
+	String() string
+	isCond()
+}
+
+// And holds when both sides hold.
+type And struct{ L, R Cond }
+
+// Or holds when either side holds.
+type Or struct{ L, R Cond }
+
+func (*And) isCond() {}
+func (*Or) isCond()  {}
+
+func (c *And) String() string { return wrapOr(c.L) + " AND " + wrapOr(c.R) }
+func (c *Or) String() string  { return c.L.String() + " OR " + c.R.String() }
+
+// wrapOr parenthesises an OR under an AND so the printed form keeps its meaning.
+func wrapOr(c Cond) string {
+	if _, ok := c.(*Or); ok {
+		return "(" + c.String() + ")"
+	}
+	return c.String()
+}
+
+// AddrCond is IP.SRC == PATTERN or IP.SRC != PATTERN.
+type AddrCond struct {
+	Neg     bool
+	Pattern AddrPattern
+}
+
+func (*AddrCond) isCond() {}
+func (c *AddrCond) String() string {
+	op := "=="
+	if c.Neg {
+		op = "!="
+	}
+	return "IP.SRC " + op + " " + c.Pattern.Text
+}
+
+// Match reports whether the client address satisfies the condition.
+func (c *AddrCond) Match(a netip.Addr) bool { return c.Pattern.Match(a) != c.Neg }
+
+// ClassCond is CLASS == name or CLASS != name (an rtmon extension to the RLM
+// language: classes come from the records, so rules can name them directly).
+type ClassCond struct {
+	Neg   bool
+	Class string
+}
+
+func (*ClassCond) isCond() {}
+func (c *ClassCond) String() string {
+	if c.Neg {
+		return "CLASS != " + c.Class
+	}
+	return "CLASS == " + c.Class
+}
+
+// Metric names the response time a condition compares.
+type Metric int
+
+const (
+	// MetricRT: all classes pooled.
+	MetricRT Metric = iota
+	// MetricHigh: the high-priority classes pooled (RT_HIGH).
+	MetricHigh
+	// MetricLow: the low-priority classes pooled (RT_LOW).
+	MetricLow
+	// MetricClass: one class, RT[name].
+	MetricClass
+)
+
+// Op is a comparison operator.
+type Op int
+
+const (
+	OpLT Op = iota
+	OpLE
+	OpGT
+	OpGE
+	OpEQ
+	OpNE
+)
+
+var opText = [...]string{"<", "<=", ">", ">=", "==", "!="}
+
+func (o Op) String() string { return opText[o] }
+
+func (o Op) compare(a, b int64) bool {
+	switch o {
+	case OpLT:
+		return a < b
+	case OpLE:
+		return a <= b
+	case OpGT:
+		return a > b
+	case OpGE:
+		return a >= b
+	case OpEQ:
+		return a == b
+	}
+	return a != b
+}
+
+// RTCond compares a sliding-window response time with a threshold.
+type RTCond struct {
+	Metric Metric
+	Class  string // MetricClass only
+	Op     Op
+	Value  time.Duration
+}
+
+func (*RTCond) isCond() {}
+func (c *RTCond) String() string {
+	var m string
+	switch c.Metric {
+	case MetricRT:
+		m = "RT"
+	case MetricHigh:
+		m = "RT_HIGH"
+	case MetricLow:
+		m = "RT_LOW"
+	default:
+		m = "RT[" + c.Class + "]"
+	}
+	return m + " " + c.Op.String() + " " + formatDuration(c.Value)
+}
+
+// formatDuration prints d in a unit the parser reads back exactly.
+func formatDuration(d time.Duration) string {
+	switch {
+	case d%time.Second == 0:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	case d%time.Millisecond == 0:
+		return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms"
+	case d%time.Microsecond == 0:
+		return strconv.FormatInt(int64(d/time.Microsecond), 10) + "us"
+	}
+	return strconv.FormatInt(int64(d), 10) + "ns"
+}
+
+// AddrPattern is a client address pattern: "*" (every address), the RLM
+// wildcard form of four IPv4 octets where any octet may be "*" ("10.4.*.*";
+// matches IPv4 clients only, as in the pageview class rules), a CIDR prefix
+// or a single address (v4 or v6). IPv4-mapped IPv6 clients match as IPv4.
+type AddrPattern struct {
+	Text string
+	any  bool
+	v6   bool
+	mask [2]uint64
+	val  [2]uint64
+}
+
+// ParseAddrPattern compiles one pattern.
+func ParseAddrPattern(s string) (AddrPattern, error) {
+	p := AddrPattern{Text: s}
+	if s == "*" {
+		p.any = true
+		return p, nil
+	}
+	var b, m [16]byte
+	switch {
+	case strings.Contains(s, "*"):
+		parts := strings.Split(s, ".")
+		if len(parts) != 4 {
+			return p, fmt.Errorf("wildcard pattern %q: want four dotted octets", s)
+		}
+		b[10], b[11] = 0xff, 0xff
+		for i := range m[:12] {
+			m[i] = 0xff
+		}
+		for i, part := range parts {
+			if part == "*" {
+				continue
+			}
+			n, err := strconv.ParseUint(part, 10, 8)
+			if err != nil || (len(part) > 1 && part[0] == '0') {
+				return p, fmt.Errorf("wildcard pattern %q: bad octet %q", s, part)
+			}
+			b[12+i], m[12+i] = byte(n), 0xff
+		}
+	default:
+		pre, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil || a.Zone() != "" {
+				return p, fmt.Errorf("address pattern %q: want *, a.b.*.*, a CIDR prefix or an address", s)
+			}
+			pre = netip.PrefixFrom(a, a.BitLen())
+		}
+		if pre.Addr().Zone() != "" {
+			return p, fmt.Errorf("address pattern %q: zones not allowed", s)
+		}
+		bits := pre.Bits()
+		if pre.Addr().Is4() {
+			bits += 96
+		} else {
+			p.v6 = true
+		}
+		b = pre.Masked().Addr().As16()
+		for i := range bits {
+			m[i/8] |= 0x80 >> (i % 8)
+		}
+	}
+	p.mask = [2]uint64{binary.BigEndian.Uint64(m[:8]), binary.BigEndian.Uint64(m[8:])}
+	p.val = [2]uint64{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
+	return p, nil
+}
+
+// Match reports whether a matches the pattern.
+func (p AddrPattern) Match(a netip.Addr) bool {
+	if !a.IsValid() {
+		return false
+	}
+	if p.any {
+		return true
+	}
+	a = a.Unmap()
+	if a.Is6() != p.v6 {
+		return false
+	}
+	b := a.As16()
+	hi, lo := binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
+	return hi&p.mask[0] == p.val[0] && lo&p.mask[1] == p.val[1]
+}
+
+// ActionKind names an RLM management action.
+type ActionKind int
+
+const (
+	FastSYN ActionKind = iota
+	FastSYNACK
+	DropSYN
+	HaltFastSYN
+	RemoveEmbeds
+	RewriteEmbeds
+	Splice
+)
+
+// Action defaults when a rule leaves the parameter out.
+const (
+	DefaultGap   = 200 * time.Millisecond
+	DefaultAbove = 100 * 1024
+	DefaultRatio = 0.25
+)
+
+// Action is one management action with its parameters.
+type Action struct {
+	Kind ActionKind
+	// Gap: FAST SYN and FAST SYN/ACK retransmission interval.
+	Gap time.Duration
+	// Above (bytes) and Ratio: REWRITE EMBEDS shrinks objects whose body is
+	// larger than Above to Ratio of their size.
+	Above int64
+	Ratio float64
+}
+
+func (a Action) String() string {
+	switch a.Kind {
+	case FastSYN:
+		return "FAST SYN GAP " + formatDuration(a.Gap)
+	case FastSYNACK:
+		return "FAST SYN/ACK GAP " + formatDuration(a.Gap)
+	case DropSYN:
+		return "DROP SYN"
+	case HaltFastSYN:
+		return "HALT FAST SYN"
+	case RemoveEmbeds:
+		return "REMOVE EMBEDS"
+	case RewriteEmbeds:
+		return "REWRITE EMBEDS ABOVE " + strconv.FormatInt(a.Above, 10) + "B RATIO " +
+			strconv.FormatFloat(a.Ratio, 'g', -1, 64)
+	case Splice:
+		return "SPLICE"
+	}
+	return "UNKNOWN"
+}
+
+// Assumptions explains, for the UI and the reports, what the action's model
+// takes for granted. The models themselves are in models.go.
+func (a Action) Assumptions() string {
+	switch a.Kind {
+	case FastSYN:
+		return "Every client SYN retransmission that followed a SYN with no SYN/ACK (the server dropped it) " +
+			"is assumed to have been sent by the front end " + formatDuration(a.Gap) + " after the previous attempt " +
+			"instead of after the client's timeout (1 s/3 s...). The number of attempts is unchanged: the fast " +
+			"retransmission succeeds when the client's later one did. Gaps already shorter stay as they were. " +
+			"Later transactions on the connection and objects that waited for the page shift earlier by the saving."
+	case FastSYNACK:
+		return "Every wait for a lost SYN/ACK (a client SYN retransmission after a SYN/ACK, or a server SYN/ACK " +
+			"retransmission) shrinks to " + formatDuration(a.Gap) + "; the number of attempts is unchanged. " +
+			"Later work on the connection and in the pageview shifts earlier by the saving."
+	case Splice:
+		return "The splicer answers the client's SYN itself: the client's connect time becomes one client RTT " +
+			"plus any SYN/ACK losses on the client path (kept as measured). SYN waits caused by the server " +
+			"dropping SYNs move into Tserver: the splicer connects to the server in the background, starting at " +
+			"the client's first SYN, and the server accepts at the measured time (earlier by the FAST SYN saving " +
+			"when FAST SYN also applies); the request waits there if it arrives before the server connection is " +
+			"ready. The server-side handshake after reading the URL (delayed binding) is taken as free: at the " +
+			"capture point the server is a LAN hop away."
+	case DropSYN:
+		return "While the condition holds, the first SYN of a new unit (pageview) of the matching clients is " +
+			"dropped; the client retransmits on its schedule (Options.SYNTimeout, doubling; classic 3 s, 6 s, 12 s) " +
+			"and each retransmission is judged again against the condition at its time. After Options.SYNAttempts " +
+			"dropped attempts the unit fails and counts with the total time the client waited (21 s classic). " +
+			"Admitted late, the unit runs as measured (with the other actions), shifted in time; its server load " +
+			"moves with it and a failed unit's load disappears. Other units' server time scales with the load " +
+			"model fitted on the capture: processing time = a + b x concurrency (least squares, b >= 0), predicted " +
+			"= measured x model(new concurrency) / model(measured concurrency)."
+	case HaltFastSYN:
+		return "While the condition holds, FAST SYN does not apply to the matching units (so dropped SYNs are not " +
+			"retransmitted for them by the front end)."
+	case RemoveEmbeds:
+		return "The pageview consists of its container alone: its time is the container transaction's end " +
+			"(with the other actions) minus the pageview start. The removed objects' server load disappears " +
+			"(load model as for DROP SYN). Pageviews without a seen container and transactions in per-transaction " +
+			"mode keep their time."
+	case RewriteEmbeds:
+		return "Embedded objects whose body exceeds " + strconv.FormatInt(a.Above, 10) + " bytes shrink to " +
+			strconv.FormatFloat(a.Ratio, 'g', -1, 64) + " of their body. Transfer time follows slow start from the " +
+			"measured client RTT: initial window 10 MSS, doubling per RTT until the window reaches the bottleneck " +
+			"rate (fitted per transaction so the model reproduces the measured transfer; unlimited when the " +
+			"measured transfer is already as fast as pure slow start), then rate-limited. The saving (old - new " +
+			"model time, at most the measured transfer) ends the object earlier, and later transactions on the " +
+			"same connection shift earlier by it; the pageview ends at the latest new end (critical path)."
+	}
+	return ""
+}
