@@ -1,0 +1,268 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	chdriver "github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+type chInserter struct {
+	*querier
+	conn chdriver.Conn
+	db   string
+}
+
+// insert sends one native-protocol block per table. The column list is
+// explicit: 18.16 rejects the driver's implicit form. Values are appended
+// column-wise, which avoids the driver's per-row reflection.
+func (c *chInserter) insert(ctx context.Context, t table, rows [][]any) error {
+	b, err := c.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO `%s`.%s (%s)", c.db, t.name, strings.Join(t.names(), ", ")))
+	if err != nil {
+		return fmt.Errorf("prepare: %w", err)
+	}
+	defer b.Abort()
+	for i, col := range t.cols {
+		var v any
+		switch col.kind {
+		case kInt64:
+			s := make([]int64, len(rows))
+			for j, r := range rows {
+				s[j] = r[i].(int64)
+			}
+			v = s
+		case kInt32:
+			s := make([]int32, len(rows))
+			for j, r := range rows {
+				s[j] = r[i].(int32)
+			}
+			v = s
+		case kUInt32:
+			s := make([]uint32, len(rows))
+			for j, r := range rows {
+				s[j] = r[i].(uint32)
+			}
+			v = s
+		case kUInt16:
+			s := make([]uint16, len(rows))
+			for j, r := range rows {
+				s[j] = r[i].(uint16)
+			}
+			v = s
+		case kString:
+			s := make([]string, len(rows))
+			for j, r := range rows {
+				s[j] = r[i].(string)
+			}
+			v = s
+		case kDate:
+			s := make([]time.Time, len(rows))
+			for j, r := range rows {
+				s[j] = r[i].(time.Time)
+			}
+			v = s
+		case kInt64Array:
+			s := make([][]int64, len(rows))
+			for j, r := range rows {
+				s[j] = r[i].([]int64)
+			}
+			v = s
+		}
+		if err := b.Column(i).Append(v); err != nil {
+			return fmt.Errorf("column %s: %w", col.name, err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("send: %w", err)
+	}
+	return nil
+}
+
+func chDDL(db string, t table) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS `%s`.%s (", db, t.name)
+	for i, c := range t.cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %s", c.name, chTypes[c.kind])
+	}
+	// Partitioned by day for cheap retention; ordered by class then time,
+	// the filter of every dashboard query; id last so ReplacingMergeTree
+	// collapses exact duplicates (the writer's dedup makes that rare).
+	b.WriteString(") ENGINE = ReplacingMergeTree() PARTITION BY toYYYYMMDD(day) ORDER BY (class, start_ns, id)")
+	return b.String()
+}
+
+func openClickHouse(ctx context.Context, rawURL string, opts Options) (Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("store url %q: %w", rawURL, err)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("store url %q: no host (want clickhouse://host:9000/db)", rawURL)
+	}
+	db := strings.Trim(u.Path, "/")
+	if db == "" {
+		db = "rtmon"
+	}
+	if !identRe.MatchString(db) {
+		return nil, fmt.Errorf("store url %q: database name %q must match %s", rawURL, db, identRe)
+	}
+	chOpts, err := clickhouse.ParseDSN(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("store url %q: %w", rawURL, err)
+	}
+	// Connect to "default" first: the database may not exist yet. All
+	// statements name the database explicitly.
+	chOpts.Auth.Database = "default"
+	if chOpts.DialTimeout == 0 || chOpts.DialTimeout > opts.ConnectTimeout {
+		chOpts.DialTimeout = opts.ConnectTimeout
+	}
+	conn, err := clickhouse.Open(chOpts)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse %s: %w", u.Host, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
+	err = conn.Ping(pctx)
+	cancel()
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("clickhouse at %s unreachable: %w", u.Host, err)
+	}
+	sdb := clickhouse.OpenDB(chOpts)
+	sdb.SetMaxOpenConns(8)
+	fail := func(err error) (Store, error) {
+		sdb.Close()
+		conn.Close()
+		return nil, err
+	}
+	if err := conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE IF NOT EXISTS `%s`", db)); err != nil {
+		return fail(fmt.Errorf("clickhouse create database %s: %w", db, err))
+	}
+	if err := conn.Exec(ctx, fmt.Sprintf("CREATE TABLE IF NOT EXISTS `%s`.schema_migrations (version UInt32, applied DateTime) ENGINE = TinyLog", db)); err != nil {
+		return fail(fmt.Errorf("clickhouse schema_migrations: %w", err))
+	}
+	q := &querier{db: sdb, d: chDialect(db)}
+	ms := []migration{{1, func(ctx context.Context) error {
+		for _, t := range tables {
+			have, err := chColumns(ctx, sdb, db, t.name)
+			if err != nil {
+				return err
+			}
+			if len(have) > 0 {
+				if err := checkColumns(t, have); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := conn.Exec(ctx, chDDL(db, t)); err != nil {
+				return fmt.Errorf("create %s: %w", t.name, err)
+			}
+		}
+		return nil
+	}}}
+	cur := func(ctx context.Context) (int, error) {
+		var v uint32
+		err := sdb.QueryRowContext(ctx, fmt.Sprintf("SELECT max(version) FROM `%s`.schema_migrations", db)).Scan(&v)
+		return int(v), err
+	}
+	rec := func(ctx context.Context, v int) error {
+		b, err := conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO `%s`.schema_migrations (version, applied)", db))
+		if err != nil {
+			return err
+		}
+		if err := b.Append(uint32(v), time.Now().UTC().Truncate(time.Second)); err != nil {
+			b.Abort()
+			return err
+		}
+		return b.Send()
+	}
+	if err := migrate(ctx, sdb, cur, rec, ms); err != nil {
+		return fail(fmt.Errorf("clickhouse %s/%s: %w", u.Host, db, err))
+	}
+	if opts.SpillDir == "" {
+		opts.SpillDir = filepath.Join(os.TempDir(), "rtmon-spill", strings.NewReplacer(":", "_", "/", "_").Replace(u.Host)+"_"+db)
+	}
+	// Keep batches within 10k-100k rows: smaller means too many parts for
+	// MergeTree, larger means too much to resend after a failure.
+	opts.BatchRows = min(max(opts.BatchRows, 10000), 100000)
+	w, err := newWriter(&chInserter{querier: q, conn: conn, db: db}, opts)
+	if err != nil {
+		return fail(err)
+	}
+	e := &engine{querier: q, sink: sink{w}, w: w}
+	e.closeFn = func() error {
+		err1 := sdb.Close()
+		err2 := conn.Close()
+		if err1 != nil {
+			return fmt.Errorf("clickhouse close: %w", err1)
+		}
+		if err2 != nil {
+			return fmt.Errorf("clickhouse close: %w", err2)
+		}
+		return nil
+	}
+	err = e.startTTL(ctx, opts.TTL, func(ctx context.Context, cutoff time.Time) error {
+		// 18.16 has no table TTL: drop whole expired day partitions.
+		lim := cutoff.Format("20060102")
+		for _, t := range tables {
+			rows, err := sdb.QueryContext(ctx, "SELECT DISTINCT partition FROM system.parts WHERE database = ? AND table = ? AND active AND partition < ?", db, t.name, lim)
+			if err != nil {
+				return fmt.Errorf("list partitions of %s: %w", t.name, err)
+			}
+			var parts []string
+			for rows.Next() {
+				var p string
+				if err := rows.Scan(&p); err != nil {
+					rows.Close()
+					return err
+				}
+				parts = append(parts, p)
+			}
+			rows.Close()
+			for _, p := range parts {
+				if !regexp.MustCompile(`^[0-9]{8}$`).MatchString(p) {
+					continue
+				}
+				if err := conn.Exec(ctx, fmt.Sprintf("ALTER TABLE `%s`.%s DROP PARTITION %s", db, t.name, p)); err != nil {
+					return fmt.Errorf("drop partition %s of %s: %w", p, t.name, err)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func chColumns(ctx context.Context, sdb *sql.DB, db, name string) ([]string, error) {
+	// system.columns lists columns in table order.
+	rows, err := sdb.QueryContext(ctx, "SELECT name FROM system.columns WHERE database = ? AND table = ?", db, name)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse columns of %s: %w", name, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,505 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// dialect holds the few spellings in which ClickHouse 18.16 and DuckDB
+// differ. Everything else in the queries is one text, so that both engines
+// compute the same integers.
+type dialect struct {
+	table   func(name string) string
+	intDiv  func(a, b string) string
+	bitAnd  func(a string, mask int) string
+	boolInt func(cond string) string
+	sum     func(x string) string // int64, 0 on no rows
+	strpos  string                // position(haystack, needle), 1-based, 0 = absent
+	// pct selects group columns, n and the list of exact quantiles of col.
+	// groups are "expr AS name" pairs: exprs[i] named names[i].
+	pct func(from, where string, exprs, names []string, col string, qs []float64) string
+}
+
+func formatQ(q float64) string { return strconv.FormatFloat(q, 'g', -1, 64) }
+
+var chDialect = func(db string) dialect {
+	return dialect{
+		table:   func(n string) string { return "`" + db + "`." + n },
+		intDiv:  func(a, b string) string { return "intDiv(" + a + ", " + b + ")" },
+		bitAnd:  func(a string, m int) string { return "bitAnd(" + a + ", " + strconv.Itoa(m) + ")" },
+		boolInt: func(c string) string { return "toInt64(" + c + ")" },
+		sum:     func(x string) string { return "toInt64(sum(" + x + "))" },
+		strpos:  "position",
+		pct: func(from, where string, exprs, names []string, col string, qs []float64) string {
+			levels := make([]string, len(qs))
+			for i, q := range qs {
+				levels[i] = formatQ(q)
+			}
+			g := strings.Join(names, ", ")
+			return fmt.Sprintf("SELECT %s, count() AS n, quantilesExact(%s)(%s) AS qs FROM %s WHERE %s GROUP BY %s ORDER BY %s",
+				aliased(exprs, names), strings.Join(levels, ", "), col, from, where, g, g)
+		},
+	}
+}
+
+var duckDialect = dialect{
+	table:   func(n string) string { return n },
+	intDiv:  func(a, b string) string { return "(" + a + " // " + b + ")" },
+	bitAnd:  func(a string, m int) string { return "(" + a + " & " + strconv.Itoa(m) + ")" },
+	boolInt: func(c string) string { return "CAST(" + c + " AS BIGINT)" },
+	sum:     func(x string) string { return "CAST(coalesce(sum(" + x + "), 0) AS BIGINT)" },
+	strpos:  "strpos",
+	pct: func(from, where string, exprs, names []string, col string, qs []float64) string {
+		// ClickHouse's quantileExact index, min(floor(q*n), n-1), in float64.
+		picks := make([]string, len(qs))
+		for i, q := range qs {
+			picks[i] = fmt.Sprintf("s[LEAST(CAST(floor(CAST(%s AS DOUBLE) * n) AS BIGINT), n - 1) + 1]", formatQ(q))
+		}
+		g := strings.Join(names, ", ")
+		return fmt.Sprintf("SELECT %s, n, [%s] AS qs FROM (SELECT %s, count(*) AS n, list_sort(list(%s)) AS s FROM %s WHERE %s GROUP BY %s) ORDER BY %s",
+			g, strings.Join(picks, ", "), aliased(exprs, names), col, from, where, g, g)
+	},
+}
+
+func aliased(exprs, names []string) string {
+	out := make([]string, len(exprs))
+	for i := range exprs {
+		out[i] = exprs[i] + " AS " + names[i]
+	}
+	return strings.Join(out, ", ")
+}
+
+type querier struct {
+	db *sql.DB
+	d  dialect
+}
+
+// where builds the range/class filter; all values are bound.
+type where struct {
+	conds []string
+	args  []any
+}
+
+func (w *where) add(cond string, args ...any) {
+	w.conds = append(w.conds, cond)
+	w.args = append(w.args, args...)
+}
+
+func (w *where) String() string {
+	if len(w.conds) == 0 {
+		return "1 = 1"
+	}
+	return strings.Join(w.conds, " AND ")
+}
+
+func baseWhere(r TimeRange, class string) *where {
+	w := &where{}
+	w.add("start_ns >= ?", r.From)
+	if r.To != 0 {
+		w.add("start_ns < ?", r.To)
+	}
+	if class != "" {
+		w.add("class = ?", class)
+	}
+	return w
+}
+
+func kindTable(k Kind) (Kind, table, error) {
+	switch k {
+	case "", Transactions:
+		return Transactions, txTable, nil
+	case Pageviews:
+		return Pageviews, pvTable, nil
+	}
+	return "", table{}, fmt.Errorf("kind %q: want transactions or pageviews", k)
+}
+
+func componentCol(k Kind, comp string) (string, error) {
+	if comp == "" {
+		comp = "total"
+	}
+	c, ok := componentColumns[k][comp]
+	if !ok {
+		return "", fmt.Errorf("component %q not valid for %s (want one of %v)", comp, k, Components(k))
+	}
+	return c, nil
+}
+
+func (q *querier) Histogram(ctx context.Context, hq HistogramQuery) ([]ClassHistogram, error) {
+	k, t, err := kindTable(hq.Kind)
+	if err != nil {
+		return nil, err
+	}
+	col, err := componentCol(k, hq.Component)
+	if err != nil {
+		return nil, err
+	}
+	if len(hq.Edges) == 0 {
+		return nil, fmt.Errorf("histogram: no edges")
+	}
+	for i := 1; i < len(hq.Edges); i++ {
+		if hq.Edges[i] <= hq.Edges[i-1] {
+			return nil, fmt.Errorf("histogram: edges must increase (edge %d)", i)
+		}
+	}
+	w := baseWhere(hq.Range, hq.Class)
+	// Bucket index = number of edges after the first that v reaches; plain
+	// integer comparisons, identical in both engines.
+	var terms []string
+	var bargs []any
+	for _, e := range hq.Edges[1:] {
+		terms = append(terms, q.d.boolInt(col+" >= ?"))
+		bargs = append(bargs, e)
+	}
+	bucket := q.d.boolInt("1 = 0")
+	if len(terms) > 0 {
+		bucket = strings.Join(terms, " + ")
+	}
+	sqlText := fmt.Sprintf("SELECT class, %s AS b, count(*) AS c FROM %s WHERE %s GROUP BY class, b ORDER BY class, b",
+		bucket, q.d.table(t.name), w)
+	rows, err := q.db.QueryContext(ctx, sqlText, append(bargs, w.args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("histogram query: %w", err)
+	}
+	defer rows.Close()
+	var out []ClassHistogram
+	for rows.Next() {
+		var class string
+		var b, c int64
+		if err := rows.Scan(&class, &b, &c); err != nil {
+			return nil, fmt.Errorf("histogram scan: %w", err)
+		}
+		if len(out) == 0 || out[len(out)-1].Class != class {
+			out = append(out, ClassHistogram{Class: class, Edges: hq.Edges, Counts: make([]int64, len(hq.Edges))})
+		}
+		h := &out[len(out)-1]
+		h.Counts[b] += c
+		h.Total += c
+	}
+	return out, rows.Err()
+}
+
+func validQs(qs []float64) error {
+	if len(qs) == 0 {
+		return fmt.Errorf("percentiles: no quantiles")
+	}
+	for _, x := range qs {
+		if !(x >= 0 && x <= 1) {
+			return fmt.Errorf("percentiles: quantile %v outside [0, 1]", x)
+		}
+	}
+	return nil
+}
+
+func (q *querier) pct(ctx context.Context, pq PercentileQuery, series bool) ([]SeriesPoint, error) {
+	k, t, err := kindTable(pq.Kind)
+	if err != nil {
+		return nil, err
+	}
+	col, err := componentCol(k, pq.Component)
+	if err != nil {
+		return nil, err
+	}
+	if err := validQs(pq.Qs); err != nil {
+		return nil, err
+	}
+	w := baseWhere(pq.Range, pq.Class)
+	exprs, names := []string{"class"}, []string{"class"}
+	var args []any
+	if series {
+		if pq.Bucket <= 0 {
+			return nil, fmt.Errorf("percentile series: bucket must be positive")
+		}
+		// Bucket size is an integer literal after validation: it appears in
+		// GROUP BY, where bound parameters are not reliable in both engines.
+		b := strconv.FormatInt(int64(pq.Bucket), 10)
+		exprs = append(exprs, q.d.intDiv("start_ns", b)+" * "+b)
+		names = append(names, "t")
+	}
+	sqlText := q.d.pct(q.d.table(t.name), w.String(), exprs, names, col, pq.Qs)
+	args = append(args, w.args...)
+	rows, err := q.db.QueryContext(ctx, sqlText, args...)
+	if err != nil {
+		return nil, fmt.Errorf("percentile query: %w", err)
+	}
+	defer rows.Close()
+	var out []SeriesPoint
+	for rows.Next() {
+		var p SeriesPoint
+		var vals int64List
+		dest := []any{&p.Class}
+		if series {
+			dest = append(dest, &p.T)
+		}
+		dest = append(dest, &p.Count, &vals)
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("percentile scan: %w", err)
+		}
+		p.Values = []int64(vals)
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+func (q *querier) Percentiles(ctx context.Context, pq PercentileQuery) ([]ClassPercentiles, error) {
+	pts, err := q.pct(ctx, pq, false)
+	if err != nil {
+		return nil, err
+	}
+	var out []ClassPercentiles
+	for _, p := range pts {
+		out = append(out, ClassPercentiles{Class: p.Class, Count: p.Count, Values: p.Values})
+	}
+	return out, nil
+}
+
+func (q *querier) PercentileSeries(ctx context.Context, pq PercentileQuery) ([]SeriesPoint, error) {
+	return q.pct(ctx, pq, true)
+}
+
+func (q *querier) Counters(ctx context.Context, r TimeRange, class string) (Counters, error) {
+	var c Counters
+	d := q.d
+	w := baseWhere(r, class)
+	inc := int(1) // FlagIncomplete
+	type spec struct {
+		t    table
+		sel  string
+		dest []any
+	}
+	specs := []spec{
+		{connTable, strings.Join([]string{"count(*)", d.sum("syn_losses"), d.sum("synack_losses"), d.sum("syn_loss_gap"),
+			d.sum("synack_loss_gap"), d.sum("retrans_bytes"), d.sum(d.boolInt("retrans_bytes > 0")),
+			d.sum(d.boolInt(d.bitAnd("flags", inc) + " != 0")), d.sum(d.boolInt(d.bitAnd("flags", 1<<8) + " != 0"))}, ", "),
+			[]any{&c.Connections, &c.SYNLosses, &c.SYNACKLosses, &c.SYNLossGap, &c.SYNACKLossGap, &c.ConnRetransBytes,
+				&c.ConnsWithRetrans, &c.IncompleteConnections, &c.ResetConnections}},
+		{txTable, strings.Join([]string{"count(*)", d.sum("retrans_bytes"), d.sum(d.boolInt("retrans_bytes > 0")),
+			d.sum(d.boolInt(d.bitAnd("flags", inc) + " != 0")), d.sum(d.boolInt(d.bitAnd("flags", 1<<5) + " != 0")),
+			d.sum(d.boolInt("status >= 500"))}, ", "),
+			[]any{&c.Transactions, &c.TxRetransBytes, &c.TxWithRetrans, &c.IncompleteTx, &c.NoResponseTx, &c.ServerErrors}},
+		{pvTable, "count(*), " + d.sum(d.boolInt(d.bitAnd("flags", inc)+" != 0")), []any{&c.Pageviews, &c.IncompletePageviews}},
+	}
+	for _, s := range specs {
+		sqlText := fmt.Sprintf("SELECT %s FROM %s WHERE %s", s.sel, d.table(s.t.name), w)
+		if err := q.db.QueryRowContext(ctx, sqlText, w.args...).Scan(s.dest...); err != nil {
+			return c, fmt.Errorf("counters %s: %w", s.t.name, err)
+		}
+	}
+	return c, nil
+}
+
+func (q *querier) TopSlow(ctx context.Context, tq TopQuery) ([]TopRow, error) {
+	_, t, err := kindTable(tq.Kind)
+	if err != nil {
+		return nil, err
+	}
+	var key string
+	switch tq.By {
+	case "url", "":
+		key = "concat(host, url)"
+	case "server", "client":
+		key = tq.By
+	default:
+		return nil, fmt.Errorf("top slow by %q: want url, server or client", tq.By)
+	}
+	if tq.Limit <= 0 {
+		tq.Limit = 20
+	}
+	w := baseWhere(tq.Range, tq.Class)
+	d := q.d
+	sqlText := fmt.Sprintf("SELECT %s AS k, count(*) AS n, %s AS mean, max(total) AS mx FROM %s WHERE %s GROUP BY k HAVING count(*) >= ? ORDER BY mean DESC, k ASC LIMIT ?",
+		key, d.intDiv(d.sum("total"), "count(*)"), d.table(t.name), w)
+	rows, err := q.db.QueryContext(ctx, sqlText, append(w.args, max(tq.MinCount, 1), tq.Limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("top slow query: %w", err)
+	}
+	defer rows.Close()
+	var out []TopRow
+	for rows.Next() {
+		var r TopRow
+		if err := rows.Scan(&r.Key, &r.Count, &r.Mean, &r.Max); err != nil {
+			return nil, fmt.Errorf("top slow scan: %w", err)
+		}
+		if tq.By == "server" || tq.By == "client" {
+			if a := keyAddr(r.Key); a.IsValid() {
+				r.Key = a.String()
+			}
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func (q *querier) Search(ctx context.Context, sq SearchQuery) (SearchResult, error) {
+	var res SearchResult
+	k, t, err := kindTable(sq.Kind)
+	if err != nil {
+		return res, err
+	}
+	w := baseWhere(sq.Range, sq.Class)
+	if sq.Client != "" {
+		lo, hi, err := clientRange(sq.Client)
+		if err != nil {
+			return res, err
+		}
+		w.add("client >= ? AND client <= ?", lo, hi)
+	}
+	if sq.URLContains != "" {
+		w.add(q.d.strpos+"(url, ?) > 0", sq.URLContains)
+	}
+	if sq.Status != 0 {
+		w.add("status = ?", sq.Status)
+	}
+	if sq.MinTotal > 0 {
+		w.add("total >= ?", sq.MinTotal)
+	}
+	if sq.Limit <= 0 {
+		sq.Limit = 50
+	}
+	if sq.Limit > 10000 {
+		sq.Limit = 10000
+	}
+	if sq.Offset < 0 {
+		sq.Offset = 0
+	}
+	tbl := q.d.table(t.name)
+	if err := q.db.QueryRowContext(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", tbl, w), w.args...).Scan(&res.Total); err != nil {
+		return res, fmt.Errorf("search count: %w", err)
+	}
+	sqlText := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY start_ns DESC, id ASC LIMIT ? OFFSET ?", t.selectList(), tbl, w)
+	rows, err := q.db.QueryContext(ctx, sqlText, append(w.args, sq.Limit, sq.Offset)...)
+	if err != nil {
+		return res, fmt.Errorf("search: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var sensor, class string
+		if k == Transactions {
+			tx, err := scanTx(rows, &sensor, &class)
+			if err != nil {
+				return res, err
+			}
+			res.Transactions = append(res.Transactions, tx)
+		} else {
+			pv, err := scanPv(rows, &sensor)
+			if err != nil {
+				return res, err
+			}
+			res.Pageviews = append(res.Pageviews, pv)
+		}
+	}
+	return res, rows.Err()
+}
+
+func (q *querier) PageviewByID(ctx context.Context, id string) (*PageviewDetail, error) {
+	var sensor string
+	row := q.db.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE id = ? LIMIT 1", pvTable.selectList(), q.d.table(pvTable.name)), id)
+	pv, err := scanPv(row, &sensor)
+	if err != nil {
+		if strings.Contains(err.Error(), sql.ErrNoRows.Error()) {
+			return nil, fmt.Errorf("pageview %q: not found", id)
+		}
+		return nil, err
+	}
+	det := &PageviewDetail{Pageview: pv}
+	rows, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE client = ? AND iface = ? AND start_ns >= ? AND start_ns <= ? ORDER BY start_ns, id",
+		txTable.selectList(), q.d.table(txTable.name)), addrKey(pv.Client), int32(pv.Interface), pv.Start, pv.End)
+	if err != nil {
+		return nil, fmt.Errorf("pageview transactions: %w", err)
+	}
+	connIDs := map[string]bool{}
+	for rows.Next() {
+		var class string
+		tx, err := scanTx(rows, &sensor, &class)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		det.Transactions = append(det.Transactions, tx)
+		connIDs[tx.ConnectionID] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pageview transactions: %w", err)
+	}
+	if len(connIDs) == 0 {
+		return det, nil
+	}
+	ids := make([]string, 0, len(connIDs))
+	for id := range connIDs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	marks := strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err = q.db.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE id IN (%s) ORDER BY start_ns, id",
+		connTable.selectList(), q.d.table(connTable.name), marks), args...)
+	if err != nil {
+		return nil, fmt.Errorf("pageview connections: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		c, err := scanConn(rows, &sensor)
+		if err != nil {
+			return nil, err
+		}
+		det.Connections = append(det.Connections, c)
+	}
+	return det, rows.Err()
+}
+
+func (q *querier) Classes(ctx context.Context, r TimeRange) ([]string, error) {
+	set := map[string]bool{}
+	w := baseWhere(r, "")
+	for _, t := range tables {
+		rows, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT DISTINCT class FROM %s WHERE %s", q.d.table(t.name), w), w.args...)
+		if err != nil {
+			return nil, fmt.Errorf("classes: %w", err)
+		}
+		for rows.Next() {
+			var c string
+			if err := rows.Scan(&c); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("classes: %w", err)
+			}
+			set[c] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("classes: %w", err)
+		}
+	}
+	out := make([]string, 0, len(set))
+	for c := range set {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// existingIDs is shared: both engines answer it with one bound range query.
+func (q *querier) existingIDs(ctx context.Context, t table, lo, hi int64, ids map[string]bool) (map[string]bool, error) {
+	rows, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT id FROM %s WHERE start_ns >= ? AND start_ns <= ?", q.d.table(t.name)), lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	have := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		if ids[id] {
+			have[id] = true
+		}
+	}
+	return have, rows.Err()
+}

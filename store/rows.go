@@ -1,0 +1,318 @@
+package store
+
+import (
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rtmon/rtmon/pageview"
+	"github.com/rtmon/rtmon/reconstruct"
+)
+
+// Column kinds map one Go type to one type per engine; rows are built as
+// []any in column order and fed to both ClickHouse batches and the DuckDB
+// appender, so both engines see identical values.
+type colKind int
+
+const (
+	kInt64 colKind = iota
+	kInt32
+	kUInt32
+	kUInt16
+	kString
+	kDate
+	kInt64Array
+)
+
+var chTypes = map[colKind]string{kInt64: "Int64", kInt32: "Int32", kUInt32: "UInt32", kUInt16: "UInt16",
+	kString: "String", kDate: "Date", kInt64Array: "Array(Int64)"}
+var duckTypes = map[colKind]string{kInt64: "BIGINT", kInt32: "INTEGER", kUInt32: "UINTEGER", kUInt16: "USMALLINT",
+	kString: "VARCHAR", kDate: "DATE", kInt64Array: "BIGINT[]"}
+
+type column struct {
+	name string
+	kind colKind
+}
+
+type table struct {
+	name string
+	cols []column
+}
+
+func cols(spec string) []column {
+	var out []column
+	for _, f := range strings.Fields(spec) {
+		name, k, _ := strings.Cut(f, ":")
+		kind := map[string]colKind{"i64": kInt64, "i32": kInt32, "u32": kUInt32, "u16": kUInt16,
+			"s": kString, "d": kDate, "a": kInt64Array}[k]
+		out = append(out, column{name, kind})
+	}
+	return out
+}
+
+// start_ns is the range-query time of every table: transaction Start,
+// pageview Start, connection FirstSeen. day is its UTC date, for
+// partitioning. Addresses are stored as 32 hex digits of the 16-byte (IPv4
+// mapped) form so that a prefix is a string range both engines compare the
+// same way.
+var (
+	connTable = table{"connections", cols(`day:d sensor:s id:s iface:i32 client:s client_port:u16 server:s server_port:u16 class:s
+		syn_times:a synack_times:a established:i64 start_ns:i64 last_seen:i64 closed:i64
+		syn_losses:i32 synack_losses:i32 syn_loss_gap:i64 synack_loss_gap:i64 rtt_client:i64 rtt_server:i64 tconn:i64
+		bytes_client:i64 bytes_server:i64 retrans_bytes:i64 transactions:i32 mss_client:i32 mss_server:i32 flags:u32`)}
+	txTable = table{"transactions", cols(`day:d sensor:s id:s connection_id:s idx:i32 iface:i32 client:s client_port:u16 server:s server_port:u16 class:s
+		request_first:i64 request_last:i64 response_first:i64 response_last:i64 response_acked:i64 start_ns:i64 end_ns:i64
+		tconn:i64 trequest:i64 tserver:i64 ttransfer:i64 total:i64 rtt_client:i64 retrans_bytes:i64 request_bytes:i64
+		response_bytes:i64 body_bytes:i64 method:s host:s url:s status:u16 content_type:s referer:s user_agent:s accept:s
+		hole_bytes:i64 flags:u32`)}
+	pvTable = table{"pageviews", cols(`day:d sensor:s id:s iface:i32 client:s user_agent:s class:s priority:s server:s host:s url:s status:u16
+		container_id:s start_ns:i64 end_ns:i64 total:i64 tconn:i64 tserver:i64 ttransfer:i64 tother:i64 objects:i32 connections:i32
+		bytes:i64 syn_losses:i32 synack_losses:i32 retrans_bytes:i64 flags:u32`)}
+	tables = []table{connTable, txTable, pvTable}
+)
+
+func (t table) names() []string {
+	out := make([]string, len(t.cols))
+	for i, c := range t.cols {
+		out[i] = c.name
+	}
+	return out
+}
+
+// selectList is the column list read back (day excluded).
+func (t table) selectList() string { return strings.Join(t.names()[1:], ", ") }
+
+// Bounds on strings from the network: enough for real URLs and headers,
+// small enough that a hostile client cannot bloat the store. Strings are
+// also made valid UTF-8 (DuckDB VARCHAR requires it; ClickHouse would take
+// bytes, but then the engines would disagree).
+const (
+	maxID          = 128
+	maxURL         = 2048
+	maxHost        = 255
+	maxHeader      = 512 // User-Agent, Accept, Content-Type
+	maxReferer     = 2048
+	maxMethod      = 16
+	maxClass       = 64
+	maxSensorOrPri = 64
+)
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		s = s[:n]
+		// Do not leave half a UTF-8 sequence at the cut.
+		for len(s) > 0 && !utf8.ValidString(s[len(s)-min(len(s), 3):]) {
+			r, size := utf8.DecodeLastRuneInString(s)
+			if r != utf8.RuneError || size != 1 {
+				break
+			}
+			s = s[:len(s)-1]
+		}
+	}
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+		if len(s) > n {
+			s = clip(s, n)
+		}
+	}
+	return s
+}
+
+// addrKey encodes an address as 32 lowercase hex digits of its 16-byte form.
+func addrKey(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	b := a.As16()
+	return hex.EncodeToString(b[:])
+}
+
+func keyAddr(s string) netip.Addr {
+	if len(s) != 32 {
+		return netip.Addr{}
+	}
+	var b [16]byte
+	if _, err := hex.Decode(b[:], []byte(s)); err != nil {
+		return netip.Addr{}
+	}
+	return netip.AddrFrom16(b).Unmap()
+}
+
+// clientRange turns an address, CIDR prefix or trailing-wildcard form
+// (10.4.*.*) into the inclusive key range [lo, hi].
+func clientRange(s string) (lo, hi string, err error) {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "*") {
+		parts := strings.Split(s, ".")
+		if len(parts) != 4 {
+			return "", "", fmt.Errorf("client %q: wildcard form needs four IPv4 parts", s)
+		}
+		bits, seenStar := 0, false
+		for i, p := range parts {
+			if p == "*" {
+				seenStar = true
+				parts[i] = "0"
+				continue
+			}
+			if seenStar {
+				return "", "", fmt.Errorf("client %q: wildcards must be trailing", s)
+			}
+			bits += 8
+		}
+		s = fmt.Sprintf("%s/%d", strings.Join(parts, "."), bits)
+	}
+	var p netip.Prefix
+	if strings.Contains(s, "/") {
+		p, err = netip.ParsePrefix(s)
+		if err != nil {
+			return "", "", fmt.Errorf("client prefix %q: %w", s, err)
+		}
+	} else {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return "", "", fmt.Errorf("client address %q: %w", s, err)
+		}
+		p = netip.PrefixFrom(a, a.BitLen())
+	}
+	p = p.Masked()
+	bits := p.Bits()
+	if p.Addr().Is4() {
+		bits += 96
+	}
+	l := p.Addr().As16()
+	h := l
+	for i := bits; i < 128; i++ {
+		h[i/8] |= 1 << (7 - i%8)
+	}
+	return hex.EncodeToString(l[:]), hex.EncodeToString(h[:]), nil
+}
+
+func dayOf(ns int64) time.Time {
+	t := time.Unix(0, ns).UTC()
+	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+}
+
+func i64s(v []int64) []int64 {
+	if v == nil {
+		return []int64{}
+	}
+	return v
+}
+
+func connRow(sensor string, c *reconstruct.Connection) []any {
+	return []any{dayOf(c.FirstSeen), sensor, clip(c.ID, maxID), int32(c.Interface), addrKey(c.Client), c.ClientPort,
+		addrKey(c.Server), c.ServerPort, clip(c.Class, maxClass),
+		i64s(c.SYNTimes), i64s(c.SYNACKTimes), c.Established, c.FirstSeen, c.LastSeen, c.Closed,
+		int32(c.SYNLosses), int32(c.SYNACKLosses), c.SYNLossGap, c.SYNACKLossGap, c.RTTClient, c.RTTServer, c.Tconn,
+		c.BytesClient, c.BytesServer, c.RetransBytes, int32(c.Transactions), int32(c.MSSClient), int32(c.MSSServer),
+		uint32(c.Flags)}
+}
+
+func txRow(sensor, class string, t *reconstruct.Transaction) []any {
+	return []any{dayOf(t.Start), sensor, clip(t.ID, maxID), clip(t.ConnectionID, maxID), int32(t.Index), int32(t.Interface),
+		addrKey(t.Client), t.ClientPort, addrKey(t.Server), t.ServerPort, clip(class, maxClass),
+		t.RequestFirst, t.RequestLast, t.ResponseFirst, t.ResponseLast, t.ResponseAcked, t.Start, t.End,
+		t.Tconn, t.Trequest, t.Tserver, t.Ttransfer, t.Total, t.RTTClient, t.RetransBytes, t.RequestBytes,
+		t.ResponseBytes, t.BodyBytes, clip(t.Method, maxMethod), clip(t.Host, maxHost), clip(t.URL, maxURL),
+		uint16(t.Status), clip(t.ContentType, maxHeader), clip(t.Referer, maxReferer), clip(t.UserAgent, maxHeader),
+		clip(t.Accept, maxHeader), t.HoleBytes, uint32(t.Flags)}
+}
+
+func pvRow(sensor string, p *pageview.Pageview) []any {
+	return []any{dayOf(p.Start), sensor, clip(p.ID, maxID), int32(p.Interface), addrKey(p.Client), clip(p.UserAgent, maxHeader),
+		clip(p.Class, maxClass), clip(p.Priority, maxSensorOrPri), addrKey(p.Server), clip(p.Host, maxHost), clip(p.URL, maxURL),
+		uint16(p.Status), clip(p.ContainerID, maxID), p.Start, p.End, p.Total, p.Tconn, p.Tserver, p.Ttransfer, p.Tother,
+		int32(p.Objects), int32(p.Connections), p.Bytes, int32(p.SYNLosses), int32(p.SYNACKLosses), p.RetransBytes,
+		uint32(p.Flags)}
+}
+
+// int64List scans an array column from either driver.
+type int64List []int64
+
+func (l *int64List) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*l = nil
+	case []int64:
+		*l = append((*l)[:0], v...)
+	case []any:
+		out := make([]int64, 0, len(v))
+		for _, x := range v {
+			n, ok := x.(int64)
+			if !ok {
+				return fmt.Errorf("array element %T, want int64", x)
+			}
+			out = append(out, n)
+		}
+		*l = out
+	default:
+		return fmt.Errorf("array column %T, want []int64", src)
+	}
+	if len(*l) == 0 {
+		*l = nil
+	}
+	return nil
+}
+
+// Scanned narrow integers go through int64 so both drivers' types fit.
+type rowScanner interface{ Scan(dest ...any) error }
+
+func scanConn(r rowScanner, sensor *string) (*reconstruct.Connection, error) {
+	c := &reconstruct.Connection{}
+	var client, server string
+	var cport, sport, iface, synl, synackl, ntx, mssc, msss, flags int64
+	var syn, synack int64List
+	err := r.Scan(sensor, &c.ID, &iface, &client, &cport, &server, &sport, &c.Class, &syn, &synack, &c.Established,
+		&c.FirstSeen, &c.LastSeen, &c.Closed, &synl, &synackl, &c.SYNLossGap, &c.SYNACKLossGap, &c.RTTClient,
+		&c.RTTServer, &c.Tconn, &c.BytesClient, &c.BytesServer, &c.RetransBytes, &ntx, &mssc, &msss, &flags)
+	if err != nil {
+		return nil, fmt.Errorf("scan connection: %w", err)
+	}
+	c.Interface, c.Client, c.ClientPort, c.Server, c.ServerPort = int(iface), keyAddr(client), uint16(cport), keyAddr(server), uint16(sport)
+	c.SYNTimes, c.SYNACKTimes = syn, synack
+	c.SYNLosses, c.SYNACKLosses, c.Transactions, c.MSSClient, c.MSSServer = int(synl), int(synackl), int(ntx), int(mssc), int(msss)
+	c.Flags = reconstruct.Flags(flags)
+	c.FlagNames = c.Flags.Names()
+	return c, nil
+}
+
+func scanTx(r rowScanner, sensor, class *string) (*reconstruct.Transaction, error) {
+	t := &reconstruct.Transaction{}
+	var client, server string
+	var idx, iface, cport, sport, status, flags int64
+	err := r.Scan(sensor, &t.ID, &t.ConnectionID, &idx, &iface, &client, &cport, &server, &sport, class,
+		&t.RequestFirst, &t.RequestLast, &t.ResponseFirst, &t.ResponseLast, &t.ResponseAcked, &t.Start, &t.End,
+		&t.Tconn, &t.Trequest, &t.Tserver, &t.Ttransfer, &t.Total, &t.RTTClient, &t.RetransBytes, &t.RequestBytes,
+		&t.ResponseBytes, &t.BodyBytes, &t.Method, &t.Host, &t.URL, &status, &t.ContentType, &t.Referer, &t.UserAgent,
+		&t.Accept, &t.HoleBytes, &flags)
+	if err != nil {
+		return nil, fmt.Errorf("scan transaction: %w", err)
+	}
+	t.Index, t.Interface, t.Client, t.ClientPort, t.Server, t.ServerPort = int(idx), int(iface), keyAddr(client), uint16(cport), keyAddr(server), uint16(sport)
+	t.Status, t.Flags = int(status), reconstruct.Flags(flags)
+	t.FlagNames = t.Flags.Names()
+	return t, nil
+}
+
+func scanPv(r rowScanner, sensor *string) (*pageview.Pageview, error) {
+	p := &pageview.Pageview{}
+	var client, server string
+	var iface, status, objs, conns, synl, synackl, flags int64
+	err := r.Scan(sensor, &p.ID, &iface, &client, &p.UserAgent, &p.Class, &p.Priority, &server, &p.Host, &p.URL, &status,
+		&p.ContainerID, &p.Start, &p.End, &p.Total, &p.Tconn, &p.Tserver, &p.Ttransfer, &p.Tother, &objs, &conns,
+		&p.Bytes, &synl, &synackl, &p.RetransBytes, &flags)
+	if err != nil {
+		return nil, fmt.Errorf("scan pageview: %w", err)
+	}
+	p.Interface, p.Client, p.Server, p.Status = int(iface), keyAddr(client), keyAddr(server), int(status)
+	p.Objects, p.Connections, p.SYNLosses, p.SYNACKLosses = int(objs), int(conns), int(synl), int(synackl)
+	p.Flags = reconstruct.Flags(flags)
+	p.FlagNames = p.Flags.Names()
+	return p, nil
+}
+
+var _ = sql.ErrNoRows

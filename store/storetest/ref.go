@@ -1,0 +1,402 @@
+package storetest
+
+import (
+	"encoding/hex"
+	"net/netip"
+	"sort"
+	"strings"
+
+	"github.com/rtmon/rtmon/pageview"
+	"github.com/rtmon/rtmon/reconstruct"
+	"github.com/rtmon/rtmon/store"
+)
+
+// Ref answers the store's queries in plain Go over records held in memory;
+// it is the executable form of the query contract.
+type Ref struct {
+	Conns   []*reconstruct.Connection
+	Txs     []*reconstruct.Transaction
+	Pvs     []*pageview.Pageview
+	TxClass map[string]string
+	seen    map[string]bool
+}
+
+// NewRef makes an empty reference.
+func NewRef() *Ref { return &Ref{TxClass: map[string]string{}, seen: map[string]bool{}} }
+
+// Add records a batch as the store would keep it (first copy of an id wins;
+// transactions take their connection's class).
+func (r *Ref) Add(b store.Batch) {
+	cc := map[string]string{}
+	for _, c := range b.Connections {
+		cc[c.ID] = c.Class
+		if !r.seen["c"+c.ID] {
+			r.seen["c"+c.ID] = true
+			r.Conns = append(r.Conns, c)
+		}
+	}
+	for _, t := range b.Transactions {
+		if !r.seen["t"+t.ID] {
+			r.seen["t"+t.ID] = true
+			r.Txs = append(r.Txs, t)
+			r.TxClass[t.ID] = cc[t.ConnectionID]
+		}
+	}
+	for _, p := range b.Pageviews {
+		if !r.seen["p"+p.ID] {
+			r.seen["p"+p.ID] = true
+			r.Pvs = append(r.Pvs, p)
+		}
+	}
+}
+
+func inRange(r store.TimeRange, t int64) bool { return t >= r.From && (r.To == 0 || t < r.To) }
+
+// row is the query-relevant view of a transaction or pageview.
+type row struct {
+	id, class, host, url string
+	client, server       netip.Addr
+	start                int64
+	status               int
+	comp                 map[string]int64
+	tx                   *reconstruct.Transaction
+	pv                   *pageview.Pageview
+}
+
+func (r *Ref) rows(k store.Kind, tr store.TimeRange, class string) []row {
+	var out []row
+	if k == store.Pageviews {
+		for _, p := range r.Pvs {
+			if inRange(tr, p.Start) && (class == "" || p.Class == class) {
+				out = append(out, row{p.ID, p.Class, p.Host, p.URL, p.Client, p.Server, p.Start, p.Status,
+					map[string]int64{"total": p.Total, "tconn": p.Tconn, "tserver": p.Tserver, "ttransfer": p.Ttransfer, "tother": p.Tother}, nil, p})
+			}
+		}
+		return out
+	}
+	for _, t := range r.Txs {
+		c := r.TxClass[t.ID]
+		if inRange(tr, t.Start) && (class == "" || c == class) {
+			out = append(out, row{t.ID, c, t.Host, t.URL, t.Client, t.Server, t.Start, t.Status,
+				map[string]int64{"total": t.Total, "tconn": t.Tconn, "trequest": t.Trequest, "tserver": t.Tserver,
+					"ttransfer": t.Ttransfer, "rtt": t.RTTClient}, t, nil})
+		}
+	}
+	return out
+}
+
+func comp(c string) string {
+	if c == "" {
+		return "total"
+	}
+	return c
+}
+
+// Histogram per the HistogramQuery contract.
+func (r *Ref) Histogram(q store.HistogramQuery) []store.ClassHistogram {
+	by := map[string]*store.ClassHistogram{}
+	for _, x := range r.rows(q.Kind, q.Range, q.Class) {
+		h := by[x.class]
+		if h == nil {
+			h = &store.ClassHistogram{Class: x.class, Edges: q.Edges, Counts: make([]int64, len(q.Edges))}
+			by[x.class] = h
+		}
+		v := x.comp[comp(q.Component)]
+		b := 0
+		for _, e := range q.Edges[1:] {
+			if v >= e {
+				b++
+			}
+		}
+		h.Counts[b]++
+		h.Total++
+	}
+	var out []store.ClassHistogram
+	for _, h := range by {
+		out = append(out, *h)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Class < out[j].Class })
+	return out
+}
+
+func quantiles(vs []int64, qs []float64) []int64 {
+	sort.Slice(vs, func(i, j int) bool { return vs[i] < vs[j] })
+	out := make([]int64, len(qs))
+	n := len(vs)
+	for i, q := range qs {
+		idx := n - 1
+		if q < 1 {
+			idx = min(int(q*float64(n)), n-1)
+		}
+		out[i] = vs[idx]
+	}
+	return out
+}
+
+// PercentileSeries per the contract; Bucket 0 gives Percentiles (T = 0).
+func (r *Ref) PercentileSeries(q store.PercentileQuery) []store.SeriesPoint {
+	type key struct {
+		class string
+		t     int64
+	}
+	vals := map[key][]int64{}
+	for _, x := range r.rows(q.Kind, q.Range, q.Class) {
+		k := key{class: x.class}
+		if q.Bucket > 0 {
+			k.t = x.start / int64(q.Bucket) * int64(q.Bucket)
+		}
+		vals[k] = append(vals[k], x.comp[comp(q.Component)])
+	}
+	var out []store.SeriesPoint
+	for k, vs := range vals {
+		out = append(out, store.SeriesPoint{Class: k.class, T: k.t, Count: int64(len(vs)), Values: quantiles(vs, q.Qs)})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Class != out[j].Class {
+			return out[i].Class < out[j].Class
+		}
+		return out[i].T < out[j].T
+	})
+	return out
+}
+
+// Percentiles per the contract.
+func (r *Ref) Percentiles(q store.PercentileQuery) []store.ClassPercentiles {
+	q.Bucket = 0
+	var out []store.ClassPercentiles
+	for _, p := range r.PercentileSeries(q) {
+		out = append(out, store.ClassPercentiles{Class: p.Class, Count: p.Count, Values: p.Values})
+	}
+	return out
+}
+
+// Counters per the Counters doc.
+func (r *Ref) Counters(tr store.TimeRange, class string) store.Counters {
+	var c store.Counters
+	for _, x := range r.Conns {
+		if !inRange(tr, x.FirstSeen) || (class != "" && x.Class != class) {
+			continue
+		}
+		c.Connections++
+		c.SYNLosses += int64(x.SYNLosses)
+		c.SYNACKLosses += int64(x.SYNACKLosses)
+		c.SYNLossGap += x.SYNLossGap
+		c.SYNACKLossGap += x.SYNACKLossGap
+		c.ConnRetransBytes += x.RetransBytes
+		if x.RetransBytes > 0 {
+			c.ConnsWithRetrans++
+		}
+		if x.Flags&reconstruct.FlagIncomplete != 0 {
+			c.IncompleteConnections++
+		}
+		if x.Flags&reconstruct.FlagReset != 0 {
+			c.ResetConnections++
+		}
+	}
+	for _, x := range r.rows(store.Transactions, tr, class) {
+		t := x.tx
+		c.Transactions++
+		c.TxRetransBytes += t.RetransBytes
+		if t.RetransBytes > 0 {
+			c.TxWithRetrans++
+		}
+		if t.Flags&reconstruct.FlagIncomplete != 0 {
+			c.IncompleteTx++
+		}
+		if t.Flags&reconstruct.FlagNoResponse != 0 {
+			c.NoResponseTx++
+		}
+		if t.Status >= 500 {
+			c.ServerErrors++
+		}
+	}
+	for _, x := range r.rows(store.Pageviews, tr, class) {
+		c.Pageviews++
+		if x.pv.Flags&reconstruct.FlagIncomplete != 0 {
+			c.IncompletePageviews++
+		}
+	}
+	return c
+}
+
+func addrHex(a netip.Addr) string {
+	b := a.As16()
+	return hex.EncodeToString(b[:])
+}
+
+// TopSlow per the TopQuery doc.
+func (r *Ref) TopSlow(q store.TopQuery) []store.TopRow {
+	type agg struct {
+		key, sortKey string
+		n, sum, mx   int64
+	}
+	by := map[string]*agg{}
+	for _, x := range r.rows(q.Kind, q.Range, q.Class) {
+		var k, sk string
+		switch q.By {
+		case "server":
+			k, sk = x.server.String(), addrHex(x.server)
+		case "client":
+			k, sk = x.client.String(), addrHex(x.client)
+		default:
+			k = x.host + x.url
+			sk = k
+		}
+		a := by[sk]
+		if a == nil {
+			a = &agg{key: k, sortKey: sk}
+			by[sk] = a
+		}
+		a.n++
+		a.sum += x.comp["total"]
+		a.mx = max(a.mx, x.comp["total"])
+	}
+	var as []*agg
+	for _, a := range by {
+		if a.n >= max(q.MinCount, 1) {
+			as = append(as, a)
+		}
+	}
+	sort.Slice(as, func(i, j int) bool {
+		mi, mj := as[i].sum/as[i].n, as[j].sum/as[j].n
+		if mi != mj {
+			return mi > mj
+		}
+		return as[i].sortKey < as[j].sortKey
+	})
+	lim := q.Limit
+	if lim <= 0 {
+		lim = 20
+	}
+	var out []store.TopRow
+	for i, a := range as {
+		if i == lim {
+			break
+		}
+		out = append(out, store.TopRow{Key: a.key, Count: a.n, Mean: a.sum / a.n, Max: a.mx})
+	}
+	return out
+}
+
+// Search per the SearchQuery doc; client must be valid.
+func (r *Ref) Search(q store.SearchQuery) store.SearchResult {
+	var match []row
+	var pfx netip.Prefix
+	if q.Client != "" {
+		s := q.Client
+		if strings.Contains(s, "*") {
+			parts := strings.Split(s, ".")
+			bits := 0
+			for i, p := range parts {
+				if p == "*" {
+					parts[i] = "0"
+				} else {
+					bits += 8
+				}
+			}
+			pfx = netip.PrefixFrom(netip.MustParseAddr(strings.Join(parts, ".")), bits)
+		} else if strings.Contains(s, "/") {
+			pfx = netip.MustParsePrefix(s)
+		} else {
+			a := netip.MustParseAddr(s)
+			pfx = netip.PrefixFrom(a, a.BitLen())
+		}
+	}
+	for _, x := range r.rows(q.Kind, q.Range, q.Class) {
+		if q.Client != "" && !pfx.Contains(x.client) {
+			continue
+		}
+		if q.URLContains != "" && !strings.Contains(x.url, q.URLContains) {
+			continue
+		}
+		if q.Status != 0 && x.status != q.Status {
+			continue
+		}
+		if q.MinTotal > 0 && x.comp["total"] < q.MinTotal {
+			continue
+		}
+		match = append(match, x)
+	}
+	sort.Slice(match, func(i, j int) bool {
+		if match[i].start != match[j].start {
+			return match[i].start > match[j].start
+		}
+		return match[i].id < match[j].id
+	})
+	res := store.SearchResult{Total: int64(len(match))}
+	lim := q.Limit
+	if lim <= 0 {
+		lim = 50
+	}
+	for i := q.Offset; i < len(match) && i < q.Offset+lim; i++ {
+		if match[i].tx != nil {
+			res.Transactions = append(res.Transactions, match[i].tx)
+		} else {
+			res.Pageviews = append(res.Pageviews, match[i].pv)
+		}
+	}
+	return res
+}
+
+// PageviewByID per the PageviewDetail doc.
+func (r *Ref) PageviewByID(id string) *store.PageviewDetail {
+	var pv *pageview.Pageview
+	for _, p := range r.Pvs {
+		if p.ID == id {
+			pv = p
+		}
+	}
+	if pv == nil {
+		return nil
+	}
+	d := &store.PageviewDetail{Pageview: pv}
+	ids := map[string]bool{}
+	for _, t := range r.Txs {
+		if t.Client == pv.Client && t.Interface == pv.Interface && t.Start >= pv.Start && t.Start <= pv.End {
+			d.Transactions = append(d.Transactions, t)
+			ids[t.ConnectionID] = true
+		}
+	}
+	sort.Slice(d.Transactions, func(i, j int) bool {
+		a, b := d.Transactions[i], d.Transactions[j]
+		if a.Start != b.Start {
+			return a.Start < b.Start
+		}
+		return a.ID < b.ID
+	})
+	for _, c := range r.Conns {
+		if ids[c.ID] {
+			d.Connections = append(d.Connections, c)
+		}
+	}
+	sort.Slice(d.Connections, func(i, j int) bool {
+		a, b := d.Connections[i], d.Connections[j]
+		if a.FirstSeen != b.FirstSeen {
+			return a.FirstSeen < b.FirstSeen
+		}
+		return a.ID < b.ID
+	})
+	return d
+}
+
+// Classes per the Classes doc.
+func (r *Ref) Classes(tr store.TimeRange) []string {
+	set := map[string]bool{}
+	for _, c := range r.Conns {
+		if inRange(tr, c.FirstSeen) {
+			set[c.Class] = true
+		}
+	}
+	for _, x := range r.rows(store.Transactions, tr, "") {
+		set[x.class] = true
+	}
+	for _, x := range r.rows(store.Pageviews, tr, "") {
+		set[x.class] = true
+	}
+	out := []string{}
+	for c := range set {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
+}

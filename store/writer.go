@@ -1,0 +1,476 @@
+package store
+
+import (
+	"context"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rtmon/rtmon/pageview"
+	"github.com/rtmon/rtmon/reconstruct"
+)
+
+// inserter is what an engine gives the writer.
+type inserter interface {
+	// existingIDs returns which of ids are already stored in t; the ids'
+	// records have start_ns within [lo, hi], which lets the engine read
+	// only that slice of the table.
+	existingIDs(ctx context.Context, t table, lo, hi int64, ids map[string]bool) (map[string]bool, error)
+	// insert appends rows (in t's column order) to t.
+	insert(ctx context.Context, t table, rows [][]any) error
+}
+
+// pending is one batch waiting to be stored: in memory, or in a spill file.
+type pending struct {
+	b    *Batch
+	path string
+	n    int
+}
+
+// writer buffers records, flushes by size or age from one goroutine (so
+// batches are stored in order and the dedup check cannot race with itself),
+// retries with exponential backoff, and spills to SpillDir past
+// MaxBufferRows.
+//
+// Dedup (check-before-insert): before a batch is inserted the writer asks the
+// engine which of its ids are already stored within the batch's start_ns
+// range and drops those, and drops repeats inside the batch. Records with the
+// same id have the same start time (ids derive from the tuple and the first
+// packet time), so the range check finds every earlier copy. Queries then
+// need no FINAL (slow on 18.16) and count exactly; a retry after a partially
+// applied insert is harmless. ClickHouse tables are ReplacingMergeTree on
+// (class, start_ns, id) as a backstop for two writers racing on one database.
+type writer struct {
+	ins    inserter
+	opts   Options
+	mu     sync.Mutex
+	cond   *sync.Cond
+	cur    *Batch
+	curAt  time.Time
+	queue  []*pending
+	memRow int // rows of queue entries held in memory
+	seq    int
+	busy   bool // flusher is storing the queue head
+	closed bool
+	stats  WriterStats
+	err    error // last insert error, cleared on success
+	// classes learned from connections and pageviews, for transactions
+	// (reconstruct.Transaction has no Class field).
+	classOf map[netip.Addr]string
+	kick    chan struct{}
+	done    chan struct{}
+	stop    chan struct{}
+}
+
+func newWriter(ins inserter, opts Options) (*writer, error) {
+	w := &writer{ins: ins, opts: opts, cur: &Batch{}, classOf: map[netip.Addr]string{},
+		kick: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{})}
+	w.cond = sync.NewCond(&w.mu)
+	if w.spillDir() != "" {
+		if err := os.MkdirAll(w.spillDir(), 0o755); err != nil {
+			return nil, fmt.Errorf("spill dir: %w", err)
+		}
+		// Leftovers of an earlier run go first, in file-name (= queue) order.
+		files, err := filepath.Glob(filepath.Join(w.spillDir(), "seg-*.gob"))
+		if err != nil {
+			return nil, fmt.Errorf("spill dir: %w", err)
+		}
+		sort.Strings(files)
+		for _, f := range files {
+			var n, s int
+			var ts int64
+			fmt.Sscanf(filepath.Base(f), "seg-%d-%d-%d.gob", &ts, &s, &n)
+			w.queue = append(w.queue, &pending{path: f, n: n})
+			w.stats.SpilledFiles++
+			w.stats.Queued += int64(n)
+		}
+	}
+	go w.run()
+	if len(w.queue) > 0 {
+		w.signal()
+	}
+	return w, nil
+}
+
+func (w *writer) spillDir() string {
+	if w.opts.SpillDir == "-" {
+		return ""
+	}
+	return w.opts.SpillDir
+}
+
+func (w *writer) signal() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (w *writer) add(ctx context.Context, b Batch) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return errors.New("store: write after Close")
+	}
+	// Backpressure only when nothing can spill.
+	for w.spillDir() == "" && w.memRow >= w.opts.MaxBufferRows {
+		if ctx.Err() != nil {
+			return fmt.Errorf("store: buffer full (%d records) and no spill dir: %w", w.memRow, ctx.Err())
+		}
+		w.cond.Wait()
+	}
+	if w.cur.Len() == 0 {
+		w.curAt = time.Now()
+	}
+	for _, c := range b.Connections {
+		if c.Class != "" {
+			w.classOf[c.Client] = c.Class
+		}
+	}
+	for _, p := range b.Pageviews {
+		if p.Class != "" {
+			w.classOf[p.Client] = p.Class
+		}
+	}
+	w.cur.Connections = append(w.cur.Connections, b.Connections...)
+	w.cur.Transactions = append(w.cur.Transactions, b.Transactions...)
+	w.cur.Pageviews = append(w.cur.Pageviews, b.Pageviews...)
+	w.stats.Queued += int64(b.Len())
+	if w.cur.Len() >= w.opts.BatchRows {
+		w.enqueueLocked()
+	}
+	return nil
+}
+
+// enqueueLocked moves the current buffer to the queue; past the memory
+// bound, the newest in-memory batches go to disk (queue order is kept, so
+// replay order is too).
+func (w *writer) enqueueLocked() {
+	if w.cur.Len() == 0 {
+		return
+	}
+	b := w.cur
+	w.cur = &Batch{}
+	w.queue = append(w.queue, &pending{b: b, n: b.Len()})
+	w.memRow += b.Len()
+	if w.spillDir() != "" && w.memRow > w.opts.MaxBufferRows {
+		for i := len(w.queue) - 1; i >= 1 && w.memRow > w.opts.MaxBufferRows; i-- {
+			// Entry 0 may be in the flusher's hands; never touch it.
+			p := w.queue[i]
+			if p.b == nil {
+				continue
+			}
+			if err := w.spillLocked(p); err != nil {
+				w.err = err
+				break
+			}
+		}
+	}
+	w.signal()
+}
+
+func (w *writer) spillLocked(p *pending) error {
+	w.seq++
+	name := fmt.Sprintf("seg-%020d-%08d-%d.gob", time.Now().UnixNano(), w.seq, p.n)
+	path := filepath.Join(w.spillDir(), name)
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("spill: %w", err)
+	}
+	if err := gob.NewEncoder(f).Encode(p.b); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("spill %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("spill %s: %w", tmp, err)
+	}
+	f.Close()
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("spill: %w", err)
+	}
+	w.memRow -= p.n
+	p.b, p.path = nil, path
+	w.stats.SpilledFiles++
+	w.cond.Broadcast()
+	return nil
+}
+
+func loadSpill(path string) (*Batch, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("replay spill: %w", err)
+	}
+	defer f.Close()
+	b := &Batch{}
+	if err := gob.NewDecoder(f).Decode(b); err != nil {
+		return nil, fmt.Errorf("replay spill %s: %w", path, err)
+	}
+	return b, nil
+}
+
+// run is the single flusher goroutine.
+func (w *writer) run() {
+	defer close(w.done)
+	tick := time.NewTicker(w.opts.MaxAge / 4)
+	defer tick.Stop()
+	backoff := time.Duration(0)
+	var nextTry time.Time
+	for {
+		var retry <-chan time.Time
+		if backoff > 0 {
+			retry = time.After(time.Until(nextTry))
+		}
+		select {
+		case <-w.stop:
+			return
+		case <-w.kick:
+		case <-tick.C:
+		case <-retry:
+		}
+		w.mu.Lock()
+		if w.cur.Len() > 0 && time.Since(w.curAt) >= w.opts.MaxAge {
+			w.enqueueLocked()
+		}
+		w.mu.Unlock()
+		if backoff > 0 && time.Now().Before(nextTry) {
+			continue
+		}
+		backoff = w.drain(backoff)
+		nextTry = time.Now().Add(backoff)
+	}
+}
+
+// drain stores queue entries in order until the queue is empty or an insert
+// fails; it returns the next backoff (0 after success).
+func (w *writer) drain(backoff time.Duration) time.Duration {
+	for {
+		w.mu.Lock()
+		if len(w.queue) == 0 {
+			w.cond.Broadcast()
+			w.mu.Unlock()
+			return 0
+		}
+		p := w.queue[0]
+		w.busy = true
+		w.mu.Unlock()
+
+		b, err := p.b, error(nil)
+		if b == nil {
+			b, err = loadSpill(p.path)
+		}
+		var dups int
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			dups, err = w.store(ctx, b)
+			cancel()
+		}
+
+		w.mu.Lock()
+		w.busy = false
+		if err != nil {
+			w.err = err
+			w.stats.Retries++
+			w.stats.LastError = err.Error()
+			w.cond.Broadcast()
+			w.mu.Unlock()
+			if backoff == 0 {
+				backoff = 100 * time.Millisecond
+			} else {
+				backoff = min(backoff*2, w.opts.MaxBackoff)
+			}
+			return backoff
+		}
+		w.queue = w.queue[1:]
+		if p.b != nil {
+			w.memRow -= p.n
+		} else {
+			os.Remove(p.path)
+			w.stats.SpilledFiles--
+			w.stats.ReplayedFiles++
+		}
+		w.err = nil
+		w.stats.Queued -= int64(p.n)
+		w.stats.Written += int64(p.n - dups)
+		w.stats.Duplicates += int64(dups)
+		w.cond.Broadcast()
+		w.mu.Unlock()
+		backoff = 0
+	}
+}
+
+// store dedups and inserts one batch; it returns how many were duplicates.
+func (w *writer) store(ctx context.Context, b *Batch) (int, error) {
+	dups := 0
+	sensor := clip(w.opts.Sensor, maxSensorOrPri)
+
+	connClass := map[string]string{}
+	for _, c := range b.Connections {
+		connClass[c.ID] = c.Class
+	}
+	w.mu.Lock()
+	txClass := make([]string, len(b.Transactions))
+	for i, t := range b.Transactions {
+		switch {
+		case w.opts.Classify != nil:
+			txClass[i] = w.opts.Classify(t.Client)
+		case connClass[t.ConnectionID] != "":
+			txClass[i] = connClass[t.ConnectionID]
+		default:
+			txClass[i] = w.classOf[t.Client]
+		}
+	}
+	w.mu.Unlock()
+
+	// Pageviews and transactions before connections: a connection row
+	// exists only once its transactions do, which keeps "pageview with its
+	// transactions and connections" consistent after a crash mid-batch.
+	type item struct {
+		id    string
+		start int64
+		row   func() []any
+	}
+	groups := []struct {
+		t     table
+		items []item
+	}{{t: pvTable}, {t: txTable}, {t: connTable}}
+	for _, p := range b.Pageviews {
+		groups[0].items = append(groups[0].items, item{p.ID, p.Start, func() []any { return pvRow(sensor, p) }})
+	}
+	for i, t := range b.Transactions {
+		cl := txClass[i]
+		groups[1].items = append(groups[1].items, item{t.ID, t.Start, func() []any { return txRow(sensor, cl, t) }})
+	}
+	for _, c := range b.Connections {
+		groups[2].items = append(groups[2].items, item{c.ID, c.FirstSeen, func() []any { return connRow(sensor, c) }})
+	}
+	for _, g := range groups {
+		if len(g.items) == 0 {
+			continue
+		}
+		ids := make(map[string]bool, len(g.items))
+		lo, hi := g.items[0].start, g.items[0].start
+		for _, it := range g.items {
+			ids[clip(it.id, maxID)] = true
+			lo, hi = min(lo, it.start), max(hi, it.start)
+		}
+		have, err := w.ins.existingIDs(ctx, g.t, lo, hi, ids)
+		if err != nil {
+			return 0, fmt.Errorf("dedup %s: %w", g.t.name, err)
+		}
+		rows := make([][]any, 0, len(g.items))
+		seen := make(map[string]bool, len(g.items))
+		for _, it := range g.items {
+			id := clip(it.id, maxID)
+			if have[id] || seen[id] {
+				dups++
+				continue
+			}
+			seen[id] = true
+			rows = append(rows, it.row())
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		if err := w.ins.insert(ctx, g.t, rows); err != nil {
+			return 0, fmt.Errorf("insert %d %s: %w", len(rows), g.t.name, err)
+		}
+	}
+	return dups, nil
+}
+
+// flush waits until everything added so far is stored.
+func (w *writer) flush(ctx context.Context) error {
+	w.mu.Lock()
+	w.enqueueLocked()
+	w.mu.Unlock()
+	w.signal()
+	stop := context.AfterFunc(ctx, func() {
+		w.mu.Lock()
+		w.cond.Broadcast()
+		w.mu.Unlock()
+	})
+	defer stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.queue) > 0 {
+		if ctx.Err() != nil {
+			return fmt.Errorf("store flush: %d records still queued (last error: %v): %w", w.stats.Queued, w.err, ctx.Err())
+		}
+		w.cond.Wait()
+	}
+	return nil
+}
+
+// close flushes within CloseTimeout, then spills what is left.
+func (w *writer) close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), w.opts.CloseTimeout)
+	ferr := w.flush(ctx)
+	cancel()
+	close(w.stop)
+	<-w.done
+	if ferr == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var files []string
+	lost := 0
+	rows := 0
+	for _, p := range w.queue {
+		if p.b != nil && w.spillDir() != "" {
+			if err := w.spillLocked(p); err != nil {
+				lost += p.n
+				continue
+			}
+		}
+		if p.b != nil {
+			lost += p.n
+			continue
+		}
+		files = append(files, filepath.Base(p.path))
+		rows += p.n
+	}
+	if lost > 0 {
+		return fmt.Errorf("store close: %d records LOST (not stored, not spilled); %d records in %d spill files in %s: %v",
+			lost, rows, len(files), w.spillDir(), ferr)
+	}
+	return fmt.Errorf("store close: %d records not stored, left in %d spill files in %s (%s); the next Open replays them: %v",
+		rows, len(files), w.spillDir(), strings.Join(files, ", "), ferr)
+}
+
+func (w *writer) statsCopy() WriterStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stats
+}
+
+// sink adapts the writer to pageview.Sink; errors surface from Flush/Close.
+type sink struct{ w *writer }
+
+func (s sink) Connection(c *reconstruct.Connection) {
+	s.w.add(context.Background(), Batch{Connections: []*reconstruct.Connection{c}})
+}
+func (s sink) Transaction(t *reconstruct.Transaction) {
+	s.w.add(context.Background(), Batch{Transactions: []*reconstruct.Transaction{t}})
+}
+func (s sink) Pageview(p *pageview.Pageview) {
+	s.w.add(context.Background(), Batch{Pageviews: []*pageview.Pageview{p}})
+}
