@@ -202,18 +202,26 @@ func synSchedule(t *testing.T, gaps []int64) {
 	}
 }
 
+// TestSYNLossSchedules: retransmission schedules as cumulative times after
+// the first SYN, turned into the gaps the client waited.
 func TestSYNLossSchedules(t *testing.T) {
-	s := int64(time.Second)
-	for name, gaps := range map[string][]int64{
-		"linux-1s":         {s},
-		"linux-1-2-4s":     {s, 2 * s, 4 * s},
-		"linux-linear":     {s, 2 * s, 3 * s, 4 * s, 5 * s, 7 * s, 11 * s},
-		"linux-cumul":      {s, 3 * s, 7 * s, 15 * s},
-		"old-stack-3s":     {3 * s},
-		"old-stack-3-6s":   {3 * s, 6 * s},
-		"old-stack-3-6-12": {3 * s, 6 * s, 12 * s},
+	for name, times := range map[string][]float64{
+		"linux-1s":                {1},
+		"linux-linear-timeouts":   {1, 2, 3, 4, 5, 7, 11}, // tcp_syn_linear_timeouts
+		"linux-exponential":       {1, 3, 7, 15},
+		"classic-3s":              {3},
+		"classic-3s-second-lost":  {3, 9},
+		"classic-3s-three-losses": {3, 9, 21},
 	} {
-		t.Run(name, func(t *testing.T) { synSchedule(t, gaps) })
+		t.Run(name, func(t *testing.T) {
+			var gaps []int64
+			prev := 0.0
+			for _, at := range times {
+				gaps = append(gaps, int64((at-prev)*float64(time.Second)))
+				prev = at
+			}
+			synSchedule(t, gaps)
+		})
 	}
 }
 
