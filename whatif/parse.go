@@ -87,9 +87,9 @@ func ParseRule(src string) (Rule, error) {
 type tokKind int
 
 const (
-	tWord tokKind = iota // keywords, names, numbers, patterns
-	tOp                  // == != < <= > >=
-	tPunct               // ( ) [ ] ,
+	tWord  tokKind = iota // keywords, names, numbers, patterns
+	tOp                   // == != < <= > >=
+	tPunct                // ( ) [ ] ,
 	tEnd
 )
 

@@ -1,0 +1,306 @@
+// Package whatif replays reconstructed connections, transactions and
+// pageviews under RLM management actions (fast SYN and SYN/ACK
+// retransmission, splicing, priority admission control, embedded-object
+// removal and rewrite) and predicts, per client class, the response-time
+// distribution the clients would then have perceived.
+//
+// The unit of response time is the pageview when pageviews are available,
+// else the transaction. Rules are judged the way a live appliance judges
+// them: in time order, against sliding-window response times of the units
+// completed so far under the actions themselves (see Options). Every model
+// states its assumptions on Action.Assumptions and in models.go.
+package whatif
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/rtmon/rtmon/pageview"
+	"github.com/rtmon/rtmon/reconstruct"
+)
+
+// Bounds on what Load reads.
+const (
+	MaxRecords    = 20_000_000 // per file
+	maxRecordLine = 1 << 20
+)
+
+// DefaultClass is the class of records that carry none.
+const DefaultClass = "default"
+
+// Dataset is an immutable, replay-ready view of one capture's records.
+// Evaluate and Rank may be called concurrently.
+type Dataset struct {
+	txs       []txInfo
+	units     []unit
+	pageviews bool
+	classes   []string
+	model     LoadModel
+	conc      []int32 // measured concurrency at each transaction's service start
+	starts    []int64 // sorted service starts and ends, for concurrency queries
+	ends      []int64
+}
+
+type txInfo struct {
+	tx    *reconstruct.Transaction
+	conn  *reconstruct.Connection // nil when the connection record is missing
+	fresh bool                    // the first transaction on a captured handshake
+	prev  int                     // previous transaction on the same connection, -1
+	embed bool
+	unit  int
+}
+
+type unit struct {
+	id        string
+	class     string
+	client    netip.Addr
+	start     int64
+	end       int64
+	total     int64
+	txs       []int // by Start
+	container int   // -1 when unknown
+}
+
+// txRecord is the transactions.jsonl row: the reconstruct record plus the
+// pageview stage's pageview_id and class when the export carries them.
+type txRecord struct {
+	reconstruct.Transaction
+	PageviewID string `json:"pageview_id"`
+	Class      string `json:"class"`
+}
+
+// Load reads DIR/connections.jsonl, DIR/transactions.jsonl and, when present,
+// DIR/pageviews.jsonl as written by rtmon analyze --out DIR.
+func Load(dir string) (*Dataset, error) {
+	var conns []*reconstruct.Connection
+	if err := readJSONL(filepath.Join(dir, "connections.jsonl"), func() any {
+		c := new(reconstruct.Connection)
+		conns = append(conns, c)
+		return c
+	}); err != nil {
+		return nil, err
+	}
+	var recs []*txRecord
+	if err := readJSONL(filepath.Join(dir, "transactions.jsonl"), func() any {
+		r := new(txRecord)
+		recs = append(recs, r)
+		return r
+	}); err != nil {
+		return nil, err
+	}
+	var pvs []*pageview.Pageview
+	err := readJSONL(filepath.Join(dir, "pageviews.jsonl"), func() any {
+		p := new(pageview.Pageview)
+		pvs = append(pvs, p)
+		return p
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	txs := make([]*reconstruct.Transaction, len(recs))
+	links := map[string]string{}
+	classes := map[string]string{}
+	for i, r := range recs {
+		txs[i] = &r.Transaction
+		if r.PageviewID != "" {
+			links[r.ID] = r.PageviewID
+		}
+		if r.Class != "" {
+			classes[r.ID] = r.Class
+		}
+	}
+	return newDataset(conns, txs, pvs, links, classes)
+}
+
+func readJSONL(path string, next func() any) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("whatif: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), maxRecordLine)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Bytes()
+		if len(strings.TrimSpace(string(line))) == 0 {
+			continue
+		}
+		if n > MaxRecords {
+			return fmt.Errorf("whatif: %s: more than %d records", path, MaxRecords)
+		}
+		if err := json.Unmarshal(line, next()); err != nil {
+			return fmt.Errorf("whatif: %s line %d: %w", path, n, err)
+		}
+	}
+	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("whatif: reading %s: %w", path, err)
+	}
+	return nil
+}
+
+// NewDataset builds a dataset from records in memory. pvs may be nil: the
+// transactions are then the units. A transaction belongs to the pageview
+// whose ContainerID names it, else to the pageview of the same client whose
+// [Start, End] holds its start (the latest started). A transaction's class is
+// its connection's, else DefaultClass; a pageview's is its own.
+func NewDataset(conns []*reconstruct.Connection, txs []*reconstruct.Transaction, pvs []*pageview.Pageview) (*Dataset, error) {
+	return newDataset(conns, txs, pvs, nil, nil)
+}
+
+// NewDatasetLinked is NewDataset with explicit membership: pageviewOf maps a
+// transaction id to its pageview id (the pageview stage's PageviewID).
+func NewDatasetLinked(conns []*reconstruct.Connection, txs []*reconstruct.Transaction, pvs []*pageview.Pageview,
+	pageviewOf map[string]string) (*Dataset, error) {
+	return newDataset(conns, txs, pvs, pageviewOf, nil)
+}
+
+func newDataset(conns []*reconstruct.Connection, txs []*reconstruct.Transaction, pvs []*pageview.Pageview,
+	links, txClass map[string]string) (*Dataset, error) {
+	byID := make(map[string]*reconstruct.Connection, len(conns))
+	for _, c := range conns {
+		byID[c.ID] = c
+	}
+	d := &Dataset{pageviews: len(pvs) > 0}
+	// Transactions in time order; per connection, by index.
+	order := slices.Clone(txs)
+	slices.SortStableFunc(order, func(a, b *reconstruct.Transaction) int {
+		if a.Start != b.Start {
+			return cmp64(a.Start, b.Start)
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	last := map[string]int{}
+	d.txs = make([]txInfo, len(order))
+	for i, t := range order {
+		c := byID[t.ConnectionID]
+		ti := txInfo{tx: t, conn: c, prev: -1, unit: -1}
+		if j, ok := last[t.ConnectionID]; ok && t.ConnectionID != "" {
+			ti.prev = j
+		}
+		last[t.ConnectionID] = i
+		ti.fresh = t.Tconn > 0 && c != nil && len(c.SYNTimes) > 0 && ti.prev < 0
+		d.txs[i] = ti
+	}
+	classOf := func(i int) string {
+		t := d.txs[i]
+		if c := txClass[t.tx.ID]; c != "" {
+			return c
+		}
+		if t.conn != nil && t.conn.Class != "" {
+			return t.conn.Class
+		}
+		return DefaultClass
+	}
+	if !d.pageviews {
+		for i, t := range d.txs {
+			d.txs[i].unit = len(d.units)
+			// Without pageviews, every non-HTML response counts as embedded.
+			d.txs[i].embed = !strings.HasPrefix(strings.ToLower(t.tx.ContentType), "text/html")
+			d.units = append(d.units, unit{id: t.tx.ID, class: classOf(i), client: t.tx.Client,
+				start: t.tx.Start, end: t.tx.End, total: t.tx.Total, txs: []int{i}, container: -1})
+		}
+	} else {
+		d.linkPageviews(pvs, links)
+	}
+	slices.SortStableFunc(d.units, func(a, b unit) int { return cmp64(a.start, b.start) })
+	for ui := range d.units {
+		for _, ti := range d.units[ui].txs {
+			d.txs[ti].unit = ui
+		}
+	}
+	seen := map[string]bool{}
+	for _, u := range d.units {
+		if !seen[u.class] {
+			seen[u.class] = true
+			d.classes = append(d.classes, u.class)
+		}
+	}
+	slices.Sort(d.classes)
+	d.measureLoad()
+	return d, nil
+}
+
+func (d *Dataset) linkPageviews(pvs []*pageview.Pageview, links map[string]string) {
+	pvIndex := make(map[string]int, len(pvs))
+	byClient := map[netip.Addr][]int{}
+	for i, p := range pvs {
+		class := p.Class
+		if class == "" {
+			class = DefaultClass
+		}
+		pvIndex[p.ID] = i
+		byClient[p.Client] = append(byClient[p.Client], i)
+		d.units = append(d.units, unit{id: p.ID, class: class, client: p.Client, start: p.Start,
+			end: p.End, total: p.Total, container: -1})
+	}
+	containers := map[string]int{}
+	for i, p := range pvs {
+		if p.ContainerID != "" {
+			containers[p.ContainerID] = i
+		}
+	}
+	for ti, t := range d.txs {
+		ui := -1
+		if id, ok := links[t.tx.ID]; ok {
+			if j, ok := pvIndex[id]; ok {
+				ui = j
+			}
+		}
+		if j, ok := containers[t.tx.ID]; ok {
+			ui = j
+		}
+		if ui < 0 {
+			// Without an explicit link: the client's pageview in progress at the
+			// transaction's start, the latest started if several overlap.
+			for _, j := range byClient[t.tx.Client] {
+				u := &d.units[j]
+				if u.start <= t.tx.Start && t.tx.Start <= u.end && (ui < 0 || u.start > d.units[ui].start) {
+					ui = j
+				}
+			}
+		}
+		if ui < 0 {
+			continue // not part of any pageview: it has no unit
+		}
+		u := &d.units[ui]
+		u.txs = append(u.txs, ti)
+		if pvs[ui].ContainerID == t.tx.ID {
+			u.container = ti
+		} else {
+			d.txs[ti].embed = true
+		}
+	}
+	// Units keep positions while linking; unit indices on transactions are
+	// assigned after sorting by the caller.
+}
+
+func cmp64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Classes lists the classes present, sorted.
+func (d *Dataset) Classes() []string { return slices.Clone(d.classes) }
+
+// Pageviews reports whether pageviews are the unit (else transactions).
+func (d *Dataset) Pageviews() bool { return d.pageviews }
+
+// Units is the number of units (pageviews or transactions).
+func (d *Dataset) Units() int { return len(d.units) }
+
+// LoadModel returns the load model fitted on the capture.
+func (d *Dataset) LoadModel() LoadModel { return d.model }

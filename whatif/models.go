@@ -1,0 +1,205 @@
+package whatif
+
+import (
+	"math"
+
+	"github.com/rtmon/rtmon/reconstruct"
+)
+
+// active is the set of actions that apply to one unit at its admission.
+// When several matching rules name the same action, the first rule wins.
+type active struct {
+	fastSYN    int64 // gap in ns; 0 = off
+	fastSYNACK int64
+	splice     bool
+	drop       bool
+	halt       bool
+	remove     bool
+	rewrite    bool
+	above      int64
+	ratio      float64
+	any        bool
+}
+
+func (a *active) add(x Action) {
+	a.any = true
+	switch x.Kind {
+	case FastSYN:
+		if a.fastSYN == 0 {
+			a.fastSYN = int64(x.Gap)
+		}
+	case FastSYNACK:
+		if a.fastSYNACK == 0 {
+			a.fastSYNACK = int64(x.Gap)
+		}
+	case Splice:
+		a.splice = true
+	case DropSYN:
+		a.drop = true
+	case HaltFastSYN:
+		a.halt = true
+	case RemoveEmbeds:
+		a.remove = true
+	case RewriteEmbeds:
+		if !a.rewrite {
+			a.rewrite, a.above, a.ratio = true, x.Above, x.Ratio
+		}
+	}
+}
+
+// handshakeWaits splits a connection's handshake waits into SYN-loss gaps
+// (consecutive client SYNs with no SYN/ACK between them: the server or the
+// path to it dropped the SYN) and SYN/ACK-loss gaps (a client SYN
+// retransmission after a SYN/ACK, and server SYN/ACK retransmissions after
+// the last SYN: the SYN/ACK never reached the client). This is the same
+// split reconstruct makes for SYNLossGap and SYNACKLossGap.
+func handshakeWaits(c *reconstruct.Connection) (syn, synack []int64) {
+	s, a := c.SYNTimes, c.SYNACKTimes
+	j := 0
+	for i := 1; i < len(s); i++ {
+		answered := false
+		for j < len(a) && a[j] < s[i] {
+			if a[j] >= s[i-1] {
+				answered = true
+			}
+			j++
+		}
+		if answered {
+			synack = append(synack, s[i]-s[i-1])
+		} else {
+			syn = append(syn, s[i]-s[i-1])
+		}
+	}
+	// Server SYN/ACK retransmissions after the last SYN, up to the handshake.
+	var prev int64
+	for ; j < len(a); j++ {
+		if c.Established > 0 && a[j] > c.Established {
+			break
+		}
+		if prev != 0 {
+			synack = append(synack, a[j]-prev)
+		}
+		prev = a[j]
+	}
+	return syn, synack
+}
+
+// fastSave is the time saved when each wait shrinks to gap: the FAST SYN and
+// FAST SYN/ACK model. Assumption: the front end's retransmission after gap
+// succeeds exactly when the client's later one did (the number of attempts
+// is unchanged); a wait already shorter than gap is kept.
+func fastSave(waits []int64, gap int64) int64 {
+	var s int64
+	for _, w := range waits {
+		if w > gap {
+			s += w - gap
+		}
+	}
+	return s
+}
+
+// connEffect is the change a fresh connection's first transaction sees:
+// connect time saved and server time added. SPLICE (see its Assumptions):
+// the client's connect time becomes its RTT plus the SYN/ACK waits it still
+// suffers; the server accepts the splicer's connection when it accepted the
+// client's (earlier by the FAST SYN saving), and the request waits for that.
+func connEffect(ti *txInfo, a *active) (tconnSave, serverAdd int64) {
+	c, t := ti.conn, ti.tx
+	syn, synack := handshakeWaits(c)
+	var synSave, ackSave int64
+	if a.fastSYN > 0 && !a.halt {
+		synSave = fastSave(syn, a.fastSYN)
+	}
+	if a.fastSYNACK > 0 {
+		ackSave = fastSave(synack, a.fastSYNACK)
+	}
+	tconnSave = synSave + ackSave
+	if !a.splice {
+		return min(tconnSave, t.Tconn), 0
+	}
+	var synackLeft, synWait int64
+	for _, w := range synack {
+		synackLeft += w
+	}
+	for _, w := range syn {
+		synWait += w
+	}
+	synackLeft -= ackSave
+	spliced := t.RTTClient + synackLeft
+	if spliced < t.Tconn-tconnSave {
+		tconnSave = t.Tconn - spliced
+	}
+	tconnSave = min(tconnSave, t.Tconn)
+	// Capture-clock time the server is ready, against the request's new arrival.
+	ready := c.SYNTimes[0] + synWait - synSave + c.RTTServer
+	if wait := ready - (t.RequestLast - tconnSave); wait > 0 {
+		serverAdd = wait
+	}
+	return tconnSave, serverAdd
+}
+
+// Slow-start transfer model parameters.
+const (
+	initCwnd   = 10
+	defaultMSS = 1460
+)
+
+// slowStart returns the time from the first to the last byte of a response of
+// n bytes leaving the server: initial window 10 segments, doubling every RTT
+// while the window carries less than rate*RTT bytes, then sending at rate
+// (bytes/s; 0 = unlimited). Losses are not modelled.
+func slowStart(n int64, mss int64, rtt int64, rate float64) float64 {
+	if n <= 0 {
+		return 0
+	}
+	segs := (n + mss - 1) / mss
+	cwnd, sent, t := int64(initCwnd), int64(0), 0.0
+	for sent < segs {
+		if rate > 0 && float64(cwnd*mss) >= rate*float64(rtt)/1e9 {
+			return t + float64((segs-sent)*mss)/rate*1e9
+		}
+		sent += min(cwnd, segs-sent)
+		if sent < segs {
+			t += float64(rtt)
+		}
+		cwnd *= 2
+	}
+	return t
+}
+
+// fitRate finds the bottleneck rate (bytes/s) under which slowStart
+// reproduces the measured transfer time; 0 (unlimited) when the measurement
+// is no slower than pure slow start.
+func fitRate(n, mss, rtt int64, measured float64) float64 {
+	if measured <= slowStart(n, mss, rtt, 0) {
+		return 0
+	}
+	lo, hi := 0.0, 40.0 // log2 of the rate: 1 B/s .. 1 TB/s
+	for range 60 {
+		mid := (lo + hi) / 2
+		if slowStart(n, mss, rtt, math.Exp2(mid)) > measured {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return math.Exp2(hi)
+}
+
+// rewriteSave is the transfer time saved when an object's body shrinks to
+// ratio of its size (the REWRITE EMBEDS model); at most the measured transfer.
+func rewriteSave(ti *txInfo, ratio float64) int64 {
+	t := ti.tx
+	mss := int64(defaultMSS)
+	if ti.conn != nil && ti.conn.MSSClient > 0 {
+		mss = int64(ti.conn.MSSClient)
+	}
+	old := t.ResponseBytes
+	if old < t.BodyBytes {
+		old = t.BodyBytes
+	}
+	smaller := old - int64(math.Round(float64(t.BodyBytes)*(1-ratio)))
+	rate := fitRate(old, mss, t.RTTClient, float64(t.Ttransfer))
+	save := int64(math.Round(slowStart(old, mss, t.RTTClient, rate) - slowStart(smaller, mss, t.RTTClient, rate)))
+	return max(0, min(save, t.Ttransfer))
+}

@@ -1,0 +1,153 @@
+package whatif
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// MaxCandidates bounds the rule sets one Rank call replays.
+const MaxCandidates = 500
+
+// Ranked is one candidate rule set judged for one class.
+type Ranked struct {
+	Rules []string `json:"rules"`
+	Class string   `json:"class"`
+	// Gain: measured minus predicted mean for Class (ns; positive = faster);
+	// GainP90 likewise for the 90th percentile.
+	Gain    int64 `json:"gain_ns"`
+	GainP90 int64 `json:"gain_p90_ns"`
+	// Cost: the largest rise of the predicted mean over the measured one
+	// among the other classes (ns, >= 0): what the others pay.
+	Cost int64 `json:"cost_ns"`
+	// CostClass is the class paying Cost ("" when nobody pays).
+	CostClass string `json:"cost_class,omitempty"`
+	// Failed: units predicted to fail, all classes.
+	Failed int `json:"failed"`
+}
+
+// Rank replays every candidate rule set and ranks them per class: by Gain
+// (largest first), then by Cost (smallest first). The result holds one entry
+// per class and candidate, classes in name order.
+func (d *Dataset) Rank(candidates [][]Rule, opts Options) ([]Ranked, error) {
+	if len(candidates) > MaxCandidates {
+		return nil, fmt.Errorf("whatif: %d candidate rule sets, at most %d", len(candidates), MaxCandidates)
+	}
+	var out []Ranked
+	for _, rs := range candidates {
+		res, err := d.Evaluate(rs, opts)
+		if err != nil {
+			return nil, fmt.Errorf("whatif: evaluating %s: %w", strings.Join(res.rulesOr(rs), "; "), err)
+		}
+		failed := 0
+		for _, c := range res.Classes {
+			failed += c.Failed
+		}
+		for _, c := range res.Classes {
+			r := Ranked{Rules: res.Rules, Class: c.Class, Failed: failed,
+				Gain:    c.Measured.Mean - c.Predicted.Mean,
+				GainP90: c.Measured.P90 - c.Predicted.P90}
+			for _, o := range res.Classes {
+				if o.Class == c.Class {
+					continue
+				}
+				if rise := o.Predicted.Mean - o.Measured.Mean; rise > r.Cost {
+					r.Cost, r.CostClass = rise, o.Class
+				}
+			}
+			out = append(out, r)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Ranked) int {
+		if c := strings.Compare(a.Class, b.Class); c != 0 {
+			return c
+		}
+		if a.Gain != b.Gain {
+			return cmp64(b.Gain, a.Gain)
+		}
+		return cmp64(a.Cost, b.Cost)
+	})
+	return out, nil
+}
+
+func (r *Result) rulesOr(rs []Rule) []string {
+	if r != nil {
+		return r.Rules
+	}
+	var s []string
+	for _, x := range rs {
+		s = append(s, x.String())
+	}
+	return s
+}
+
+// Pairs returns every single rule set and every union of two of them: the
+// "small rule sets" Rank compares.
+func Pairs(singles [][]Rule) [][]Rule {
+	out := slices.Clone(singles)
+	for i := range singles {
+		for j := i + 1; j < len(singles); j++ {
+			out = append(out, slices.Concat(singles[i], singles[j]))
+		}
+	}
+	return out
+}
+
+// StandardCandidates is the candidate set evaluated when the user gives no
+// rules: FAST SYN GAP 200ms, FAST SYN/ACK GAP 200ms, SPLICE, REMOVE EMBEDS,
+// REWRITE EMBEDS ABOVE 100KB RATIO 0.25 for everybody, and, for each
+// low-priority class, DROP SYN while RT_HIGH exceeds the high-priority
+// classes' measured 75th percentile (when some class is high priority).
+func (d *Dataset) StandardCandidates(opts Options) ([][]Rule, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	var out [][]Rule
+	for _, src := range []string{
+		"IF IP.SRC == * THEN FAST SYN GAP 200ms",
+		"IF IP.SRC == * THEN FAST SYN/ACK GAP 200ms",
+		"IF IP.SRC == * THEN SPLICE",
+		"IF IP.SRC == * THEN REMOVE EMBEDS",
+		"IF IP.SRC == * THEN REWRITE EMBEDS ABOVE 100KB RATIO 0.25",
+	} {
+		r, err := ParseRule(src)
+		if err != nil {
+			return nil, fmt.Errorf("whatif: standard candidate: %w", err)
+		}
+		out = append(out, []Rule{r})
+	}
+	var high []int64
+	for _, u := range d.units {
+		if priorityOf(&o, u.class) == High {
+			high = append(high, u.total)
+		}
+	}
+	if len(high) == 0 {
+		return out, nil
+	}
+	p75 := NewDistribution(high, o.Edges).P75
+	for _, c := range d.classes {
+		if priorityOf(&o, c) != Low || !validClassName(c) {
+			continue
+		}
+		r := Rule{Cond: &And{&ClassCond{Class: c}, &RTCond{Metric: MetricHigh, Op: OpGT, Value: time.Duration(p75)}},
+			Actions: []Action{{Kind: DropSYN}}}
+		out = append(out, []Rule{r})
+	}
+	return out, nil
+}
+
+// validClassName reports whether a class name can be written in a rule.
+func validClassName(c string) bool {
+	if c == "" || strings.ContainsAny(c, "*/:") {
+		return false
+	}
+	for _, r := range c {
+		if !isWordByte(r) {
+			return false
+		}
+	}
+	return true
+}
