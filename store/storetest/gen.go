@@ -177,7 +177,7 @@ func (g *Gen) Next(nTx int) store.Batch {
 		pv := &pageview.Pageview{
 			ID: "pv-" + ct.ID, Interface: c.Interface, Client: cl, UserAgent: ct.UserAgent, Class: class,
 			Priority: map[string]string{"gold": "high", "silver": "normal", "bronze": "low"}[class],
-			Server: sv, Host: ct.Host, URL: ct.URL, Status: ct.Status, ContainerID: ct.ID,
+			Server:   sv, Host: ct.Host, URL: ct.URL, Status: ct.Status, ContainerID: ct.ID,
 			Start: ct.Start, End: t, Objects: ntx - 1, Connections: 1, SYNLosses: c.SYNLosses,
 			SYNACKLosses: c.SYNACKLosses, RetransBytes: c.RetransBytes,
 		}
