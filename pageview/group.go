@@ -39,6 +39,9 @@ type Config struct {
 	MaxOpen      int // open pageviews
 	MaxPerClient int // open pageviews per client (address + User-Agent)
 	MaxObjects   int // transactions per pageview
+	// MaxMembers bounds the transactions held in open and pending pageviews
+	// altogether (they are kept for timing and HAR output until emitted).
+	MaxMembers int
 	MaxOrphans   int // objects waiting for a container
 	MaxPending   int // closed pageviews waiting for connection records
 	MaxConnCache int // connection records remembered until their pageview claims them
@@ -55,6 +58,7 @@ const (
 	DefaultMaxOpen      = 1 << 18
 	DefaultMaxPerClient = 8
 	DefaultMaxObjects   = 2000
+	DefaultMaxMembers   = 1 << 21
 	DefaultMaxOrphans   = 1 << 17
 	DefaultMaxPending   = 1 << 18
 	DefaultMaxConnCache = 1 << 18
@@ -80,6 +84,7 @@ func (c Config) withDefaults() Config {
 	defInt(&c.MaxOpen, DefaultMaxOpen)
 	defInt(&c.MaxPerClient, DefaultMaxPerClient)
 	defInt(&c.MaxObjects, DefaultMaxObjects)
+	defInt(&c.MaxMembers, DefaultMaxMembers)
 	defInt(&c.MaxOrphans, DefaultMaxOrphans)
 	defInt(&c.MaxPending, DefaultMaxPending)
 	defInt(&c.MaxConnCache, DefaultMaxConnCache)
@@ -93,7 +98,8 @@ type Stats struct {
 	Connections  uint64 `json:"connections"`
 	Pageviews    uint64 `json:"pageviews"`
 	ByReferer    uint64 `json:"by_referer"` // objects attached by Referer
-	ByWindow     uint64 `json:"by_window"`  // objects attached by time window
+	ByConnection uint64 `json:"by_connection"` // objects without Referer attached by their connection's previous transaction
+	ByWindow     uint64 `json:"by_window"`     // objects attached by time window
 	Adopted      uint64 `json:"adopted"`    // objects attached to a container processed after them
 	StandAlone   uint64 `json:"stand_alone"`
 	// Late counts transactions processed after a transaction that started
@@ -108,6 +114,7 @@ type Stats struct {
 	OpenOverflow      uint64 `json:"open_overflow"`       // pageviews closed early (table full)
 	PerClientOverflow uint64 `json:"per_client_overflow"` // pageviews closed early (client's list full)
 	ObjectOverflow    uint64 `json:"object_overflow"`     // objects left stand-alone (pageview full)
+	MemberOverflow    uint64 `json:"member_overflow"`     // pageviews closed early (MaxMembers)
 	OrphanOverflow    uint64 `json:"orphan_overflow"`     // objects sent stand-alone at once (orphan list full)
 	PendingOverflow   uint64 `json:"pending_overflow"`    // pageviews emitted before ConnWait
 	ConnCacheEvicted  uint64 `json:"conn_cache_evicted"`  // connection records forgotten unclaimed
@@ -156,6 +163,9 @@ type TaggedSink interface {
 //     a Referer joins the client's newest pageview if it starts within
 //     Window of the container's Start. Either way it must start no earlier
 //     than the container and within IdleGap of the pageview's latest End.
+//     Without a Referer, an object on a reused connection first tries the
+//     pageview of that connection's previous transaction (an older page
+//     still loading keeps its connections), then the newest pageview.
 //   - A new container of a client makes the older pageviews of that client
 //     stop taking objects without a Referer; they still take objects whose
 //     Referer names them until they go idle, so two overlapping page loads
@@ -184,8 +194,10 @@ type Grouper struct {
 	clients map[clientKey]*client
 	nextCID uint64
 	refs    map[refKey]*pv
+	connPV  map[string]*pv // connection id -> open pageview of its latest transaction
 	lru     pv // sentinel of the open pageviews, least recently joined first
 	nopen   int
+	nmember int // transactions held by open and pending pageviews
 
 	orphans  map[refKey][]*orphan
 	orphanQ  []*orphan
@@ -218,17 +230,19 @@ type refKey struct {
 	url uint64 // 0: objects without a Referer
 }
 
+// heldTx keeps Start and End beside the pointer: heap compares stay in cache.
 type heldTx struct {
-	tx  *reconstruct.Transaction
-	seq uint64
+	start, end int64
+	seq        uint64
+	tx         *reconstruct.Transaction
 }
 
 type txHeap []heldTx
 
 func (h txHeap) Len() int { return len(h) }
 func (h txHeap) Less(i, j int) bool {
-	if h[i].tx.Start != h[j].tx.Start {
-		return h[i].tx.Start < h[j].tx.Start
+	if h[i].start != h[j].start {
+		return h[i].start < h[j].start
 	}
 	return h[i].seq < h[j].seq
 }
@@ -278,7 +292,7 @@ func NewGrouper(cfg Config, classes *Classes, next Sink) *Grouper {
 	}
 	g := &Grouper{cfg: cfg.withDefaults(), classes: classes, next: next,
 		clients: map[clientKey]*client{}, refs: map[refKey]*pv{}, orphans: map[refKey][]*orphan{},
-		want: map[string]*pv{}, connInfo: map[string]connLosses{}}
+		connPV: map[string]*pv{}, want: map[string]*pv{}, connInfo: map[string]connLosses{}}
 	g.tagged, _ = next.(TaggedSink)
 	g.settle = int64(g.cfg.Settle)
 	g.lru.prev, g.lru.next = &g.lru, &g.lru
@@ -313,7 +327,7 @@ func (g *Grouper) Transaction(tx *reconstruct.Transaction) {
 	g.stats.Transactions++
 	g.advance(max(tx.RequestFirst, tx.RequestLast, tx.ResponseLast, tx.ResponseAcked))
 	g.seq++
-	heap.Push(&g.held, heldTx{tx: tx, seq: g.seq})
+	heap.Push(&g.held, heldTx{start: tx.Start, end: tx.End, seq: g.seq, tx: tx})
 	for len(g.held) > g.cfg.MaxHeld {
 		g.stats.HeldOverflow++
 		g.process(heap.Pop(&g.held).(heldTx).tx)
@@ -381,14 +395,14 @@ func (g *Grouper) Flush() {
 // time, in Start order, then closes what went idle.
 func (g *Grouper) release() {
 	wm := g.now - g.settle
-	for len(g.held) > 0 && g.held[0].tx.End <= wm {
+	for len(g.held) > 0 && g.held[0].end <= wm {
 		g.process(heap.Pop(&g.held).(heldTx).tx)
 	}
 	// Everything that starts before pw has been processed (late arrivals
 	// aside), so pageviews idle before pw can take no more objects.
 	pw := wm
 	if len(g.held) > 0 {
-		pw = min(pw, g.held[0].tx.Start)
+		pw = min(pw, g.held[0].start)
 	}
 	for p := g.lru.next; p != &g.lru && p.end+int64(g.cfg.IdleGap) < pw; p = g.lru.next {
 		g.close(p)
@@ -479,6 +493,7 @@ func (g *Grouper) process(tx *reconstruct.Transaction) {
 	} else {
 		g.lastStart = tx.Start
 	}
+	defer g.shed()
 	key := clientKey{tx.Client, tx.UserAgent}
 	if IsContainer(tx) {
 		g.open(g.client(key), tx)
@@ -497,6 +512,10 @@ func (g *Grouper) process(tx *reconstruct.Transaction) {
 				g.attach(p, tx)
 				return
 			}
+		} else if p := g.connPV[tx.ConnectionID]; p != nil && p.c == c && g.canTake(p, tx, true) {
+			g.stats.ByConnection++
+			g.attach(p, tx)
+			return
 		} else if n := len(c.open); n > 0 && g.canTake(c.open[n-1], tx, true) {
 			g.stats.ByWindow++
 			g.attach(c.open[n-1], tx)
@@ -613,7 +632,11 @@ func (g *Grouper) open(c *client, tx *reconstruct.Transaction) {
 
 func (g *Grouper) attach(p *pv, tx *reconstruct.Transaction) {
 	p.members = append(p.members, tx)
+	g.nmember++
 	p.end = max(p.end, tx.End)
+	if tx.ConnectionID != "" {
+		g.connPV[tx.ConnectionID] = p
+	}
 	if len(p.urlKeys) < maxURLKeys && tx.URL != "" {
 		host, path := splitURL(tx.URL, tx.Host)
 		k := urlHash(host, path)
@@ -659,6 +682,11 @@ func (g *Grouper) close(p *pv) {
 		}
 	}
 	p.urlKeys = nil
+	for _, tx := range p.members {
+		if g.connPV[tx.ConnectionID] == p {
+			delete(g.connPV, tx.ConnectionID)
+		}
+	}
 	p.prev.next, p.next.prev = p.next, p.prev
 	p.prev, p.next = nil, nil
 	g.nopen--
@@ -676,7 +704,32 @@ func (g *Grouper) emit(p *pv) {
 	p.rec.FlagNames = p.rec.Flags.Names()
 	p.rec.Transactions = p.members
 	g.next.Pageview(&p.rec)
+	g.nmember -= len(p.members)
 	p.rec.Transactions, p.members = nil, nil
+}
+
+// shed keeps the transactions held by pageviews under MaxMembers: pending
+// pageviews go out first (they only wait for SYN loss counts), then the
+// least recently joined open ones close early.
+func (g *Grouper) shed() {
+	for g.nmember > g.cfg.MaxMembers {
+		if len(g.pending) > 0 {
+			p := g.pending[0]
+			g.pending[0] = nil
+			g.pending = g.pending[1:]
+			if !p.emitted {
+				g.stats.PendingOverflow++
+				g.expirePending(p)
+			}
+			continue
+		}
+		if g.nopen == 0 {
+			return
+		}
+		g.stats.MemberOverflow++
+		g.lru.next.rec.Flags |= reconstruct.FlagEvicted
+		g.close(g.lru.next)
+	}
 }
 
 // finish fills a pageview's totals from its transactions (container first).

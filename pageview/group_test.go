@@ -226,7 +226,7 @@ func TestRefererAndWindow(t *testing.T) {
 		t.Errorf("object outside the window joined pageview %s", c.pv(lateNoRef.ID))
 	}
 	s := g.Stats()
-	if s.ByReferer != 4 || s.ByWindow != 1 || s.StandAlone != 1 || s.Pageviews != 1 {
+	if s.ByReferer != 4 || s.ByConnection != 1 || s.StandAlone != 1 || s.Pageviews != 1 {
 		t.Errorf("stats %+v", s)
 	}
 }
@@ -256,14 +256,15 @@ func TestPipelinedContainers(t *testing.T) {
 	p2 := html("c1", 1, "/two.html", 310, 0, 100, 100)
 	o1 := obj("c2", 0, "/1.png", "http://www.example.com/one.html", 520, 100, 10, 10)
 	o2 := obj("c3", 0, "/2.png", "http://www.example.com/two.html", 530, 100, 10, 10)
-	o3 := obj("c2", 1, "/3.png", "", 700, 0, 10, 10) // no Referer: the newest page
-	c, _ := run(t, Config{}, p1, p2, o1, o2, o3)
-	a := same(t, c, p1.ID, o1.ID)
+	o3 := obj("c4", 0, "/3.png", "", 700, 100, 10, 10) // no Referer, new connection: the newest page
+	o4 := obj("c2", 1, "/4.png", "", 710, 0, 10, 10)   // no Referer, on page one's connection
+	c, _ := run(t, Config{}, p1, p2, o1, o2, o3, o4)
+	a := same(t, c, p1.ID, o1.ID, o4.ID)
 	b := same(t, c, p2.ID, o2.ID, o3.ID)
 	if a == b {
 		t.Fatal("pipelined containers share a pageview")
 	}
-	if c.byID[a].Total != o1.End-p1.Start || c.byID[b].Start != p2.Start {
+	if c.byID[a].Total != o4.End-p1.Start || c.byID[b].Start != p2.Start {
 		t.Errorf("a %+v\nb %+v", c.byID[a], c.byID[b])
 	}
 	if c.byID[a].Connections != 2 || c.byID[b].Connections != 3 {
@@ -402,6 +403,11 @@ func TestBounds(t *testing.T) {
 	}
 	if len(c.pvs) != 50 {
 		t.Errorf("%d pageviews", len(c.pvs))
+	}
+	// Transactions held by pageviews altogether.
+	c, g = run(t, Config{MaxMembers: 5}, txs...)
+	if s := g.Stats(); s.MemberOverflow == 0 || len(c.pvs) != 50 {
+		t.Errorf("stats %+v, %d pageviews", s, len(c.pvs))
 	}
 	// Per-client bound: a client opening page after page.
 	txs = txs[:0]
