@@ -41,7 +41,7 @@ type Config struct {
 	MaxObjects   int // transactions per pageview
 	// MaxMembers bounds the transactions held in open and pending pageviews
 	// altogether (they are kept for timing and HAR output until emitted).
-	MaxMembers int
+	MaxMembers   int
 	MaxOrphans   int // objects waiting for a container
 	MaxPending   int // closed pageviews waiting for connection records
 	MaxConnCache int // connection records remembered until their pageview claims them
@@ -97,10 +97,10 @@ type Stats struct {
 	Transactions uint64 `json:"transactions"`
 	Connections  uint64 `json:"connections"`
 	Pageviews    uint64 `json:"pageviews"`
-	ByReferer    uint64 `json:"by_referer"` // objects attached by Referer
+	ByReferer    uint64 `json:"by_referer"`    // objects attached by Referer
 	ByConnection uint64 `json:"by_connection"` // objects without Referer attached by their connection's previous transaction
 	ByWindow     uint64 `json:"by_window"`     // objects attached by time window
-	Adopted      uint64 `json:"adopted"`    // objects attached to a container processed after them
+	Adopted      uint64 `json:"adopted"`       // objects attached to a container processed after them
 	StandAlone   uint64 `json:"stand_alone"`
 	// Late counts transactions processed after a transaction that started
 	// later (they completed more than Settle after it): grouping may have
@@ -195,7 +195,7 @@ type Grouper struct {
 	nextCID uint64
 	refs    map[refKey]*pv
 	connPV  map[string]*pv // connection id -> open pageview of its latest transaction
-	lru     pv // sentinel of the open pageviews, least recently joined first
+	lru     pv             // sentinel of the open pageviews, least recently joined first
 	nopen   int
 	nmember int // transactions held by open and pending pageviews
 
