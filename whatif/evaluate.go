@@ -302,30 +302,34 @@ type unitState struct {
 	delay   int64
 }
 
-// window holds the predicted response times of recently completed units.
+// window holds the predicted response times of recently completed units:
+// in completion order for eviction, and sorted for the median (insertion
+// into a sorted slice of at most WindowSamples values is a short memmove,
+// so each completion and each judgement costs O(samples) at worst, O(1) for
+// the statistic itself).
 type window struct {
 	at, val []int64 // completion times and values, oldest first
+	sorted  []int64
 	sum     float64
-	cached  int64
-	dirty   bool
-	scratch []int64
 }
 
 func (w *window) push(t, v int64, limit int) {
 	w.at, w.val = append(w.at, t), append(w.val, v)
 	w.sum += float64(v)
+	i, _ := slices.BinarySearch(w.sorted, v)
+	w.sorted = slices.Insert(w.sorted, i, v)
 	if len(w.at) > limit {
 		w.drop(1)
 	}
-	w.dirty = true
 }
 
 func (w *window) drop(n int) {
 	for _, v := range w.val[:n] {
 		w.sum -= float64(v)
+		i, _ := slices.BinarySearch(w.sorted, v)
+		w.sorted = slices.Delete(w.sorted, i, i+1)
 	}
 	w.at, w.val = w.at[n:], w.val[n:]
-	w.dirty = true
 }
 
 func (w *window) evict(before int64) {
@@ -342,18 +346,10 @@ func (w *window) stat(s Stat) (int64, bool) {
 	if len(w.val) == 0 {
 		return 0, false
 	}
-	if !w.dirty {
-		return w.cached, true
-	}
-	w.dirty = false
 	if s == Mean {
-		w.cached = int64(w.sum / float64(len(w.val)))
-		return w.cached, true
+		return int64(w.sum / float64(len(w.val))), true
 	}
-	w.scratch = append(w.scratch[:0], w.val...)
-	slices.Sort(w.scratch)
-	w.cached = w.scratch[(len(w.scratch)-1)/2] // lower median: an observed value
-	return w.cached, true
+	return w.sorted[(len(w.sorted)-1)/2], true // lower median: an observed value
 }
 
 // event is a unit completing (window update) or arriving again after a

@@ -175,6 +175,17 @@ func formatDuration(d time.Duration) string {
 	return strconv.FormatInt(int64(d), 10) + "ns"
 }
 
+// formatSize prints n bytes in the largest unit that divides it.
+func formatSize(n int64) string {
+	switch {
+	case n > 0 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + "MB"
+	case n > 0 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + "KB"
+	}
+	return strconv.FormatInt(n, 10) + "B"
+}
+
 // AddrPattern is a client address pattern: "*" (every address), the RLM
 // wildcard form of four IPv4 octets where any octet may be "*" ("10.4.*.*";
 // matches IPv4 clients only, as in the pageview class rules), a CIDR prefix
@@ -304,7 +315,7 @@ func (a Action) String() string {
 	case RemoveEmbeds:
 		return "REMOVE EMBEDS"
 	case RewriteEmbeds:
-		return "REWRITE EMBEDS ABOVE " + strconv.FormatInt(a.Above, 10) + "B RATIO " +
+		return "REWRITE EMBEDS ABOVE " + formatSize(a.Above) + " RATIO " +
 			strconv.FormatFloat(a.Ratio, 'g', -1, 64)
 	case Splice:
 		return "SPLICE"
@@ -352,7 +363,7 @@ func (a Action) Assumptions() string {
 			"(load model as for DROP SYN). Pageviews without a seen container and transactions in per-transaction " +
 			"mode keep their time."
 	case RewriteEmbeds:
-		return "Embedded objects whose body exceeds " + strconv.FormatInt(a.Above, 10) + " bytes shrink to " +
+		return "Embedded objects whose body exceeds " + formatSize(a.Above) + " shrink to " +
 			strconv.FormatFloat(a.Ratio, 'g', -1, 64) + " of their body. Transfer time follows slow start from the " +
 			"measured client RTT: initial window 10 MSS, doubling per RTT until the window reaches the bottleneck " +
 			"rate (fitted per transaction so the model reproduces the measured transfer; unlimited when the " +

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rtmon/rtmon/whatif"
+)
+
+type whatifOptions struct {
+	records     string
+	rulesFile   string
+	rules       []string
+	priorities  []string
+	classesFile string
+	format      string
+	window      time.Duration
+	stat        string
+	synTimeout  time.Duration
+	synAttempts int
+	edges       []time.Duration
+}
+
+func newWhatifCommand() *cobra.Command {
+	var o whatifOptions
+	cmd := &cobra.Command{
+		Use:   "whatif --records DIR [--rules FILE | --rule 'IF ... THEN ...' ...]",
+		Short: "Predict per-class response times under RLM management rules",
+		Long: `whatif replays the records rtmon analyze --out DIR wrote (pageviews when
+DIR/pageviews.jsonl exists, else transactions) under RLM rules and prints, per
+class, the measured and predicted response-time distributions, then ranks
+each rule and each pair of rules by the gain for every class and the cost to
+the others. Without rules it ranks the standard candidates: FAST SYN GAP 200ms,
+FAST SYN/ACK GAP 200ms, SPLICE, REMOVE EMBEDS, REWRITE EMBEDS ABOVE 100KB
+RATIO 0.25, and DROP SYN for each low-priority class while RT_HIGH exceeds the
+high-priority classes' measured 75th percentile.
+
+Rules: IF <cond> THEN <action>[, <action>], one per line, # comments, e.g.
+  IF IP.SRC != 10.4.*.* AND RT_HIGH > 3.0s THEN DROP SYN, HALT FAST SYN`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runWhatif(cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.records, "records", "", "directory written by rtmon analyze --out")
+	f.StringVar(&o.rulesFile, "rules", "", "file of rules, one per line")
+	f.StringArrayVar(&o.rules, "rule", nil, "a rule (repeatable)")
+	f.StringSliceVar(&o.priorities, "priority", nil, "class priorities, e.g. premium=high,others=low (unlisted: low)")
+	f.StringVar(&o.classesFile, "classes", "", "file of class=priority lines (interim, until the pageview classes file is shared)")
+	f.StringVar(&o.format, "format", "text", "output: text or json")
+	f.DurationVar(&o.window, "window", 30*time.Second, "sliding window of the RT conditions")
+	f.StringVar(&o.stat, "stat", "median", "window statistic: median or mean")
+	f.DurationVar(&o.synTimeout, "syn-timeout", 3*time.Second, "client's initial SYN retransmission timeout (doubling); Linux uses 1s")
+	f.IntVar(&o.synAttempts, "syn-attempts", 3, "SYNs a client sends before its connection fails")
+	f.DurationSliceVar(&o.edges, "edges", nil, "histogram bucket lower bounds (default 0,0.5s,1s,...,60s)")
+	_ = cmd.MarkFlagRequired("records")
+	return cmd
+}
+
+// maxClassesFile bounds the interim classes file.
+const maxClassesFile = 1 << 20
+
+func (o whatifOptions) options() (whatif.Options, error) {
+	opts := whatif.Options{Window: o.window, Stat: whatif.Stat(o.stat), SYNTimeout: o.synTimeout,
+		SYNAttempts: o.synAttempts, Priorities: map[string]whatif.Priority{}}
+	for _, e := range o.edges {
+		opts.Edges = append(opts.Edges, int64(e))
+	}
+	pairs := o.priorities
+	if o.classesFile != "" {
+		b, err := readBounded(o.classesFile, maxClassesFile)
+		if err != nil {
+			return opts, fmt.Errorf("--classes: %w", err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			line, _, _ = strings.Cut(line, "#")
+			if line = strings.TrimSpace(line); line != "" {
+				pairs = append(pairs, strings.Join(strings.Fields(strings.ReplaceAll(line, "=", " ")), "="))
+			}
+		}
+	}
+	for _, p := range pairs {
+		name, prio, ok := strings.Cut(p, "=")
+		if !ok || name == "" {
+			return opts, fmt.Errorf("priority %q: want class=high or class=low", p)
+		}
+		switch strings.ToLower(prio) {
+		case "high":
+			opts.Priorities[name] = whatif.High
+		case "low":
+			opts.Priorities[name] = whatif.Low
+		default:
+			return opts, fmt.Errorf("priority %q: want class=high or class=low", p)
+		}
+	}
+	return opts, nil
+}
+
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
+	}
+	return b, nil
+}
+
+func (o whatifOptions) parseRules() ([]whatif.Rule, error) {
+	var rules []whatif.Rule
+	if o.rulesFile != "" {
+		b, err := readBounded(o.rulesFile, whatif.MaxRuleSource)
+		if err != nil {
+			return nil, fmt.Errorf("--rules: %w", err)
+		}
+		rs, err := whatif.ParseRules(string(b))
+		if err != nil {
+			return nil, fmt.Errorf("--rules %s: %w", o.rulesFile, err)
+		}
+		rules = append(rules, rs...)
+	}
+	for _, src := range o.rules {
+		r, err := whatif.ParseRule(src)
+		if err != nil {
+			return nil, fmt.Errorf("--rule %q: %w", src, err)
+		}
+		rules = append(rules, r)
+	}
+	if len(rules) > whatif.MaxRules {
+		return nil, fmt.Errorf("%d rules, at most %d", len(rules), whatif.MaxRules)
+	}
+	return rules, nil
+}
+
+// maxRankedSingles bounds the pairwise ranking (n singles make n(n-1)/2 pairs).
+const maxRankedSingles = 30
+
+type whatifReport struct {
+	Unit        string                     `json:"unit"`
+	Units       int                        `json:"units"`
+	LoadModel   whatif.LoadModel           `json:"load_model"`
+	Result      *whatif.Result             `json:"result,omitempty"`
+	Assumptions map[string]string          `json:"assumptions"`
+	Ranking     []whatif.Ranked            `json:"ranking,omitempty"`
+	Measured    []whatif.ClassResult       `json:"measured,omitempty"`
+	Priorities  map[string]whatif.Priority `json:"priorities,omitempty"`
+}
+
+func runWhatif(stdout io.Writer, o whatifOptions) error {
+	if o.format != "text" && o.format != "json" {
+		return fmt.Errorf("--format %q: want text or json", o.format)
+	}
+	opts, err := o.options()
+	if err != nil {
+		return err
+	}
+	rules, err := o.parseRules()
+	if err != nil {
+		return err
+	}
+	d, err := whatif.Load(o.records)
+	if err != nil {
+		return err
+	}
+	rep := whatifReport{Units: d.Units(), LoadModel: d.LoadModel(), Assumptions: map[string]string{}, Priorities: opts.Priorities,
+		Unit: "transaction"}
+	if d.Pageviews() {
+		rep.Unit = "pageview"
+	}
+	var singles [][]whatif.Rule
+	if len(rules) > 0 {
+		if rep.Result, err = d.Evaluate(rules, opts); err != nil {
+			return err
+		}
+		if len(rules) > 1 {
+			for _, r := range rules {
+				singles = append(singles, []whatif.Rule{r})
+			}
+		}
+	} else {
+		if singles, err = d.StandardCandidates(opts); err != nil {
+			return err
+		}
+		base, err := d.Evaluate(nil, opts)
+		if err != nil {
+			return err
+		}
+		rep.Measured = base.Classes
+	}
+	candidates := singles
+	if len(singles) <= maxRankedSingles {
+		candidates = whatif.Pairs(singles)
+	}
+	if len(candidates) > 0 {
+		if rep.Ranking, err = d.Rank(candidates, opts); err != nil {
+			return err
+		}
+	}
+	for _, rs := range append([][]whatif.Rule{rules}, singles...) {
+		for _, r := range rs {
+			for _, a := range r.Actions {
+				rep.Assumptions[a.String()] = a.Assumptions()
+			}
+		}
+	}
+	if o.format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	writeWhatifText(stdout, &rep)
+	return nil
+}
+
+func dur(ns int64) string {
+	d := time.Duration(ns)
+	switch {
+	case d >= 10*time.Second || d <= -10*time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	case d >= time.Millisecond || d <= -time.Millisecond:
+		return d.Round(time.Millisecond).String()
+	}
+	return d.String()
+}
+
+func writeWhatifText(w io.Writer, rep *whatifReport) {
+	m := rep.LoadModel
+	fmt.Fprintf(w, "unit: %s (%d)\nload model: server time = %s + %s x concurrency (%d samples)\n",
+		rep.Unit, rep.Units, dur(int64(m.Intercept)), dur(int64(m.Slope)), m.Samples)
+	classes := rep.Measured
+	if rep.Result != nil {
+		fmt.Fprintln(w, "\nrules:")
+		for _, r := range rep.Result.Rules {
+			fmt.Fprintln(w, "  "+r)
+		}
+		classes = rep.Result.Classes
+	}
+	for _, c := range classes {
+		fmt.Fprintf(w, "\nclass %s (%s priority): %d\n", c.Class, c.Priority, c.Measured.N)
+		if rep.Result == nil {
+			fmt.Fprintf(w, "  mean %s  p50 %s  p90 %s  p99 %s\n", dur(c.Measured.Mean), dur(c.Measured.P50), dur(c.Measured.P90), dur(c.Measured.P99))
+			continue
+		}
+		fmt.Fprintf(w, "  %-16s %10s %10s\n", "", "measured", "predicted")
+		for _, row := range []struct {
+			name string
+			a, b int64
+		}{{"mean", c.Measured.Mean, c.Predicted.Mean}, {"p50", c.Measured.P50, c.Predicted.P50},
+			{"p90", c.Measured.P90, c.Predicted.P90}, {"p99", c.Measured.P99, c.Predicted.P99}} {
+			fmt.Fprintf(w, "  %-16s %10s %10s\n", row.name, dur(row.a), dur(row.b))
+		}
+		for i, e := range c.Measured.Edges {
+			if c.Measured.Counts[i] == 0 && c.Predicted.Counts[i] == 0 {
+				continue
+			}
+			label := ">= " + dur(e)
+			if i+1 < len(c.Measured.Edges) {
+				label = "[" + dur(e) + ", " + dur(c.Measured.Edges[i+1]) + ")"
+			}
+			fmt.Fprintf(w, "  %-16s %10d %10d\n", label, c.Measured.Counts[i], c.Predicted.Counts[i])
+		}
+		fmt.Fprintf(w, "  affected %d, SYN dropped %d, failed %d\n", c.Affected, c.Dropped, c.Failed)
+	}
+	if len(rep.Ranking) > 0 {
+		class := ""
+		for _, r := range rep.Ranking {
+			if r.Class != class {
+				class = r.Class
+				fmt.Fprintf(w, "\nranking for %s (gain in mean and p90; cost = largest rise of another class's mean):\n", class)
+			}
+			cost := dur(r.Cost)
+			if r.CostClass != "" {
+				cost += " (" + r.CostClass + ")"
+			}
+			fmt.Fprintf(w, "  %9s %9s  cost %-16s failed %-4d %s\n", dur(r.Gain), dur(r.GainP90), cost, r.Failed, strings.Join(r.Rules, "; "))
+		}
+	}
+	fmt.Fprintln(w, "\nassumptions:")
+	for _, k := range slices.Sorted(maps.Keys(rep.Assumptions)) {
+		fmt.Fprintf(w, "  %s: %s\n", k, rep.Assumptions[k])
+	}
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rtmon/rtmon/synth"
+	"github.com/rtmon/rtmon/whatif"
+)
+
+// analyzedRecords generates a lossy workload and writes its records as
+// rtmon analyze --out does.
+func analyzedRecords(t *testing.T) string {
+	t.Helper()
+	in := filepath.Join(t.TempDir(), "w.pcap")
+	wl := synth.Workload{Seed: 5, Clients: 8, Duration: 10 * time.Second, SYNLossRate: 0.2}
+	if _, err := synth.GenerateFile(in, synth.Options{Nanosecond: true}, wl); err != nil {
+		t.Fatal(err)
+	}
+	o := defaultAnalyze()
+	o.out = t.TempDir()
+	if err := runAnalyze(context.Background(), &bytes.Buffer{}, []string{in}, o); err != nil {
+		t.Fatal(err)
+	}
+	return o.out
+}
+
+func runCmd(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRootCommand()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func TestWhatifRulesJSON(t *testing.T) {
+	dir := analyzedRecords(t)
+	out, err := runCmd(t, "whatif", "--records", dir, "--format", "json",
+		"--rule", "IF IP.SRC == * THEN FAST SYN GAP 200ms", "--rule", "IF RT > 100ms THEN REWRITE EMBEDS")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var rep struct {
+		Unit        string
+		Result      whatif.Result
+		Ranking     []whatif.Ranked
+		Assumptions map[string]string
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	c := rep.Result.Class(whatif.DefaultClass)
+	if rep.Unit != "transaction" || c == nil || c.Measured.N == 0 || c.Predicted.Mean >= c.Measured.Mean {
+		t.Fatalf("unexpected result: %s", out)
+	}
+	// Two singles and their pair, for the one class.
+	if len(rep.Ranking) != 3 || rep.Ranking[0].Gain < rep.Ranking[2].Gain {
+		t.Errorf("ranking: %+v", rep.Ranking)
+	}
+	if rep.Assumptions["FAST SYN GAP 200ms"] == "" {
+		t.Errorf("assumptions: %v", rep.Assumptions)
+	}
+}
+
+func TestWhatifStandardCandidatesText(t *testing.T) {
+	dir := analyzedRecords(t)
+	rules := filepath.Join(t.TempDir(), "classes")
+	if err := os.WriteFile(rules, []byte("# interim classes file\ndefault = low\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCmd(t, "whatif", "--records", dir, "--classes", rules)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"unit: transaction", "class default (low priority)", "ranking for default",
+		"IF IP.SRC == * THEN FAST SYN GAP 200ms", "IF IP.SRC == * THEN SPLICE; IF IP.SRC == * THEN REMOVE EMBEDS", "assumptions:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestWhatifErrors(t *testing.T) {
+	dir := analyzedRecords(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--rule", "IF RT > 3 THEN SPLICE"}, "line 1, column 9: expected a duration"},
+		{[]string{"--priority", "premium=urgent"}, "want class=high or class=low"},
+		{[]string{"--format", "xml"}, "--format"},
+		{[]string{"--window", "1ms"}, "window"},
+	} {
+		_, err := runCmd(t, append([]string{"whatif", "--records", dir}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := runCmd(t, "whatif", "--records", filepath.Join(dir, "missing")); err == nil {
+		t.Error("missing records directory accepted")
+	}
+}
