@@ -158,14 +158,15 @@ type TaggedSink interface {
 //     address stay apart.
 //   - An object with a Referer joins the client's most recent open pageview
 //     whose container, or one of whose objects (stylesheets refer their
-//     images), has that URL (host compared case-insensitively, then path and
-//     query; a relative Referer takes the object's Host). An object without
-//     a Referer joins the client's newest pageview if it starts within
-//     Window of the container's Start. Either way it must start no earlier
-//     than the container and within IdleGap of the pageview's latest End.
-//     Without a Referer, an object on a reused connection first tries the
-//     pageview of that connection's previous transaction (an older page
-//     still loading keeps its connections), then the newest pageview.
+//     images), has that URL (host compared case-insensitively without a
+//     default port, then path and query; a relative Referer takes the
+//     object's Host; a fragment is ignored). An object without a Referer
+//     joins, on a reused connection, the pageview of that connection's
+//     previous transaction (an older page still loading keeps its
+//     connections), else the client's newest pageview; either only if it
+//     starts within Window of the container's Start. Every object must start
+//     no earlier than the container and within IdleGap of the pageview's
+//     latest End.
 //   - A new container of a client makes the older pageviews of that client
 //     stop taking objects without a Referer; they still take objects whose
 //     Referer names them until they go idle, so two overlapping page loads
@@ -178,7 +179,16 @@ type TaggedSink interface {
 //
 // Transactions are forwarded as soon as they are processed; a pageview
 // record follows when it closes and the records of the connections it opened
-// have arrived (or ConnWait has passed: Flags then include incomplete).
+// (those whose first transaction, Index 0, is in it) have arrived, or
+// ConnWait has passed (Flags then include incomplete). SYN and SYN/ACK
+// losses are summed over those connections; a connection that carried no
+// transaction (a browser's unused pre-connect) is in no pageview.
+//
+// Pageview timing: Start is the container's Start (first SYN - rtt/2 on a
+// fresh connection, request - rtt/2 on a reused one), End the latest End of
+// its transactions, Total = End - Start, split by CriticalPath. Flags are the
+// union of its transactions' flags, plus evicted when a bound closed it
+// early.
 type Grouper struct {
 	cfg     Config
 	classes *Classes
