@@ -714,8 +714,9 @@ func (g *Grouper) emit(p *pv) {
 	p.rec.FlagNames = p.rec.Flags.Names()
 	p.rec.Transactions = p.members
 	g.next.Pageview(&p.rec)
+	// The record now belongs to the sink; only our own reference goes.
 	g.nmember -= len(p.members)
-	p.rec.Transactions, p.members = nil, nil
+	p.members = nil
 }
 
 // shed keeps the transactions held by pageviews under MaxMembers: pending

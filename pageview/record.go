@@ -51,8 +51,9 @@ type Pageview struct {
 	FlagNames []string          `json:"flags,omitempty"`
 
 	// Transactions are the pageview's transactions (container first, then
-	// by Start), for consumers such as the HAR writer. Not serialised; only
-	// valid during the Sink.Pageview call: the Grouper lets go of them after.
+	// in processing order, which is Start order), for consumers such as the
+	// HAR writer. Not serialised. A sink that keeps the record for long
+	// should nil this out so the transactions can be collected.
 	Transactions []*reconstruct.Transaction `json:"-"`
 }
 
