@@ -150,17 +150,28 @@ func readJSONL(path string, next func() any) error {
 // NewDataset builds a dataset from records in memory. pvs may be nil: the
 // transactions are then the units. A transaction belongs to the pageview
 // whose ContainerID names it, else to the pageview of the same client whose
-// [Start, End] holds its start (the latest started). A transaction's class is
-// its connection's, else DefaultClass; a pageview's is its own.
+// [Start, End] holds its start (the latest started); in pageview mode a
+// transaction in no pageview is no unit. A transaction's class is its
+// connection's, else DefaultClass; a pageview's is its own.
 func NewDataset(conns []*reconstruct.Connection, txs []*reconstruct.Transaction, pvs []*pageview.Pageview) (*Dataset, error) {
 	return newDataset(conns, txs, pvs, nil, nil)
 }
 
-// NewDatasetLinked is NewDataset with explicit membership: pageviewOf maps a
-// transaction id to its pageview id (the pageview stage's PageviewID).
-func NewDatasetLinked(conns []*reconstruct.Connection, txs []*reconstruct.Transaction, pvs []*pageview.Pageview,
-	pageviewOf map[string]string) (*Dataset, error) {
-	return newDataset(conns, txs, pvs, pageviewOf, nil)
+// NewDatasetTagged is NewDataset with the pageview stage's tags per
+// transaction id: its pageview (membership) and class.
+func NewDatasetTagged(conns []*reconstruct.Connection, txs []*reconstruct.Transaction, pvs []*pageview.Pageview,
+	tags map[string]pageview.Tags) (*Dataset, error) {
+	links := make(map[string]string, len(tags))
+	classes := make(map[string]string, len(tags))
+	for id, t := range tags {
+		if t.PageviewID != "" {
+			links[id] = t.PageviewID
+		}
+		if t.Class != "" {
+			classes[id] = t.Class
+		}
+	}
+	return newDataset(conns, txs, pvs, links, classes)
 }
 
 func newDataset(conns []*reconstruct.Connection, txs []*reconstruct.Transaction, pvs []*pageview.Pageview,

@@ -147,7 +147,7 @@ func TestEndToEndFastSYN(t *testing.T) {
 	// container's connection gains exactly that, since everything else waited
 	// for the container.
 	pvs, links, containerOnly := truthPageviews(t, recs, truth)
-	dp, err := NewDatasetLinked(recs.conns, recs.txs, pvs, links)
+	dp, err := NewDatasetTagged(recs.conns, recs.txs, pvs, links)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestEndToEndFastSYN(t *testing.T) {
 // truthPageviews groups reconstructed transactions into pageviews by the
 // generator's pageview ids; containerOnly maps pageviews whose SYN losses
 // were all on the container's connection to the expected saving.
-func truthPageviews(t *testing.T, recs *collector, truth []synth.TruthRecord) ([]*pageview.Pageview, map[string]string, map[string]int64) {
+func truthPageviews(t *testing.T, recs *collector, truth []synth.TruthRecord) ([]*pageview.Pageview, map[string]pageview.Tags, map[string]int64) {
 	t.Helper()
 	byKey := map[truthKey]*reconstruct.Transaction{}
 	for _, x := range recs.txs {
@@ -184,7 +184,7 @@ func truthPageviews(t *testing.T, recs *collector, truth []synth.TruthRecord) ([
 	}
 	pvByID := map[uint64]*pageview.Pageview{}
 	var pvs []*pageview.Pageview
-	links := map[string]string{}
+	links := map[string]pageview.Tags{}
 	losses := map[uint64][2]int64{} // container saving, other connections' losses
 	for _, r := range truth {
 		x := byKey[truthKey{r.Client, r.ReqFirstCap}]
@@ -201,7 +201,7 @@ func truthPageviews(t *testing.T, recs *collector, truth []synth.TruthRecord) ([
 			p.ContainerID, p.Start = x.ID, x.Start
 		}
 		p.End = max(p.End, x.End)
-		links[x.ID] = p.ID
+		links[x.ID] = pageview.Tags{PageviewID: p.ID, Class: DefaultClass}
 		l := losses[r.PageviewID]
 		if r.NewConn && r.SYNs > 1 {
 			if r.Container {
