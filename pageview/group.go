@@ -132,10 +132,10 @@ type Tags struct {
 	Priority   string
 }
 
-// TaggedSink is implemented by sinks that want each transaction's pageview
-// id and class. reconstruct.Transaction has no fields for them, so the
-// Grouper calls TaggedTransaction instead of Transaction on sinks that
-// implement this.
+// TaggedSink is implemented by sinks that also want the class's priority,
+// which the transaction record does not carry (its PageviewID and Class
+// fields are set either way); the Grouper then calls TaggedTransaction
+// instead of Transaction.
 type TaggedSink interface {
 	TaggedTransaction(*reconstruct.Transaction, Tags)
 }
@@ -489,8 +489,9 @@ func (g *Grouper) standAlone(tx *reconstruct.Transaction) {
 }
 
 func (g *Grouper) forward(tx *reconstruct.Transaction, pvID string) {
+	name, prio := g.classes.Classify(tx.Client)
+	tx.PageviewID, tx.Class = pvID, name
 	if g.tagged != nil {
-		name, prio := g.classes.Classify(tx.Client)
 		g.tagged.TaggedTransaction(tx, Tags{PageviewID: pvID, Class: name, Priority: prio})
 		return
 	}

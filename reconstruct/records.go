@@ -122,19 +122,23 @@ type Transaction struct {
 	Total     int64 `json:"total_ns"`     // = Tconn + Trequest + Tserver + Ttransfer
 	RTTClient int64 `json:"rtt_client_ns"`
 
-	RetransBytes  int64    `json:"retrans_bytes"`
-	RequestBytes  int64    `json:"request_bytes"`  // headers + body on the wire
-	ResponseBytes int64    `json:"response_bytes"` // headers + body on the wire
-	BodyBytes     int64    `json:"body_bytes"`
-	Method        string   `json:"method,omitempty"`
-	Host          string   `json:"host,omitempty"`
-	URL           string   `json:"url,omitempty"`
-	Status        int      `json:"status,omitempty"`
-	ContentType   string   `json:"content_type,omitempty"`
-	Referer       string   `json:"referer,omitempty"`
-	UserAgent     string   `json:"user_agent,omitempty"`
-	Accept        string   `json:"accept,omitempty"`
-	HoleBytes     int64    `json:"hole_bytes,omitempty"`
-	Flags         Flags    `json:"-"`
-	FlagNames     []string `json:"flags,omitempty"`
+	RetransBytes  int64  `json:"retrans_bytes"`
+	RequestBytes  int64  `json:"request_bytes"`  // headers + body on the wire
+	ResponseBytes int64  `json:"response_bytes"` // headers + body on the wire
+	BodyBytes     int64  `json:"body_bytes"`
+	Method        string `json:"method,omitempty"`
+	Host          string `json:"host,omitempty"`
+	URL           string `json:"url,omitempty"`
+	Status        int    `json:"status,omitempty"`
+	ContentType   string `json:"content_type,omitempty"`
+	Referer       string `json:"referer,omitempty"`
+	UserAgent     string `json:"user_agent,omitempty"`
+	Accept        string `json:"accept,omitempty"`
+	HoleBytes     int64  `json:"hole_bytes,omitempty"`
+	// PageviewID and Class are set by the pageview stage; a transaction that
+	// belongs to no pageview keeps an empty PageviewID.
+	PageviewID string   `json:"pageview_id,omitempty"`
+	Class      string   `json:"class,omitempty"`
+	Flags      Flags    `json:"-"`
+	FlagNames  []string `json:"flags,omitempty"`
 }
