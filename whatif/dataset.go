@@ -70,14 +70,6 @@ type unit struct {
 	container int   // -1 when unknown
 }
 
-// txRecord is the transactions.jsonl row: the reconstruct record plus the
-// pageview stage's pageview_id and class when the export carries them.
-type txRecord struct {
-	reconstruct.Transaction
-	PageviewID string `json:"pageview_id"`
-	Class      string `json:"class"`
-}
-
 // Load reads DIR/connections.jsonl, DIR/transactions.jsonl and, when present,
 // DIR/pageviews.jsonl as written by rtmon analyze --out DIR.
 func Load(dir string) (*Dataset, error) {
@@ -89,11 +81,11 @@ func Load(dir string) (*Dataset, error) {
 	}); err != nil {
 		return nil, err
 	}
-	var recs []*txRecord
+	var txs []*reconstruct.Transaction
 	if err := readJSONL(filepath.Join(dir, "transactions.jsonl"), func() any {
-		r := new(txRecord)
-		recs = append(recs, r)
-		return r
+		t := new(reconstruct.Transaction)
+		txs = append(txs, t)
+		return t
 	}); err != nil {
 		return nil, err
 	}
@@ -106,19 +98,7 @@ func Load(dir string) (*Dataset, error) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	txs := make([]*reconstruct.Transaction, len(recs))
-	links := map[string]string{}
-	classes := map[string]string{}
-	for i, r := range recs {
-		txs[i] = &r.Transaction
-		if r.PageviewID != "" {
-			links[r.ID] = r.PageviewID
-		}
-		if r.Class != "" {
-			classes[r.ID] = r.Class
-		}
-	}
-	return newDataset(conns, txs, pvs, links, classes)
+	return NewDataset(conns, txs, pvs)
 }
 
 func readJSONL(path string, next func() any) error {
@@ -148,34 +128,17 @@ func readJSONL(path string, next func() any) error {
 }
 
 // NewDataset builds a dataset from records in memory. pvs may be nil: the
-// transactions are then the units. A transaction belongs to the pageview
-// whose ContainerID names it, else to the pageview of the same client whose
-// [Start, End] holds its start (the latest started); in pageview mode a
-// transaction in no pageview is no unit. A transaction's class is its
-// connection's, else DefaultClass; a pageview's is its own.
+// transactions are then the units. A transaction belongs to the pageview its
+// PageviewID names; without one, to the pageview whose ContainerID names it,
+// else to the pageview of the same client whose [Start, End] holds its start
+// (the latest started). In pageview mode a transaction in no pageview is no
+// unit. A transaction's class is its own Class, else its connection's, else
+// DefaultClass; a pageview's is its own.
 func NewDataset(conns []*reconstruct.Connection, txs []*reconstruct.Transaction, pvs []*pageview.Pageview) (*Dataset, error) {
-	return newDataset(conns, txs, pvs, nil, nil)
+	return newDataset(conns, txs, pvs)
 }
 
-// NewDatasetTagged is NewDataset with the pageview stage's tags per
-// transaction id: its pageview (membership) and class.
-func NewDatasetTagged(conns []*reconstruct.Connection, txs []*reconstruct.Transaction, pvs []*pageview.Pageview,
-	tags map[string]pageview.Tags) (*Dataset, error) {
-	links := make(map[string]string, len(tags))
-	classes := make(map[string]string, len(tags))
-	for id, t := range tags {
-		if t.PageviewID != "" {
-			links[id] = t.PageviewID
-		}
-		if t.Class != "" {
-			classes[id] = t.Class
-		}
-	}
-	return newDataset(conns, txs, pvs, links, classes)
-}
-
-func newDataset(conns []*reconstruct.Connection, txs []*reconstruct.Transaction, pvs []*pageview.Pageview,
-	links, txClass map[string]string) (*Dataset, error) {
+func newDataset(conns []*reconstruct.Connection, txs []*reconstruct.Transaction, pvs []*pageview.Pageview) (*Dataset, error) {
 	byID := make(map[string]*reconstruct.Connection, len(conns))
 	for _, c := range conns {
 		byID[c.ID] = c
@@ -203,8 +166,8 @@ func newDataset(conns []*reconstruct.Connection, txs []*reconstruct.Transaction,
 	}
 	classOf := func(i int) string {
 		t := d.txs[i]
-		if c := txClass[t.tx.ID]; c != "" {
-			return c
+		if t.tx.Class != "" {
+			return t.tx.Class
 		}
 		if t.conn != nil && t.conn.Class != "" {
 			return t.conn.Class
@@ -220,7 +183,7 @@ func newDataset(conns []*reconstruct.Connection, txs []*reconstruct.Transaction,
 				start: t.tx.Start, end: t.tx.End, total: t.tx.Total, txs: []int{i}, container: -1})
 		}
 	} else {
-		d.linkPageviews(pvs, links)
+		d.linkPageviews(pvs)
 	}
 	slices.SortStableFunc(d.units, func(a, b unit) int { return cmp64(a.start, b.start) })
 	for ui := range d.units {
@@ -240,7 +203,7 @@ func newDataset(conns []*reconstruct.Connection, txs []*reconstruct.Transaction,
 	return d, nil
 }
 
-func (d *Dataset) linkPageviews(pvs []*pageview.Pageview, links map[string]string) {
+func (d *Dataset) linkPageviews(pvs []*pageview.Pageview) {
 	pvIndex := make(map[string]int, len(pvs))
 	byClient := map[netip.Addr][]int{}
 	for i, p := range pvs {
@@ -261,10 +224,8 @@ func (d *Dataset) linkPageviews(pvs []*pageview.Pageview, links map[string]strin
 	}
 	for ti, t := range d.txs {
 		ui := -1
-		if id, ok := links[t.tx.ID]; ok {
-			if j, ok := pvIndex[id]; ok {
-				ui = j
-			}
+		if j, ok := pvIndex[t.tx.PageviewID]; ok && t.tx.PageviewID != "" {
+			ui = j
 		}
 		if j, ok := containers[t.tx.ID]; ok {
 			ui = j

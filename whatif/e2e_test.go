@@ -146,10 +146,16 @@ func TestEndToEndFastSYN(t *testing.T) {
 	// Pageviews made from the truth: a pageview whose only losses were on its
 	// container's connection gains exactly that, since everything else waited
 	// for the container.
-	pvs, links, containerOnly := truthPageviews(t, recs, truth)
-	dp, err := NewDatasetTagged(recs.conns, recs.txs, pvs, links)
+	pvs, containerOnly := truthPageviews(t, recs, truth)
+	dp, err := NewDataset(recs.conns, recs.txs, pvs)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Without rules the replay reproduces every measured pageview exactly.
+	for _, u := range eval(t, dp, "", Options{}).Units {
+		if u.Predicted != u.Measured {
+			t.Errorf("no rules: pageview %s predicted %d, measured %d", u.ID, u.Predicted, u.Measured)
+		}
 	}
 	res := eval(t, dp, "IF IP.SRC == * THEN FAST SYN GAP 200ms, FAST SYN/ACK GAP 200ms", Options{})
 	checked := 0
@@ -174,9 +180,10 @@ func TestEndToEndFastSYN(t *testing.T) {
 }
 
 // truthPageviews groups reconstructed transactions into pageviews by the
-// generator's pageview ids; containerOnly maps pageviews whose SYN losses
+// generator's pageview ids (setting PageviewID as the pageview stage does);
+// containerOnly maps pageviews whose SYN losses
 // were all on the container's connection to the expected saving.
-func truthPageviews(t *testing.T, recs *collector, truth []synth.TruthRecord) ([]*pageview.Pageview, map[string]pageview.Tags, map[string]int64) {
+func truthPageviews(t *testing.T, recs *collector, truth []synth.TruthRecord) ([]*pageview.Pageview, map[string]int64) {
 	t.Helper()
 	byKey := map[truthKey]*reconstruct.Transaction{}
 	for _, x := range recs.txs {
@@ -184,7 +191,6 @@ func truthPageviews(t *testing.T, recs *collector, truth []synth.TruthRecord) ([
 	}
 	pvByID := map[uint64]*pageview.Pageview{}
 	var pvs []*pageview.Pageview
-	links := map[string]pageview.Tags{}
 	losses := map[uint64][2]int64{} // container saving, other connections' losses
 	for _, r := range truth {
 		x := byKey[truthKey{r.Client, r.ReqFirstCap}]
@@ -201,7 +207,7 @@ func truthPageviews(t *testing.T, recs *collector, truth []synth.TruthRecord) ([
 			p.ContainerID, p.Start = x.ID, x.Start
 		}
 		p.End = max(p.End, x.End)
-		links[x.ID] = pageview.Tags{PageviewID: p.ID, Class: DefaultClass}
+		x.PageviewID, x.Class = p.ID, DefaultClass
 		l := losses[r.PageviewID]
 		if r.NewConn && r.SYNs > 1 {
 			if r.Container {
@@ -219,5 +225,5 @@ func truthPageviews(t *testing.T, recs *collector, truth []synth.TruthRecord) ([
 			containerOnly[p.ID] = l[0]
 		}
 	}
-	return pvs, links, containerOnly
+	return pvs, containerOnly
 }

@@ -537,7 +537,9 @@ func (d *Dataset) predict(u *unit, a *active, model LoadModel, delta *loadDelta,
 		// Critical path: the transaction waited for its connection's previous
 		// transaction and, if it started after the container ended, for the
 		// container. The one that ended last was the gate: the gap after it
-		// (think, parse time) is kept; the others only bound the new start.
+		// (think, parse time) is kept. The others only bound the new start:
+		// it cannot come before they end (less any measured overlap, as
+		// with pipelining), so one that now ends later still delays it.
 		type pred struct{ end, newEnd int64 }
 		var preds []pred
 		if p, ok := ends[t.prev]; ok && t.prev >= 0 {
@@ -556,7 +558,7 @@ func (d *Dataset) predict(u *unit, a *active, model LoadModel, delta *loadDelta,
 			}
 			start -= gate.end - gate.newEnd
 			for _, p := range preds {
-				start = max(start, p.newEnd)
+				start = max(start, p.newEnd-max(0, p.end-t.tx.Start))
 			}
 		}
 		newEnd := start + total

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/rtmon/rtmon/reconstruct"
 )
 
 func writeJSONL(t *testing.T, path string, rows []any) {
@@ -41,12 +39,9 @@ func TestLoadRecords(t *testing.T) {
 		conns = append(conns, x)
 	}
 	for _, x := range b.txs {
-		// The pageview stage's tags, as the export writes them.
-		txs = append(txs, struct {
-			*reconstruct.Transaction
-			PageviewID string `json:"pageview_id"`
-			Class      string `json:"class"`
-		}{x, "pv", "gold"})
+		// As the pageview stage tags them.
+		x.PageviewID, x.Class = "pv", "gold"
+		txs = append(txs, x)
 	}
 	writeJSONL(t, filepath.Join(dir, "connections.jsonl"), conns)
 	writeJSONL(t, filepath.Join(dir, "transactions.jsonl"), txs)
