@@ -16,6 +16,7 @@ import (
 
 	"github.com/rtmon/rtmon/capture"
 	"github.com/rtmon/rtmon/export"
+	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
 )
 
@@ -31,6 +32,10 @@ type analyzeOptions struct {
 	progress    bool
 	reader      string
 	live        bool // cancellation is the normal end of input, not an interruption
+	classes     string
+	har         string
+	// sinks receive every record too (the store, the live UI feed).
+	sinks []pageview.Sink
 }
 
 func newAnalyzeCommand() *cobra.Command {
@@ -41,7 +46,9 @@ func newAnalyzeCommand() *cobra.Command {
 		Long: `analyze reads pcap or pcapng files (optionally gzip-compressed; several files
 are merged in timestamp order), reconstructs TCP connections and HTTP/1.x
 transactions, and prints a per-component summary of client-perceived response
-time. With --out it also writes connections and transactions as JSON Lines or CSV.
+time, then transactions grouped into pageviews per client class. With --out it
+also writes connections, transactions and pageviews as JSON Lines or CSV; with
+--har, one HAR file per pageview.
 
 A truncated file yields every record it held; the command then exits with status 2.`,
 		Args: cobra.MinimumNArgs(1),
@@ -58,6 +65,8 @@ A truncated file yields every record it held; the command then exits with status
 	f.DurationVar(&o.idle, "idle-timeout", defaultIdle, "end connections idle this long (capture time)")
 	f.BoolVar(&o.progress, "progress", term.IsTerminal(int(os.Stderr.Fd())), "show a progress bar")
 	f.StringVar(&o.reader, "reader", "pcapgo", "file reader: pcapgo or libpcap")
+	f.StringVar(&o.classes, "classes", "", "client classes file (YAML); default: one class for everyone")
+	f.StringVar(&o.har, "har", "", "write one HAR 1.2 file per pageview into this directory")
 	return cmd
 }
 
@@ -113,23 +122,54 @@ func runAnalyze(ctx context.Context, stdout io.Writer, files []string, o analyze
 // files and the summary; offline and live capture share it from the first
 // decoded packet on.
 func runPipeline(ctx context.Context, stdout io.Writer, src capture.Source, o analyzeOptions, cfg reconstruct.Config, format export.Format) error {
-	var err error
+	classes := pageview.DefaultClasses()
+	if o.classes != "" {
+		var err error
+		if classes, err = pageview.LoadClasses(o.classes); err != nil {
+			return err
+		}
+	}
 	summary := export.NewSummary()
-	sinks := export.Tee{summary}
-	var records *export.RecordWriter
+	classSummary := pageview.NewClassSummary()
+	outputs := pageview.Tee{pageview.Records(summary), classSummary}
+	var closers []io.Closer
+	defer func() {
+		for _, c := range closers {
+			c.Close() // after an error: best effort, the first error is already on its way
+		}
+	}()
 	if o.out != "" {
-		records, err = export.NewRecordWriter(o.out, format)
+		records, err := export.NewRecordWriter(o.out, format)
 		if err != nil {
 			return err
 		}
-		sinks = append(sinks, records)
+		closers = append(closers, records)
+		pageviews, err := export.NewPageviewWriter(o.out, format)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, pageviews)
+		outputs = append(outputs, pageview.Records(records), pageviews)
+	}
+	if o.har != "" {
+		har, err := export.NewHARDir(o.har)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, har)
+		outputs = append(outputs, har)
+	}
+	for _, s := range o.sinks {
+		outputs = append(outputs, s)
 	}
 	var bar *progressbar.ProgressBar
 	if o.progress {
 		_, total := src.Progress()
 		bar = progressbar.DefaultBytes(total, "analyzing")
 	}
-	readErr := pump(ctx, src, reconstruct.NewTracker(cfg, sinks), summary, bar)
+	grouper := pageview.NewGrouper(pageview.Config{}, classes, outputs)
+	readErr := pump(ctx, src, reconstruct.NewTracker(cfg, grouper), summary, bar)
+	grouper.Flush()
 	if o.live && ctx.Err() != nil {
 		readErr = nil
 	}
@@ -137,8 +177,10 @@ func runPipeline(ctx context.Context, stdout io.Writer, src capture.Source, o an
 		_ = bar.Finish()
 		fmt.Fprintln(os.Stderr)
 	}
-	if records != nil {
-		if err := records.Close(); err != nil {
+	toClose := closers
+	closers = nil
+	for _, c := range toClose {
+		if err := c.Close(); err != nil {
 			return err
 		}
 	}
@@ -146,6 +188,10 @@ func runPipeline(ctx context.Context, stdout io.Writer, src capture.Source, o an
 		summary.Errors = append(summary.Errors, readErr.Error())
 	}
 	summary.WriteText(stdout)
+	fmt.Fprintln(stdout)
+	if err := classSummary.WriteText(stdout); err != nil {
+		return fmt.Errorf("write summary: %w", err)
+	}
 	if readErr != nil {
 		slog.Error("input ended early; records up to that point were written", "err", readErr)
 		return exitError(2)
