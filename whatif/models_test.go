@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/netip"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -338,4 +339,50 @@ func TestDistribution(t *testing.T) {
 	if x, err := d.CDFDistance(e); err != nil || x != 0.8 {
 		t.Errorf("distance %v %v", x, err)
 	}
+}
+
+// FuzzEvaluate replays a small mixed dataset under arbitrary rules: no
+// panics, no negative times, failures only with DROP SYN.
+func FuzzEvaluate(f *testing.F) {
+	for _, s := range seedExamples {
+		f.Add(s, uint8(0))
+	}
+	f.Add("IF RT[premium] > 1s OR CLASS == others THEN DROP SYN, SPLICE, REWRITE EMBEDS ABOVE 1KB RATIO 0.1", uint8(3))
+	var b builder
+	b.add(spec{id: "h0", client: "10.4.0.9", class: "premium", syns: []int64{-4 * sec, -3 * sec}, synacks: []int64{-3*sec + 30*us}, est: -2900 * ms,
+		rtt: 100 * ms, proc: 7800 * ms, transfer: 300 * ms, body: 300000})
+	c := b.add(spec{id: "c", client: "198.51.100.1", class: "others", syns: []int64{0}, synacks: []int64{30 * us, sec}, est: sec + 100*ms,
+		rtt: 100 * ms, proc: 300 * ms, transfer: 100 * ms, ctype: "text/html"})
+	e := b.add(spec{id: "e", client: "198.51.100.1", class: "others", conn: c.ConnectionID, est: 1600 * ms, rtt: 100 * ms, proc: 10 * ms,
+		transfer: 900 * ms, body: 200000})
+	b.add(spec{id: "l", client: "198.51.100.2", class: "others", syns: []int64{5 * sec}, synacks: []int64{5*sec + 30*us}, est: 5*sec + 50*ms,
+		rtt: 100 * ms, proc: 450 * ms})
+	pvs := []*pageview.Pageview{page("pv", "198.51.100.1", c.Start, e.End, c.ID)}
+	f.Fuzz(func(t *testing.T, src string, mode uint8) {
+		rs, err := ParseRules(src)
+		if err != nil {
+			return
+		}
+		var d *Dataset
+		if mode&1 == 0 {
+			d, err = NewDataset(b.conns, b.txs, nil)
+		} else {
+			d, err = NewDataset(b.conns, b.txs, pvs)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := Options{Priorities: map[string]Priority{"premium": High}, Stat: []Stat{Median, Mean}[mode>>1&1],
+			SYNAttempts: int(mode>>2&3) + 1, Window: time.Duration(mode>>4+1) * time.Second}
+		res, err := d.Evaluate(rs, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		drop := strings.Contains(strings.ToUpper(src), "DROP")
+		for _, u := range res.Units {
+			if u.Predicted < 0 || (u.Failed && !drop) {
+				t.Fatalf("%q: %+v", src, u)
+			}
+		}
+	})
 }
