@@ -1,11 +1,7 @@
 package reconstruct_test
 
 import (
-	"bytes"
-	"errors"
-	"io"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,17 +43,8 @@ func (c *collected) Transaction(x *reconstruct.Transaction) { c.txs = append(c.t
 // capture package (so decoding is part of what is tested) and reconstructs it.
 func analyze(t *testing.T, opts synth.Options, cfg reconstruct.Config, script func(w *synth.Writer)) *collected {
 	t.Helper()
-	var buf bytes.Buffer
-	w, err := synth.NewWriter(&buf, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	script(w)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(t.TempDir(), "scripted.pcap")
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+	if err := synth.WriteFile(path, opts, func(w *synth.Writer) error { script(w); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	src, err := capture.OpenFiles([]string{path}, capture.FileOptions{})
@@ -67,17 +54,7 @@ func analyze(t *testing.T, opts synth.Options, cfg reconstruct.Config, script fu
 	defer src.Close()
 	out := &collected{}
 	tr := reconstruct.NewTracker(cfg, out)
-	var p capture.Packet
-	for {
-		if err := src.Next(&p); err != nil {
-			if !errors.Is(err, io.EOF) {
-				out.err = err
-			}
-			break
-		}
-		tr.Packet(&p)
-	}
-	tr.Flush()
+	out.err = tr.ReadFrom(src, nil)
 	out.stats = tr.Stats()
 	if st := src.Stats(); st.Decode.SkippedTotal() != 0 {
 		t.Fatalf("decoder skipped packets: %v", st.Decode)

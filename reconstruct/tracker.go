@@ -5,6 +5,8 @@ package reconstruct
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"encoding/binary"
 	"encoding/hex"
 	"hash/fnv"
@@ -284,4 +286,35 @@ func connectionID(client, server netip.AddrPort, first int64, seq uint32) string
 	binary.BigEndian.PutUint32(ts[:4], seq)
 	h.Write(ts[:4])
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// progressEvery is how many packets ReadFrom processes between calls of its
+// progress hook: rare enough to cost nothing, often enough for a progress bar
+// and a prompt reaction to Ctrl-C.
+const progressEvery = 1 << 16
+
+// ReadFrom feeds every packet of src to the tracker and flushes it at the end
+// of input. progress, if not nil, runs every progressEvery packets; an error
+// from it stops reading. The returned error is nil at a clean end of input,
+// else the source's error (a truncated file, say) or progress's, after
+// everything read before it was processed.
+func (t *Tracker) ReadFrom(src capture.Source, progress func() error) error {
+	var p capture.Packet
+	var err error
+	for n := 1; ; n++ {
+		if err = src.Next(&p); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			break
+		}
+		t.Packet(&p)
+		if progress != nil && n%progressEvery == 0 {
+			if err = progress(); err != nil {
+				break
+			}
+		}
+	}
+	t.Flush()
+	return err
 }

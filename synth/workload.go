@@ -298,23 +298,35 @@ func Generate(w *Writer, wl Workload, truth func(TruthRecord)) (Summary, error) 
 
 // GenerateFile writes the workload to a new file at path.
 func GenerateFile(path string, opts Options, wl Workload) (Summary, error) {
+	var sum Summary
+	err := WriteFile(path, opts, func(w *Writer) (err error) {
+		sum, err = Generate(w, wl, nil)
+		return err
+	})
+	return sum, err
+}
+
+// WriteFile creates path, runs script on a Writer over it and closes both,
+// returning the first error: the one place tests and tools turn a scripted
+// or generated conversation into a capture file.
+func WriteFile(path string, opts Options, script func(*Writer) error) error {
 	f, err := os.Create(path)
 	if err != nil {
-		return Summary{}, fmt.Errorf("synth: %w", err)
+		return fmt.Errorf("synth: %w", err)
 	}
 	w, err := NewWriter(f, opts)
 	if err != nil {
 		f.Close()
-		return Summary{}, err
+		return err
 	}
-	sum, err := Generate(w, wl, nil)
+	err = script(w)
 	if cerr := w.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("synth: closing %s: %w", path, cerr)
 	}
-	return sum, err
+	return err
 }
 
 func (g *gen) meanThink() int64 {

@@ -204,29 +204,16 @@ func runPipeline(ctx context.Context, stdout io.Writer, src capture.Source, o an
 // error is a read error after which everything read before it was processed.
 func pump(ctx context.Context, src capture.Source, tracker *reconstruct.Tracker, summary *export.Summary, bar *progressbar.ProgressBar) error {
 	start := time.Now()
-	var p capture.Packet
-	var readErr error
-	for n := 0; ; n++ {
-		err := src.Next(&p)
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				readErr = err
-			}
-			break
+	readErr := tracker.ReadFrom(src, func() error {
+		if bar != nil {
+			done, _ := src.Progress()
+			_ = bar.Set64(done)
 		}
-		tracker.Packet(&p)
-		if n&0xffff == 0 {
-			if ctx.Err() != nil {
-				readErr = fmt.Errorf("interrupted: %w", ctx.Err())
-				break
-			}
-			if bar != nil {
-				done, _ := src.Progress()
-				_ = bar.Set64(done)
-			}
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted: %w", ctx.Err())
 		}
-	}
-	tracker.Flush()
+		return nil
+	})
 	summary.Elapsed = time.Since(start)
 	st := src.Stats()
 	summary.Tracker = tracker.Stats()
