@@ -8,7 +8,7 @@ GO ?= go
 APT_PACKAGES := libpcap-dev tshark nginx-light nftables tcpdump iproute2 curl
 FUZZTIME ?= 10s
 
-.PHONY: all deps build demo test test-go fuzz bench clean
+.PHONY: all deps ui build demo test test-go fuzz bench clean
 
 all: build
 
@@ -19,7 +19,20 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-build: deps
+# The web UI: npm installs the locked packages (uPlot, esbuild) and esbuild
+# bundles web/ui/src into web/dist, which go:embed puts in the binary.
+UI_SRC := $(wildcard web/ui/src/*) web/ui/build.mjs web/ui/package.json
+ui: web/dist/app.js
+
+web/ui/node_modules/.installed: web/ui/package.json web/ui/package-lock.json
+	@command -v npm >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
+	cd web/ui && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+web/dist/app.js: web/ui/node_modules/.installed $(UI_SRC)
+	cd web/ui && npm run --silent build
+
+build: deps ui
 	$(GO) build -o bin/rtmon ./cmd/rtmon
 
 demo: build
@@ -27,7 +40,7 @@ demo: build
 
 # The whole suite: unit, ground-truth and real-network tests, then a short
 # run of every fuzz target.
-test: deps
+test: deps ui
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
 	$(MAKE) fuzz
@@ -45,4 +58,4 @@ bench: build
 	./bin/rtmon bench
 
 clean:
-	rm -rf bin
+	rm -rf bin web/dist/app.js web/dist/app.css

@@ -1,0 +1,257 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rtmon/rtmon/pageview"
+	"github.com/rtmon/rtmon/reconstruct"
+)
+
+// PipelineStats are the live pipeline's health counters. They are shown on
+// every page and exported on /metrics because an SRE must see when the
+// numbers are incomplete (drops, evictions, a store that falls behind).
+type PipelineStats struct {
+	Packets int64 `json:"packets"` // TCP packets decoded
+	Bytes   int64 `json:"bytes"`   // captured bytes read
+	// CaptureDrops: packets libpcap or the kernel dropped because rtmon was
+	// too slow (pcap_stats ps_drop, summed over interfaces).
+	CaptureDrops int64 `json:"capture_drops"`
+	// InterfaceDrops: packets the interface or driver dropped (ps_ifdrop).
+	InterfaceDrops int64 `json:"interface_drops"`
+	// Evictions: connections evicted from the tracker's full table.
+	Evictions       int64 `json:"evictions"`
+	OpenConnections int64 `json:"open_connections"`
+	// Store writer: records stored, waiting (the back-log), spill files.
+	StoreWritten   int64  `json:"store_written"`
+	StoreQueued    int64  `json:"store_queued"`
+	StoreSpilled   int64  `json:"store_spilled_files"`
+	StoreRetries   int64  `json:"store_retries"`
+	StoreLastError string `json:"store_last_error,omitempty"`
+}
+
+// LivePoint is one record that completed since the previous event.
+type LivePoint struct {
+	T         int64  `json:"t"` // Start, ns since the epoch (packet time)
+	Kind      string `json:"kind"`
+	Total     int64  `json:"total"`
+	Tconn     int64  `json:"tconn"`
+	Tserver   int64  `json:"tserver"`
+	Ttransfer int64  `json:"ttransfer"`
+}
+
+// LiveClass is one class's cumulative counters and its latest points.
+type LiveClass struct {
+	Class        string      `json:"class"`
+	Transactions int64       `json:"transactions"`
+	Pageviews    int64       `json:"pageviews"`
+	Connections  int64       `json:"connections"`
+	SYNLosses    int64       `json:"syn_losses"`
+	SYNACKLosses int64       `json:"synack_losses"`
+	RetransBytes int64       `json:"retrans_bytes"`
+	Points       []LivePoint `json:"points"`
+}
+
+// LiveEvent is what the pipeline publishes, typically once a second.
+type LiveEvent struct {
+	Time     int64         `json:"time"` // newest packet time seen (ns); 0 if none yet
+	Classes  []LiveClass   `json:"classes"`
+	Pipeline PipelineStats `json:"pipeline"`
+}
+
+// LiveFeed fans LiveEvents out to the browsers watching the live page (as
+// server-sent events) and to /metrics. Publish never blocks on a slow
+// browser: a subscriber that has not taken the previous event gets only the
+// newest one.
+type LiveFeed struct {
+	mu     sync.Mutex
+	subs   map[chan []byte]struct{}
+	last   LiveEvent
+	lastJS []byte
+	seq    int64
+
+	agg aggregator
+}
+
+// NewLiveFeed makes an empty feed.
+func NewLiveFeed() *LiveFeed {
+	return &LiveFeed{subs: map[chan []byte]struct{}{}, agg: aggregator{classes: map[string]*LiveClass{}}}
+}
+
+// Publish sends ev to every subscriber and keeps it as the latest state.
+func (f *LiveFeed) Publish(ev LiveEvent) {
+	js, err := json.Marshal(ev)
+	if err != nil {
+		return // LiveEvent has only plain fields; cannot fail
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seq++
+	f.last, f.lastJS = ev, js
+	for ch := range f.subs {
+		select {
+		case ch <- js:
+		default:
+			// Replace the stale event rather than block the pipeline.
+			select {
+			case <-ch:
+			default:
+			}
+			select {
+			case ch <- js:
+			default:
+			}
+		}
+	}
+}
+
+// Latest returns the last published event and whether there was one.
+func (f *LiveFeed) Latest() (LiveEvent, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.last, f.seq > 0
+}
+
+func (f *LiveFeed) subscribe() (ch chan []byte, first []byte, cancel func()) {
+	ch = make(chan []byte, 1)
+	f.mu.Lock()
+	f.subs[ch] = struct{}{}
+	first = f.lastJS
+	f.mu.Unlock()
+	return ch, first, func() {
+		f.mu.Lock()
+		delete(f.subs, ch)
+		f.mu.Unlock()
+	}
+}
+
+// Observe returns a pageview.Sink that counts records per class into the
+// feed and passes them on to next (the store). Place it after the pageview
+// grouper; call Run to publish what it counted. It keeps at most
+// maxPointsPerClass points between two events so a burst cannot grow it.
+func (f *LiveFeed) Observe(next pageview.Sink) pageview.Sink {
+	return &observer{f: f, next: next}
+}
+
+// Run publishes what Observe counted every interval (1 s if <= 0), with
+// the pipeline stats from stats (may be nil), until ctx ends.
+func (f *LiveFeed) Run(ctx context.Context, interval time.Duration, stats func() PipelineStats) {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f.PublishObserved(stats)
+		}
+	}
+}
+
+// PublishObserved publishes one event from Observe's counters now.
+func (f *LiveFeed) PublishObserved(stats func() PipelineStats) {
+	ev := f.agg.take()
+	if stats != nil {
+		ev.Pipeline = stats()
+	}
+	f.Publish(ev)
+}
+
+const maxPointsPerClass = 2000
+
+type aggregator struct {
+	mu      sync.Mutex
+	newest  int64
+	classes map[string]*LiveClass
+	// connClass remembers nothing: connections carry their class.
+}
+
+func (a *aggregator) class(name string) *LiveClass {
+	c := a.classes[name]
+	if c == nil {
+		c = &LiveClass{Class: name}
+		a.classes[name] = c
+	}
+	return c
+}
+
+func (a *aggregator) point(class string, p LivePoint) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := a.class(class)
+	if p.Kind == "pageview" {
+		c.Pageviews++
+	} else {
+		c.Transactions++
+	}
+	if len(c.Points) < maxPointsPerClass {
+		c.Points = append(c.Points, p)
+	}
+	a.newest = max(a.newest, p.T+p.Total)
+}
+
+func (a *aggregator) take() LiveEvent {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ev := LiveEvent{Time: a.newest}
+	names := make([]string, 0, len(a.classes))
+	for n := range a.classes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		c := a.classes[n]
+		ev.Classes = append(ev.Classes, *c)
+		c.Points = nil
+	}
+	return ev
+}
+
+type observer struct {
+	f    *LiveFeed
+	next pageview.Sink
+}
+
+func txPoint(t *reconstruct.Transaction) LivePoint {
+	return LivePoint{T: t.Start, Kind: "transaction", Total: t.Total, Tconn: t.Tconn, Tserver: t.Tserver, Ttransfer: t.Ttransfer}
+}
+
+func (o *observer) Connection(c *reconstruct.Connection) {
+	a := &o.f.agg
+	a.mu.Lock()
+	lc := a.class(c.Class)
+	lc.Connections++
+	lc.SYNLosses += int64(c.SYNLosses)
+	lc.SYNACKLosses += int64(c.SYNACKLosses)
+	lc.RetransBytes += c.RetransBytes
+	a.newest = max(a.newest, c.LastSeen)
+	a.mu.Unlock()
+	o.next.Connection(c)
+}
+
+// Transaction without tags: the class is unknown here.
+func (o *observer) Transaction(t *reconstruct.Transaction) {
+	o.f.agg.point("", txPoint(t))
+	o.next.Transaction(t)
+}
+
+// TaggedTransaction gets the class from the grouper.
+func (o *observer) TaggedTransaction(t *reconstruct.Transaction, tags pageview.Tags) {
+	o.f.agg.point(tags.Class, txPoint(t))
+	if ts, ok := o.next.(pageview.TaggedSink); ok {
+		ts.TaggedTransaction(t, tags)
+	} else {
+		o.next.Transaction(t)
+	}
+}
+
+func (o *observer) Pageview(p *pageview.Pageview) {
+	o.f.agg.point(p.Class, LivePoint{T: p.Start, Kind: "pageview", Total: p.Total, Tconn: p.Tconn, Tserver: p.Tserver, Ttransfer: p.Ttransfer})
+	o.next.Pageview(p)
+}

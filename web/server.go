@@ -1,0 +1,305 @@
+// Package web serves rtmon's UI and API over a store: the overview an SRE
+// keeps on a wall screen, pageview waterfalls, search, exports (CSV, JSON,
+// HAR, HTML and PDF reports), Prometheus /metrics and /healthz.
+//
+// Every string shown came from the network, so the front end builds DOM with
+// textContent only, server-rendered pages use html/template, and every
+// response carries a strict Content-Security-Policy. The UI is read-only:
+// only GET and HEAD routes exist.
+package web
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/rtmon/rtmon/store"
+)
+
+// DefaultListen is loopback only: the UI shows captured URLs and client
+// addresses, which must not be exposed by accident.
+const DefaultListen = "127.0.0.1:8080"
+
+// Config configures a Server.
+type Config struct {
+	Store store.Store
+	// Listen is host:port; default DefaultListen. A non-loopback address
+	// needs Token or BasicAuth.
+	Listen string
+	// Token, if set, is required as "Authorization: Bearer TOKEN" or once
+	// as ?token=TOKEN (which sets a cookie, so a wall screen can open a
+	// plain link).
+	Token string
+	// BasicAuth "user:password", if set, is required with HTTP basic auth.
+	BasicAuth string
+	// Live, if set, feeds the live panel (server-sent events) and the
+	// pipeline metrics; nil for a UI over a stored capture.
+	Live *LiveFeed
+	// WhatIf, if set, is mounted at /whatif/ and shown in the navigation.
+	WhatIf http.Handler
+	// Chromium is the browser used for PDF reports; default /usr/bin/chromium
+	// or "chromium" on PATH.
+	Chromium string
+	// MaxExportRows bounds CSV/JSON exports (default 1,000,000).
+	MaxExportRows int
+	// Title is shown in the header; default "rtmon".
+	Title string
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is the UI's HTTP server.
+type Server struct {
+	cfg     Config
+	engine  *gin.Engine
+	metrics *metrics
+	ln      net.Listener
+	once    sync.Once
+	lnErr   error
+}
+
+// NewServer checks cfg and builds the routes; Run starts serving.
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("web: Config.Store is required")
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if cfg.BasicAuth != "" && !strings.Contains(cfg.BasicAuth, ":") {
+		return nil, errors.New("web: BasicAuth must be user:password")
+	}
+	loop, err := isLoopback(cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	if !loop && cfg.Token == "" && cfg.BasicAuth == "" {
+		return nil, fmt.Errorf("web: refusing to listen on %s without a token or basic auth: the UI shows captured URLs and client addresses (set a token, basic auth, or listen on 127.0.0.1)", cfg.Listen)
+	}
+	if cfg.MaxExportRows <= 0 {
+		cfg.MaxExportRows = 1_000_000
+	}
+	if cfg.Title == "" {
+		cfg.Title = "rtmon"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg}
+	s.metrics = newMetrics(cfg.Store, cfg.Live)
+	s.engine = s.routes()
+	return s, nil
+}
+
+// isLoopback reports whether host:port binds only loopback addresses. An
+// empty host binds every interface, so it is not loopback.
+func isLoopback(listen string) (bool, error) {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false, fmt.Errorf("web: listen address %q: %w", listen, err)
+	}
+	if host == "localhost" {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		// A name could resolve anywhere; treat it as exposed.
+		return false, nil
+	}
+	return ip.IsLoopback(), nil
+}
+
+// Handler is the server's http.Handler, for tests and embedding.
+func (s *Server) Handler() http.Handler { return s.engine }
+
+func (s *Server) listen() error {
+	s.once.Do(func() {
+		s.ln, s.lnErr = net.Listen("tcp", s.cfg.Listen)
+		if s.lnErr != nil {
+			s.lnErr = fmt.Errorf("web: listen on %s: %w", s.cfg.Listen, s.lnErr)
+		}
+	})
+	return s.lnErr
+}
+
+// URL is where the UI is reachable, e.g. http://127.0.0.1:8080/. It binds
+// the listener if Run has not yet, so a port of 0 yields the real port.
+func (s *Server) URL() string {
+	if err := s.listen(); err != nil {
+		return "http://" + s.cfg.Listen + "/"
+	}
+	addr := s.ln.Addr().(*net.TCPAddr)
+	host := addr.IP.String()
+	if addr.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, fmt.Sprint(addr.Port)) + "/"
+}
+
+// Run serves until ctx ends, then shuts down gracefully (5 s).
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.listen(); err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           s.engine,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(s.ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("web: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// Server-sent event streams end with ctx (BaseContext), so Shutdown
+	// does not wait on them.
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("web: shutdown: %w", err)
+	}
+	return nil
+}
+
+// CSP is sent with every response: no inline scripts or styles, no
+// framing, nothing loaded from elsewhere.
+const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+
+func securityHeaders(c *gin.Context) {
+	h := c.Writer.Header()
+	h.Set("Content-Security-Policy", CSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+	h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
+	c.Next()
+}
+
+const authCookie = "rtmon_token"
+
+func (s *Server) auth(c *gin.Context) {
+	if s.cfg.Token == "" && s.cfg.BasicAuth == "" {
+		c.Next()
+		return
+	}
+	// Probes must work without credentials; they reveal nothing captured.
+	if c.Request.URL.Path == "/healthz" {
+		c.Next()
+		return
+	}
+	if s.cfg.Token != "" {
+		if tok, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer "); ok && equal(tok, s.cfg.Token) {
+			c.Next()
+			return
+		}
+		if ck, err := c.Cookie(authCookie); err == nil && equal(ck, tokenCookieValue(s.cfg.Token)) {
+			c.Next()
+			return
+		}
+		if q := c.Query("token"); q != "" && equal(q, s.cfg.Token) {
+			http.SetCookie(c.Writer, &http.Cookie{Name: authCookie, Value: tokenCookieValue(s.cfg.Token), Path: "/",
+				HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			c.Next()
+			return
+		}
+	}
+	if s.cfg.BasicAuth != "" {
+		user, pass, _ := strings.Cut(s.cfg.BasicAuth, ":")
+		if u, p, ok := c.Request.BasicAuth(); ok && equal(u, user) && equal(p, pass) {
+			c.Next()
+			return
+		}
+		c.Header("WWW-Authenticate", `Basic realm="rtmon", charset="UTF-8"`)
+	}
+	c.AbortWithStatusJSON(http.StatusUnauthorized, gin.H{"error": "authentication required"})
+}
+
+// tokenCookieValue keeps the token itself out of the cookie jar.
+func tokenCookieValue(token string) string {
+	sum := sha256.Sum256([]byte("rtmon-cookie\x00" + token))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+
+func (s *Server) routes() *gin.Engine {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.RedirectTrailingSlash = false
+	r.Use(gin.Recovery(), securityHeaders, s.auth)
+
+	// Pages (HTML shells filled by the bundled script).
+	r.GET("/", s.page("overview"))
+	r.GET("/search", s.page("search"))
+	r.GET("/pageview/:id", s.page("pageview"))
+	r.GET("/tx/pageview", s.txPageview)
+	r.GET("/whatif", s.whatif)
+	r.GET("/whatif/*rest", s.whatif)
+	r.GET("/assets/*file", s.asset)
+
+	api := r.Group("/api", func(c *gin.Context) { c.Header("Cache-Control", "no-store"); c.Next() })
+	api.GET("/meta", s.apiMeta)
+	api.GET("/overview", s.apiOverview)
+	api.GET("/search", s.apiSearch)
+	api.GET("/pageview/:id", s.apiPageview)
+	api.GET("/live", s.apiLive)
+
+	r.GET("/export/search.csv", s.exportSearchCSV)
+	r.GET("/export/search.json", s.exportSearchJSON)
+	r.GET("/export/har/:id", s.exportHAR)
+	r.GET("/export/report.html", s.exportReportHTML)
+	r.GET("/export/report.pdf", s.exportReportPDF)
+
+	r.GET("/metrics", gin.WrapH(s.metrics.handler()))
+	r.GET("/healthz", s.healthz)
+
+	// HEAD is answered like GET (without a body) on every route.
+	for _, rt := range r.Routes() {
+		if rt.Method == http.MethodGet {
+			r.HEAD(rt.Path, rt.HandlerFunc)
+		}
+	}
+	r.NoRoute(func(c *gin.Context) {
+		s.errorPage(c, http.StatusNotFound, "Not found", "There is no page at this address.")
+	})
+	return r
+}
+
+func (s *Server) healthz(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
+	defer cancel()
+	if _, err := s.cfg.Store.Classes(ctx, store.TimeRange{From: time.Now().UnixNano()}); err != nil {
+		c.String(http.StatusServiceUnavailable, "store: %v\n", err)
+		return
+	}
+	st := s.cfg.Store.Stats()
+	if st.LastError != "" && st.Queued > 0 {
+		c.String(http.StatusOK, "ok (store writer retrying: %d queued: %s)\n", st.Queued, st.LastError)
+		return
+	}
+	c.String(http.StatusOK, "ok\n")
+}
+
+func (s *Server) whatif(c *gin.Context) {
+	if s.cfg.WhatIf == nil {
+		s.errorPage(c, http.StatusNotFound, "What-if", "The what-if analysis is not available in this build yet.")
+		return
+	}
+	http.StripPrefix("", s.cfg.WhatIf).ServeHTTP(c.Writer, c.Request)
+}

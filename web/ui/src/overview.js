@@ -1,0 +1,239 @@
+import { el, clear, getJSON, fmtDur, fmtInt, fmtBytes, fmtTime, classColor, classLabel, params, showError } from './dom.js';
+import { rangePicker, select, classOptions, apiQuery } from './controls.js';
+import * as charts from './charts.js';
+import { onLive, renderPipeline } from './live.js';
+
+const keys = ['last', 'from', 'to', 'class', 'kind', 'component'];
+
+export async function overview(main, meta) {
+  clear(main);
+  const controls = el('div', { class: 'controls', id: 'controls' });
+  const body = el('div', { id: 'overview' });
+  main.append(controls, body);
+  let loading = null;
+  let again = false;
+
+  const load = async () => {
+    if (loading) { again = true; return loading; }
+    loading = (async () => {
+      try {
+        const o = await getJSON('/api/overview?' + apiQuery(keys));
+        render(body, o, meta);
+        main.dataset.loaded = String(Date.now());
+      } catch (e) {
+        clear(body);
+        showError(body, e);
+      }
+    })();
+    await loading;
+    loading = null;
+    if (again) { again = false; await load(); }
+  };
+
+  const kind = params().get('kind') || 'transactions';
+  controls.append(
+    rangePicker(load),
+    select('class', 'Class', classOptions(meta.classes), load),
+    select('kind', 'Records', [['transactions', 'Transactions'], ['pageviews', 'Pageviews']], () => {
+      const q = params(); q.delete('component'); history.replaceState(null, '', '?' + q); location.reload();
+    }, 'transactions'),
+    select('component', 'Component', meta.components[kind].map((c) => [c, c]), load, 'total'),
+    el('span', { class: 'exports' }, 'Report: ',
+      el('a', { id: 'report-html', href: '/export/report.html', on: { click: withQuery } }, 'HTML'), ' · ',
+      el('a', { id: 'report-pdf', href: '/export/report.pdf', on: { click: withQuery } }, 'PDF')),
+  );
+
+  if (meta.live) {
+    const panel = el('section', { class: 'card wide', id: 'live' },
+      el('h2', {}, 'Live ', el('span', { class: 'note', id: 'live-status' }, 'waiting for the first event…')),
+      el('div', { class: 'live-classes', id: 'live-classes' }),
+      el('div', { class: 'chart', id: 'live-chart' }));
+    main.insertBefore(panel, body);
+    const recent = new Map(); // class -> points of the last 2 minutes (packet time)
+    let lastRefresh = 0;
+    onLive((ev) => {
+      renderLive(panel, ev, recent, meta);
+      // The store batches writes for up to 2 s; re-query it at most every 5 s.
+      if (Date.now() - lastRefresh > 5000) { lastRefresh = Date.now(); load(); }
+    });
+  }
+  await load();
+}
+
+// Report links carry the current selection.
+function withQuery(ev) {
+  const a = ev.currentTarget;
+  const base = a.getAttribute('href').split('?')[0];
+  a.setAttribute('href', base + '?' + apiQuery(keys));
+}
+
+function card(id, title, ...content) {
+  return el('section', { class: 'card', id }, el('h2', {}, title), ...content);
+}
+
+function render(body, o, meta) {
+  clear(body);
+  const classes = meta.classes.length ? meta.classes : o.classes;
+  const shown = o.percentiles.map((p) => p.class);
+  const q = o.quantiles;
+  body.dataset.span = JSON.stringify(o.span);
+
+  const rangeNote = el('p', { class: 'range-note', id: 'range-note' },
+    `${fmtTime(o.span[0])} – ${fmtTime(o.span[1])} UTC · ${o.kind} · ${o.component}`
+    + (o.class ? ` · class ${classLabel(o.class)}` : ' · all classes'));
+  body.append(rangeNote);
+
+  body.append(counters(o));
+
+  const pctTable = el('table', { id: 'percentiles', class: 'nums' },
+    el('thead', {}, el('tr', {}, el('th', {}, 'Class'), el('th', { class: 'n' }, 'Count'),
+      q.map((x) => el('th', { class: 'n' }, `p${Math.round(x * 100)}`)))),
+    el('tbody', {}, o.percentiles.map((p) => el('tr', { dataset: { class: p.class, count: p.count } },
+      el('td', {}, swatch(classes, p.class), classLabel(p.class)),
+      el('td', { class: 'n' }, fmtInt(p.count)),
+      p.values.map((v, i) => el('td', { class: 'n', dataset: { q: q[i], ns: v } }, fmtDur(v)))))));
+  if (!o.percentiles.length) pctTable.append(el('caption', {}, 'No records in this range.'));
+  body.append(card('pct-card', `Response time (${o.component})`, pctTable));
+
+  const histBox = el('div', { class: 'chart', id: 'hist-chart' });
+  const cdfBox = el('div', { class: 'chart', id: 'cdf-chart' });
+  const seriesBox = el('div', { class: 'chart', id: 'series-chart' });
+  body.append(
+    card('hist-card', 'Distribution', histBox,
+      el('p', { class: 'note' }, 'Share of records per log-spaced bucket (20 per decade). Red lines: 1 s and 3 s, where clients that lost a SYN or SYN/ACK retry.')),
+    card('cdf-card', 'Cumulative distribution', cdfBox),
+    el('section', { class: 'card wide', id: 'series-card' },
+      el('h2', {}, 'p50 / p90 / p99 over time ', el('span', { class: 'note' }, `(${fmtDur(o.series_step)} buckets; dotted p50, solid p90, dashed p99)`)),
+      seriesBox),
+  );
+  body.append(breakdown(o, classes));
+  body.append(el('div', { class: 'tops' }, top(o, 'url', 'Slowest URLs'), top(o, 'server', 'Slowest servers'), top(o, 'client', 'Slowest clients')));
+
+  // Charts size themselves to their box, so draw after layout.
+  requestAnimationFrame(() => {
+    if (o.histograms.length) {
+      charts.histogram(histBox, o.histograms, classes);
+      charts.cdf(cdfBox, o.histograms, classes);
+    } else {
+      histBox.dataset.series = '[]'; cdfBox.dataset.series = '[]';
+      histBox.append(el('p', { class: 'empty' }, 'No records.'));
+      cdfBox.append(el('p', { class: 'empty' }, 'No records.'));
+    }
+    if (o.series.length) {
+      charts.series(seriesBox, o.series, q, o.series_step, classes, shown);
+    } else {
+      seriesBox.dataset.series = '[]';
+      seriesBox.append(el('p', { class: 'empty' }, 'No records.'));
+    }
+    body.dataset.rendered = '1';
+  });
+}
+
+function swatch(classes, c) {
+  const s = el('i', { class: 'swatch' });
+  s.style.background = classColor(classes, c);
+  return s;
+}
+
+function counter(name, label, value, opts = {}) {
+  const shown = opts.text !== undefined ? opts.text : fmtInt(value);
+  return el('div', { class: 'counter' + (opts.warn ? ' warn' : '') + (opts.na ? ' na' : ''), dataset: { counter: name, value: opts.na ? '' : value }, title: opts.title },
+    el('span', { class: 'v' }, shown), el('span', { class: 'l' }, label));
+}
+
+function counters(o) {
+  const k = o.counters;
+  const p = o.pipeline;
+  const na = { na: true, text: 'n/a', title: 'Known only while capturing live (rtmon live)' };
+  return el('section', { class: 'counters', id: 'counters' },
+    counter('pageviews', 'Pageviews', k.Pageviews),
+    counter('transactions', 'Transactions', k.Transactions),
+    counter('connections', 'Connections', k.Connections),
+    counter('syn_losses', 'SYN losses', k.SYNLosses, { warn: k.SYNLosses > 0, title: `${fmtDur(k.SYNLossGap)} lost by clients` }),
+    counter('synack_losses', 'SYN/ACK losses', k.SYNACKLosses, { warn: k.SYNACKLosses > 0, title: `${fmtDur(k.SYNACKLossGap)} lost by clients` }),
+    counter('retrans_conns', 'Conns with retransmissions', k.ConnsWithRetrans, { title: fmtBytes(k.ConnRetransBytes) + ' retransmitted' }),
+    counter('retrans_bytes', 'Retransmitted bytes', k.ConnRetransBytes, { text: fmtBytes(k.ConnRetransBytes) }),
+    counter('server_errors', 'Server errors (5xx)', k.ServerErrors, { warn: k.ServerErrors > 0 }),
+    counter('incomplete', 'Incomplete transactions', k.IncompleteTx),
+    p ? counter('capture_drops', 'Capture drops', p.capture_drops, { warn: p.capture_drops > 0 }) : counter('capture_drops', 'Capture drops', 0, na),
+    p ? counter('evictions', 'Evictions', p.evictions, { warn: p.evictions > 0 }) : counter('evictions', 'Evictions', 0, na),
+    counter('store_backlog', 'Store back-log', o.store.Queued, { warn: o.store.Queued > 0, title: o.store.LastError || 'records waiting to be stored' }),
+  );
+}
+
+function breakdown(o, classes) {
+  const comps = o.kind === 'pageviews' ? ['tconn', 'tserver', 'ttransfer', 'tother'] : ['tconn', 'trequest', 'tserver', 'ttransfer'];
+  const maxSum = Math.max(1, ...o.breakdown.flatMap((b) => [0, 1].map((qi) => comps.reduce((s, c) => s + ((b.values[c] || [])[qi] || 0), 0))));
+  const rows = [];
+  for (const b of o.breakdown) {
+    for (const [qi, qn] of [[0, 'p50'], [1, 'p90']]) {
+      const bar = el('div', { class: 'stack' });
+      for (const c of comps) {
+        const v = (b.values[c] || [])[qi] || 0;
+        const seg = el('span', { class: 'seg seg-' + c, title: `${c} ${qn}: ${fmtDur(v)}` });
+        seg.style.width = (100 * v / maxSum).toFixed(3) + '%';
+        bar.append(seg);
+      }
+      rows.push(el('tr', { dataset: { class: b.class, q: qn } },
+        el('td', {}, qi === 0 ? [swatch(classes, b.class), classLabel(b.class)] : ''),
+        el('td', {}, qn),
+        comps.map((c) => el('td', { class: 'n', dataset: { comp: c, ns: (b.values[c] || [])[qi] || 0 } }, fmtDur((b.values[c] || [])[qi] || 0))),
+        el('td', { class: 'bar' }, bar)));
+    }
+  }
+  return el('section', { class: 'card wide', id: 'breakdown-card' },
+    el('h2', {}, 'Where the time goes ', el('span', { class: 'note' }, '(percentiles of each component; they need not add up to the total’s)')),
+    el('table', { id: 'breakdown', class: 'nums' },
+      el('thead', {}, el('tr', {}, el('th', {}, 'Class'), el('th', {}, ''), comps.map((c) => el('th', { class: 'n' }, c)),
+        el('th', {}, el('span', { class: 'legend' }, comps.map((c) => el('span', {}, el('i', { class: 'seg seg-' + c }), c)))))),
+      el('tbody', {}, rows)));
+}
+
+function top(o, by, title) {
+  const rows = o.top[by] || [];
+  const link = (key) => {
+    const q = new URLSearchParams();
+    for (const k of ['last', 'from', 'to', 'class', 'kind']) { const v = params().get(k); if (v) q.set(k, v); }
+    if (by === 'client') q.set('client', key);
+    else if (by === 'url') {
+      // Keys are host+url; search matches the URL part.
+      const i = key.indexOf('/');
+      q.set('url', i >= 0 ? key.slice(i) : key);
+    } else return null;
+    return '/search?' + q;
+  };
+  return el('section', { class: 'card', id: 'top-' + by },
+    el('h2', {}, title),
+    el('table', { class: 'nums top' },
+      el('thead', {}, el('tr', {}, el('th', {}, by === 'url' ? 'Host + URL' : by), el('th', { class: 'n' }, 'Count'), el('th', { class: 'n' }, 'Mean'), el('th', { class: 'n' }, 'Max'))),
+      el('tbody', {}, rows.length ? rows.map((r) => {
+        const href = link(r.Key);
+        return el('tr', { dataset: { key: r.Key, count: r.Count, mean: r.Mean, max: r.Max } },
+          el('td', { class: 'key' }, href ? el('a', { href }, r.Key) : r.Key),
+          el('td', { class: 'n' }, fmtInt(r.Count)), el('td', { class: 'n' }, fmtDur(r.Mean)), el('td', { class: 'n' }, fmtDur(r.Max)));
+      }) : el('tr', {}, el('td', { colspan: 4 }, 'none')))));
+}
+
+function renderLive(panel, ev, recent, meta) {
+  const status = panel.querySelector('#live-status');
+  status.textContent = ev.time ? `newest packet ${fmtTime(ev.time)} UTC` : 'no traffic yet';
+  const cutoff = ev.time - 120e9;
+  for (const c of ev.classes || []) {
+    const list = recent.get(c.class) || [];
+    for (const p of c.points || []) list.push(p);
+    recent.set(c.class, list.filter((p) => p.t >= cutoff).slice(-5000));
+  }
+  const box = panel.querySelector('#live-classes');
+  clear(box);
+  const classes = meta.classes.slice();
+  for (const c of ev.classes || []) if (!classes.includes(c.class)) classes.push(c.class);
+  for (const c of ev.classes || []) {
+    box.append(el('div', { class: 'live-class', dataset: { class: c.class, transactions: c.transactions, pageviews: c.pageviews } },
+      swatch(classes, c.class), el('b', {}, classLabel(c.class)),
+      ` ${fmtInt(c.transactions)} transactions · ${fmtInt(c.pageviews)} pageviews · ${fmtInt(c.syn_losses)} SYN / ${fmtInt(c.synack_losses)} SYN-ACK losses`));
+  }
+  panel.dataset.events = String(Number(panel.dataset.events || 0) + 1);
+  const chartBox = panel.querySelector('#live-chart');
+  const any = [...recent.values()].some((l) => l.length);
+  if (any) charts.liveScatter(chartBox, recent, classes);
+}

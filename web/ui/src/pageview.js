@@ -1,0 +1,152 @@
+import { el, clear, getJSON, fmtDur, fmtInt, fmtBytes, fmtTime, showError, classLabel } from './dom.js';
+
+// The pageview page: a DevTools-like waterfall with connections as rows.
+// On each row, each transaction shows its client-perceived phases: time
+// lost to SYN/SYN-ACK loss, connect, request, wait (Tserver) and transfer.
+export async function pageview(main) {
+  const id = decodeURIComponent(location.pathname.replace(/^\/pageview\//, ''));
+  let d;
+  try {
+    d = await getJSON('/api/pageview/' + encodeURIComponent(id));
+  } catch (e) {
+    showError(main, e);
+    return;
+  }
+  const pv = d.Pageview;
+  const txs = d.Transactions;
+  const conns = d.Connections;
+  document.title = `Pageview ${pv.host || ''}${pv.url || ''} · rtmon`;
+
+  main.append(el('section', { class: 'card wide', id: 'pv-summary', dataset: { id: pv.id, total: pv.total_ns } },
+    el('h1', { class: 'pv-title' }, el('span', { class: 'host' }, pv.host || ''), el('span', { class: 'url' }, pv.url || '')),
+    el('div', { class: 'pv-facts' },
+      fact('Total', fmtDur(pv.total_ns), 'total'), fact('Tconn', fmtDur(pv.tconn_ns), 'tconn'), fact('Tserver', fmtDur(pv.tserver_ns), 'tserver'),
+      fact('Ttransfer', fmtDur(pv.ttransfer_ns), 'ttransfer'), fact('Tother', fmtDur(pv.tother_ns), 'tother'),
+      fact('Start', fmtTime(pv.start) + ' UTC', 'start'), fact('Client', pv.client, 'client'), fact('Class', classLabel(pv.class), 'class'),
+      fact('Status', String(pv.status || '–'), 'status'), fact('Objects', String(pv.objects), 'objects'),
+      fact('Connections', String(pv.connections), 'connections'), fact('SYN / SYN-ACK losses', `${pv.syn_losses} / ${pv.synack_losses}`, 'losses'),
+      fact('Bytes', fmtBytes(pv.bytes), 'bytes'), fact('User-Agent', pv.user_agent || '–', 'ua')),
+    (pv.flags && pv.flags.length) ? el('p', { class: 'flags' }, 'Flags: ', pv.flags.join(', ')) : null,
+    el('p', { class: 'exports' }, el('a', { href: '/export/har/' + encodeURIComponent(pv.id) + '.har', id: 'export-har' }, 'Download HAR'))));
+
+  main.append(waterfall(pv, txs, conns));
+  main.append(txList(pv, txs, conns));
+}
+
+function fact(label, value, key) {
+  return el('div', { class: 'fact', dataset: { fact: key } }, el('span', { class: 'l' }, label), el('span', { class: 'v' }, value));
+}
+
+function phases(tx, conn) {
+  const out = [];
+  let t = tx.start;
+  const add = (kind, dur) => {
+    if (dur > 0) out.push({ kind, from: t, to: t + dur });
+    t += dur;
+  };
+  if (tx.tconn_ns > 0) {
+    const lost = conn && tx.index === 0 ? Math.min(tx.tconn_ns, (conn.syn_loss_gap_ns || 0) + (conn.synack_loss_gap_ns || 0)) : 0;
+    add('synloss', lost);
+    add('connect', tx.tconn_ns - lost);
+  }
+  add('request', tx.trequest_ns);
+  add('wait', tx.tserver_ns);
+  add('transfer', tx.ttransfer_ns);
+  return out;
+}
+
+function niceStep(span) {
+  const target = span / 8;
+  const p = Math.pow(10, Math.floor(Math.log10(target)));
+  for (const m of [1, 2, 5, 10]) if (m * p >= target) return m * p;
+  return 10 * p;
+}
+
+function waterfall(pv, txs, conns) {
+  const byConn = new Map();
+  for (const c of conns) byConn.set(c.id, c);
+  let t0 = pv.start;
+  let t1 = pv.end;
+  for (const t of txs) { t0 = Math.min(t0, t.start); t1 = Math.max(t1, t.end); }
+  const span = Math.max(1, t1 - t0);
+  const pct = (t) => (100 * (t - t0) / span).toFixed(4) + '%';
+
+  // Rows: connections in order of their first transaction.
+  const rows = new Map();
+  for (const t of txs) {
+    if (!rows.has(t.connection_id)) rows.set(t.connection_id, []);
+    rows.get(t.connection_id).push(t);
+  }
+  const wf = el('div', { class: 'waterfall', id: 'waterfall', dataset: { t0, t1, rows: rows.size } });
+  const axis = el('div', { class: 'wf-axis' });
+  const step = niceStep(span);
+  for (let x = 0; x <= span; x += step) {
+    const tick = el('span', { class: 'tick' }, fmtDur(x));
+    tick.style.left = (100 * x / span).toFixed(4) + '%';
+    axis.append(tick);
+  }
+  const pvMark = el('div', { class: 'wf-pv', title: `pageview ${fmtDur(pv.total_ns)}` });
+  pvMark.style.left = pct(pv.start);
+  pvMark.style.width = (100 * (pv.end - pv.start) / span).toFixed(4) + '%';
+  wf.append(el('div', { class: 'wf-row wf-head' }, el('div', { class: 'wf-label' }, 'Connection'), el('div', { class: 'wf-track' }, axis, pvMark)));
+
+  let n = 0;
+  for (const [cid, list] of rows) {
+    const c = byConn.get(cid);
+    n++;
+    const label = el('div', { class: 'wf-label', title: cid },
+      el('b', {}, `#${n} `), c ? `${c.server}:${c.server_port} ← :${c.client_port}` : '(connection not stored)',
+      c && (c.syn_losses || c.synack_losses) ? el('span', { class: 'loss' }, ` ${c.syn_losses + c.synack_losses} lost SYN`) : null);
+    const track = el('div', { class: 'wf-track' });
+    for (const t of list) {
+      const ph = phases(t, c);
+      const grp = el('a', { class: 'wf-tx', href: '#tx-' + t.id, dataset: { tx: t.id, start: t.start - t0, total: t.total_ns },
+        title: `${t.method || ''} ${t.host || ''}${t.url || ''} — ${t.status || '?'} — ${fmtDur(t.total_ns)}` });
+      grp.style.left = pct(t.start);
+      grp.style.width = (100 * Math.max(t.end - t.start, 0) / span).toFixed(4) + '%';
+      for (const p of ph) {
+        const seg = el('span', { class: 'seg seg-' + p.kind, dataset: { kind: p.kind, from: p.from - t0, to: p.to - t0 } });
+        // Position within the transaction's box.
+        const w = Math.max(1, t.end - t.start);
+        seg.style.left = (100 * (p.from - t.start) / w).toFixed(4) + '%';
+        seg.style.width = (100 * (p.to - p.from) / w).toFixed(4) + '%';
+        grp.append(seg);
+      }
+      track.append(grp);
+    }
+    wf.append(el('div', { class: 'wf-row', dataset: { conn: cid } }, label, track));
+  }
+  const legend = el('p', { class: 'legend wf-legend' },
+    [['synloss', 'SYN / SYN-ACK loss'], ['connect', 'connect'], ['request', 'request'], ['wait', 'wait (Tserver)'], ['transfer', 'transfer']]
+      .map(([k, t]) => el('span', {}, el('i', { class: 'seg seg-' + k }), t)));
+  return el('section', { class: 'card wide', id: 'waterfall-card' }, el('h2', {}, 'Waterfall'), legend, wf);
+}
+
+function txList(pv, txs, conns) {
+  const connIdx = new Map();
+  let n = 0;
+  for (const t of txs) if (!connIdx.has(t.connection_id)) connIdx.set(t.connection_id, ++n);
+  return el('section', { class: 'card wide', id: 'tx-card' },
+    el('h2', {}, `Transactions (${txs.length})`),
+    el('div', { id: 'tx-list' }, txs.map((t) => el('details', { class: 'tx', id: 'tx-' + t.id, dataset: { id: t.id } },
+      el('summary', {},
+        el('span', { class: 'conn' }, `#${connIdx.get(t.connection_id)}`), ' ',
+        el('span', { class: 'method' }, t.method || '?'), ' ',
+        el('span', { class: 'host' }, t.host || ''), el('span', { class: 'url' }, t.url || ''), ' ',
+        el('span', { class: 'status' + (t.status >= 400 ? ' bad' : '') }, String(t.status || '–')), ' ',
+        el('span', { class: 'dur' }, fmtDur(t.total_ns))),
+      el('table', { class: 'headers' }, el('tbody', {},
+        hdr('Method', t.method), hdr('Host', t.host), hdr('URL', t.url), hdr('Status', t.status),
+        hdr('Content-Type', t.content_type), hdr('Referer', t.referer), hdr('User-Agent', t.user_agent), hdr('Accept', t.accept),
+        hdr('Start', fmtTime(t.start) + ' UTC (+' + fmtDur(t.start - pv.start) + ')'),
+        hdr('Tconn / Trequest / Tserver / Ttransfer', [t.tconn_ns, t.trequest_ns, t.tserver_ns, t.ttransfer_ns].map(fmtDur).join(' / ')),
+        hdr('Total', fmtDur(t.total_ns)), hdr('Client RTT', fmtDur(t.rtt_client_ns)),
+        hdr('Request / response bytes', `${fmtInt(t.request_bytes)} / ${fmtInt(t.response_bytes)} (body ${fmtInt(t.body_bytes)}, retransmitted ${fmtInt(t.retrans_bytes)})`),
+        hdr('Client', `${t.client}:${t.client_port}`), hdr('Server', `${t.server}:${t.server_port}`),
+        hdr('Flags', (t.flags || []).join(', ')), hdr('Transaction id', t.id)))))));
+}
+
+function hdr(name, value) {
+  if (value === undefined || value === null || value === '') return null;
+  return el('tr', {}, el('th', {}, name), el('td', {}, String(value)));
+}
