@@ -308,6 +308,7 @@ func (c *conn) account(h *halfStream, retrans int, reordered bool) {
 func (c *conn) closeServerStream() {
 	c.s2c.closed = true
 	c.serverFIN = true
+	c.curTS = c.s2cLog.last() // a close-delimited body ended with its last byte
 	if c.truncated {
 		c.endHeuristicResponse()
 		return

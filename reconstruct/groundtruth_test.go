@@ -565,3 +565,38 @@ func TestStableIDs(t *testing.T) {
 		t.Errorf("ids differ across runs: %s %s", a.txs[0].ID, b.txs[0].ID)
 	}
 }
+
+// TestHTTP10CloseDelimited: an HTTP/1.0 response without Content-Length ends
+// when the server closes; its last byte is the last data segment, not the FIN.
+// A HEAD before it has headers only, though they announce a length.
+func TestHTTP10CloseDelimitedAndHead(t *testing.T) {
+	out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+		c := w.Conn(client, server, 5, 6)
+		est := handshake(c, synth.T(0))
+		c.Client(est, synth.Request("HEAD", "example.test", "/h"))
+		c.Server(est+ms, []byte("HTTP/1.1 200 OK\r\nContent-Length: 5000\r\nContent-Type: text/html\r\n\r\n"))
+		c.ClientAck(est + ms + 2*D)
+		r := est + 100*ms
+		c.Client(r, []byte("GET /old HTTP/1.0\r\nHost: example.test\r\n\r\n"))
+		c.Server(r+3*ms, []byte("HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n"))
+		c.Server(r+4*ms, synth.Body(1000))
+		c.Server(r+5*ms, synth.Body(500))
+		c.ClientAck(r + 5*ms + 2*D)
+		c.Client(r+10*ms+2*D, []byte("x")) // client bytes after the response: curTS must not leak
+		c.ServerFIN(r + 30*ms)
+		c.ClientFIN(r + 30*ms + 2*D)
+		c.ServerAck(r + 30*ms + 2*D + 100*us)
+	})
+	if len(out.txs) != 2 {
+		t.Fatalf("want 2 transactions, got %d", len(out.txs))
+	}
+	head, old := out.txs[0], out.txs[1]
+	if head.Method != "HEAD" || head.BodyBytes != 0 || head.Flags != 0 {
+		t.Errorf("HEAD: %+v", head)
+	}
+	r := synth.T(0) + 100*us + 2*D + 100*ms
+	checkTx(t, old, want{start: r - D, tserver: 3*ms + 2*D, ttransfer: 2 * ms, total: 3*ms + 2*D + 2*ms})
+	if old.BodyBytes != 1500 || old.Status != 200 || old.Flags != 0 {
+		t.Errorf("HTTP/1.0: body %d status %d flags %v", old.BodyBytes, old.Status, old.FlagNames)
+	}
+}

@@ -230,3 +230,8 @@ func (l *deliveryLog) timeAt(off, fallback int64) int64 {
 	}
 	return fallback
 }
+
+// last is the capture time of the newest piece, 0 before any.
+func (l *deliveryLog) last() int64 {
+	return l.ring[(l.head-1+len(l.ring))%len(l.ring)].ts
+}
