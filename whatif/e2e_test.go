@@ -1,10 +1,7 @@
 package whatif
 
 import (
-	"errors"
-	"io"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -28,22 +25,12 @@ func (c *collector) Transaction(x *reconstruct.Transaction) { c.txs = append(c.t
 func synthCapture(t *testing.T, wl synth.Workload) (*collector, []synth.TruthRecord) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "w.pcap")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := synth.NewWriter(f, synth.Options{Nanosecond: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var truth []synth.TruthRecord
-	if _, err := synth.Generate(w, wl, func(r synth.TruthRecord) { truth = append(truth, r) }); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
+	err := synth.WriteFile(path, synth.Options{Nanosecond: true}, func(w *synth.Writer) error {
+		_, err := synth.Generate(w, wl, func(r synth.TruthRecord) { truth = append(truth, r) })
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	src, err := capture.OpenFiles([]string{path}, capture.FileOptions{})
@@ -52,18 +39,9 @@ func synthCapture(t *testing.T, wl synth.Workload) (*collector, []synth.TruthRec
 	}
 	defer src.Close()
 	out := &collector{}
-	tr := reconstruct.NewTracker(reconstruct.Config{}, out)
-	var p capture.Packet
-	for {
-		if err := src.Next(&p); err != nil {
-			if !errors.Is(err, io.EOF) {
-				t.Fatal(err)
-			}
-			break
-		}
-		tr.Packet(&p)
+	if err := reconstruct.NewTracker(reconstruct.Config{}, out).ReadFrom(src, nil); err != nil {
+		t.Fatal(err)
 	}
-	tr.Flush()
 	return out, truth
 }
 

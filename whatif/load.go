@@ -15,10 +15,10 @@ import (
 // CGI vs static) is kept: predicted = measured * Proc(new c) / Proc(old c).
 // Proc is floored at Floor so the ratio stays finite.
 type LoadModel struct {
-	Intercept float64 // ns
-	Slope     float64 // ns per concurrent transaction
-	Floor     float64 // ns
-	Samples   int
+	Intercept float64 `json:"intercept_ns"`
+	Slope     float64 `json:"slope_ns"` // per concurrent transaction
+	Floor     float64 `json:"floor_ns"`
+	Samples   int     `json:"samples"`
 }
 
 // Proc evaluates the model at concurrency c.

@@ -31,6 +31,15 @@ func analyzedRecords(t *testing.T) string {
 	return o.out
 }
 
+// wantUnit: pageviews when analyze wrote them, else transactions.
+func wantUnit(t *testing.T, dir string) string {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(dir, "pageviews.jsonl")); err == nil {
+		return "pageview"
+	}
+	return "transaction"
+}
+
 func runCmd(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	root := newRootCommand()
@@ -59,7 +68,7 @@ func TestWhatifRulesJSON(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	c := rep.Result.Class(whatif.DefaultClass)
-	if rep.Unit != "transaction" || c == nil || c.Measured.N == 0 || c.Predicted.Mean >= c.Measured.Mean {
+	if rep.Unit != wantUnit(t, dir) || c == nil || c.Measured.N == 0 || c.Predicted.Mean >= c.Measured.Mean {
 		t.Fatalf("unexpected result: %s", out)
 	}
 	// Two singles and their pair, for the one class.
@@ -81,7 +90,7 @@ func TestWhatifStandardCandidatesText(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, want := range []string{"unit: transaction", "class default (low priority)", "ranking for default",
+	for _, want := range []string{"unit: " + wantUnit(t, dir), "class default (low priority)", "ranking for default",
 		"IF IP.SRC == * THEN FAST SYN GAP 200ms", "IF IP.SRC == * THEN SPLICE; IF IP.SRC == * THEN REMOVE EMBEDS", "assumptions:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
