@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/whatif"
 )
 
@@ -55,7 +56,7 @@ Rules: IF <cond> THEN <action>[, <action>], one per line, # comments, e.g.
 	f.StringVar(&o.rulesFile, "rules", "", "file of rules, one per line")
 	f.StringArrayVar(&o.rules, "rule", nil, "a rule (repeatable)")
 	f.StringSliceVar(&o.priorities, "priority", nil, "class priorities, e.g. premium=high,others=low (unlisted: low)")
-	f.StringVar(&o.classesFile, "classes", "", "file of class=priority lines (interim, until the pageview classes file is shared)")
+	f.StringVar(&o.classesFile, "classes", "", "the client classes file (YAML) given to analyze; its priorities mark high and low classes")
 	f.StringVar(&o.format, "format", "text", "output: text or json")
 	f.DurationVar(&o.window, "window", 30*time.Second, "sliding window of the RT conditions")
 	f.StringVar(&o.stat, "stat", "median", "window statistic: median or mean")
@@ -66,9 +67,6 @@ Rules: IF <cond> THEN <action>[, <action>], one per line, # comments, e.g.
 	return cmd
 }
 
-// maxClassesFile bounds the interim classes file.
-const maxClassesFile = 1 << 20
-
 func (o whatifOptions) options() (whatif.Options, error) {
 	opts := whatif.Options{Window: o.window, Stat: whatif.Stat(o.stat), SYNTimeout: o.synTimeout,
 		SYNAttempts: o.synAttempts, Priorities: map[string]whatif.Priority{}}
@@ -77,14 +75,14 @@ func (o whatifOptions) options() (whatif.Options, error) {
 	}
 	pairs := o.priorities
 	if o.classesFile != "" {
-		b, err := readBounded(o.classesFile, maxClassesFile)
+		// The same classes file analyze used: its priorities say who is high.
+		classes, err := pageview.LoadClasses(o.classesFile)
 		if err != nil {
 			return opts, fmt.Errorf("--classes: %w", err)
 		}
-		for _, line := range strings.Split(string(b), "\n") {
-			line, _, _ = strings.Cut(line, "#")
-			if line = strings.TrimSpace(line); line != "" {
-				pairs = append(pairs, strings.Join(strings.Fields(strings.ReplaceAll(line, "=", " ")), "="))
+		for _, r := range append([]pageview.Rule{{Class: classes.Default}}, classes.Rules...) {
+			if r.Class.Priority != "" {
+				pairs = append(pairs, r.Class.Name+"="+r.Class.Priority)
 			}
 		}
 	}

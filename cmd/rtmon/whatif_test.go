@@ -118,3 +118,23 @@ func TestWhatifErrors(t *testing.T) {
 		t.Error("missing records directory accepted")
 	}
 }
+
+// The classes file analyze reads also gives whatif its priorities.
+func TestWhatifPrioritiesFromClassesFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "classes.yaml")
+	yaml := "classes:\n  - name: premium\n    priority: high\n    match: \"IP.SRC == 10.4.*.*\"\ndefault: { name: rest, priority: low }\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := whatifOptions{classesFile: path, stat: "median"}.options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Priorities["premium"] != whatif.High || opts.Priorities["rest"] != whatif.Low {
+		t.Errorf("priorities %v", opts.Priorities)
+	}
+	os.WriteFile(path, []byte("classes:\n  - name: x\n    match: \"10.4.*.300\"\n"), 0o644)
+	if _, err := (whatifOptions{classesFile: path}).options(); err == nil || !strings.Contains(err.Error(), "line 3") {
+		t.Errorf("bad pattern error: %v", err)
+	}
+}
