@@ -82,8 +82,8 @@ func TestWhatifRulesJSON(t *testing.T) {
 
 func TestWhatifStandardCandidatesText(t *testing.T) {
 	dir := analyzedRecords(t)
-	rules := filepath.Join(t.TempDir(), "classes")
-	if err := os.WriteFile(rules, []byte("# interim classes file\ndefault = low\n"), 0o644); err != nil {
+	rules := filepath.Join(t.TempDir(), "classes.yaml")
+	if err := os.WriteFile(rules, []byte("# everyone in one low-priority class\ndefault: { name: default, priority: low }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, err := runCmd(t, "whatif", "--records", dir, "--classes", rules)
