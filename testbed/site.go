@@ -1,9 +1,13 @@
 package testbed
 
 import (
+	"bytes"
+	"compress/zlib"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -99,10 +103,13 @@ func pageHTML(p Page) []byte {
 	return []byte(b.String())
 }
 
-// objectBody is valid CSS or JavaScript (one long comment) so the browser
-// loads it without errors; images are random bytes (a failed decode does not
-// delay the load event).
+// objectBody is valid CSS or JavaScript (one long comment), or a valid PNG:
+// Chromium cancels the rest of an image's download (a RST on the wire) as
+// soon as its decoder fails, so random bytes would not do.
 func objectBody(path, ext string, size int) []byte {
+	if ext == "png" {
+		return pngBody(path, size)
+	}
 	b := fileBody(path, size)
 	if ext == "css" || ext == "js" {
 		for i := range b {
@@ -165,3 +172,42 @@ func (tb *Testbed) StartBackend(site *Site) (*Backend, error) {
 	})
 	return b, nil
 }
+
+// pngBody is a 1x1 grey PNG of exactly size bytes (at least pngMinSize):
+// a private ancillary chunk of random bytes before the image data pads it,
+// and decoders skip it.
+func pngBody(path string, size int) []byte {
+	size = max(size, pngMinSize)
+	var b bytes.Buffer
+	b.WriteString("\x89PNG\r\n\x1a\n")
+	chunk := func(typ string, data []byte) {
+		var hdr [8]byte
+		binary.BigEndian.PutUint32(hdr[:4], uint32(len(data)))
+		copy(hdr[4:], typ)
+		b.Write(hdr[:])
+		b.Write(data)
+		crc := crc32.NewIEEE()
+		crc.Write(hdr[4:])
+		crc.Write(data)
+		binary.BigEndian.PutUint32(hdr[:4], crc.Sum32())
+		b.Write(hdr[:4])
+	}
+	// width 1, height 1, bit depth 8, colour type 0 (grey), no interlace.
+	chunk("IHDR", []byte{0, 0, 0, 1, 0, 0, 0, 1, 8, 0, 0, 0, 0})
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	zw.Write([]byte{0, 0x80}) // filter none, one grey pixel
+	zw.Close()
+	pad := size - pngMinSize - z.Len() + pngZlibGuess
+	chunk("rtMn", fileBody(path, max(pad, 0)))
+	chunk("IDAT", z.Bytes())
+	chunk("IEND", nil)
+	return b.Bytes()
+}
+
+// pngMinSize is signature + IHDR + empty padding chunk + IEND + IDAT with a
+// pngZlibGuess-byte stream; pngBody corrects for the real stream length.
+const (
+	pngZlibGuess = 10
+	pngMinSize   = 8 + 25 + 12 + 12 + 12 + pngZlibGuess
+)
