@@ -425,6 +425,9 @@ type SearchResponse struct {
 	Limit        int                        `json:"limit"`
 	Transactions []*reconstruct.Transaction `json:"transactions,omitempty"`
 	Pageviews    []*pageview.Pageview       `json:"pageviews,omitempty"`
+	// Links[i] leads from Transactions[i] to its pageview; built here
+	// because a start time in ns is not exact as a JavaScript number.
+	Links []string `json:"links,omitempty"`
 }
 
 func (s *Server) apiSearch(c *gin.Context) {
@@ -441,6 +444,9 @@ func (s *Server) apiSearch(c *gin.Context) {
 	}
 	nameFlags(res.Transactions, res.Pageviews)
 	out := SearchResponse{Kind: q.Kind, Total: res.Total, Offset: q.Offset, Limit: q.Limit, Transactions: res.Transactions, Pageviews: res.Pageviews}
+	for _, t := range res.Transactions {
+		out.Links = append(out.Links, txPageviewLink(t))
+	}
 	if q.Kind == store.Transactions {
 		out.Transactions = nonNil(out.Transactions)
 	} else {
@@ -465,7 +471,35 @@ func (s *Server) apiPageview(c *gin.Context) {
 	}
 	det.Transactions = nonNil(det.Transactions)
 	det.Connections = nonNil(det.Connections)
-	c.JSON(http.StatusOK, det)
+	c.JSON(http.StatusOK, pageviewResponse(det))
+}
+
+// PageviewResponse adds offsets from T0 (the earliest start) to the stored
+// pageview: ns since the epoch exceed JavaScript's exact integers, so the
+// waterfall is laid out from these small exact numbers instead.
+type PageviewResponse struct {
+	*store.PageviewDetail
+	T0       int64               `json:"t0"`
+	Pageview [2]int64            `json:"pv_offsets"` // pageview start, end - T0
+	Offsets  map[string][2]int64 `json:"offsets"`    // transaction id -> start, end - T0
+}
+
+func pageviewResponse(det *store.PageviewDetail) PageviewResponse {
+	t0 := det.Pageview.Start
+	for _, t := range det.Transactions {
+		t0 = min(t0, t.Start)
+	}
+	r := PageviewResponse{PageviewDetail: det, T0: t0, Pageview: [2]int64{det.Pageview.Start - t0, det.Pageview.End - t0},
+		Offsets: make(map[string][2]int64, len(det.Transactions))}
+	for _, t := range det.Transactions {
+		r.Offsets[t.ID] = [2]int64{t.Start - t0, t.End - t0}
+	}
+	return r
+}
+
+func txPageviewLink(t *reconstruct.Transaction) string {
+	return "/tx/pageview?" + url.Values{"client": {t.Client.String()}, "start": {strconv.FormatInt(t.Start, 10)},
+		"iface": {strconv.Itoa(t.Interface)}}.Encode()
 }
 
 // txPageview redirects from a transaction (client, interface, start) to the

@@ -219,8 +219,12 @@ func seriesSVG(o *Overview, color map[string]string) template.HTML {
 	}
 	for i := 0; i <= 4; i++ {
 		t := o.Span[0] + (o.Span[1]-o.Span[0])*int64(i)/4
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" font-size="10" text-anchor="middle" fill="#374151">%s</text>`, x(t), svgH-padB+16,
-			time.Unix(0, t).UTC().Format("01-02 15:04:05"))
+		anchor := map[int]string{0: "start", 4: "end"}[i]
+		if anchor == "" {
+			anchor = "middle"
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" font-size="10" text-anchor="%s" fill="#374151">%s</text>`, x(t), svgH-padB+16,
+			anchor, time.Unix(0, t).UTC().Format("01-02 15:04:05"))
 	}
 	byClass := map[string][]store.SeriesPoint{}
 	var order []string

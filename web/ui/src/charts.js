@@ -67,7 +67,7 @@ export function histogram(container, hs, classes) {
   }
   container.dataset.series = JSON.stringify(hs.map((h) => ({ class: h.class, edges: h.edges, counts: h.counts, total: h.total })));
   return make(container, {
-    scales: { x: { time: false, distr: 3, log: 10 }, y: { range: (u, lo, hi) => [0, Math.max(hi * 1.08, 0.01)] } },
+    scales: { x: { time: false, distr: 3, log: 10, range: () => [xs[0], xs[xs.length - 1]] }, y: { range: (u, lo, hi) => [0, Math.max(hi * 1.08, 0.01)] } },
     axes: [{ values: logTicks, space: 30 }, { values: (u, v) => v.map((x) => (x * 100).toFixed(0) + '%'), size: 50 }],
     series,
     legend: { live: true },

@@ -17,8 +17,9 @@ export async function overview(main, meta) {
     if (loading) { again = true; return loading; }
     loading = (async () => {
       try {
-        const o = await getJSON('/api/overview?' + apiQuery(keys));
+        const o = normalize(await getJSON('/api/overview?' + apiQuery(keys)));
         render(body, o, meta);
+        setReportLinks();
         main.dataset.loaded = String(Date.now());
       } catch (e) {
         clear(body);
@@ -39,8 +40,8 @@ export async function overview(main, meta) {
     }, 'transactions'),
     select('component', 'Component', meta.components[kind].map((c) => [c, c]), load, 'total'),
     el('span', { class: 'exports' }, 'Report: ',
-      el('a', { id: 'report-html', href: '/export/report.html', on: { click: withQuery } }, 'HTML'), ' · ',
-      el('a', { id: 'report-pdf', href: '/export/report.pdf', on: { click: withQuery } }, 'PDF')),
+      el('a', { id: 'report-html', href: '/export/report.html' }, 'HTML'), ' · ',
+      el('a', { id: 'report-pdf', href: '/export/report.pdf' }, 'PDF')),
   );
 
   if (meta.live) {
@@ -61,10 +62,19 @@ export async function overview(main, meta) {
 }
 
 // Report links carry the current selection.
-function withQuery(ev) {
-  const a = ev.currentTarget;
-  const base = a.getAttribute('href').split('?')[0];
-  a.setAttribute('href', base + '?' + apiQuery(keys));
+function setReportLinks() {
+  for (const id of ['report-html', 'report-pdf']) {
+    const a = document.getElementById(id);
+    if (a) a.setAttribute('href', a.getAttribute('href').split('?')[0] + '?' + apiQuery(keys));
+  }
+}
+
+// The store's result types have Go field names; give them the page's.
+function normalize(o) {
+  o.histograms = o.histograms.map((h) => ({ class: h.Class, edges: h.Edges, counts: h.Counts, total: h.Total }));
+  o.percentiles = o.percentiles.map((p) => ({ class: p.Class, count: p.Count, values: p.Values }));
+  o.series = o.series.map((p) => ({ class: p.Class, t: p.T, count: p.Count, values: p.Values }));
+  return o;
 }
 
 function card(id, title, ...content) {
@@ -97,7 +107,7 @@ function render(body, o, meta) {
 
   const histBox = el('div', { class: 'chart', id: 'hist-chart' });
   const cdfBox = el('div', { class: 'chart', id: 'cdf-chart' });
-  const seriesBox = el('div', { class: 'chart', id: 'series-chart' });
+  const seriesBox = el('div', { class: 'chart', id: 'series-chart', dataset: { step: o.series_step } });
   body.append(
     card('hist-card', 'Distribution', histBox,
       el('p', { class: 'note' }, 'Share of records per log-spaced bucket (20 per decade). Red lines: 1 s and 3 s, where clients that lost a SYN or SYN/ACK retry.')),

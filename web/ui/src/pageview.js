@@ -29,17 +29,19 @@ export async function pageview(main) {
     (pv.flags && pv.flags.length) ? el('p', { class: 'flags' }, 'Flags: ', pv.flags.join(', ')) : null,
     el('p', { class: 'exports' }, el('a', { href: '/export/har/' + encodeURIComponent(pv.id) + '.har', id: 'export-har' }, 'Download HAR'))));
 
-  main.append(waterfall(pv, txs, conns));
-  main.append(txList(pv, txs, conns));
+  main.append(waterfall(pv, txs, conns, d.offsets, d.pv_offsets));
+  main.append(txList(pv, txs, conns, d.offsets, d.pv_offsets));
 }
 
 function fact(label, value, key) {
   return el('div', { class: 'fact', dataset: { fact: key } }, el('span', { class: 'l' }, label), el('span', { class: 'v' }, value));
 }
 
-function phases(tx, conn) {
+// Phases are laid out from the transaction's start offset (exact small
+// integers; absolute ns are not exact in JavaScript).
+function phases(tx, conn, start) {
   const out = [];
-  let t = tx.start;
+  let t = start;
   const add = (kind, dur) => {
     if (dur > 0) out.push({ kind, from: t, to: t + dur });
     t += dur;
@@ -62,12 +64,12 @@ function niceStep(span) {
   return 10 * p;
 }
 
-function waterfall(pv, txs, conns) {
+function waterfall(pv, txs, conns, offsets, pvOff) {
   const byConn = new Map();
   for (const c of conns) byConn.set(c.id, c);
-  let t0 = pv.start;
-  let t1 = pv.end;
-  for (const t of txs) { t0 = Math.min(t0, t.start); t1 = Math.max(t1, t.end); }
+  const t0 = 0;
+  let t1 = pvOff[1];
+  for (const t of txs) t1 = Math.max(t1, offsets[t.id][1]);
   const span = Math.max(1, t1 - t0);
   const pct = (t) => (100 * (t - t0) / span).toFixed(4) + '%';
 
@@ -77,7 +79,7 @@ function waterfall(pv, txs, conns) {
     if (!rows.has(t.connection_id)) rows.set(t.connection_id, []);
     rows.get(t.connection_id).push(t);
   }
-  const wf = el('div', { class: 'waterfall', id: 'waterfall', dataset: { t0, t1, rows: rows.size } });
+  const wf = el('div', { class: 'waterfall', id: 'waterfall', dataset: { t1, rows: rows.size } });
   const axis = el('div', { class: 'wf-axis' });
   const step = niceStep(span);
   for (let x = 0; x <= span; x += step) {
@@ -86,8 +88,8 @@ function waterfall(pv, txs, conns) {
     axis.append(tick);
   }
   const pvMark = el('div', { class: 'wf-pv', title: `pageview ${fmtDur(pv.total_ns)}` });
-  pvMark.style.left = pct(pv.start);
-  pvMark.style.width = (100 * (pv.end - pv.start) / span).toFixed(4) + '%';
+  pvMark.style.left = pct(pvOff[0]);
+  pvMark.style.width = (100 * (pvOff[1] - pvOff[0]) / span).toFixed(4) + '%';
   wf.append(el('div', { class: 'wf-row wf-head' }, el('div', { class: 'wf-label' }, 'Connection'), el('div', { class: 'wf-track' }, axis, pvMark)));
 
   let n = 0;
@@ -99,16 +101,17 @@ function waterfall(pv, txs, conns) {
       c && (c.syn_losses || c.synack_losses) ? el('span', { class: 'loss' }, ` ${c.syn_losses + c.synack_losses} lost SYN`) : null);
     const track = el('div', { class: 'wf-track' });
     for (const t of list) {
-      const ph = phases(t, c);
-      const grp = el('a', { class: 'wf-tx', href: '#tx-' + t.id, dataset: { tx: t.id, start: t.start - t0, total: t.total_ns },
+      const [start, end] = offsets[t.id];
+      const ph = phases(t, c, start);
+      const grp = el('a', { class: 'wf-tx', href: '#tx-' + t.id, dataset: { tx: t.id, start, total: t.total_ns },
         title: `${t.method || ''} ${t.host || ''}${t.url || ''} — ${t.status || '?'} — ${fmtDur(t.total_ns)}` });
-      grp.style.left = pct(t.start);
-      grp.style.width = (100 * Math.max(t.end - t.start, 0) / span).toFixed(4) + '%';
+      grp.style.left = pct(start);
+      grp.style.width = (100 * Math.max(end - start, 0) / span).toFixed(4) + '%';
       for (const p of ph) {
-        const seg = el('span', { class: 'seg seg-' + p.kind, dataset: { kind: p.kind, from: p.from - t0, to: p.to - t0 } });
+        const seg = el('span', { class: 'seg seg-' + p.kind, dataset: { kind: p.kind, from: p.from, to: p.to } });
         // Position within the transaction's box.
-        const w = Math.max(1, t.end - t.start);
-        seg.style.left = (100 * (p.from - t.start) / w).toFixed(4) + '%';
+        const w = Math.max(1, end - start);
+        seg.style.left = (100 * (p.from - start) / w).toFixed(4) + '%';
         seg.style.width = (100 * (p.to - p.from) / w).toFixed(4) + '%';
         grp.append(seg);
       }
@@ -122,7 +125,7 @@ function waterfall(pv, txs, conns) {
   return el('section', { class: 'card wide', id: 'waterfall-card' }, el('h2', {}, 'Waterfall'), legend, wf);
 }
 
-function txList(pv, txs, conns) {
+function txList(pv, txs, conns, offsets, pvOff) {
   const connIdx = new Map();
   let n = 0;
   for (const t of txs) if (!connIdx.has(t.connection_id)) connIdx.set(t.connection_id, ++n);
@@ -138,7 +141,7 @@ function txList(pv, txs, conns) {
       el('table', { class: 'headers' }, el('tbody', {},
         hdr('Method', t.method), hdr('Host', t.host), hdr('URL', t.url), hdr('Status', t.status),
         hdr('Content-Type', t.content_type), hdr('Referer', t.referer), hdr('User-Agent', t.user_agent), hdr('Accept', t.accept),
-        hdr('Start', fmtTime(t.start) + ' UTC (+' + fmtDur(t.start - pv.start) + ')'),
+        hdr('Start', fmtTime(t.start) + ' UTC (+' + fmtDur(offsets[t.id][0] - pvOff[0]) + ')'),
         hdr('Tconn / Trequest / Tserver / Ttransfer', [t.tconn_ns, t.trequest_ns, t.tserver_ns, t.ttransfer_ns].map(fmtDur).join(' / ')),
         hdr('Total', fmtDur(t.total_ns)), hdr('Client RTT', fmtDur(t.rtt_client_ns)),
         hdr('Request / response bytes', `${fmtInt(t.request_bytes)} / ${fmtInt(t.response_bytes)} (body ${fmtInt(t.body_bytes)}, retransmitted ${fmtInt(t.retrans_bytes)})`),

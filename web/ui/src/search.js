@@ -55,14 +55,13 @@ export async function search(main, meta) {
       el('a', { href: '/export/search.json?' + exportQ, id: 'export-json' }, 'JSON'))));
 
   if (res.kind === 'pageviews') results.append(pvTable(res.pageviews));
-  else results.append(txTable(res.transactions));
+  else results.append(txTable(res.transactions, res.links || []));
 }
 
-function txTable(txs) {
+function txTable(txs, links) {
   return el('table', { id: 'result-table', class: 'nums results' },
     el('thead', {}, el('tr', {}, ['Start (UTC)', 'Client', 'Server', 'Request', 'Status', 'Total', 'Tconn', 'Tserver', 'Ttransfer', 'Flags', ''].map((h) => el('th', {}, h)))),
-    el('tbody', {}, txs.map((t) => {
-      const pq = new URLSearchParams({ client: t.client, start: String(t.start), iface: String(t.interface) });
+    el('tbody', {}, txs.map((t, i) => {
       return el('tr', { dataset: { id: t.id, total: t.total_ns } },
         el('td', {}, fmtTime(t.start)), el('td', {}, t.client), el('td', {}, `${t.server}:${t.server_port}`),
         el('td', { class: 'req' }, el('span', { class: 'method' }, t.method || '?'), ' ', el('span', { class: 'host' }, t.host || ''), el('span', { class: 'url' }, t.url || '')),
@@ -70,7 +69,7 @@ function txTable(txs) {
         el('td', { class: 'n', dataset: { ns: t.total_ns } }, fmtDur(t.total_ns)),
         el('td', { class: 'n' }, fmtDur(t.tconn_ns)), el('td', { class: 'n' }, fmtDur(t.tserver_ns)), el('td', { class: 'n' }, fmtDur(t.ttransfer_ns)),
         el('td', { class: 'flags' }, (t.flags || []).join(' ')),
-        el('td', {}, el('a', { href: '/tx/pageview?' + pq, class: 'pv-link' }, 'pageview')));
+        el('td', {}, el('a', { href: links[i] || '#', class: 'pv-link' }, 'pageview')));
     })));
 }
 

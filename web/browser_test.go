@@ -1,0 +1,646 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/rtmon/rtmon/store"
+)
+
+const chromiumPath = "/usr/bin/chromium"
+
+var chromiumOnce sync.Once
+
+// ensureChromium installs Debian's chromium if it is missing, so the
+// browser tests run (never skip) on a fresh machine.
+func ensureChromium(t testing.TB) {
+	t.Helper()
+	chromiumOnce.Do(func() {
+		if _, err := os.Stat(chromiumPath); err == nil {
+			return
+		}
+		t.Log("installing chromium with apt-get")
+		install := func() error {
+			cmd := exec.Command("apt-get", "install", "-y", "-qq", "chromium")
+			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("%w: %s", err, lastLines(string(out), 5))
+			}
+			return nil
+		}
+		if err := install(); err != nil {
+			if out, err := exec.Command("apt-get", "update", "-qq").CombinedOutput(); err != nil {
+				t.Fatalf("apt-get update: %v: %s", err, out)
+			}
+			if err := install(); err != nil {
+				t.Fatalf("apt-get install chromium: %v", err)
+			}
+		}
+	})
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Fatalf("chromium not available: %v", err)
+	}
+}
+
+// tab is one headless Chromium page with the flags the issue prescribes, a
+// fresh profile, and every JS exception or CSP violation recorded.
+type tab struct {
+	t        testing.TB
+	ctx      context.Context
+	mu       sync.Mutex
+	problems []string
+	shotDir  string
+}
+
+var shotDirOnce sync.Once
+
+func screenshotDir(t testing.TB) string {
+	dir, err := filepath.Abs(filepath.Join("testdata", "screenshots"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shotDirOnce.Do(func() {
+		_ = os.MkdirAll(dir, 0o755)
+		t.Logf("screenshots in %s", dir)
+	})
+	return dir
+}
+
+func newTab(t testing.TB) *tab {
+	t.Helper()
+	ensureChromium(t)
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1500, 1000),
+	}
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelC := chromedp.NewContext(actx)
+	ctx, cancelT := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(func() { cancelT(); cancelC(); cancelA() })
+	tb := &tab{t: t, ctx: ctx, shotDir: screenshotDir(t)}
+	if err := chromedp.Listen(ctx, func(ev any) {
+		switch e := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			tb.problem(fmt.Sprintf("exception: %s %v", e.ExceptionDetails.Text, e.ExceptionDetails.Exception))
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError {
+				var parts []string
+				for _, a := range e.Args {
+					parts = append(parts, string(a.Value)+a.Description)
+				}
+				tb.problem("console.error: " + strings.Join(parts, " "))
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Record CSP violations from the first byte of every document; this
+	// script runs through the DevTools protocol, not the page, so CSP does
+	// not apply to it.
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+		Source: `document.addEventListener('securitypolicyviolation',
+			e => (window.__csp = window.__csp || []).push(e.violatedDirective + ' ' + e.blockedURI));`}); err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+func (tb *tab) problem(s string) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	tb.problems = append(tb.problems, s)
+}
+
+func (tb *tab) run(actions ...chromedp.Action[chromedp.Void]) {
+	tb.t.Helper()
+	if err := chromedp.Do(tb.ctx, actions...); err != nil {
+		tb.t.Fatalf("chromedp: %v (page problems: %v)", err, tb.problems)
+	}
+}
+
+// open navigates and waits for the app to finish its first render.
+func (tb *tab) open(u string, ready string) {
+	tb.t.Helper()
+	tb.run(chromedp.Navigate(u), chromedp.WaitReady(chromedp.CSS(`body[data-ready="1"]`)))
+	if ready != "" {
+		tb.run(chromedp.WaitReady(chromedp.CSS(ready)))
+	}
+}
+
+// eval runs js in the page and decodes its value into out (nil: ignore).
+func (tb *tab) eval(js string, out any) {
+	tb.t.Helper()
+	v, err := chromedp.Run(tb.ctx, chromedp.Evaluate[json.RawMessage](js))
+	if err != nil {
+		tb.t.Fatalf("evaluate %.60q: %v (page problems: %v)", js, err, tb.problems)
+	}
+	if out != nil {
+		if err := json.Unmarshal(v, out); err != nil {
+			tb.t.Fatalf("evaluate %.60q: decode %s: %v", js, v, err)
+		}
+	}
+}
+
+// clean fails on any exception, console error or CSP violation so far.
+func (tb *tab) clean(where string) {
+	tb.t.Helper()
+	var csp, shown []string
+	tb.eval(`window.__csp || []`, &csp)
+	tb.eval(`[...document.querySelectorAll('.error')].map((e) => e.textContent)`, &shown)
+	if len(shown) > 0 {
+		tb.t.Errorf("%s: the page shows errors: %v", where, shown)
+	}
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	if len(csp) > 0 || len(tb.problems) > 0 {
+		tb.t.Errorf("%s: CSP violations %v, problems %v", where, csp, tb.problems)
+	}
+	tb.problems = nil
+}
+
+func (tb *tab) screenshot(name string) {
+	tb.t.Helper()
+	png, err := chromedp.Run(tb.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		tb.t.Fatal(err)
+	}
+	path := filepath.Join(tb.shotDir, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		tb.t.Fatal(err)
+	}
+}
+
+// waitFor polls a JS condition (every 25 ms) and returns how long it took.
+func (tb *tab) waitFor(cond string, limit time.Duration) time.Duration {
+	tb.t.Helper()
+	start := time.Now()
+	for {
+		var ok bool
+		tb.eval(cond, &ok)
+		if ok {
+			return time.Since(start)
+		}
+		if time.Since(start) > limit {
+			tb.t.Fatalf("condition %q not met within %v (problems %v)", cond, limit, tb.problems)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// overviewDOM is what the overview page shows, read back from the DOM.
+type overviewDOM struct {
+	Pct []struct {
+		Class  string
+		Count  int64
+		Values []int64
+	}
+	Counters map[string]string
+	Hist     []struct {
+		Class  string
+		Edges  []int64
+		Counts []int64
+		Total  int64
+	}
+	CDF []struct {
+		Class    string
+		Upper    []int64
+		Fraction []float64
+	}
+	Series []struct {
+		Class  string
+		T      []int64
+		Count  []int64
+		Values [][]int64
+	}
+	Breakdown []struct {
+		Class, Q string
+		Comps    map[string]int64
+	}
+	Top      map[string][]store.TopRow
+	Canvases int
+	Search   string
+	Step     int64
+}
+
+const readOverview = `(() => {
+  const q = (s) => [...document.querySelectorAll(s)];
+  const js = (id) => JSON.parse(document.getElementById(id).dataset.series);
+  const top = {};
+  for (const by of ['url', 'server', 'client']) {
+    top[by] = q('#top-' + by + ' tbody tr[data-key]').map((tr) => ({Key: tr.dataset.key, Count: +tr.dataset.count, Mean: +tr.dataset.mean, Max: +tr.dataset.max}));
+  }
+  return {
+    Pct: q('#percentiles tbody tr').map((tr) => ({Class: tr.dataset.class, Count: +tr.dataset.count, Values: q('#percentiles tbody tr[data-class="' + tr.dataset.class + '"] td[data-ns]').map((td) => +td.dataset.ns)})),
+    Counters: Object.fromEntries(q('.counter').map((c) => [c.dataset.counter, c.dataset.value])),
+    Hist: js('hist-chart').map((h) => ({Class: h.class, Edges: h.edges, Counts: h.counts, Total: h.total})),
+    CDF: js('cdf-chart').map((h) => ({Class: h.class, Upper: h.upper, Fraction: h.fraction})),
+    Series: js('series-chart').map((s) => ({Class: s.class, T: s.t, Count: s.count, Values: s.values})),
+    Breakdown: q('#breakdown tbody tr').map((tr) => ({Class: tr.dataset.class, Q: tr.dataset.q, Comps: Object.fromEntries(q('#breakdown tbody tr[data-class="' + tr.dataset.class + '"][data-q="' + tr.dataset.q + '"] td[data-comp]').map((td) => [td.dataset.comp, +td.dataset.ns]))})),
+    Top: top,
+    Canvases: q('canvas').length,
+    Search: location.search,
+    Step: +document.getElementById('series-chart').dataset.step,
+  };
+})()`
+
+// checkOverview compares every number on the overview with the store's
+// answer for the same selection.
+func checkOverview(t *testing.T, st store.Store, d overviewDOM, r store.TimeRange, class string) {
+	t.Helper()
+	ctx := context.Background()
+	ps, err := st.Percentiles(ctx, store.PercentileQuery{Range: r, Class: class, Qs: quantiles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Pct) != len(ps) || len(ps) == 0 {
+		t.Fatalf("percentile rows %d, store %d", len(d.Pct), len(ps))
+	}
+	for i, p := range ps {
+		if d.Pct[i].Class != p.Class || d.Pct[i].Count != p.Count || !reflect.DeepEqual(d.Pct[i].Values, p.Values) {
+			t.Errorf("percentiles row %d: page %+v, store %+v", i, d.Pct[i], p)
+		}
+	}
+	hs, _ := st.Histogram(ctx, store.HistogramQuery{Range: r, Class: class, Edges: histEdges})
+	if len(d.Hist) != len(hs) {
+		t.Fatalf("histograms %d, store %d", len(d.Hist), len(hs))
+	}
+	for i, h := range hs {
+		g := d.Hist[i]
+		if g.Class != h.Class || g.Total != h.Total || !reflect.DeepEqual(g.Edges, h.Edges) || !reflect.DeepEqual(g.Counts, h.Counts) {
+			t.Errorf("histogram %s differs from the store's", h.Class)
+		}
+		// The CDF is the running sum over the same buckets.
+		var cum int64
+		for j := 0; j+1 < len(h.Edges); j++ {
+			cum += h.Counts[j]
+			if d.CDF[i].Upper[j] != h.Edges[j+1] || abs(d.CDF[i].Fraction[j]-float64(cum)/float64(h.Total)) > 1e-12 {
+				t.Fatalf("cdf %s point %d: %d %g, want %d %g", h.Class, j, d.CDF[i].Upper[j], d.CDF[i].Fraction[j], h.Edges[j+1], float64(cum)/float64(h.Total))
+			}
+		}
+	}
+	series, _ := st.PercentileSeries(ctx, store.PercentileQuery{Range: r, Class: class, Qs: quantiles, Bucket: time.Duration(d.Step)})
+	n := 0
+	for _, s := range d.Series {
+		for j := range s.T {
+			p := series[n]
+			if p.Class != s.Class || p.T != s.T[j] || p.Count != s.Count[j] || !reflect.DeepEqual(p.Values, s.Values[j]) {
+				t.Fatalf("series point %d: page %s %d %v, store %+v", n, s.Class, s.T[j], s.Values[j], p)
+			}
+			n++
+		}
+	}
+	if n != len(series) || n == 0 {
+		t.Errorf("series points %d, store %d", n, len(series))
+	}
+	for _, b := range d.Breakdown {
+		for comp, v := range b.Comps {
+			cp, _ := st.Percentiles(ctx, store.PercentileQuery{Range: r, Class: b.Class, Component: comp, Qs: quantiles})
+			qi := map[string]int{"p50": 0, "p90": 1}[b.Q]
+			if len(cp) != 1 || cp[0].Values[qi] != v {
+				t.Errorf("breakdown %s %s %s = %d, store %+v", b.Class, b.Q, comp, v, cp)
+			}
+		}
+	}
+	if len(d.Breakdown) != 2*len(ps) {
+		t.Errorf("breakdown rows %d for %d classes", len(d.Breakdown), len(ps))
+	}
+	k, _ := st.Counters(ctx, r, class)
+	for name, want := range map[string]int64{"pageviews": k.Pageviews, "transactions": k.Transactions, "connections": k.Connections,
+		"syn_losses": k.SYNLosses, "synack_losses": k.SYNACKLosses, "retrans_conns": k.ConnsWithRetrans, "retrans_bytes": k.ConnRetransBytes,
+		"server_errors": k.ServerErrors, "incomplete": k.IncompleteTx} {
+		if d.Counters[name] != fmt.Sprint(want) {
+			t.Errorf("counter %s: page %q, store %d", name, d.Counters[name], want)
+		}
+	}
+	for _, by := range []string{"url", "server", "client"} {
+		top, _ := st.TopSlow(ctx, store.TopQuery{Range: r, Class: class, By: by, Limit: 10})
+		if !reflect.DeepEqual(d.Top[by], top) {
+			t.Errorf("top %s: page %+v, store %+v", by, d.Top[by], top)
+		}
+	}
+	if d.Canvases < 3 {
+		t.Errorf("%d chart canvases", d.Canvases)
+	}
+}
+
+func abs(f float64) float64 {
+	if f < 0 {
+		return -f
+	}
+	return f
+}
+
+func TestBrowserOverview(t *testing.T) {
+	st := knownCapture(t)
+	_, ts := newTestServer(t, Config{Store: st})
+	tb := newTab(t)
+	ctx := context.Background()
+
+	// All data, all classes.
+	tb.open(ts.URL+"/", `#overview[data-rendered="1"]`)
+	var d overviewDOM
+	tb.eval(readOverview, &d)
+	checkOverview(t, st, d, store.TimeRange{}, "")
+	if d.Counters["capture_drops"] != "" {
+		t.Errorf("capture drops shown as %q for a stored capture (want n/a)", d.Counters["capture_drops"])
+	}
+	var shown string
+	tb.eval(`document.querySelector('.counter[data-counter="capture_drops"] .v').textContent`, &shown)
+	if shown != "n/a" {
+		t.Errorf("capture drops text %q", shown)
+	}
+	// The SYN-loss peaks: some transactions took 1-1.3 s or 3-3.5 s longer
+	// than the bulk; they must be in their own log buckets.
+	var peak int64
+	for _, h := range d.Hist {
+		for i, e := range h.Edges {
+			if e >= int64(time.Second) && e < int64(3500*time.Millisecond) {
+				peak += h.Counts[i]
+			}
+		}
+	}
+	if peak == 0 {
+		t.Error("no records in the 1-3.5 s buckets; the known capture has SYN losses")
+	}
+	tb.screenshot("overview")
+	tb.clean("overview")
+
+	// The class picker and range picker put the view in the URL.
+	tb.eval(`(() => { const s = document.getElementById('class'); s.value = 'premium'; s.dispatchEvent(new Event('change')); return true; })()`, nil)
+	tb.waitFor(`location.search.includes('class=premium') && document.querySelectorAll('#percentiles tbody tr').length === 1`, 10*time.Second)
+	tb.eval(`(() => { const s = document.getElementById('range'); s.value = '1h'; s.dispatchEvent(new Event('change')); return true; })()`, nil)
+	tb.waitFor(`location.search.includes('last=1h') && document.getElementById('range-note').textContent.includes('premium')`, 10*time.Second)
+	var link string
+	tb.eval(`location.href`, &link)
+	// Open the shared link in a new load: same selection, same numbers.
+	tb.open(link, `#overview[data-rendered="1"]`)
+	var sel []string
+	tb.eval(`[document.getElementById('class').value, document.getElementById('range').value]`, &sel)
+	if !reflect.DeepEqual(sel, []string{"premium", "1h"}) {
+		t.Errorf("shared link restored %v", sel)
+	}
+	d = overviewDOM{}
+	tb.eval(readOverview, &d)
+	ext, _ := dataExtent(ctx, st, store.Transactions)
+	checkOverview(t, st, d, store.TimeRange{From: ext.To - int64(time.Hour), To: ext.To}, "premium")
+	tb.screenshot("overview-premium")
+
+	// Pageviews and another component.
+	tb.open(ts.URL+"/?kind=pageviews&component=tconn&class=standard", `#overview[data-rendered="1"]`)
+	var pct []int64
+	tb.eval(`[...document.querySelectorAll('#percentiles td[data-ns]')].map((td) => +td.dataset.ns)`, &pct)
+	want, _ := st.Percentiles(ctx, store.PercentileQuery{Kind: store.Pageviews, Class: "standard", Component: "tconn", Qs: quantiles})
+	if len(want) != 1 || !reflect.DeepEqual(pct, want[0].Values) {
+		t.Errorf("pageview tconn percentiles %v, store %+v", pct, want)
+	}
+	tb.clean("overview pageviews")
+
+	// Report links carry the selection; both formats download and parse.
+	var hrefs []string
+	tb.eval(`[document.getElementById('report-html').getAttribute('href'), document.getElementById('report-pdf').getAttribute('href')]`, &hrefs)
+	if !strings.Contains(hrefs[0], "class=standard") || !strings.Contains(hrefs[1], "kind=pageviews") {
+		t.Errorf("report links %v", hrefs)
+	}
+	resp := get(t, ts.URL+hrefs[0])
+	html := readAll(t, resp)
+	if resp.StatusCode != 200 || !bytes.Contains(html, []byte("<svg")) || !bytes.Contains(html, []byte("<td>standard</td>")) {
+		t.Errorf("report html %d", resp.StatusCode)
+	}
+	resp = get(t, ts.URL+hrefs[1])
+	pdf := readAll(t, resp)
+	if resp.StatusCode != 200 || !bytes.HasPrefix(pdf, []byte("%PDF")) {
+		t.Fatalf("report pdf: %d %q", resp.StatusCode, pdf[:min(len(pdf), 200)])
+	}
+	if pages := len(regexp.MustCompile(`/Type\s*/Page[^s]`).FindAll(pdf, -1)); pages == 0 {
+		t.Errorf("pdf has no pages")
+	} else {
+		t.Logf("report pdf: %d bytes, %d pages", len(pdf), pages)
+	}
+	// The report rendered in the browser (as saved), for a look.
+	tb.run(chromedp.Navigate(ts.URL + "/export/report.html?inline=1&last=1h"))
+	tb.screenshot("report")
+	tb.clean("report")
+}
+
+func TestBrowserSearchPageviewAndExports(t *testing.T) {
+	st := knownCapture(t)
+	_, ts := newTestServer(t, Config{Store: st})
+	tb := newTab(t)
+	ctx := context.Background()
+
+	tb.open(ts.URL+"/search?kind=pageviews&min=300", `#result-table`)
+	want, _ := st.Search(ctx, store.SearchQuery{Kind: store.Pageviews, MinTotal: 300e6, Limit: 50})
+	var ids []string
+	var total string
+	tb.eval(`document.getElementById('result-summary').dataset.total`, &total)
+	tb.eval(`[...document.querySelectorAll('#result-table tbody tr')].map((tr) => tr.dataset.id)`, &ids)
+	if total != fmt.Sprint(want.Total) || want.Total <= 50 {
+		t.Fatalf("total %s, store %d (want > 50 for paging)", total, want.Total)
+	}
+	for i, p := range want.Pageviews {
+		if ids[i] != p.ID {
+			t.Fatalf("row %d: %s, store %s", i, ids[i], p.ID)
+		}
+	}
+	tb.screenshot("search-pageviews")
+	tb.clean("search")
+	// Next page.
+	tb.run(chromedp.Click(chromedp.CSS(`#next`)), chromedp.WaitReady(chromedp.CSS(`body[data-ready="1"] #result-table`)))
+	want2, _ := st.Search(ctx, store.SearchQuery{Kind: store.Pageviews, MinTotal: 300e6, Limit: 50, Offset: 50})
+	tb.waitFor(`location.search.includes('page=2')`, 5*time.Second)
+	tb.eval(`[...document.querySelectorAll('#result-table tbody tr')].map((tr) => tr.dataset.id)`, &ids)
+	if len(ids) != len(want2.Pageviews) || ids[0] != want2.Pageviews[0].ID {
+		t.Errorf("page 2: %d rows starting %v, store %d", len(ids), ids[:1], len(want2.Pageviews))
+	}
+
+	// A pageview with lost SYNs, through its link.
+	all, _ := st.Search(ctx, store.SearchQuery{Kind: store.Pageviews, Limit: 10000})
+	var lossy string
+	for _, p := range all.Pageviews {
+		if p.SYNLosses > 0 && p.Objects > 2 {
+			lossy = p.ID
+			break
+		}
+	}
+	if lossy == "" {
+		t.Fatal("the known capture has no pageview with a lost SYN")
+	}
+	tb.open(ts.URL+"/search?kind=pageviews", "#result-table")
+	// Navigate by clicking a real link in the table (rendered for this id).
+	tb.open(ts.URL+"/search?kind=pageviews&client="+url.QueryEscape(pvClient(t, st, lossy)), "#result-table")
+	tb.run(chromedp.Click(chromedp.CSS(`#result-table tr[data-id="`+lossy+`"] a.pv-link`)),
+		chromedp.WaitReady(chromedp.CSS(`#waterfall`)))
+	checkWaterfall(t, tb, st, lossy)
+	tb.screenshot("pageview")
+	tb.clean("pageview")
+
+	// HAR from the page's link.
+	var har string
+	tb.eval(`document.getElementById('export-har').getAttribute('href')`, &har)
+	det, _ := st.PageviewByID(ctx, lossy)
+	checkHAR(t, readAll(t, get(t, ts.URL+har)), len(det.Transactions))
+
+	// A transaction's "pageview" link finds the pageview containing it.
+	tb.open(ts.URL+"/search?min=1000", "#result-table")
+	var txID string
+	tb.eval(`document.querySelector('#result-table tbody tr').dataset.id`, &txID)
+	tb.run(chromedp.Click(chromedp.CSS(`#result-table tbody tr a.pv-link`)), chromedp.WaitReady(chromedp.CSS(`#waterfall`)))
+	var inList bool
+	tb.eval(`!!document.querySelector('details.tx[data-id="`+txID+`"]')`, &inList)
+	if !inList {
+		t.Errorf("the pageview reached from transaction %s does not list it", txID)
+	}
+
+	// CSV export downloaded by the browser, JSON by its link.
+	tb.open(ts.URL+"/search?min=1000&class=standard", "#result-table")
+	dl := t.TempDir()
+	done := make(chan string, 1)
+	if err := chromedp.ListenBrowser(tb.ctx, func(ev any) {
+		if e, ok := ev.(*browser.EventDownloadProgress); ok && e.State == browser.DownloadProgressStateCompleted {
+			select {
+			case done <- e.GUID:
+			default:
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	if _, err := chromedp.CallBrowser(tb.ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
+		Behavior: browser.SetDownloadBehaviorBehaviorAllowAndName, DownloadPath: dl, EventsEnabled: &yes}); err != nil {
+		t.Fatal(err)
+	}
+	tb.run(chromedp.Click(chromedp.CSS(`#export-csv`)))
+	var guid string
+	select {
+	case guid = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("csv download did not complete")
+	}
+	b, err := os.ReadFile(filepath.Join(dl, guid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ := st.Search(ctx, store.SearchQuery{MinTotal: 1000e6, Class: "standard", Limit: 10000})
+	if int64(len(rows)-1) != res.Total || res.Total == 0 {
+		t.Errorf("downloaded csv has %d rows, search %d", len(rows)-1, res.Total)
+	}
+	var jsonHref string
+	tb.eval(`document.getElementById('export-json').getAttribute('href')`, &jsonHref)
+	var js struct {
+		Records []map[string]any `json:"records"`
+	}
+	if err := json.Unmarshal(readAll(t, get(t, ts.URL+jsonHref)), &js); err != nil || int64(len(js.Records)) != res.Total {
+		t.Errorf("json export: %v, %d records, want %d", err, len(js.Records), res.Total)
+	}
+	tb.screenshot("search-transactions")
+	tb.clean("exports")
+}
+
+func pvClient(t *testing.T, st store.Store, id string) string {
+	det, err := st.PageviewByID(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return det.Pageview.Client.String()
+}
+
+// checkWaterfall compares the waterfall's rows and segments with the
+// stored pageview: one row per connection, each transaction's phases
+// contiguous from its Start to its End, the SYN-loss gap drawn.
+func checkWaterfall(t *testing.T, tb *tab, st store.Store, id string) {
+	t.Helper()
+	det, err := st.PageviewByID(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf struct {
+		Rows []string
+		Tx   []struct {
+			ID   string
+			Segs []struct {
+				Kind     string
+				From, To int64
+			}
+		}
+	}
+	tb.eval(`(() => {
+	  const w = document.getElementById('waterfall');
+	  return {Rows: [...w.querySelectorAll('.wf-row[data-conn]')].map((r) => r.dataset.conn),
+	    Tx: [...w.querySelectorAll('.wf-tx')].map((a) => ({ID: a.dataset.tx, Segs: [...a.querySelectorAll('.seg')].map((s) => ({Kind: s.dataset.kind, From: +s.dataset.from, To: +s.dataset.to}))}))};
+	})()`, &wf)
+	conns := map[string]bool{}
+	t0 := det.Pageview.Start
+	for _, tx := range det.Transactions {
+		conns[tx.ConnectionID] = true
+		t0 = min(t0, tx.Start)
+	}
+	if len(wf.Rows) != len(conns) || len(wf.Tx) != len(det.Transactions) {
+		t.Fatalf("waterfall: %d rows, %d transactions; store %d connections, %d transactions", len(wf.Rows), len(wf.Tx), len(conns), len(det.Transactions))
+	}
+	byID := map[string]int{}
+	for i, tx := range det.Transactions {
+		byID[tx.ID] = i
+	}
+	lost := map[string]int64{}
+	for _, c := range det.Connections {
+		lost[c.ID] = c.SYNLossGap + c.SYNACKLossGap
+	}
+	sawLoss := false
+	for _, g := range wf.Tx {
+		tx := det.Transactions[byID[g.ID]]
+		at := tx.Start - t0
+		for _, s := range g.Segs {
+			if s.From != at {
+				t.Errorf("tx %s: %s starts at %d, want %d", tx.ID, s.Kind, s.From, at)
+			}
+			at = s.To
+			if s.Kind == "synloss" {
+				sawLoss = true
+				if s.To-s.From != min(lost[tx.ConnectionID], tx.Tconn) {
+					t.Errorf("tx %s: SYN-loss segment %d ns, connection lost %d", tx.ID, s.To-s.From, lost[tx.ConnectionID])
+				}
+			}
+		}
+		if at != tx.End-t0 {
+			t.Errorf("tx %s: phases end at %d, want %d", tx.ID, at, tx.End-t0)
+		}
+	}
+	if !sawLoss {
+		t.Error("no SYN-loss segment in a pageview with SYN losses")
+	}
+	var headers []string
+	tb.eval(`[...document.querySelectorAll('details.tx table.headers th')].map((th) => th.textContent)`, &headers)
+	sort.Strings(headers)
+	for _, h := range []string{"User-Agent", "Referer", "Host", "URL"} {
+		if i := sort.SearchStrings(headers, h); i == len(headers) || headers[i] != h {
+			t.Errorf("transaction headers lack %s", h)
+		}
+	}
+}
