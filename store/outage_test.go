@@ -78,7 +78,7 @@ func TestClickHouseOutage(t *testing.T) {
 		t.Fatalf("server down but stats %+v, %d spill files", st, len(files))
 	}
 	t.Logf("during outage: %+v, %d spill files", st, len(files))
-	if srv, err = srv.Restart(ctx); err != nil {
+	if err := srv.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
 	write(15)
@@ -130,7 +130,7 @@ func TestClickHouseCloseWhileDown(t *testing.T) {
 		t.Fatalf("Close with server down: %v", err)
 	}
 	t.Logf("Close said: %.300s", err)
-	if srv, err = srv.Restart(ctx); err != nil {
+	if err := srv.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
 	s, err = store.Open(ctx, srv.URL("closedown"), opts)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"fmt"
 	"net/netip"
@@ -192,8 +193,11 @@ func clientRange(s string) (lo, hi string, err error) {
 }
 
 func dayOf(ns int64) time.Time {
-	t := time.Unix(0, ns).UTC()
-	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+	d := ns / int64(24*time.Hour)
+	if ns < 0 && ns%int64(24*time.Hour) != 0 {
+		d--
+	}
+	return time.Unix(d*86400, 0).UTC()
 }
 
 func i64s(v []int64) []int64 {
@@ -203,31 +207,233 @@ func i64s(v []int64) []int64 {
 	return v
 }
 
-func connRow(sensor string, c *reconstruct.Connection) []any {
-	return []any{dayOf(c.FirstSeen), sensor, clip(c.ID, maxID), int32(c.Interface), addrKey(c.Client), c.ClientPort,
-		addrKey(c.Server), c.ServerPort, clip(c.Class, maxClass),
-		i64s(c.SYNTimes), i64s(c.SYNACKTimes), c.Established, c.FirstSeen, c.LastSeen, c.Closed,
-		int32(c.SYNLosses), int32(c.SYNACKLosses), c.SYNLossGap, c.SYNACKLossGap, c.RTTClient, c.RTTServer, c.Tconn,
-		c.BytesClient, c.BytesServer, c.RetransBytes, int32(c.Transactions), int32(c.MSSClient), int32(c.MSSServer),
-		uint32(c.Flags)}
+// colSet accumulates rows of one table column by column, in typed slices:
+// ClickHouse takes the slices as they are (no per-value boxing, which
+// dominated the insert cost), DuckDB's appender reads them row by row.
+type colSet struct {
+	t    table
+	slot []int // column index -> index within its kind's slices
+	k    int   // next column of the current row
+	n    int
+	i64  [][]int64
+	i32  [][]int32
+	u32  [][]uint32
+	u16  [][]uint16
+	str  [][]string
+	date [][]time.Time
+	arr  [][][]int64
+	// dayOf cache: records of a batch mostly share a day.
+	lastDay  int64
+	lastDate time.Time
 }
 
-func txRow(sensor, class string, t *reconstruct.Transaction) []any {
-	return []any{dayOf(t.Start), sensor, clip(t.ID, maxID), clip(t.ConnectionID, maxID), int32(t.Index), int32(t.Interface),
-		addrKey(t.Client), t.ClientPort, addrKey(t.Server), t.ServerPort, clip(class, maxClass),
-		t.RequestFirst, t.RequestLast, t.ResponseFirst, t.ResponseLast, t.ResponseAcked, t.Start, t.End,
+func newColSet(t table, capacity int) *colSet {
+	c := &colSet{t: t, slot: make([]int, len(t.cols)), lastDay: -1 << 62}
+	for i, col := range t.cols {
+		switch col.kind {
+		case kInt64:
+			c.slot[i] = len(c.i64)
+			c.i64 = append(c.i64, make([]int64, 0, capacity))
+		case kInt32:
+			c.slot[i] = len(c.i32)
+			c.i32 = append(c.i32, make([]int32, 0, capacity))
+		case kUInt32:
+			c.slot[i] = len(c.u32)
+			c.u32 = append(c.u32, make([]uint32, 0, capacity))
+		case kUInt16:
+			c.slot[i] = len(c.u16)
+			c.u16 = append(c.u16, make([]uint16, 0, capacity))
+		case kString:
+			c.slot[i] = len(c.str)
+			c.str = append(c.str, make([]string, 0, capacity))
+		case kDate:
+			c.slot[i] = len(c.date)
+			c.date = append(c.date, make([]time.Time, 0, capacity))
+		case kInt64Array:
+			c.slot[i] = len(c.arr)
+			c.arr = append(c.arr, make([][]int64, 0, capacity))
+		}
+	}
+	return c
+}
+
+// next checks the previous row was complete; a mismatch is a programming
+// error in the row functions below, caught by any test.
+func (c *colSet) next() {
+	if c.k != 0 && c.k != len(c.t.cols) {
+		panic(fmt.Sprintf("store: %s row has %d values, want %d", c.t.name, c.k, len(c.t.cols)))
+	}
+	c.k = 0
+	c.n++
+}
+
+// done checks the last row was complete.
+func (c *colSet) done() {
+	if c.n > 0 && c.k != len(c.t.cols) {
+		panic(fmt.Sprintf("store: %s row has %d values, want %d", c.t.name, c.k, len(c.t.cols)))
+	}
+}
+
+func (c *colSet) want(k colKind) int {
+	if c.k >= len(c.t.cols) || c.t.cols[c.k].kind != k {
+		panic(fmt.Sprintf("store: %s column %d: wrong kind", c.t.name, c.k))
+	}
+	s := c.slot[c.k]
+	c.k++
+	return s
+}
+
+func (c *colSet) I64(v int64) { s := c.want(kInt64); c.i64[s] = append(c.i64[s], v) }
+func (c *colSet) I32(v int)   { s := c.want(kInt32); c.i32[s] = append(c.i32[s], int32(v)) }
+func (c *colSet) U32(v uint32) {
+	s := c.want(kUInt32)
+	c.u32[s] = append(c.u32[s], v)
+}
+func (c *colSet) U16(v uint16) { s := c.want(kUInt16); c.u16[s] = append(c.u16[s], v) }
+func (c *colSet) Str(v string) { s := c.want(kString); c.str[s] = append(c.str[s], v) }
+func (c *colSet) Arr(v []int64) {
+	s := c.want(kInt64Array)
+	c.arr[s] = append(c.arr[s], i64s(v))
+}
+func (c *colSet) Day(ns int64) {
+	s := c.want(kDate)
+	d := ns / int64(24*time.Hour)
+	if d != c.lastDay {
+		c.lastDay, c.lastDate = d, dayOf(ns)
+	}
+	c.date[s] = append(c.date[s], c.lastDate)
+}
+
+// columns returns one typed slice per column, in table order.
+func (c *colSet) columns() []any {
+	out := make([]any, len(c.t.cols))
+	for i, col := range c.t.cols {
+		s := c.slot[i]
+		switch col.kind {
+		case kInt64:
+			out[i] = c.i64[s]
+		case kInt32:
+			out[i] = c.i32[s]
+		case kUInt32:
+			out[i] = c.u32[s]
+		case kUInt16:
+			out[i] = c.u16[s]
+		case kString:
+			out[i] = c.str[s]
+		case kDate:
+			out[i] = c.date[s]
+		case kInt64Array:
+			out[i] = c.arr[s]
+		}
+	}
+	return out
+}
+
+// row fills dst with row r's values.
+func (c *colSet) row(r int, dst []driver.Value) {
+	for i, col := range c.t.cols {
+		s := c.slot[i]
+		switch col.kind {
+		case kInt64:
+			dst[i] = c.i64[s][r]
+		case kInt32:
+			dst[i] = c.i32[s][r]
+		case kUInt32:
+			dst[i] = c.u32[s][r]
+		case kUInt16:
+			dst[i] = c.u16[s][r]
+		case kString:
+			dst[i] = c.str[s][r]
+		case kDate:
+			dst[i] = c.date[s][r]
+		case kInt64Array:
+			dst[i] = c.arr[s][r]
+		}
+	}
+}
+
+func connRow(c *colSet, sensor string, x *reconstruct.Connection) {
+	c.next()
+	c.Day(x.FirstSeen)
+	c.Str(sensor)
+	c.Str(clip(x.ID, maxID))
+	c.I32(x.Interface)
+	c.Str(addrKey(x.Client))
+	c.U16(x.ClientPort)
+	c.Str(addrKey(x.Server))
+	c.U16(x.ServerPort)
+	c.Str(clip(x.Class, maxClass))
+	c.Arr(x.SYNTimes)
+	c.Arr(x.SYNACKTimes)
+	for _, v := range []int64{x.Established, x.FirstSeen, x.LastSeen, x.Closed} {
+		c.I64(v)
+	}
+	c.I32(x.SYNLosses)
+	c.I32(x.SYNACKLosses)
+	for _, v := range []int64{x.SYNLossGap, x.SYNACKLossGap, x.RTTClient, x.RTTServer, x.Tconn, x.BytesClient, x.BytesServer, x.RetransBytes} {
+		c.I64(v)
+	}
+	c.I32(x.Transactions)
+	c.I32(x.MSSClient)
+	c.I32(x.MSSServer)
+	c.U32(uint32(x.Flags))
+}
+
+func txRow(c *colSet, sensor, class string, t *reconstruct.Transaction) {
+	c.next()
+	c.Day(t.Start)
+	c.Str(sensor)
+	c.Str(clip(t.ID, maxID))
+	c.Str(clip(t.ConnectionID, maxID))
+	c.I32(t.Index)
+	c.I32(t.Interface)
+	c.Str(addrKey(t.Client))
+	c.U16(t.ClientPort)
+	c.Str(addrKey(t.Server))
+	c.U16(t.ServerPort)
+	c.Str(clip(class, maxClass))
+	for _, v := range [...]int64{t.RequestFirst, t.RequestLast, t.ResponseFirst, t.ResponseLast, t.ResponseAcked, t.Start, t.End,
 		t.Tconn, t.Trequest, t.Tserver, t.Ttransfer, t.Total, t.RTTClient, t.RetransBytes, t.RequestBytes,
-		t.ResponseBytes, t.BodyBytes, clip(t.Method, maxMethod), clip(t.Host, maxHost), clip(t.URL, maxURL),
-		uint16(t.Status), clip(t.ContentType, maxHeader), clip(t.Referer, maxReferer), clip(t.UserAgent, maxHeader),
-		clip(t.Accept, maxHeader), t.HoleBytes, uint32(t.Flags)}
+		t.ResponseBytes, t.BodyBytes} {
+		c.I64(v)
+	}
+	c.Str(clip(t.Method, maxMethod))
+	c.Str(clip(t.Host, maxHost))
+	c.Str(clip(t.URL, maxURL))
+	c.U16(uint16(t.Status))
+	c.Str(clip(t.ContentType, maxHeader))
+	c.Str(clip(t.Referer, maxReferer))
+	c.Str(clip(t.UserAgent, maxHeader))
+	c.Str(clip(t.Accept, maxHeader))
+	c.I64(t.HoleBytes)
+	c.U32(uint32(t.Flags))
 }
 
-func pvRow(sensor string, p *pageview.Pageview) []any {
-	return []any{dayOf(p.Start), sensor, clip(p.ID, maxID), int32(p.Interface), addrKey(p.Client), clip(p.UserAgent, maxHeader),
-		clip(p.Class, maxClass), clip(p.Priority, maxSensorOrPri), addrKey(p.Server), clip(p.Host, maxHost), clip(p.URL, maxURL),
-		uint16(p.Status), clip(p.ContainerID, maxID), p.Start, p.End, p.Total, p.Tconn, p.Tserver, p.Ttransfer, p.Tother,
-		int32(p.Objects), int32(p.Connections), p.Bytes, int32(p.SYNLosses), int32(p.SYNACKLosses), p.RetransBytes,
-		uint32(p.Flags)}
+func pvRow(c *colSet, sensor string, p *pageview.Pageview) {
+	c.next()
+	c.Day(p.Start)
+	c.Str(sensor)
+	c.Str(clip(p.ID, maxID))
+	c.I32(p.Interface)
+	c.Str(addrKey(p.Client))
+	c.Str(clip(p.UserAgent, maxHeader))
+	c.Str(clip(p.Class, maxClass))
+	c.Str(clip(p.Priority, maxSensorOrPri))
+	c.Str(addrKey(p.Server))
+	c.Str(clip(p.Host, maxHost))
+	c.Str(clip(p.URL, maxURL))
+	c.U16(uint16(p.Status))
+	c.Str(clip(p.ContainerID, maxID))
+	for _, v := range [...]int64{p.Start, p.End, p.Total, p.Tconn, p.Tserver, p.Ttransfer, p.Tother} {
+		c.I64(v)
+	}
+	c.I32(p.Objects)
+	c.I32(p.Connections)
+	c.I64(p.Bytes)
+	c.I32(p.SYNLosses)
+	c.I32(p.SYNACKLosses)
+	c.I64(p.RetransBytes)
+	c.U32(uint32(p.Flags))
 }
 
 // int64List scans an array column from either driver.

@@ -23,9 +23,13 @@ type inserter interface {
 	// records have start_ns within [lo, hi], which lets the engine read
 	// only that slice of the table.
 	existingIDs(ctx context.Context, t table, lo, hi int64, ids map[string]bool) (map[string]bool, error)
-	// insert appends rows (in t's column order) to t.
-	insert(ctx context.Context, t table, rows [][]any) error
+	// insert appends the rows of c to its table.
+	insert(ctx context.Context, c *colSet) error
+	// chunkRows > 0 splits a table's rows into concurrent inserts of that size.
+	chunkRows() int
 }
+
+var debugTiming = os.Getenv("RTMON_STORE_DEBUG") != ""
 
 // pending is one batch waiting to be stored: in memory, or in a spill file.
 type pending struct {
@@ -332,59 +336,103 @@ func (w *writer) store(ctx context.Context, b *Batch) (int, error) {
 	}
 	w.mu.Unlock()
 
-	// Pageviews and transactions before connections: a connection row
-	// exists only once its transactions do, which keeps "pageview with its
-	// transactions and connections" consistent after a crash mid-batch.
 	type item struct {
 		id    string
 		start int64
-		row   func() []any
+		add   func(*colSet)
 	}
 	groups := []struct {
 		t     table
 		items []item
 	}{{t: pvTable}, {t: txTable}, {t: connTable}}
 	for _, p := range b.Pageviews {
-		groups[0].items = append(groups[0].items, item{p.ID, p.Start, func() []any { return pvRow(sensor, p) }})
+		groups[0].items = append(groups[0].items, item{p.ID, p.Start, func(c *colSet) { pvRow(c, sensor, p) }})
 	}
 	for i, t := range b.Transactions {
 		cl := txClass[i]
-		groups[1].items = append(groups[1].items, item{t.ID, t.Start, func() []any { return txRow(sensor, cl, t) }})
+		groups[1].items = append(groups[1].items, item{t.ID, t.Start, func(c *colSet) { txRow(c, sensor, cl, t) }})
 	}
 	for _, c := range b.Connections {
-		groups[2].items = append(groups[2].items, item{c.ID, c.FirstSeen, func() []any { return connRow(sensor, c) }})
+		groups[2].items = append(groups[2].items, item{c.ID, c.FirstSeen, func(cs *colSet) { connRow(cs, sensor, c) }})
 	}
-	for _, g := range groups {
+	// The three tables are independent: dedup and insert them in parallel,
+	// which lets the server's insert work use both cores.
+	errs := make([]error, len(groups))
+	ndup := make([]int, len(groups))
+	var wg sync.WaitGroup
+	for gi, g := range groups {
 		if len(g.items) == 0 {
 			continue
 		}
-		ids := make(map[string]bool, len(g.items))
-		lo, hi := g.items[0].start, g.items[0].start
-		for _, it := range g.items {
-			ids[clip(it.id, maxID)] = true
-			lo, hi = min(lo, it.start), max(hi, it.start)
-		}
-		have, err := w.ins.existingIDs(ctx, g.t, lo, hi, ids)
-		if err != nil {
-			return 0, fmt.Errorf("dedup %s: %w", g.t.name, err)
-		}
-		rows := make([][]any, 0, len(g.items))
-		seen := make(map[string]bool, len(g.items))
-		for _, it := range g.items {
-			id := clip(it.id, maxID)
-			if have[id] || seen[id] {
-				dups++
-				continue
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids := make(map[string]bool, len(g.items))
+			lo, hi := g.items[0].start, g.items[0].start
+			for _, it := range g.items {
+				ids[clip(it.id, maxID)] = true
+				lo, hi = min(lo, it.start), max(hi, it.start)
 			}
-			seen[id] = true
-			rows = append(rows, it.row())
-		}
-		if len(rows) == 0 {
-			continue
-		}
-		if err := w.ins.insert(ctx, g.t, rows); err != nil {
-			return 0, fmt.Errorf("insert %d %s: %w", len(rows), g.t.name, err)
-		}
+			tq := time.Now()
+			have, err := w.ins.existingIDs(ctx, g.t, lo, hi, ids)
+			if debugTiming {
+				fmt.Fprintf(os.Stderr, "dedup %s %d: %v\n", g.t.name, len(ids), time.Since(tq))
+			}
+			if err != nil {
+				errs[gi] = fmt.Errorf("dedup %s: %w", g.t.name, err)
+				return
+			}
+			seen := make(map[string]bool, len(g.items))
+			keep := g.items[:0:0]
+			for _, it := range g.items {
+				id := clip(it.id, maxID)
+				if have[id] || seen[id] {
+					ndup[gi]++
+					continue
+				}
+				seen[id] = true
+				keep = append(keep, it)
+			}
+			// Split large tables into concurrent inserts: the server's
+			// per-insert work (sort, compress, write a part) is single
+			// threaded, the client's encoding too.
+			size := len(keep)
+			if n := w.ins.chunkRows(); n > 0 {
+				size = n
+			}
+			var cwg sync.WaitGroup
+			var cmu sync.Mutex
+			for lo := 0; lo < len(keep); lo += size {
+				part := keep[lo:min(lo+size, len(keep))]
+				cwg.Add(1)
+				go func() {
+					defer cwg.Done()
+					cs := newColSet(g.t, len(part))
+					for _, it := range part {
+						it.add(cs)
+					}
+					cs.done()
+					ti := time.Now()
+					err := w.ins.insert(ctx, cs)
+					if debugTiming {
+						fmt.Fprintf(os.Stderr, "insert %s %d: %v\n", g.t.name, cs.n, time.Since(ti))
+					}
+					if err != nil {
+						cmu.Lock()
+						errs[gi] = errors.Join(errs[gi], fmt.Errorf("insert %d %s: %w", cs.n, g.t.name, err))
+						cmu.Unlock()
+					}
+				}()
+			}
+			cwg.Wait()
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	for _, n := range ndup {
+		dups += n
 	}
 	return dups, nil
 }

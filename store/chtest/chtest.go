@@ -199,8 +199,14 @@ func (s *Server) Stop() {
 	}
 }
 
-// Restart stops the server and starts a new one on the same dir and ports.
-func (s *Server) Restart(ctx context.Context) (*Server, error) {
+// Restart stops the server and starts it again on the same dir and ports;
+// s then refers to the new process (so a deferred Stop stops that one).
+func (s *Server) Restart(ctx context.Context) error {
 	s.Stop()
-	return Start(ctx, s.Dir, s.TCPPort, s.HTTPPort)
+	n, err := Start(ctx, s.Dir, s.TCPPort, s.HTTPPort)
+	if err != nil {
+		return err
+	}
+	*s = *n
+	return nil
 }

@@ -1,0 +1,63 @@
+package store_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/storetest"
+)
+
+// benchTx is the data size of the store benchmarks: RTMON_BENCH_TX
+// transactions (default 1,000,000; the design target is 10,000,000).
+func benchTx() int {
+	if n, err := strconv.Atoi(os.Getenv("RTMON_BENCH_TX")); err == nil && n > 0 {
+		return n
+	}
+	return 1_000_000
+}
+
+// benchStore loads benchTx transactions, reports the ingest rate, then the
+// p50/p95 of every dashboard query as custom metrics.
+func benchStore(b *testing.B, url string) {
+	ctx := context.Background()
+	for i := 0; i < b.N; i++ {
+		s, err := store.Open(ctx, url, store.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		res, err := storetest.Ingest(ctx, s, benchTx(), 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(res.TxPerSec(), "tx/s")
+		b.ReportMetric(res.RecordsPerSec(), "records/s")
+		b.Logf("ingested %d tx (%d records) in %v (generation %v excluded): %.0f tx/s, %.0f records/s",
+			res.Transactions, res.Records, res.Elapsed, res.GenElapsed, res.TxPerSec(), res.RecordsPerSec())
+		lat, err := storetest.DashboardQueries(ctx, s, 20)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, l := range lat {
+			b.Logf("%-45s p50 %8.1f ms  p95 %8.1f ms  max %8.1f ms", l.Name,
+				float64(l.P50.Microseconds())/1000, float64(l.P95.Microseconds())/1000, float64(l.Max.Microseconds())/1000)
+		}
+		b.StopTimer()
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDuckDB(b *testing.B) {
+	benchStore(b, "duckdb:"+filepath.Join(b.TempDir(), "bench.duckdb"))
+}
+
+func BenchmarkClickHouse(b *testing.B) {
+	srv := needCH(b)
+	benchStore(b, srv.URL(freshDB()))
+}
