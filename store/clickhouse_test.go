@@ -60,3 +60,14 @@ func TestClickHouseConformance(t *testing.T) {
 	}
 	storetest.Run(t, open, open)
 }
+
+func TestClickHouseTTL(t *testing.T) {
+	url := needCH(t).URL(freshDB())
+	storetest.RunTTL(t, func(t *testing.T, ttl time.Duration) store.Store {
+		s, err := store.Open(context.Background(), url, store.Options{TTL: ttl, SpillDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/rtmon/rtmon/store"
 	"github.com/rtmon/rtmon/store/storetest"
@@ -29,4 +30,15 @@ func TestDuckDBFileConformance(t *testing.T) {
 		return s
 	}
 	storetest.Run(t, open, open)
+}
+
+func TestDuckDBTTL(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ttl.duckdb")
+	storetest.RunTTL(t, func(t *testing.T, ttl time.Duration) store.Store {
+		s, err := store.Open(context.Background(), "duckdb:"+path, store.Options{TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
 }

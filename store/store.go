@@ -231,6 +231,7 @@ type WriterStats struct {
 	Retries       int64 // failed insert attempts
 	LastError     string
 	ReplayedFiles int64 // spill files stored after a failure or from a previous run
+	Rejected      int64 // records streamed through the Sink after Close (not stored)
 }
 
 // Options tune a store. Zero values take the defaults noted.

@@ -514,11 +514,23 @@ func (w *writer) statsCopy() WriterStats {
 type sink struct{ w *writer }
 
 func (s sink) Connection(c *reconstruct.Connection) {
-	s.w.add(context.Background(), Batch{Connections: []*reconstruct.Connection{c}})
+	s.reject(s.w.add(context.Background(), Batch{Connections: []*reconstruct.Connection{c}}), 1)
 }
 func (s sink) Transaction(t *reconstruct.Transaction) {
-	s.w.add(context.Background(), Batch{Transactions: []*reconstruct.Transaction{t}})
+	s.reject(s.w.add(context.Background(), Batch{Transactions: []*reconstruct.Transaction{t}}), 1)
 }
 func (s sink) Pageview(p *pageview.Pageview) {
-	s.w.add(context.Background(), Batch{Pageviews: []*pageview.Pageview{p}})
+	s.reject(s.w.add(context.Background(), Batch{Pageviews: []*pageview.Pageview{p}}), 1)
+}
+
+// reject counts records the Sink could not queue (only after Close), so
+// that a loss is visible in Stats rather than silent.
+func (s sink) reject(err error, n int) {
+	if err == nil {
+		return
+	}
+	s.w.mu.Lock()
+	s.w.stats.Rejected += int64(n)
+	s.w.stats.LastError = err.Error()
+	s.w.mu.Unlock()
 }
