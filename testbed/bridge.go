@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -233,8 +234,36 @@ func (b *Bridge) oneWay(c netip.Addr) time.Duration {
 	return b.opts.DefaultRTT / 2
 }
 
+// realtime runs the calling goroutine on its own thread under SCHED_FIFO
+// until the returned function undoes both. The link must keep its delays
+// while Chromium, nginx and tcpdump share two cores: at normal priority the
+// bridge was seen scheduled tens of milliseconds late, jitter that the
+// clients see but that a monitor can only take for a longer RTT. The thread
+// is unlocked (not left to exit) because the testbed's processes die with
+// the thread that forked them (Pdeathsig), which may have been this one.
+func realtime() (undo func()) {
+	runtime.LockOSThread()
+	err := unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: bridgeRTPriority}, 0)
+	return func() {
+		if err == nil {
+			_ = unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_NORMAL}, 0)
+		}
+		runtime.UnlockOSThread()
+	}
+}
+
+// bridgeRTPriority is above curl's (10) so the network stays ahead of the
+// programs measuring it, and far below the kernel's own real-time threads.
+const bridgeRTPriority = 20
+
+// maxSleep bounds each sleep of a sender, so a frame queued meanwhile with
+// an earlier release time (a client with a shorter delay) is late by at
+// most this much.
+const maxSleep = 300 * time.Microsecond
+
 func (b *Bridge) read(ctx context.Context, d Direction) {
 	defer b.done.Done()
+	defer realtime()()
 	fd := b.fds[d]
 	buf := make([]byte, maxFrame)
 	for ctx.Err() == nil {
@@ -304,43 +333,39 @@ func (b *Bridge) enqueue(f *Frame, at time.Time) {
 	}
 }
 
+// send releases frames when due. It sleeps in the kernel on its real-time
+// thread (nanosleep) rather than on a Go timer, so waking up does not depend
+// on the Go scheduler's timer handling; it blocks on the channel only while
+// the queue is empty.
 func (b *Bridge) send(ctx context.Context, d Direction) {
 	defer b.done.Done()
+	defer realtime()()
 	out := b.fds[1-d]
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
+	for ctx.Err() == nil {
 		b.mu.Lock()
-		var next *queued
-		if len(b.q[d]) > 0 {
-			next = &b.q[d][0]
-		}
-		var wait time.Duration
-		if next != nil {
-			wait = time.Until(next.release)
-			if wait <= 0 {
-				f := heap.Pop(&b.q[d]).(queued).f
-				b.mu.Unlock()
-				if _, err := unix.Write(out, f.Data); err != nil {
-					b.stats[stSendErr][d].Add(1)
-				} else {
-					b.stats[stFwd][d].Add(1)
-				}
-				continue
+		if len(b.q[d]) == 0 {
+			b.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-b.wake[d]:
 			}
+			continue
+		}
+		wait := time.Until(b.q[d][0].release)
+		if wait <= 0 {
+			f := heap.Pop(&b.q[d]).(queued).f
+			b.mu.Unlock()
+			if _, err := unix.Write(out, f.Data); err != nil {
+				b.stats[stSendErr][d].Add(1)
+			} else {
+				b.stats[stFwd][d].Add(1)
+			}
+			continue
 		}
 		b.mu.Unlock()
-		if next == nil {
-			wait = time.Hour
-		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-b.wake[d]:
-			// A new frame may be due earlier (a client with a shorter delay).
-		case <-timer.C:
-		}
+		ts := unix.NsecToTimespec(min(wait, maxSleep).Nanoseconds())
+		_ = unix.Nanosleep(&ts, nil)
 	}
 }
 

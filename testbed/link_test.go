@@ -47,6 +47,7 @@ func listenIn(t *testing.T, h *Host, port int) net.Listener {
 // TestBridgeRTT: a TCP connect from each client address takes one RTT
 // (SYN out, SYN/ACK back), which must be the configured one within a few ms.
 func TestBridgeRTT(t *testing.T) {
+	needPackage(t, "/usr/sbin/ethtool", "ethtool")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tb := New(t, Options{Link: &LinkOptions{RTT: rttClients, DefaultRTT: 20 * time.Millisecond, Seed: 1}})
@@ -90,6 +91,7 @@ func TestBridgeLossOrderRate(t *testing.T) {
 		rate = 1 << 20 // bytes/s
 	)
 	client := netip.MustParseAddr("198.51.100.10")
+	needPackage(t, "/usr/sbin/ethtool", "ethtool")
 	tb := New(t, Options{Link: &LinkOptions{RTT: map[netip.Addr]time.Duration{client: 20 * time.Millisecond},
 		Loss: loss, Seed: 7, RateBytes: rate, MaxQueue: 5 * time.Second}})
 	var srv *net.UDPConn

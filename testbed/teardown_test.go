@@ -1,10 +1,13 @@
 package testbed
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/netip"
+	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -88,4 +91,96 @@ func TestTeardown(t *testing.T) {
 			t.Errorf("pid %d still exists after Close (kill 0: %v)", pid, err)
 		}
 	}
+}
+
+// TestTeardownLink: with the emulated link and a Chromium, Close leaves no
+// namespace, no process of the browser and no bridge behind, and the hosts
+// only ever had documentation addresses.
+func TestTeardownLink(t *testing.T) {
+	needChromium(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sc, err := NamedScenario("baseline", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := Open(ctx, sc.Options(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			tb.Close()
+		}
+	}()
+	for _, ns := range []string{tb.Client.NS, tb.Server.NS, tb.Link.NS} {
+		out, err := runBounded(ctx, "ip", "-n", ns, "-j", "addr", "show")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var links []struct {
+			AddrInfo []struct {
+				Local string `json:"local"`
+			} `json:"addr_info"`
+		}
+		if err := json.Unmarshal(out, &links); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range links {
+			for _, a := range l.AddrInfo {
+				ip, err := netip.ParseAddr(a.Local)
+				if err != nil || !(ip.IsLoopback() || ClientRange.Contains(ip) || ServerRange.Contains(ip)) {
+					t.Errorf("%s: address %s outside the allowed ranges", ns, a.Local)
+				}
+				if ns == tb.Link.NS && !ip.IsLoopback() {
+					t.Errorf("link namespace has address %s, want none", ip)
+				}
+			}
+		}
+	}
+	ch, err := tb.StartChromium(ctx, Client110)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arg := []byte("--user-data-dir=" + ch.dataDir)
+	if n := countByArg(arg); n == 0 {
+		t.Fatalf("no Chromium process found running")
+	}
+	if err := tb.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	closed = true
+	if n := countByArg(arg); n != 0 {
+		t.Errorf("%d Chromium processes left after Close", n)
+	}
+	out, err := runBounded(ctx, "ip", "netns", "list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), tb.Name) {
+		t.Errorf("namespaces left after Close:\n%s", out)
+	}
+}
+
+// countByArg counts processes with arg on their command line.
+func countByArg(arg []byte) int {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cl, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		for _, a := range bytes.Split(cl, []byte{0}) {
+			if bytes.Equal(a, arg) {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }

@@ -12,11 +12,25 @@
 //	<p>-client: <p>c0 198.51.100.2/24, route 203.0.113.0/24 dev <p>c0
 //	<p>-server: <p>s0 203.0.113.2/24,  route 198.51.100.0/24 dev <p>s0
 //
-// A router namespace was not used on purpose: the link emulator planned next
-// (a link namespace with a user-space AF_PACKET bridge between two veths,
-// adding delay and loss) forwards Ethernet frames, so keeping client and
-// server on one L2 segment lets it slot in between the two hosts without any
-// change of addresses or routes (see wireDirect).
+// A router namespace was not used on purpose: the link emulator forwards
+// Ethernet frames, so client and server stay on one L2 segment and the link
+// slots in between without any change of addresses or routes.
+//
+// # Emulated link (Options.Link)
+//
+//	<p>-client c0 <-veth-> <p>lc [<p>-link: Bridge] <p>ls <-veth-> s0 <p>-server
+//
+// The link namespace has no addresses; a user-space bridge (bridge.go,
+// AF_PACKET sockets on both veths, real-time threads) forwards frames with a
+// one-way delay of RTT/2 per client address, seeded random loss and an
+// optional rate. The client gets one extra address per RTT group
+// (198.51.100.10/.11/.12 in the named scenarios); offloads are off on all
+// veths so frames and the server-side capture are MTU-sized, and ARP entries
+// are pinned so no ARP exchange crosses the link. Scenarios (scenario.go)
+// add nginx with a generated site and a Go back end with server time,
+// Chromium and Go-client page loads that record their own timing (truth),
+// and nft drops; `go run ./cmd/testbed run --scenario NAME --out DIR` runs
+// one and keeps capture.pcap and truth.json.
 //
 // # Safety rules (shared/DESIGN.md, "Tests that use the network")
 //
@@ -29,7 +43,9 @@
 //     only; every wait and loop is bounded in count and time.
 //
 // Needs root and these Debian packages: iproute2 (ip), nftables (nft),
-// nginx-light (nginx), tcpdump, curl, procps (sysctl), util-linux (chrt).
+// nginx-light (nginx), tcpdump, curl, procps (sysctl), util-linux (chrt);
+// with an emulated link also ethtool, and for browser loads chromium (the
+// Chromium tests install it with apt-get when /usr/bin/chromium is missing).
 package testbed
 
 import (
@@ -241,10 +257,10 @@ func Open(ctx context.Context, opts Options, dir string) (tb *Testbed, err error
 }
 
 // wireDirect joins client and server with one veth pair, created with one
-// end in each namespace so it never appears in the root namespace. The
-// planned link emulator replaces this step only: two veth pairs into a link
-// namespace whose bridge forwards frames, same interfaces names on the hosts'
-// side, same addresses and routes.
+// end in each namespace so it never appears in the root namespace. wireLink
+// replaces this step only: two veth pairs into a link namespace whose bridge
+// forwards frames, same interface names on the hosts' side, same addresses
+// and routes.
 func (tb *Testbed) wireDirect(ctx context.Context) error {
 	return tb.ip(ctx, "-n", tb.Client.NS, "link", "add", tb.Client.Iface, "type", "veth",
 		"peer", "name", tb.Server.Iface, "netns", tb.Server.NS)
