@@ -62,6 +62,8 @@ export async function getJSON(url) {
 export function fmtDur(ns) {
   if (ns === null || ns === undefined) return '–';
   const ms = ns / 1e6;
+  if (ms >= 3600e3 && ms % 3600e3 === 0) return ms / 3600e3 + ' h';
+  if (ms >= 120e3 && ms % 60e3 === 0) return ms / 60e3 + ' min';
   if (ms >= 10000) return (ms / 1000).toFixed(1) + ' s';
   if (ms >= 1000) return (ms / 1000).toFixed(2) + ' s';
   if (ms >= 100) return ms.toFixed(0) + ' ms';

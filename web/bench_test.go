@@ -1,0 +1,71 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/storetest"
+)
+
+// BenchmarkOverviewFirstRender times the overview from navigation to its
+// first full render (every chart drawn) in headless Chromium, over a DuckDB
+// store holding RTMON_WEB_BENCH_TX transactions (default 1,000,000, with
+// their connections and pageviews, spread over a day). It also reports the
+// /api/overview time alone. Run with:
+//
+//	go test ./web -run '^$' -bench OverviewFirstRender -benchtime 5x
+func BenchmarkOverviewFirstRender(b *testing.B) {
+	n := 1_000_000
+	if v := os.Getenv("RTMON_WEB_BENCH_TX"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, "duckdb:"+filepath.Join(b.TempDir(), "bench.duckdb"), store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	res, err := storetest.Ingest(ctx, st, n, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("ingested %d transactions (%d records) in %v", res.Transactions, res.Records, res.Elapsed)
+	_, ts := newTestServer(b, Config{Store: st})
+
+	// The API alone, for the split between store and browser.
+	start := time.Now()
+	resp, err := http.Get(ts.URL + "/api/overview")
+	if err != nil {
+		b.Fatal(err)
+	}
+	readAll(b, resp)
+	if resp.StatusCode != 200 {
+		b.Fatalf("api: %d", resp.StatusCode)
+	}
+	b.Logf("/api/overview: %v", time.Since(start))
+
+	tb := newTab(b)
+	tb.open(ts.URL+"/", `#overview[data-rendered="1"]`) // warm the browser
+	b.ResetTimer()
+	for b.Loop() {
+		tb.run(chromedp.Navigate(ts.URL+"/?bench="+strconv.Itoa(b.N)), chromedp.WaitReady(chromedp.CSS(`#overview[data-rendered="1"]`)))
+	}
+	b.StopTimer()
+	var rows int
+	tb.eval(`document.querySelectorAll('#percentiles tbody tr').length`, &rows)
+	if rows == 0 {
+		b.Fatal("overview rendered no classes")
+	}
+	tb.screenshot("bench-overview")
+}
