@@ -456,3 +456,95 @@ func pct(v []float64, q float64) float64 {
 	i := int(math.Ceil(q*float64(len(s)))) - 1
 	return s[max(0, min(i, len(s)-1))]
 }
+
+// TestScenariosRun runs the scenarios the Chromium comparison does not
+// cover and checks what each is for: lost SYN/ACKs show in rtmon's
+// connections, pipelined requests share one connection and their pageviews
+// match the raw client's clock, and an overloaded server still completes
+// every load. Their pageview error distributions are logged.
+func TestScenariosRun(t *testing.T) {
+	needChromium(t)
+	bin, err := buildRtmon()
+	if err != nil {
+		t.Fatalf("rtmon is not buildable: %v", err)
+	}
+	for _, name := range []string{"synack-loss", "keepalive-pipelining", "overloaded"} {
+		t.Run(name, func(t *testing.T) {
+			sc, err := NamedScenario(name, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			tb := New(t, sc.Options())
+			res, err := RunScenario(ctx, tb, sc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keepCapture(t, res.Capture)
+			checkScenarioHarness(t, sc, res)
+			out := t.TempDir()
+			if b, err := exec.CommandContext(ctx, bin, "analyze", "--out", out, res.Capture).CombinedOutput(); err != nil {
+				t.Fatalf("rtmon analyze: %v\n%s", err, b)
+			}
+			conns := readJSONL[rtmonConn](t, filepath.Join(out, "connections.jsonl"))
+			txns := readJSONL[rtmonTxnTimes](t, filepath.Join(out, "transactions.jsonl"))
+			switch name {
+			case "synack-loss":
+				lost := 0
+				for _, c := range conns {
+					lost += c.SYNACKLosses
+				}
+				if res.NFTDrops == 0 || lost == 0 {
+					t.Errorf("link dropped %d SYN/ACKs, rtmon reports %d SYN/ACK losses; want both > 0", res.NFTDrops, lost)
+				}
+			case "keepalive-pipelining":
+				reqs := 0
+				for _, p := range res.Truth {
+					reqs += 1 + len(p.Objects)
+				}
+				if len(conns) != len(res.Truth) || len(txns) != reqs {
+					t.Errorf("rtmon: %d connections, %d transactions; the client made %d connections, %d requests",
+						len(conns), len(txns), len(res.Truth), reqs)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(out, "pageviews.jsonl")); err != nil {
+				t.Errorf("rtmon analyze wrote no pageviews.jsonl: %v", err)
+				return
+			}
+			pvs := readJSONL[rtmonPageview](t, filepath.Join(out, "pageviews.jsonl"))
+			if name == "overloaded" {
+				// Logged, not asserted yet: what rtmon can know about
+				// accept-queue overflow is still open (see the report).
+				logPageviewErrors(t, res.Truth, pvs)
+				return
+			}
+			comparePageviews(t, "rtmon pageviews.jsonl", res.Truth, pvs)
+		})
+	}
+}
+
+// logPageviewErrors logs the distribution comparePageviews would check.
+func logPageviewErrors(t *testing.T, truth []PageTruth, pvs []rtmonPageview) {
+	byKey := map[objKey][]rtmonPageview{}
+	for _, pv := range pvs {
+		k := objKey{pv.Client, pathOf(pv.URL)}
+		byKey[k] = append(byKey[k], pv)
+	}
+	for _, v := range byKey {
+		sort.Slice(v, func(i, j int) bool { return v[i].Start < v[j].Start })
+	}
+	sorted := slices.Clone(truth)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Start < sorted[j].Start })
+	seen := map[objKey]int{}
+	var errs []time.Duration
+	for _, p := range sorted {
+		k := objKey{p.Client, p.URL}
+		n := seen[k]
+		seen[k]++
+		if n < len(byKey[k]) {
+			errs = append(errs, time.Duration(byKey[k][n].Total-p.TotalNS))
+		}
+	}
+	t.Logf("pageviews (not asserted): %d of %d matched; %s", len(errs), len(truth), errStats(errs))
+}
