@@ -4,8 +4,12 @@
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
-# Debian packages: libpcap for capture, and the real peers the tests drive.
-APT_PACKAGES := libpcap-dev tshark nginx-light nftables tcpdump iproute2 curl
+# Debian packages: libpcap for capture, and the real peers and servers the
+# tests drive (nginx, curl, Chromium, ClickHouse) with the tools that build
+# and observe the network testbed. Tests that need one also install it
+# themselves if missing, so a single `go test` works too.
+APT_PACKAGES := libpcap-dev tshark nginx-light nftables tcpdump iproute2 curl \
+	clickhouse-server chromium ethtool procps util-linux
 FUZZTIME ?= 10s
 
 .PHONY: all deps ui build demo test test-go fuzz bench clean
