@@ -88,6 +88,9 @@ func screenshotDir(t testing.TB) string {
 
 func newTab(t testing.TB) *tab {
 	t.Helper()
+	if !HasBundle() {
+		t.Fatal("the UI bundle is not built into this test binary: run `make ui` (make test does) before go test ./web")
+	}
 	ensureChromium(t)
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,

@@ -3,12 +3,15 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"net/netip"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/rtmon/rtmon/capture"
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
+	"github.com/rtmon/rtmon/store"
 )
 
 // PipelineStats are the live pipeline's health counters. They are shown on
@@ -132,8 +135,43 @@ func (f *LiveFeed) subscribe() (ch chan []byte, first []byte, cancel func()) {
 // feed and passes them on to next (the store). Place it after the pageview
 // grouper; call Run to publish what it counted. It keeps at most
 // maxPointsPerClass points between two events so a burst cannot grow it.
+//
+// The grouper holds transactions for up to its Settle time (2 s) before
+// passing them on; for the live chart to follow traffic within 2 s, also put
+// Tap between the tracker and the grouper. Observe then counts only
+// pageviews.
 func (f *LiveFeed) Observe(next pageview.Sink) pageview.Sink {
 	return &observer{f: f, next: next}
+}
+
+// Tap returns a reconstruct.Sink for between the tracker and the pageview
+// grouper: it counts each transaction and connection into the feed as soon
+// as the tracker emits it, classed by classify (e.g. the grouper's
+// classifier; nil: one unnamed class), and passes it on to next.
+func (f *LiveFeed) Tap(next reconstruct.Sink, classify func(netip.Addr) string) reconstruct.Sink {
+	f.agg.mu.Lock()
+	f.agg.tapped = true
+	f.agg.mu.Unlock()
+	if classify == nil {
+		classify = func(netip.Addr) string { return "" }
+	}
+	return &tap{f: f, next: next, classify: classify}
+}
+
+type tap struct {
+	f        *LiveFeed
+	next     reconstruct.Sink
+	classify func(netip.Addr) string
+}
+
+func (t *tap) Connection(c *reconstruct.Connection) {
+	t.f.agg.connection(t.classify(c.Client), c)
+	t.next.Connection(c)
+}
+
+func (t *tap) Transaction(x *reconstruct.Transaction) {
+	t.f.agg.point(t.classify(x.Client), txPoint(x))
+	t.next.Transaction(x)
 }
 
 // Run publishes what Observe counted every interval (1 s if <= 0), with
@@ -169,7 +207,24 @@ type aggregator struct {
 	mu      sync.Mutex
 	newest  int64
 	classes map[string]*LiveClass
-	// connClass remembers nothing: connections carry their class.
+	tapped  bool // a Tap counts transactions and connections
+}
+
+func (a *aggregator) connection(class string, c *reconstruct.Connection) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	lc := a.class(class)
+	lc.Connections++
+	lc.SYNLosses += int64(c.SYNLosses)
+	lc.SYNACKLosses += int64(c.SYNACKLosses)
+	lc.RetransBytes += c.RetransBytes
+	a.newest = max(a.newest, c.LastSeen)
+}
+
+func (a *aggregator) isTapped() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.tapped
 }
 
 func (a *aggregator) class(name string) *LiveClass {
@@ -223,27 +278,25 @@ func txPoint(t *reconstruct.Transaction) LivePoint {
 }
 
 func (o *observer) Connection(c *reconstruct.Connection) {
-	a := &o.f.agg
-	a.mu.Lock()
-	lc := a.class(c.Class)
-	lc.Connections++
-	lc.SYNLosses += int64(c.SYNLosses)
-	lc.SYNACKLosses += int64(c.SYNACKLosses)
-	lc.RetransBytes += c.RetransBytes
-	a.newest = max(a.newest, c.LastSeen)
-	a.mu.Unlock()
+	if !o.f.agg.isTapped() {
+		o.f.agg.connection(c.Class, c)
+	}
 	o.next.Connection(c)
 }
 
 // Transaction without tags: the class is unknown here.
 func (o *observer) Transaction(t *reconstruct.Transaction) {
-	o.f.agg.point("", txPoint(t))
+	if !o.f.agg.isTapped() {
+		o.f.agg.point("", txPoint(t))
+	}
 	o.next.Transaction(t)
 }
 
 // TaggedTransaction gets the class from the grouper.
 func (o *observer) TaggedTransaction(t *reconstruct.Transaction, tags pageview.Tags) {
-	o.f.agg.point(tags.Class, txPoint(t))
+	if !o.f.agg.isTapped() {
+		o.f.agg.point(tags.Class, txPoint(t))
+	}
 	if ts, ok := o.next.(pageview.TaggedSink); ok {
 		ts.TaggedTransaction(t, tags)
 	} else {
@@ -254,4 +307,20 @@ func (o *observer) TaggedTransaction(t *reconstruct.Transaction, tags pageview.T
 func (o *observer) Pageview(p *pageview.Pageview) {
 	o.f.agg.point(p.Class, LivePoint{T: p.Start, Kind: "pageview", Total: p.Total, Tconn: p.Tconn, Tserver: p.Tserver, Ttransfer: p.Ttransfer})
 	o.next.Pageview(p)
+}
+
+// StatsFrom assembles PipelineStats from the stages' own counters, for the
+// stats function of Run: capture drops are summed over live interfaces.
+func StatsFrom(src capture.Stats, tr reconstruct.Stats, ws store.WriterStats) PipelineStats {
+	p := PipelineStats{Packets: int64(tr.Packets), Evictions: int64(tr.Evicted), OpenConnections: int64(tr.OpenConnections),
+		StoreWritten: ws.Written, StoreQueued: ws.Queued, StoreSpilled: int64(ws.SpilledFiles), StoreRetries: ws.Retries,
+		StoreLastError: ws.LastError}
+	for _, s := range src.Sources {
+		p.Bytes += int64(s.Bytes)
+		if s.Live {
+			p.CaptureDrops += int64(s.Capture.Dropped)
+			p.InterfaceDrops += int64(s.Capture.IfDropped)
+		}
+	}
+	return p
 }

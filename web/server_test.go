@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"reflect"
 	"strings"
@@ -547,5 +548,33 @@ func TestReportHTMLIsSelfContained(t *testing.T) {
 	}
 	if !strings.Contains(resp.Header.Get("Content-Security-Policy"), reportStyleHash) {
 		t.Errorf("report CSP %q", resp.Header.Get("Content-Security-Policy"))
+	}
+}
+
+func TestLiveFeedTapCountsBeforeTheGrouper(t *testing.T) {
+	feed := NewLiveFeed()
+	var sink nullSink
+	tapped := feed.Tap(&sink, func(a netip.Addr) string {
+		if a == netip.MustParseAddr("198.51.100.1") {
+			return "premium"
+		}
+		return "standard"
+	})
+	obs := feed.Observe(&sink)
+	tx := &reconstruct.Transaction{Client: netip.MustParseAddr("198.51.100.1"), Start: 10, Total: 3}
+	tapped.Transaction(tx)
+	tapped.Connection(&reconstruct.Connection{Client: netip.MustParseAddr("198.51.100.2"), SYNACKLosses: 1})
+	// The same records after the grouper are not counted twice.
+	obs.(pageview.TaggedSink).TaggedTransaction(tx, pageview.Tags{Class: "premium"})
+	obs.Connection(&reconstruct.Connection{Class: "standard", SYNACKLosses: 1})
+	obs.Pageview(&pageview.Pageview{Class: "premium", Total: 5})
+	feed.PublishObserved(nil)
+	ev, _ := feed.Latest()
+	if len(ev.Classes) != 2 || ev.Classes[0].Transactions != 1 || ev.Classes[0].Pageviews != 1 || len(ev.Classes[0].Points) != 2 ||
+		ev.Classes[1].Connections != 1 || ev.Classes[1].SYNACKLosses != 1 {
+		t.Errorf("event %+v", ev)
+	}
+	if sink.tx != 2 || sink.conn != 2 || sink.pv != 1 {
+		t.Errorf("records not passed on: %+v", sink)
 	}
 }

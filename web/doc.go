@@ -1,0 +1,40 @@
+package web
+
+// Wiring the UI into a command.
+//
+// Over a store (rtmon serve, rtmon demo after analyzing into the store):
+//
+//	srv, err := web.NewServer(web.Config{Store: st}) // 127.0.0.1:8080
+//	if err != nil { return err }
+//	fmt.Println("rtmon UI on", srv.URL())            // binds now; port 0 works
+//	return srv.Run(ctx)                               // until ctx ends
+//
+// Live (rtmon live): one LiveFeed, fed twice along the pipeline so the live
+// chart follows traffic within 2 s (the grouper holds transactions for its
+// Settle time) and pageviews still get counted:
+//
+//	feed := web.NewLiveFeed()
+//	classify := func(a netip.Addr) string { n, _ := classes.Classify(a); return n }
+//	grouper := pageview.NewGrouper(pcfg, classes, feed.Observe(st))
+//	tracker := reconstruct.NewTracker(rcfg, feed.Tap(grouper, classify))
+//	go feed.Run(ctx, time.Second, func() web.PipelineStats {
+//		// Called on Run's goroutine: return a snapshot the packet loop
+//		// refreshes (the tracker and source are not safe for concurrent use).
+//		return web.StatsFrom(srcStats, trackerStats, st.Stats())
+//	})
+//	srv, err := web.NewServer(web.Config{Store: st, Live: feed, Listen: addr, Token: tok})
+//
+// Without Tap, Observe alone counts transactions too (after the grouper's
+// delay). Publish can also be called directly with a hand-made LiveEvent.
+//
+// Routes (all GET/HEAD; anything else is 405):
+//
+//	/                      overview (?last=15m|from=&to=, class, kind, component)
+//	/search                search (kind, client, class, url, status, min [ms], range, page)
+//	/pageview/:id          waterfall and headers
+//	/tx/pageview           redirect from a transaction to its pageview
+//	/whatif                Config.WhatIf, if set (nav slot otherwise)
+//	/api/meta, /api/overview, /api/search, /api/pageview/:id, /api/live (SSE)
+//	/export/search.csv, /export/search.json (search parameters), /export/har/:id.har,
+//	/export/report.html, /export/report.pdf (overview parameters)
+//	/metrics, /healthz
