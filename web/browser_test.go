@@ -196,17 +196,21 @@ func (tb *tab) screenshot(name string) {
 }
 
 // waitFor polls a JS condition (every 25 ms) and returns how long it took.
+// While a navigation is under way the condition may throw or its context
+// may vanish; that counts as not yet.
 func (tb *tab) waitFor(cond string, limit time.Duration) time.Duration {
 	tb.t.Helper()
 	start := time.Now()
+	js := "(() => { try { return !!(" + cond + "); } catch (e) { return false; } })()"
+	var lastErr error
 	for {
-		var ok bool
-		tb.eval(cond, &ok)
-		if ok {
+		ok, err := chromedp.Run(tb.ctx, chromedp.Evaluate[bool](js))
+		if err == nil && ok {
 			return time.Since(start)
 		}
+		lastErr = err
 		if time.Since(start) > limit {
-			tb.t.Fatalf("condition %q not met within %v (problems %v)", cond, limit, tb.problems)
+			tb.t.Fatalf("condition %q not met within %v (last error %v, problems %v)", cond, limit, lastErr, tb.problems)
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
@@ -470,12 +474,14 @@ func TestBrowserSearchPageviewAndExports(t *testing.T) {
 	tb.screenshot("search-pageviews")
 	tb.clean("search")
 	// Next page.
-	tb.run(chromedp.Click(chromedp.CSS(`#next`)), chromedp.WaitReady(chromedp.CSS(`body[data-ready="1"] #result-table`)))
+	tb.run(chromedp.Click(chromedp.CSS(`#next`)))
+	// Wait for the second page itself, not the first one still on screen.
+	tb.waitFor(`location.search.includes('page=2') && document.body.dataset.ready === '1' &&
+	  !!document.querySelector('#result-summary[data-page="2"]')`, 10*time.Second)
 	want2, _ := st.Search(ctx, store.SearchQuery{Kind: store.Pageviews, MinTotal: 300e6, Limit: 50, Offset: 50})
-	tb.waitFor(`location.search.includes('page=2')`, 5*time.Second)
 	tb.eval(`[...document.querySelectorAll('#result-table tbody tr')].map((tr) => tr.dataset.id)`, &ids)
-	if len(ids) != len(want2.Pageviews) || ids[0] != want2.Pageviews[0].ID {
-		t.Errorf("page 2: %d rows starting %v, store %d", len(ids), ids[:1], len(want2.Pageviews))
+	if len(ids) != len(want2.Pageviews) || len(ids) == 0 || ids[0] != want2.Pageviews[0].ID {
+		t.Errorf("page 2: rows %v, store %d", ids, len(want2.Pageviews))
 	}
 
 	// A pageview with lost SYNs, through its link.
