@@ -239,9 +239,13 @@ func RunScenario(ctx context.Context, tb *Testbed, sc Scenario) (ScenarioResult,
 				}
 				pt, err = chrome.Load(ctx, url(l))
 			case BrowserGo:
+				undo := clientRealtime()
 				pt, err = tb.NewGoClient(l.Client, base).Load(ctx, pathOf(url(l)))
+				undo()
 			case BrowserPipeline:
+				undo := clientRealtime()
 				pt, err = tb.Pipeline(ctx, l.Client, base, pathOf(url(l)), site.Pages[l.Page%len(site.Pages)])
+				undo()
 			default:
 				err = fmt.Errorf("unknown browser %q", l.Browser)
 			}
@@ -253,6 +257,8 @@ func RunScenario(ctx context.Context, tb *Testbed, sc Scenario) (ScenarioResult,
 		if len(sc.Concurrent) > 0 {
 			out := make([]PageTruth, len(sc.Concurrent))
 			errs := make([]error, len(sc.Concurrent))
+			undo := clientRealtime()
+			defer undo()
 			var wg sync.WaitGroup
 			for i, l := range sc.Concurrent {
 				wg.Add(1)
