@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"fmt"
 	"context"
 	"os"
 	"path/filepath"
@@ -36,14 +37,14 @@ func benchStore(b *testing.B, url string) {
 		}
 		b.ReportMetric(res.TxPerSec(), "tx/s")
 		b.ReportMetric(res.RecordsPerSec(), "records/s")
-		b.Logf("ingested %d tx (%d records) in %v (generation %v excluded): %.0f tx/s, %.0f records/s",
+		fmt.Printf(b.Name()+": ingested %d tx (%d records) in %v (generation %v excluded): %.0f tx/s, %.0f records/s\n",
 			res.Transactions, res.Records, res.Elapsed, res.GenElapsed, res.TxPerSec(), res.RecordsPerSec())
 		lat, err := storetest.DashboardQueries(ctx, s, 20)
 		if err != nil {
 			b.Fatal(err)
 		}
 		for _, l := range lat {
-			b.Logf("%-45s p50 %8.1f ms  p95 %8.1f ms  max %8.1f ms", l.Name,
+			fmt.Printf("%-12s %-45s p50 %8.1f ms  p95 %8.1f ms  max %8.1f ms\n", b.Name(), l.Name,
 				float64(l.P50.Microseconds())/1000, float64(l.P95.Microseconds())/1000, float64(l.Max.Microseconds())/1000)
 		}
 		b.StopTimer()

@@ -20,6 +20,13 @@ type dialect struct {
 	sum     func(x string) string // int64, 0 on no rows
 	strpos  string                // position(haystack, needle), 1-based, 0 = absent
 	// pct selects group columns, n and the list of exact quantiles of col.
+	// hist, if set, replaces the comparison-sum bucket expression: it
+	// returns SQL selecting (class, key, count) and maps a key to a bucket.
+	hist func(from, where, col string, edges []int64) (string, []any, func(int64) int)
+	// discrete, if set, is the engine's quantile aggregate over col at the
+	// given levels with nearest-rank semantics (index ceil(q*n)-1); used
+	// for Percentiles with per-class levels that pick our index exactly.
+	discrete func(col string, levels []string) string
 	// groups are "expr AS name" pairs: exprs[i] named names[i].
 	pct func(from, where string, exprs, names []string, col string, qs []float64) string
 }
@@ -47,6 +54,33 @@ var chDialect = func(db string) dialect {
 }
 
 var duckDialect = dialect{
+	discrete: func(col string, levels []string) string {
+		return "quantile_disc(" + col + ", [" + strings.Join(levels, ", ") + "])"
+	},
+	// DuckDB's histogram(v, boundaries) counts v into the first boundary
+	// >= v (one binary search per value, instead of one comparison per
+	// edge). For integers v < e  <=>  v <= e-1, so boundaries e[i+1]-1
+	// give exactly bucket i = [e[i], e[i+1]); values past the last
+	// boundary land in its overflow key, our open last bucket.
+	hist: func(from, where, col string, edges []int64) (string, []any, func(int64) int) {
+		marks := make([]string, len(edges)-1)
+		args := make([]any, len(edges)-1)
+		idx := make(map[int64]int, len(edges))
+		for i := range marks {
+			marks[i] = "CAST(? AS BIGINT)"
+			args[i] = edges[i+1] - 1
+			idx[edges[i+1]-1] = i
+		}
+		last := len(edges) - 1
+		sqlText := fmt.Sprintf("SELECT class, unnest(map_keys(h)) AS k, unnest(map_values(h)) AS c FROM (SELECT class, histogram(%s, [%s]) AS h FROM %s WHERE %s GROUP BY class) ORDER BY class",
+			col, strings.Join(marks, ", "), from, where)
+		return sqlText, args, func(k int64) int {
+			if i, ok := idx[k]; ok {
+				return i
+			}
+			return last
+		}
+	},
 	table:   func(n string) string { return n },
 	intDiv:  func(a, b string) string { return "(" + a + " // " + b + ")" },
 	bitAnd:  func(a string, m int) string { return "(" + a + " & " + strconv.Itoa(m) + ")" },
@@ -147,20 +181,14 @@ func (q *querier) Histogram(ctx context.Context, hq HistogramQuery) ([]ClassHist
 		}
 	}
 	w := baseWhere(hq.Range, hq.Class)
-	// Bucket index = number of edges after the first that v reaches; plain
-	// integer comparisons, identical in both engines.
-	var terms []string
+	bucketOf := func(b int64) int { return int(b) }
+	var sqlText string
 	var bargs []any
-	for _, e := range hq.Edges[1:] {
-		terms = append(terms, q.d.boolInt(col+" >= ?"))
-		bargs = append(bargs, e)
+	if q.d.hist != nil && len(hq.Edges) > 1 {
+		sqlText, bargs, bucketOf = q.d.hist(q.d.table(t.name), w.String(), col, hq.Edges)
+	} else {
+		sqlText, bargs = q.histSQL(t, w, col, hq.Edges)
 	}
-	bucket := q.d.boolInt("1 = 0")
-	if len(terms) > 0 {
-		bucket = strings.Join(terms, " + ")
-	}
-	sqlText := fmt.Sprintf("SELECT class, %s AS b, count(*) AS c FROM %s WHERE %s GROUP BY class, b ORDER BY class, b",
-		bucket, q.d.table(t.name), w)
 	rows, err := q.db.QueryContext(ctx, sqlText, append(bargs, w.args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("histogram query: %w", err)
@@ -177,10 +205,27 @@ func (q *querier) Histogram(ctx context.Context, hq HistogramQuery) ([]ClassHist
 			out = append(out, ClassHistogram{Class: class, Edges: hq.Edges, Counts: make([]int64, len(hq.Edges))})
 		}
 		h := &out[len(out)-1]
-		h.Counts[b] += c
+		h.Counts[bucketOf(b)] += c
 		h.Total += c
 	}
 	return out, rows.Err()
+}
+
+// histSQL: bucket index = number of edges after the first that v reaches;
+// plain integer comparisons, identical in both engines.
+func (q *querier) histSQL(t table, w *where, col string, edges []int64) (string, []any) {
+	var terms []string
+	var bargs []any
+	for _, e := range edges[1:] {
+		terms = append(terms, q.d.boolInt(col+" >= ?"))
+		bargs = append(bargs, e)
+	}
+	bucket := q.d.boolInt("1 = 0")
+	if len(terms) > 0 {
+		bucket = strings.Join(terms, " + ")
+	}
+	return fmt.Sprintf("SELECT class, %s AS b, count(*) AS c FROM %s WHERE %s GROUP BY class, b ORDER BY class, b",
+		bucket, q.d.table(t.name), w), bargs
 }
 
 func validQs(qs []float64) error {
@@ -246,6 +291,9 @@ func (q *querier) pct(ctx context.Context, pq PercentileQuery, series bool) ([]S
 }
 
 func (q *querier) Percentiles(ctx context.Context, pq PercentileQuery) ([]ClassPercentiles, error) {
+	if q.d.discrete != nil {
+		return q.pctDiscrete(ctx, pq)
+	}
 	pts, err := q.pct(ctx, pq, false)
 	if err != nil {
 		return nil, err
@@ -253,6 +301,69 @@ func (q *querier) Percentiles(ctx context.Context, pq PercentileQuery) ([]ClassP
 	var out []ClassPercentiles
 	for _, p := range pts {
 		out = append(out, ClassPercentiles{Class: p.Class, Count: p.Count, Values: p.Values})
+	}
+	return out, nil
+}
+
+// pctDiscrete: count per class first, then pick index min(floor(q*n), n-1)
+// with a selection aggregate (no sort) at level (k+0.5)/n, which a
+// nearest-rank quantile maps to index k whatever the float rounding.
+func (q *querier) pctDiscrete(ctx context.Context, pq PercentileQuery) ([]ClassPercentiles, error) {
+	k, t, err := kindTable(pq.Kind)
+	if err != nil {
+		return nil, err
+	}
+	col, err := componentCol(k, pq.Component)
+	if err != nil {
+		return nil, err
+	}
+	if err := validQs(pq.Qs); err != nil {
+		return nil, err
+	}
+	w := baseWhere(pq.Range, pq.Class)
+	tbl := q.d.table(t.name)
+	rows, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT class, count(*) FROM %s WHERE %s GROUP BY class ORDER BY class", tbl, w), w.args...)
+	if err != nil {
+		return nil, fmt.Errorf("percentile counts: %w", err)
+	}
+	var out []ClassPercentiles
+	for rows.Next() {
+		var c ClassPercentiles
+		if err := rows.Scan(&c.Class, &c.Count); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("percentile counts: %w", err)
+		}
+		out = append(out, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(out) == 0 {
+		return nil, err
+	}
+	var aggs []string
+	var args []any
+	for _, c := range out {
+		levels := make([]string, len(pq.Qs))
+		for i, x := range pq.Qs {
+			idx := c.Count - 1
+			if x < 1 {
+				idx = min(int64(x*float64(c.Count)), c.Count-1)
+			}
+			levels[i] = formatQ((float64(idx) + 0.5) / float64(c.Count))
+		}
+		aggs = append(aggs, q.d.discrete(col, levels)+" FILTER (WHERE class = ?)")
+		args = append(args, c.Class)
+	}
+	dest := make([]any, len(out))
+	lists := make([]int64List, len(out))
+	for i := range lists {
+		dest[i] = &lists[i]
+	}
+	err = q.db.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s", strings.Join(aggs, ", "), tbl, w), append(args, w.args...)...).Scan(dest...)
+	if err != nil {
+		return nil, fmt.Errorf("percentiles: %w", err)
+	}
+	for i := range out {
+		out[i].Values = []int64(lists[i])
 	}
 	return out, nil
 }
