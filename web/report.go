@@ -283,6 +283,13 @@ func (s *Server) exportReportPDF(c *gin.Context) {
 		bad(c, err)
 		return
 	}
+	// One Chromium at a time: printing is heavy and the UI is for a few people.
+	select {
+	case pdfSlot <- struct{}{}:
+		defer func() { <-pdfSlot }()
+	case <-c.Request.Context().Done():
+		return
+	}
 	pdf, err := PrintPDF(c.Request.Context(), s.chromium(), doc)
 	if err != nil {
 		fail(c, err)
@@ -291,6 +298,8 @@ func (s *Server) exportReportPDF(c *gin.Context) {
 	attachment(c, "rtmon-report-"+time.Now().UTC().Format("20060102-150405")+".pdf", "application/pdf")
 	c.Data(http.StatusOK, "application/pdf", pdf)
 }
+
+var pdfSlot = make(chan struct{}, 1)
 
 func (s *Server) chromium() string {
 	if s.cfg.Chromium != "" {

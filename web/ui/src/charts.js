@@ -36,6 +36,10 @@ const msAxis = {
   size: 60,
 };
 
+// Grid lines only at decades (1 ms, 10 ms, ...); the minor log ticks clutter.
+const decadesOnly = (u, splits) => splits.map((v) => (Math.abs(Math.log10(v) - Math.round(Math.log10(v))) < 1e-9 ? v : null));
+const logAxis = { values: logTicks, space: 30, grid: { filter: decadesOnly }, ticks: { filter: decadesOnly } };
+
 function logTicks(u, vals) {
   return vals.map((v) => {
     const l = Math.log10(v);
@@ -68,7 +72,7 @@ export function histogram(container, hs, classes) {
   container.dataset.series = JSON.stringify(hs.map((h) => ({ class: h.class, edges: h.edges, counts: h.counts, total: h.total })));
   return make(container, {
     scales: { x: { time: false, distr: 3, log: 10, range: () => [xs[0], xs[xs.length - 1]] }, y: { range: (u, lo, hi) => [0, Math.max(hi * 1.08, 0.01)] } },
-    axes: [{ values: logTicks, space: 30 }, { values: (u, v) => v.map((x) => (x * 100).toFixed(0) + '%'), size: 50 }],
+    axes: [logAxis, { values: (u, v) => v.map((x) => (x * 100).toFixed(0) + '%'), size: 50 }],
     series,
     legend: { live: true },
     plugins: [markers([1000, 3000])],
@@ -103,7 +107,7 @@ export function cdf(container, hs, classes) {
   container.dataset.series = JSON.stringify(exposed);
   return make(container, {
     scales: { x: { time: false, distr: 3, log: 10 }, y: { range: [0, 1] } },
-    axes: [{ values: logTicks, space: 30 }, { values: (u, v) => v.map((x) => (x * 100).toFixed(0) + '%'), size: 50 }],
+    axes: [logAxis, { values: (u, v) => v.map((x) => (x * 100).toFixed(0) + '%'), size: 50 }],
     series,
     plugins: [markers([1000, 3000])],
   }, data);
@@ -182,7 +186,7 @@ export function liveScatter(container, byClass, classes) {
   return make(container, {
     height: 220,
     scales: { x: { time: true }, y: { distr: 3, log: 10 } },
-    axes: [{}, { values: logTicks, size: 60 }],
+    axes: [{}, { values: logTicks, size: 60, grid: { filter: decadesOnly } }],
     series: s,
   }, data);
 }

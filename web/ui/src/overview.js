@@ -1,4 +1,4 @@
-import { el, clear, getJSON, fmtDur, fmtInt, fmtBytes, fmtTime, classColor, classLabel, params, showError } from './dom.js';
+import { el, clear, getJSON, fmtDur, fmtInt, fmtBytes, fmtTime, classColor, classLabel, params, setParams, showError } from './dom.js';
 import { rangePicker, select, classOptions, apiQuery } from './controls.js';
 import * as charts from './charts.js';
 import { onLive, renderPipeline } from './live.js';
@@ -31,6 +31,12 @@ export async function overview(main, meta) {
     if (again) { again = false; await load(); }
   };
 
+  // On a live server the wall screen wants the recent past, not all data.
+  const p0 = params();
+  if (meta.live && !p0.get('last') && !p0.get('from') && !p0.get('to')) {
+    p0.set('last', '15m');
+    setParams(p0);
+  }
   const kind = params().get('kind') || 'transactions';
   controls.append(
     rangePicker(load),
@@ -39,10 +45,20 @@ export async function overview(main, meta) {
       const q = params(); q.delete('component'); history.replaceState(null, '', '?' + q); location.reload();
     }, 'transactions'),
     select('component', 'Component', meta.components[kind].map((c) => [c, c]), load, 'total'),
+    select('refresh', 'Refresh', [['0', 'off'], ['10', '10 s'], ['30', '30 s'], ['60', '1 min'], ['300', '5 min']], () => schedule(), '30'),
     el('span', { class: 'exports' }, 'Report: ',
       el('a', { id: 'report-html', href: '/export/report.html' }, 'HTML'), ' · ',
       el('a', { id: 'report-pdf', href: '/export/report.pdf' }, 'PDF')),
   );
+
+  // A wall screen over a store that others keep filling re-reads it.
+  let timer = null;
+  const schedule = () => {
+    clearInterval(timer);
+    const secs = Number(params().get('refresh') || '30');
+    if (secs > 0) timer = setInterval(() => { if (!document.hidden) load(); }, secs * 1000);
+  };
+  schedule();
 
   if (meta.live) {
     const panel = el('section', { class: 'card wide', id: 'live' },
