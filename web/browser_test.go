@@ -394,6 +394,28 @@ func TestBrowserOverview(t *testing.T) {
 	tb.screenshot("overview")
 	tb.clean("overview")
 
+	// The slowest client's link opens its transactions in search.
+	slowest := d.Top["client"][0].Key
+	tb.run(chromedp.Click(chromedp.CSS(`#top-client tbody a`)))
+	tb.waitFor(`location.pathname === '/search' && document.body.dataset.ready === '1' && !!document.getElementById('result-table')`, 10*time.Second)
+	var got struct {
+		Total   string
+		Clients []string
+	}
+	tb.eval(`({Total: document.getElementById('result-summary').dataset.total,
+	  Clients: [...document.querySelectorAll('#result-table tbody tr td:nth-child(2)')].map((td) => td.textContent)})`, &got)
+	sres, _ := st.Search(ctx, store.SearchQuery{Client: slowest, Limit: 1})
+	if got.Total != fmt.Sprint(sres.Total) || len(got.Clients) == 0 {
+		t.Errorf("client link: %s results, store %d", got.Total, sres.Total)
+	}
+	for _, c := range got.Clients {
+		if c != slowest {
+			t.Errorf("client link: row of %s in a search for %s", c, slowest)
+		}
+	}
+	tb.clean("top client link")
+	tb.open(ts.URL+"/", `#overview[data-rendered="1"]`)
+
 	// The class picker and range picker put the view in the URL.
 	tb.eval(`(() => { const s = document.getElementById('class'); s.value = 'premium'; s.dispatchEvent(new Event('change')); return true; })()`, nil)
 	tb.waitFor(`location.search.includes('class=premium') && document.querySelectorAll('#percentiles tbody tr').length === 1`, 10*time.Second)

@@ -297,6 +297,15 @@ func TestSearchAPIAndExports(t *testing.T) {
 	if int64(len(txjs.Records)) != all.Total {
 		t.Errorf("json transactions %d, want %d", len(txjs.Records), all.Total)
 	}
+	// Client prefixes in both forms the store takes.
+	for _, client := range []string{"198.51.100.0/29", "198.51.100.*"} {
+		var pr SearchResponse
+		getJSON(t, ts.URL+"/api/search?client="+url.QueryEscape(client), &pr)
+		sr, _ := st.Search(ctx, store.SearchQuery{Client: client})
+		if pr.Total != sr.Total || pr.Total == 0 || len(pr.Links) != len(pr.Transactions) {
+			t.Errorf("client %s: %d results, store %d", client, pr.Total, sr.Total)
+		}
+	}
 	for _, q := range []string{"status=abc", "min=-1", "client=not-an-ip", "kind=conns"} {
 		resp := get(t, ts.URL+"/export/search.csv?"+q)
 		readAll(t, resp)
