@@ -178,3 +178,27 @@ func TestBrowserXSSCaptureRendersAsText(t *testing.T) {
 	}
 	tb.screenshot("xss-report")
 }
+
+// A wall screen opens the UI once with ?token=; the cookie then carries the
+// page's own requests (assets, API, SSE) and the token leaves the URL.
+func TestBrowserTokenLink(t *testing.T) {
+	st := knownCapture(t)
+	feed := NewLiveFeed()
+	_, ts := newTestServer(t, Config{Store: st, Listen: "0.0.0.0:0", Token: "wall-screen-token", Live: feed})
+	tb := newTab(t)
+	tb.open(ts.URL+"/?class=premium&token=wall-screen-token", `#overview[data-rendered="1"]`)
+	var href string
+	tb.eval(`location.href`, &href)
+	if strings.Contains(href, "token") || !strings.Contains(href, "class=premium") {
+		t.Errorf("address after the token link: %s", href)
+	}
+	feed.Publish(LiveEvent{Pipeline: PipelineStats{Evictions: 5}})
+	tb.waitFor(`document.querySelector('#pipeline [data-stat="evictions"]').dataset.value === '5'`, 2*time.Second)
+	tb.clean("token link")
+	// Without the cookie nothing is served.
+	resp := get(t, ts.URL+"/api/meta")
+	readAll(t, resp)
+	if resp.StatusCode != 401 {
+		t.Errorf("api without token: %d", resp.StatusCode)
+	}
+}

@@ -214,7 +214,13 @@ func (s *Server) auth(c *gin.Context) {
 		if q := c.Query("token"); q != "" && equal(q, s.cfg.Token) {
 			http.SetCookie(c.Writer, &http.Cookie{Name: authCookie, Value: tokenCookieValue(s.cfg.Token), Path: "/",
 				HttpOnly: true, SameSite: http.SameSiteStrictMode})
-			c.Next()
+			// Take the token out of the address bar and history.
+			u := *c.Request.URL
+			v := u.Query()
+			v.Del("token")
+			u.RawQuery = v.Encode()
+			c.Redirect(http.StatusSeeOther, u.RequestURI())
+			c.Abort()
 			return
 		}
 	}

@@ -143,9 +143,9 @@ func TestTokenAuth(t *testing.T) {
 		t.Errorf("/healthz needs no token: %d", r.StatusCode)
 	}
 	// ?token= once, then the cookie carries it (and is not the token).
-	r := do("/?token=s3cret", nil)
-	if r.StatusCode != http.StatusOK || len(r.Cookies()) != 1 {
-		t.Fatalf("?token: %d cookies %v", r.StatusCode, r.Cookies())
+	r := do("/search?kind=pageviews&token=s3cret", nil)
+	if r.StatusCode != http.StatusSeeOther || len(r.Cookies()) != 1 || r.Header.Get("Location") != "/search?kind=pageviews" {
+		t.Fatalf("?token: %d cookies %v location %q", r.StatusCode, r.Cookies(), r.Header.Get("Location"))
 	}
 	ck := r.Cookies()[0]
 	if ck.Value == "s3cret" || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode {
