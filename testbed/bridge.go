@@ -44,6 +44,13 @@ type LinkOptions struct {
 	// same frame sequence.
 	Loss float64
 	Seed uint64
+	// LossSparesSYN exempts SYN and SYN/ACK frames from Loss. A SYN lost
+	// between client and capture point leaves no trace at the server (the
+	// client's retransmission a second later looks like its first try), so
+	// a data-loss experiment that should stay checkable against the
+	// client's truth spares them; handshake losses have their own,
+	// server-side scenarios.
+	LossSparesSYN bool
 	// RateBytes limits each direction to this many bytes per second (0: no
 	// limit). Frames are serialized one after another at this rate before
 	// their propagation delay, as on a real link; a frame that would wait
@@ -281,7 +288,7 @@ func (b *Bridge) read(ctx context.Context, d Direction) {
 		f := &Frame{Dir: d, At: time.Now(), Data: append([]byte(nil), buf[:n]...)}
 		parseFrame(f)
 		b.mu.Lock()
-		lost := b.opts.Loss > 0 && b.rnd[d].Float64() < b.opts.Loss
+		lost := b.opts.Loss > 0 && !(b.opts.LossSparesSYN && f.SYN) && b.rnd[d].Float64() < b.opts.Loss
 		b.mu.Unlock()
 		if lost {
 			b.stats[stLost][d].Add(1)

@@ -148,6 +148,7 @@ func NamedScenario(name string, loads int) (Scenario, error) {
 		sc.Loads = append(seq(BrowserChromium, one, loads, 6), seq(BrowserGo, one, loads/2, 7)...)
 	case "data-loss":
 		sc.Link.Loss = 0.015
+		sc.Link.LossSparesSYN = true
 		sc.Loads = append(seq(BrowserChromium, all, loads, 8), seq(BrowserGo, all, loads/2, 9)...)
 	case "overloaded":
 		sc.Backlog = 4
