@@ -114,7 +114,9 @@ func (p rangeParams) resolve(ext extent) (store.TimeRange, error) {
 		if err != nil || d <= 0 {
 			return r, fmt.Errorf("last=%q: want a duration such as 15m or all", p.Last)
 		}
-		return store.TimeRange{From: ext.To - int64(d), To: ext.To}, nil
+		// Open above: records newer than the newest transaction (a
+		// connection that never carried one) belong to "the last 15 min" too.
+		return store.TimeRange{From: ext.To - int64(d)}, nil
 	}
 	var err error
 	if r.From, err = parseTime(p.From); err != nil {

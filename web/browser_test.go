@@ -433,8 +433,19 @@ func TestBrowserOverview(t *testing.T) {
 	d = overviewDOM{}
 	tb.eval(readOverview, &d)
 	ext, _ := dataExtent(ctx, st, store.Transactions)
-	checkOverview(t, st, d, store.TimeRange{From: ext.To - int64(time.Hour), To: ext.To}, "premium")
+	checkOverview(t, st, d, store.TimeRange{From: ext.To - int64(time.Hour)}, "premium")
 	tb.screenshot("overview-premium")
+	tb.clean("overview premium")
+
+	// The wall-screen theme.
+	tb.open(ts.URL+"/?theme=dark&last=1h", `#overview[data-rendered="1"]`)
+	var dark bool
+	tb.eval(`document.body.classList.contains('dark') && document.querySelector('a[data-nav="search"]').getAttribute('href').includes('theme=dark')`, &dark)
+	if !dark {
+		t.Error("?theme=dark not applied")
+	}
+	tb.screenshot("overview-dark")
+	tb.clean("overview dark")
 
 	// Pageviews and another component.
 	tb.open(ts.URL+"/?kind=pageviews&component=tconn&class=standard", `#overview[data-rendered="1"]`)

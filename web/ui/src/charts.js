@@ -24,9 +24,17 @@ export function destroy(container) {
   }
 }
 
+// Axis and grid colours follow the page's theme (CSS variables).
+function themed(axes) {
+  const css = getComputedStyle(document.body);
+  const fg = css.getPropertyValue('--muted').trim() || '#6b7280';
+  const line = css.getPropertyValue('--line').trim() || '#e5e7eb';
+  return (axes || [{}, {}]).map((a) => ({ ...a, stroke: fg, grid: { stroke: line, width: 1, ...(a.grid || {}) }, ticks: { stroke: line, width: 1, ...(a.ticks || {}) } }));
+}
+
 function make(container, opts, data) {
   destroy(container);
-  const p = new uPlot({ width: width(container), height: 260, ...opts }, data, container);
+  const p = new uPlot({ width: width(container), height: 260, ...opts, axes: themed(opts.axes) }, data, container);
   plots.add(p);
   return p;
 }

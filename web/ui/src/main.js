@@ -5,7 +5,22 @@ import { search } from './search.js';
 import { pageview } from './pageview.js';
 import { start } from './live.js';
 
+function theme() {
+  const t = new URLSearchParams(location.search).get('theme');
+  const dark = t === 'dark' || (t === 'auto' && matchMedia('(prefers-color-scheme: dark)').matches);
+  document.body.classList.toggle('dark', dark);
+  // Keep the theme when following the app's own links.
+  if (t) {
+    for (const a of document.querySelectorAll('header a')) {
+      const u = new URL(a.getAttribute('href'), location.origin);
+      u.searchParams.set('theme', t);
+      a.setAttribute('href', u.pathname + u.search);
+    }
+  }
+}
+
 async function main() {
+  theme();
   const page = document.body.dataset.page;
   const mainEl = document.getElementById('main');
   if (!['overview', 'search', 'pageview'].includes(page)) { start(); return; }

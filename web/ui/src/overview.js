@@ -219,7 +219,7 @@ function top(o, by, title) {
   const rows = o.top[by] || [];
   const link = (key) => {
     const q = new URLSearchParams();
-    for (const k of ['last', 'from', 'to', 'class', 'kind']) { const v = params().get(k); if (v) q.set(k, v); }
+    for (const k of ['last', 'from', 'to', 'class', 'kind', 'theme']) { const v = params().get(k); if (v) q.set(k, v); }
     if (by === 'client') q.set('client', key);
     else if (by === 'url') {
       // Keys are host+url; search matches the URL part.

@@ -21,6 +21,7 @@ export async function search(main, meta) {
       ranges.filter(([k]) => k !== 'custom').map(([k, t]) => el('option', { value: k, selected: (v('last') || 'all') === k }, t)))),
     el('label', { class: 'ctl' }, 'From ', el('input', { name: 'from', id: 'from', value: v('from'), placeholder: 'YYYY-MM-DDTHH:MM:SS', size: 19 })),
     el('label', { class: 'ctl' }, 'To ', el('input', { name: 'to', id: 'to', value: v('to'), placeholder: 'UTC', size: 19 })),
+    v('theme') ? el('input', { type: 'hidden', name: 'theme', value: v('theme') }) : null,
     el('button', { type: 'submit', id: 'search-go' }, 'Search'));
   // Empty fields stay out of the URL.
   form.addEventListener('formdata', (e) => {
@@ -30,7 +31,7 @@ export async function search(main, meta) {
   clear(main).append(form, results);
 
   const q = new URLSearchParams();
-  for (const k of [...filterKeys, 'page', 'limit']) if (p.get(k)) q.set(k, p.get(k));
+  for (const k of [...filterKeys, 'page', 'limit', 'theme']) if (p.get(k)) q.set(k, p.get(k));
   if (q.get('last') === 'all') q.delete('last');
   let res;
   try {
@@ -39,7 +40,7 @@ export async function search(main, meta) {
     showError(results, e);
     return;
   }
-  const exportQ = new URLSearchParams(q); exportQ.delete('page'); exportQ.delete('limit');
+  const exportQ = new URLSearchParams(q); exportQ.delete('page'); exportQ.delete('limit'); exportQ.delete('theme');
   const page = Math.floor(res.offset / res.limit) + 1;
   const pages = Math.max(1, Math.ceil(res.total / res.limit));
   const pageLink = (n, text, id) => {
