@@ -677,6 +677,10 @@ func checkWaterfall(t *testing.T, tb *tab, st store.Store, id string) {
 	if !sawLoss {
 		t.Error("no SYN-loss segment in a pageview with SYN losses")
 	}
+	// A bar opens its transaction's headers.
+	last := wf.Tx[len(wf.Tx)-1].ID
+	tb.run(chromedp.Click(chromedp.CSS(`.wf-tx[data-tx="` + last + `"]`)))
+	tb.waitFor(`document.getElementById('tx-`+last+`').open`, 2*time.Second)
 	var headers []string
 	tb.eval(`[...document.querySelectorAll('details.tx table.headers th')].map((th) => th.textContent)`, &headers)
 	sort.Strings(headers)

@@ -59,6 +59,11 @@ func TestBrowserLiveUpdates(t *testing.T) {
 	    document.getElementById('live-chart').dataset.points === '55';
 	})()`, 2*time.Second)
 	t.Logf("second live event shown after %v", took)
+	var text string
+	tb.eval(`document.querySelector('.live-class[data-class="premium"]').textContent`, &text)
+	if !strings.Contains(text, "15.0 tx/s") {
+		t.Errorf("premium rate: %q, want 15.0 tx/s (10 -> 25 transactions in 1 s)", text)
+	}
 	// Drops are shown as a problem, not hidden.
 	var warn bool
 	tb.eval(`document.querySelector('#pipeline [data-stat="capture_drops"]').classList.contains('warn')`, &warn)

@@ -67,6 +67,7 @@ export async function overview(main, meta) {
       el('div', { class: 'chart', id: 'live-chart' }));
     main.insertBefore(panel, body);
     const recent = new Map(); // class -> points of the last 2 minutes (packet time)
+    recent.prev = null; // previous event, for rates
     let lastRefresh = 0;
     onLive((ev) => {
       renderLive(panel, ev, recent, meta);
@@ -253,11 +254,17 @@ function renderLive(panel, ev, recent, meta) {
   clear(box);
   const classes = meta.classes.slice();
   for (const c of ev.classes || []) if (!classes.includes(c.class)) classes.push(c.class);
+  // Rates from the cumulative counters, over packet time between events.
+  const prev = recent.prev;
+  const dt = prev && ev.time > prev.time ? (ev.time - prev.time) / 1e9 : 0;
   for (const c of ev.classes || []) {
+    const before = prev && (prev.classes || []).find((x) => x.class === c.class);
+    const rate = dt && before ? ((c.transactions - before.transactions) / dt).toFixed(1) + ' tx/s · ' : '';
     box.append(el('div', { class: 'live-class', dataset: { class: c.class, transactions: c.transactions, pageviews: c.pageviews } },
       swatch(classes, c.class), el('b', {}, classLabel(c.class)),
-      ` ${fmtInt(c.transactions)} transactions · ${fmtInt(c.pageviews)} pageviews · ${fmtInt(c.syn_losses)} SYN / ${fmtInt(c.synack_losses)} SYN-ACK losses`));
+      ` ${rate}${fmtInt(c.transactions)} transactions · ${fmtInt(c.pageviews)} pageviews · ${fmtInt(c.syn_losses)} SYN / ${fmtInt(c.synack_losses)} SYN-ACK losses`));
   }
+  recent.prev = ev;
   panel.dataset.events = String(Number(panel.dataset.events || 0) + 1);
   const chartBox = panel.querySelector('#live-chart');
   const any = [...recent.values()].some((l) => l.length);

@@ -31,6 +31,14 @@ export async function pageview(main) {
 
   main.append(waterfall(pv, txs, conns, d.offsets, d.pv_offsets));
   main.append(txList(pv, txs, conns, d.offsets, d.pv_offsets));
+  // A click on a bar opens that transaction's headers.
+  const openTarget = () => {
+    const id = decodeURIComponent(location.hash.slice(1));
+    const det = id && document.getElementById(id);
+    if (det && det.tagName === 'DETAILS') det.open = true;
+  };
+  window.addEventListener('hashchange', openTarget);
+  openTarget();
 }
 
 function fact(label, value, key) {
