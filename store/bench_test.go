@@ -1,8 +1,8 @@
 package store_test
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
