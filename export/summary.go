@@ -106,7 +106,7 @@ func (s *Summary) Transaction(t *reconstruct.Transaction) {
 		s.Incomplete++
 		return // partial times would drag every percentile down
 	}
-	if t.Tconn > 0 || t.Index == 0 && t.Flags&reconstruct.FlagMidStream == 0 {
+	if t.Tconn > 0 || t.Index == 0 && t.Flags&(reconstruct.FlagMidStream|reconstruct.FlagPreconnected) == 0 {
 		s.Components["tconn"].Add(t.Tconn)
 	}
 	s.Components["trequest"].Add(t.Trequest)

@@ -600,3 +600,26 @@ func TestHTTP10CloseDelimitedAndHead(t *testing.T) {
 		t.Errorf("HTTP/1.0: body %d status %d flags %v", old.BodyBytes, old.Status, old.FlagNames)
 	}
 }
+
+// TestPreconnectedConnection: a browser opened a spare connection and sent
+// its first request on it two seconds later; the request did not wait for
+// that handshake, so it is timed from its own start with no Tconn.
+func TestPreconnectedConnection(t *testing.T) {
+	out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+		c := w.Conn(client, server, 5, 6)
+		est := handshake(c, synth.T(0))
+		r := est + 2*int64(time.Second)
+		c.Client(r, get("/later"))
+		c.Server(r+ms, synth.Response(200, "text/html", synth.Body(10)))
+		c.ClientAck(r + ms + 2*D)
+	})
+	tx := one(t, "transaction", out.txs)
+	r := synth.T(0) + 100*us + 2*D + 2*int64(time.Second)
+	checkTx(t, tx, want{start: r - D, tserver: ms + 2*D, total: ms + 2*D})
+	if tx.Flags&reconstruct.FlagPreconnected == 0 {
+		t.Errorf("flags %v", tx.FlagNames)
+	}
+	if c := one(t, "connection", out.conns); c.Tconn != 2*D+100*us {
+		t.Errorf("the connection still records its connect time: %d", c.Tconn)
+	}
+}

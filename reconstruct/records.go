@@ -33,10 +33,14 @@ const (
 	FlagHeaderTooLarge
 	// FlagParseError: the HTTP parser lost sync; parsing resumed at a later boundary.
 	FlagParseError
+	// FlagPreconnected: the first request came long after the handshake (a
+	// browser's spare connection), so it is timed like a reused connection.
+	FlagPreconnected
 )
 
 var flagNames = []string{"incomplete", "mid_stream", "rtt_estimated", "hole", "no_request",
-	"no_response", "truncated_payload", "evicted", "reset", "no_ack", "header_too_large", "parse_error"}
+	"no_response", "truncated_payload", "evicted", "reset", "no_ack", "header_too_large", "parse_error",
+	"preconnected"}
 
 // Names lists the set flags by name, for output formats.
 func (f Flags) Names() []string {

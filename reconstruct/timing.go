@@ -1,6 +1,9 @@
 package reconstruct
 
-import "strconv"
+import (
+	"strconv"
+	"time"
+)
 
 // emit computes a transaction's client-perceived times and hands it on.
 //
@@ -38,6 +41,13 @@ func (c *conn) emit(st *txState) {
 	}
 	hasRequest := tx.RequestFirst != 0
 	freshConn := hasRequest && tx.Index == 0 && len(r.SYNTimes) > 0
+	if freshConn && r.Established > 0 && tx.RequestFirst-r.Established > preconnectIdle(rtt) {
+		// The client opened this connection ahead of need (a browser's
+		// preconnect or spare socket) and used it later: the wait for the
+		// handshake was not part of this request's time.
+		freshConn = false
+		tx.Flags |= FlagPreconnected
+	}
 	switch {
 	case freshConn:
 		connected := r.Established
@@ -75,4 +85,13 @@ func (c *conn) emit(st *txState) {
 	tx.Total = tx.Tconn + tx.Trequest + tx.Tserver + tx.Ttransfer
 	tx.End = tx.Start + tx.Total
 	c.t.emitTransaction(tx)
+}
+
+// preconnectIdle is how long a connection may sit between its handshake and
+// its first request before the connect is no longer counted in that
+// request's time. A client that connects in order to send sends within a
+// fraction of an RTT (curl: ~0.1 ms); browsers' spare connections wait
+// seconds. An RTT plus 100 ms leaves room for a slow client's own delays.
+func preconnectIdle(rtt int64) int64 {
+	return rtt + int64(100*time.Millisecond)
 }

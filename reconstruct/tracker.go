@@ -5,11 +5,11 @@ package reconstruct
 
 import (
 	"bytes"
-	"errors"
-	"io"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"hash/fnv"
+	"io"
 	"net/netip"
 	"time"
 
