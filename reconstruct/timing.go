@@ -41,7 +41,7 @@ func (c *conn) emit(st *txState) {
 	}
 	hasRequest := tx.RequestFirst != 0
 	freshConn := hasRequest && tx.Index == 0 && len(r.SYNTimes) > 0
-	if freshConn && r.Established > 0 && tx.RequestFirst-r.Established > preconnectIdle(rtt) {
+	if freshConn && r.Established > 0 && tx.RequestFirst-r.Established > preconnectIdle {
 		// The client opened this connection ahead of need (a browser's
 		// preconnect or spare socket) and used it later: the wait for the
 		// handshake was not part of this request's time.
@@ -89,9 +89,10 @@ func (c *conn) emit(st *txState) {
 
 // preconnectIdle is how long a connection may sit between its handshake and
 // its first request before the connect is no longer counted in that
-// request's time. A client that connects in order to send sends within a
-// fraction of an RTT (curl: ~0.1 ms); browsers' spare connections wait
-// seconds. An RTT plus 100 ms leaves room for a slow client's own delays.
-func preconnectIdle(rtt int64) int64 {
-	return rtt + int64(100*time.Millisecond)
-}
+// request's time. The gap is measured at the capture point, where the
+// handshake ACK and the request arrive over the same path, so it is the
+// client's own delay whatever the RTT: a client that connects in order to
+// send does so within a millisecond or two (curl: ~0.1 ms), while a
+// browser's spare connection waits for the HTML to need it (tens of ms to
+// seconds). 25 ms leaves a loaded client room for its own scheduling.
+const preconnectIdle = int64(25 * time.Millisecond)
