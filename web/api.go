@@ -40,7 +40,7 @@ type extent struct {
 // the oldest match of a search is its last row (a full sort, ~0.9 s at 1M
 // transactions), so the oldest is taken from the much smaller pageview table
 // when it has rows; it only sets where the charts' time axis starts.
-func dataExtent(ctx context.Context, st store.Store, _ store.Kind) (extent, error) {
+func dataExtent(ctx context.Context, st store.Store) (extent, error) {
 	res, err := st.Search(ctx, store.SearchQuery{Kind: store.Transactions, Limit: 1})
 	if err != nil {
 		return extent{}, fmt.Errorf("data extent: %w", err)
@@ -189,7 +189,7 @@ type metaResponse struct {
 
 func (s *Server) apiMeta(c *gin.Context) {
 	ctx := c.Request.Context()
-	ext, err := dataExtent(ctx, s.cfg.Store, store.Transactions)
+	ext, err := dataExtent(ctx, s.cfg.Store)
 	if err != nil {
 		fail(c, err)
 		return
@@ -273,7 +273,7 @@ func overviewParamsFrom(c *gin.Context) (overviewParams, error) {
 // overview runs the overview's queries concurrently.
 func (s *Server) overview(ctx context.Context, p overviewParams) (*Overview, error) {
 	st := s.cfg.Store
-	ext, err := dataExtent(ctx, st, store.Transactions)
+	ext, err := dataExtent(ctx, st)
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +445,7 @@ type SearchResponse struct {
 
 func (s *Server) apiSearch(c *gin.Context) {
 	ctx := c.Request.Context()
-	q, err := searchParams(c, func() (extent, error) { return dataExtent(ctx, s.cfg.Store, store.Transactions) })
+	q, err := searchParams(c, func() (extent, error) { return dataExtent(ctx, s.cfg.Store) })
 	if err != nil {
 		bad(c, err)
 		return

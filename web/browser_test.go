@@ -432,7 +432,7 @@ func TestBrowserOverview(t *testing.T) {
 	}
 	d = overviewDOM{}
 	tb.eval(readOverview, &d)
-	ext, _ := dataExtent(ctx, st, store.Transactions)
+	ext, _ := dataExtent(ctx, st)
 	checkOverview(t, st, d, store.TimeRange{From: ext.To - int64(time.Hour)}, "premium")
 	tb.screenshot("overview-premium")
 	tb.clean("overview premium")

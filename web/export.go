@@ -102,7 +102,7 @@ func pvCSV(p *pageview.Pageview) []string {
 
 func (s *Server) exportQuery(c *gin.Context) (store.SearchQuery, bool) {
 	ctx := c.Request.Context()
-	q, err := searchParams(c, func() (extent, error) { return dataExtent(ctx, s.cfg.Store, store.Transactions) })
+	q, err := searchParams(c, func() (extent, error) { return dataExtent(ctx, s.cfg.Store) })
 	if err != nil {
 		bad(c, err)
 		return q, false

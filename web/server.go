@@ -307,5 +307,5 @@ func (s *Server) whatif(c *gin.Context) {
 		s.errorPage(c, http.StatusNotFound, "What-if", "The what-if analysis is not available in this build yet.")
 		return
 	}
-	http.StripPrefix("", s.cfg.WhatIf).ServeHTTP(c.Writer, c.Request)
+	s.cfg.WhatIf.ServeHTTP(c.Writer, c.Request)
 }

@@ -200,7 +200,7 @@ func TestOverviewAPIIsTheStoresAnswer(t *testing.T) {
 	ctx := context.Background()
 	var o Overview
 	getJSON(t, ts.URL+"/api/overview?class=premium&last=45s", &o)
-	ext, err := dataExtent(ctx, st, store.Transactions)
+	ext, err := dataExtent(ctx, st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -585,5 +585,26 @@ func TestLiveFeedTapCountsBeforeTheGrouper(t *testing.T) {
 	}
 	if sink.tx != 2 || sink.conn != 2 || sink.pv != 1 {
 		t.Errorf("records not passed on: %+v", sink)
+	}
+}
+
+func TestWhatIfNavSlot(t *testing.T) {
+	st := knownCapture(t)
+	_, ts := newTestServer(t, Config{Store: st})
+	b := string(readAll(t, get(t, ts.URL+"/")))
+	if !strings.Contains(b, `data-nav="whatif"`) || strings.Contains(b, `href="/whatif"`) {
+		t.Errorf("without a what-if handler the slot is shown disabled: %s", b)
+	}
+	if r := get(t, ts.URL+"/whatif"); r.StatusCode != 404 {
+		t.Errorf("/whatif without handler: %d", r.StatusCode)
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "whatif:"+r.URL.Path) })
+	_, ts2 := newTestServer(t, Config{Store: st, WhatIf: h})
+	if b := string(readAll(t, get(t, ts2.URL+"/"))); !strings.Contains(b, `href="/whatif"`) {
+		t.Error("what-if link missing")
+	}
+	r := get(t, ts2.URL+"/whatif/run")
+	if b := string(readAll(t, r)); b != "whatif:/whatif/run" || r.Header.Get("Content-Security-Policy") != CSP {
+		t.Errorf("what-if handler: %q, CSP %q", b, r.Header.Get("Content-Security-Policy"))
 	}
 }
