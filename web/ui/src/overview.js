@@ -164,7 +164,7 @@ function swatch(classes, c) {
 
 function counter(name, label, value, opts = {}) {
   const shown = opts.text !== undefined ? opts.text : fmtInt(value);
-  return el('div', { class: 'counter' + (opts.warn ? ' warn' : '') + (opts.na ? ' na' : ''), dataset: { counter: name, value: opts.na ? '' : value }, title: opts.title },
+  return el('div', { class: 'counter' + (opts.warn ? ' warn' : '') + (opts.na ? ' na' : '') + (shown.length > 8 ? ' long' : ''), dataset: { counter: name, value: opts.na ? '' : value }, title: opts.title },
     el('span', { class: 'v' }, shown), el('span', { class: 'l' }, label));
 }
 
