@@ -7,6 +7,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/rtmon/rtmon/pageview"
+	"github.com/rtmon/rtmon/reconstruct"
 )
 
 // dialect holds the few spellings in which ClickHouse 18.16 and DuckDB
@@ -481,12 +484,50 @@ func (q *querier) Search(ctx context.Context, sq SearchQuery) (SearchResult, err
 	if err := q.db.QueryRowContext(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", tbl, w), w.args...).Scan(&res.Total); err != nil {
 		return res, fmt.Errorf("search count: %w", err)
 	}
-	sqlText := fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY start_ns DESC, id ASC LIMIT ? OFFSET ?", t.selectList(), tbl, w)
-	rows, err := q.db.QueryContext(ctx, sqlText, append(w.args, sq.Limit, sq.Offset)...)
+	// Two steps: order and page over (start_ns, id) only, then read whole
+	// rows for that page. 18.16 has no lazy column reads, so one step would
+	// read every column of every match before the LIMIT.
+	rows, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT id, start_ns FROM %s WHERE %s ORDER BY start_ns DESC, id ASC LIMIT ? OFFSET ?", tbl, w),
+		append(w.args, sq.Limit, sq.Offset)...)
 	if err != nil {
 		return res, fmt.Errorf("search: %w", err)
 	}
+	var ids []string
+	pos := map[string]int{}
+	var lo, hi int64
+	for rows.Next() {
+		var id string
+		var st int64
+		if err := rows.Scan(&id, &st); err != nil {
+			rows.Close()
+			return res, fmt.Errorf("search: %w", err)
+		}
+		if len(ids) == 0 {
+			lo, hi = st, st
+		}
+		lo, hi = min(lo, st), max(hi, st)
+		pos[id] = len(ids)
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return res, fmt.Errorf("search: %w", err)
+	}
+	if len(ids) == 0 {
+		return res, nil
+	}
+	args := []any{lo, hi}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	marks := strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")
+	rows, err = q.db.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE start_ns >= ? AND start_ns <= ? AND id IN (%s)", t.selectList(), tbl, marks), args...)
+	if err != nil {
+		return res, fmt.Errorf("search rows: %w", err)
+	}
 	defer rows.Close()
+	txs := make([]*reconstruct.Transaction, len(ids))
+	pvs := make([]*pageview.Pageview, len(ids))
 	for rows.Next() {
 		var sensor, class string
 		if k == Transactions {
@@ -494,16 +535,27 @@ func (q *querier) Search(ctx context.Context, sq SearchQuery) (SearchResult, err
 			if err != nil {
 				return res, err
 			}
-			res.Transactions = append(res.Transactions, tx)
+			txs[pos[tx.ID]] = tx
 		} else {
 			pv, err := scanPv(rows, &sensor)
 			if err != nil {
 				return res, err
 			}
-			res.Pageviews = append(res.Pageviews, pv)
+			pvs[pos[pv.ID]] = pv
 		}
 	}
-	return res, rows.Err()
+	if err := rows.Err(); err != nil {
+		return res, fmt.Errorf("search rows: %w", err)
+	}
+	for i := range ids {
+		if k == Transactions && txs[i] != nil {
+			res.Transactions = append(res.Transactions, txs[i])
+		}
+		if k == Pageviews && pvs[i] != nil {
+			res.Pageviews = append(res.Pageviews, pvs[i])
+		}
+	}
+	return res, nil
 }
 
 func (q *querier) PageviewByID(ctx context.Context, id string) (*PageviewDetail, error) {
