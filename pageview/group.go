@@ -549,7 +549,14 @@ func (g *Grouper) process(tx *reconstruct.Transaction) {
 }
 
 func (g *Grouper) canTake(p *pv, tx *reconstruct.Transaction, window bool) bool {
-	if p.closed || tx.Start < p.rec.Start || tx.Start > p.end+int64(g.cfg.IdleGap) {
+	earliest := tx.Start
+	if !window && tx.RequestFirst != 0 {
+		// An object named by its Referer may sit on a connection the browser
+		// opened before the page started (a spare socket used within the
+		// preconnect threshold); what must follow the page is the request.
+		earliest = tx.RequestFirst - tx.RTTClient/2
+	}
+	if p.closed || earliest < p.rec.Start || tx.Start > p.end+int64(g.cfg.IdleGap) {
 		return false
 	}
 	if window && tx.Start > p.rec.Start+int64(g.cfg.Window) {
@@ -749,7 +756,12 @@ func finish(r *Pageview, members []*reconstruct.Transaction) {
 	r.Start, r.End = members[0].Start, members[0].End
 	ids := make([]string, 0, len(members))
 	for _, tx := range members {
-		r.Start = min(r.Start, tx.Start)
+		if r.ContainerID == "" {
+			r.Start = min(r.Start, tx.Start)
+		}
+		// With a container, the page starts there even if an object's
+		// connection was opened earlier (a browser's spare socket): the user
+		// was not waiting on it yet.
 		r.End = max(r.End, tx.End)
 		r.Bytes += tx.ResponseBytes
 		r.RetransBytes += tx.RetransBytes

@@ -458,3 +458,24 @@ func TestStableIDs(t *testing.T) {
 		t.Errorf("ids %s %s", a.pvs[0].ID, b.pvs[0].ID)
 	}
 }
+
+// A browser's spare connection opened just before the page (its SYN earlier
+// than the container's request) and then used, within the preconnect
+// threshold, for a stylesheet: the request follows the page, so the object
+// joins it by Referer; the pageview still starts at its container.
+func TestObjectOnEarlierConnection(t *testing.T) {
+	cont := html("c1", 0, "/index.html", 100, 0, 200, 100)
+	early := obj("c2", 0, "/s.css", page, 90, 250, 10, 10) // SYN at 90 ms, request at 340 ms
+	c, _ := run(t, Config{}, cont, early)
+	id := same(t, c, cont.ID, early.ID)
+	if p := c.byID[id]; p.Start != cont.Start || p.End != cont.End || p.Objects != 1 {
+		t.Errorf("pageview %d..%d with %d objects, want %d..%d with 1", p.Start, p.End, p.Objects, cont.Start, cont.End)
+	}
+	// Without a Referer the same object is not taken: nothing ties it to a
+	// page that started after it.
+	anon := obj("c2", 0, "/s.css", "", 90, 250, 10, 10)
+	c, _ = run(t, Config{}, cont, anon)
+	if c.pv(anon.ID) != "" {
+		t.Error("an object that started before the page joined it without a Referer")
+	}
+}
