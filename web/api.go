@@ -372,7 +372,8 @@ func (s *Server) apiOverview(c *gin.Context) {
 		bad(c, err)
 		return
 	}
-	o, err := s.overview(c.Request.Context(), p)
+	o, err := s.cache.get(c.Request.Context(), c.Request.URL.RawQuery, s.cfg.Store.Stats().Written,
+		func(ctx context.Context) (*Overview, error) { return s.overview(ctx, p) })
 	if err != nil {
 		bad(c, err)
 		return

@@ -41,7 +41,8 @@ func BenchmarkOverviewFirstRender(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Logf("ingested %d transactions (%d records) in %v", res.Transactions, res.Records, res.Elapsed)
-	_, ts := newTestServer(b, Config{Store: st})
+	// No answer cache: every iteration is a cold render.
+	_, ts := newTestServer(b, Config{Store: st, CacheTTL: -1})
 
 	// The API alone, for the split between store and browser.
 	start := time.Now()

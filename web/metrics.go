@@ -77,9 +77,9 @@ var (
 	descScrapeErr    = descPipeline("store_query_errors", "1 if the last scrape's store queries failed.")
 )
 
-func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	prometheus.DescribeByCollect(c, ch)
-}
+// Describe sends nothing: an unchecked collector, because describing by
+// collecting would query the whole store when the server starts.
+func (c *storeCollector) Describe(chan<- *prometheus.Desc) {}
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

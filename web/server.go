@@ -53,6 +53,9 @@ type Config struct {
 	Chromium string
 	// MaxExportRows bounds CSV/JSON exports (default 1,000,000).
 	MaxExportRows int
+	// CacheTTL is how long an overview answer is reused for the same view
+	// while the store has written nothing new (default 5 s; < 0: never).
+	CacheTTL time.Duration
 	// Title is shown in the header; default "rtmon".
 	Title string
 	// Logger; default slog.Default().
@@ -64,6 +67,7 @@ type Server struct {
 	cfg     Config
 	engine  *gin.Engine
 	metrics *metrics
+	cache   overviewCache
 	ln      net.Listener
 	once    sync.Once
 	lnErr   error
@@ -96,7 +100,10 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg}
+	if cfg.CacheTTL == 0 {
+		cfg.CacheTTL = 5 * time.Second
+	}
+	s := &Server{cfg: cfg, cache: overviewCache{ttl: cfg.CacheTTL}}
 	s.metrics = newMetrics(cfg.Store, cfg.Live)
 	s.engine = s.routes()
 	return s, nil

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -606,5 +607,39 @@ func TestWhatIfNavSlot(t *testing.T) {
 	r := get(t, ts2.URL+"/whatif/run")
 	if b := string(readAll(t, r)); b != "whatif:/whatif/run" || r.Header.Get("Content-Security-Policy") != CSP {
 		t.Errorf("what-if handler: %q, CSP %q", b, r.Header.Get("Content-Security-Policy"))
+	}
+}
+
+type countingStore struct {
+	store.Store
+	mu    sync.Mutex
+	hists int
+}
+
+func (c *countingStore) Histogram(ctx context.Context, q store.HistogramQuery) ([]store.ClassHistogram, error) {
+	c.mu.Lock()
+	c.hists++
+	c.mu.Unlock()
+	return c.Store.Histogram(ctx, q)
+}
+
+func TestOverviewCacheSharesAnswers(t *testing.T) {
+	cs := &countingStore{Store: knownCapture(t)}
+	_, ts := newTestServer(t, Config{Store: cs})
+	var a, b, c Overview
+	getJSON(t, ts.URL+"/api/overview?class=premium", &a)
+	getJSON(t, ts.URL+"/api/overview?class=premium", &b)
+	if cs.hists != 1 || !reflect.DeepEqual(a, b) {
+		t.Errorf("same view twice: %d histogram queries", cs.hists)
+	}
+	getJSON(t, ts.URL+"/api/overview?class=standard", &c)
+	if cs.hists != 2 || reflect.DeepEqual(a.Percentiles, c.Percentiles) {
+		t.Errorf("another view: %d histogram queries", cs.hists)
+	}
+	_, ts2 := newTestServer(t, Config{Store: cs, CacheTTL: -1})
+	getJSON(t, ts2.URL+"/api/overview?class=premium", &a)
+	getJSON(t, ts2.URL+"/api/overview?class=premium", &a)
+	if cs.hists != 4 {
+		t.Errorf("cache disabled: %d histogram queries, want 4", cs.hists)
 	}
 }
