@@ -278,6 +278,12 @@ func (s *Server) exportReportPDF(c *gin.Context) {
 		bad(c, err)
 		return
 	}
+	if c.Request.Method == http.MethodHead {
+		// Printing costs a browser start; HEAD only learns that it exists.
+		c.Header("Content-Type", "application/pdf")
+		c.Status(http.StatusOK)
+		return
+	}
 	doc, err := s.buildReport(c.Request.Context(), p)
 	if err != nil {
 		bad(c, err)

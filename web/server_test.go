@@ -643,3 +643,47 @@ func TestOverviewCacheSharesAnswers(t *testing.T) {
 		t.Errorf("cache disabled: %d histogram queries, want 4", cs.hists)
 	}
 }
+
+func TestRunServesUntilCancelled(t *testing.T) {
+	st := knownCapture(t)
+	s, err := NewServer(Config{Store: st, Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := s.URL()
+	if !strings.HasPrefix(u, "http://127.0.0.1:") || strings.HasSuffix(u, ":0/") {
+		t.Fatalf("URL %q", u)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	resp := get(t, u+"healthz")
+	if b := readAll(t, resp); string(b) != "ok\n" {
+		t.Errorf("healthz %q", b)
+	}
+	// An open event stream must not hold up shutdown.
+	feedSrv, err := NewServer(Config{Store: st, Listen: "127.0.0.1:0", Live: NewLiveFeed()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	done2 := make(chan error, 1)
+	go func() { done2 <- feedSrv.Run(ctx2) }()
+	sse, err := http.Get(feedSrv.URL() + "api/live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sse.Body.Close()
+	cancel()
+	cancel2()
+	for _, ch := range []chan error{done, done2} {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(6 * time.Second):
+			t.Fatal("Run did not return after cancel")
+		}
+	}
+}
