@@ -556,10 +556,14 @@ func (c *conn) key() flowKey {
 }
 
 // clientRTT is the round trip between the capture point and the client: the
-// handshake's when seen (SYN/ACK out, ACK back: no delayed ACK distorts it),
-// else the smallest data/ACK sample.
+// smallest sample of the handshake (SYN/ACK out, ACK back) and of data/ACK
+// pairs. Queueing or a delayed ACK only ever inflates a sample, so the
+// minimum is the best estimate of the path itself.
 func (c *conn) clientRTT() int64 {
-	if c.handshakeRTT > 0 {
+	switch {
+	case c.handshakeRTT > 0 && c.dataRTT > 0:
+		return min(c.handshakeRTT, c.dataRTT)
+	case c.handshakeRTT > 0:
 		return c.handshakeRTT
 	}
 	return c.dataRTT
