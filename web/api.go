@@ -110,7 +110,7 @@ func parseTime(s string) (int64, error) {
 func (p rangeParams) resolve(ext extent) (store.TimeRange, error) {
 	var r store.TimeRange
 	if p.Last != "" && p.Last != "all" {
-		d, err := time.ParseDuration(p.Last)
+		d, err := parseLast(p.Last)
 		if err != nil || d <= 0 {
 			return r, fmt.Errorf("last=%q: want a duration such as 15m or all", p.Last)
 		}
@@ -129,6 +129,18 @@ func (p rangeParams) resolve(ext extent) (store.TimeRange, error) {
 		return r, errors.New("the time range ends before it starts")
 	}
 	return r, nil
+}
+
+// parseLast reads a Go duration, or whole days as "7d" (Go has no d unit).
+func parseLast(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil {
+			return 0, fmt.Errorf("days %q: %w", s, err)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(s)
 }
 
 // span is the effective [from, to) for charts: open ends clamp to the data.
@@ -178,28 +190,23 @@ func fail(c *gin.Context, err error) {
 	c.AbortWithStatusJSON(http.StatusInternalServerError, gin.H{"error": err.Error()})
 }
 
+// metaResponse is what every page needs first; it stays cheap (no extent)
+// because the page's own query waits for it.
 type metaResponse struct {
 	Title   string   `json:"title"`
 	Classes []string `json:"classes"`
-	Extent  extent   `json:"extent"`
 	Live    bool     `json:"live"`
 	// Components per kind, for the component picker.
 	Components map[store.Kind][]string `json:"components"`
 }
 
 func (s *Server) apiMeta(c *gin.Context) {
-	ctx := c.Request.Context()
-	ext, err := dataExtent(ctx, s.cfg.Store)
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	classes, err := s.cfg.Store.Classes(ctx, store.TimeRange{})
+	classes, err := s.cfg.Store.Classes(c.Request.Context(), store.TimeRange{})
 	if err != nil {
 		fail(c, fmt.Errorf("classes: %w", err))
 		return
 	}
-	c.JSON(http.StatusOK, metaResponse{Title: s.cfg.Title, Classes: nonNil(classes), Extent: ext, Live: s.cfg.Live != nil,
+	c.JSON(http.StatusOK, metaResponse{Title: s.cfg.Title, Classes: nonNil(classes), Live: s.cfg.Live != nil,
 		Components: map[store.Kind][]string{store.Transactions: store.Components(store.Transactions), store.Pageviews: store.Components(store.Pageviews)}})
 }
 

@@ -23,13 +23,13 @@ import (
 // exportPage is how many rows one store query returns while exporting.
 const exportPage = 10000
 
-// eachMatch pages through every match of q (ignoring its page) up to max
+// eachMatch pages through every match of q (ignoring its page) up to limit
 // rows, newest first. Pages are keyed by offset, so rows stored while the
 // export runs may shift the pages; an export is a snapshot, not a cursor.
-func eachMatch(ctx context.Context, st store.Store, q store.SearchQuery, max int, fn func(store.SearchResult) error) error {
+func eachMatch(ctx context.Context, st store.Store, q store.SearchQuery, limit int, fn func(store.SearchResult) error) error {
 	q.Offset, q.Limit = 0, exportPage
-	for q.Offset < max {
-		q.Limit = min(exportPage, max-q.Offset)
+	for q.Offset < limit {
+		q.Limit = min(exportPage, limit-q.Offset)
 		res, err := st.Search(ctx, q)
 		if err != nil {
 			return fmt.Errorf("export search at row %d: %w", q.Offset, err)

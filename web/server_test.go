@@ -228,8 +228,14 @@ func TestOverviewAPIIsTheStoresAnswer(t *testing.T) {
 	if o.Pipeline != nil {
 		t.Error("pipeline stats on a stored capture")
 	}
+	for _, last := range []string{"7d", "24h", "90s"} {
+		resp := get(t, ts.URL+"/api/overview?last="+last)
+		if b := readAll(t, resp); resp.StatusCode != 200 {
+			t.Errorf("last=%s: %d %s", last, resp.StatusCode, b)
+		}
+	}
 	// Bad parameters are 400s with a message, not 500s.
-	for _, q := range []string{"kind=x", "component=nope", "last=yesterday", "from=2026-01-02&to=2026-01-01"} {
+	for _, q := range []string{"kind=x", "component=nope", "last=yesterday", "last=xd", "last=-5m", "from=2026-01-02&to=2026-01-01"} {
 		resp := get(t, ts.URL+"/api/overview?"+q)
 		b := readAll(t, resp)
 		if resp.StatusCode != 400 || !bytes.Contains(b, []byte(`"error"`)) {
