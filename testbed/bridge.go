@@ -51,6 +51,14 @@ type LinkOptions struct {
 	// client's truth spares them; handshake losses have their own,
 	// server-side scenarios.
 	LossSparesSYN bool
+	// LossToClientOnly applies Loss only to frames going to the client, that
+	// is after the server-side capture point. A request segment lost on the
+	// client's side arrives only as its retransmission, which looks exactly
+	// like a late first send (a browser's spare socket); a lost client ACK
+	// makes the server resend data the client already has. Neither leaves
+	// evidence at the server, so an accuracy experiment that must be
+	// checkable against the client's truth keeps its losses downstream.
+	LossToClientOnly bool
 	// RateBytes limits each direction to this many bytes per second (0: no
 	// limit). Frames are serialized one after another at this rate before
 	// their propagation delay, as on a real link; a frame that would wait
@@ -288,7 +296,8 @@ func (b *Bridge) read(ctx context.Context, d Direction) {
 		f := &Frame{Dir: d, At: time.Now(), Data: append([]byte(nil), buf[:n]...)}
 		parseFrame(f)
 		b.mu.Lock()
-		lost := b.opts.Loss > 0 && !(b.opts.LossSparesSYN && f.SYN) && b.rnd[d].Float64() < b.opts.Loss
+		lost := b.opts.Loss > 0 && !(b.opts.LossSparesSYN && f.SYN) && !(b.opts.LossToClientOnly && d == ToServer) &&
+			b.rnd[d].Float64() < b.opts.Loss
 		b.mu.Unlock()
 		if lost {
 			b.stats[stLost][d].Add(1)

@@ -149,6 +149,7 @@ func NamedScenario(name string, loads int) (Scenario, error) {
 	case "data-loss":
 		sc.Link.Loss = 0.015
 		sc.Link.LossSparesSYN = true
+		sc.Link.LossToClientOnly = true
 		sc.Loads = append(seq(BrowserChromium, all, loads, 8), seq(BrowserGo, all, loads/2, 9)...)
 	case "overloaded":
 		sc.Backlog = 4
