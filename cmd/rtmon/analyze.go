@@ -17,6 +17,7 @@ import (
 	"github.com/rtmon/rtmon/export"
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
+	"github.com/rtmon/rtmon/store"
 )
 
 const defaultIdle = reconstruct.DefaultIdleTimeout
@@ -33,7 +34,14 @@ type analyzeOptions struct {
 	live        bool // cancellation is the normal end of input, not an interruption
 	classes     string
 	har         string
-	// sinks receive every record too (the store, the live UI feed).
+	// storeURL, if set, receives every record (see store.Open).
+	storeURL string
+	sensor   string
+	// store, if set, is an already open store the records also go to
+	// (demo and live share theirs with the UI); runPipeline flushes it but
+	// leaves closing to its owner.
+	store store.Store
+	// sinks receive every record too (the live UI feed).
 	sinks []pageview.Sink
 }
 
@@ -66,6 +74,7 @@ A truncated file yields every record it held; the command then exits with status
 	f.StringVar(&o.reader, "reader", "pcapgo", "file reader: pcapgo or libpcap")
 	f.StringVar(&o.classes, "classes", "", "client classes file (YAML); default: one class for everyone")
 	f.StringVar(&o.har, "har", "", "write one HAR 1.2 file per pageview into this directory")
+	addStoreFlags(f, &o)
 	return cmd
 }
 
@@ -158,6 +167,17 @@ func runPipeline(ctx context.Context, stdout io.Writer, src capture.Source, o an
 		closers = append(closers, har)
 		outputs = append(outputs, har)
 	}
+	st := o.store
+	if st == nil && o.storeURL != "" {
+		var err error
+		if st, err = openStore(ctx, o); err != nil {
+			return err
+		}
+		defer st.Close() // after an error; the normal path closes below and reports
+	}
+	if st != nil {
+		outputs = append(outputs, st)
+	}
 	for _, s := range o.sinks {
 		outputs = append(outputs, s)
 	}
@@ -180,6 +200,11 @@ func runPipeline(ctx context.Context, stdout io.Writer, src capture.Source, o an
 	closers = nil
 	for _, c := range toClose {
 		if err := c.Close(); err != nil {
+			return err
+		}
+	}
+	if st != nil {
+		if err := finishStore(st, o.store == nil, stdout); err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -120,4 +121,34 @@ func TestAnalyzeTruncatedFile(t *testing.T) {
 	if !strings.Contains(stdout.String(), "truncated") {
 		t.Errorf("summary does not mention the truncation:\n%s", stdout.String())
 	}
+}
+
+// analyze --store writes every record once: a second ingest of the same
+// capture adds nothing.
+func TestAnalyzeStoreTwiceNoDuplicates(t *testing.T) {
+	in := generated(t)
+	o := defaultAnalyze()
+	o.storeURL = "duckdb:" + filepath.Join(t.TempDir(), "rtmon.duckdb")
+	var first, second bytes.Buffer
+	if err := runAnalyze(context.Background(), &first, []string{in}, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := runAnalyze(context.Background(), &second, []string{in}, o); err != nil {
+		t.Fatal(err)
+	}
+	var w1, d1, w2, d2 int
+	fmt.Sscanf(lineWith(first.String(), "store:"), "store: %d records written, %d duplicates", &w1, &d1)
+	fmt.Sscanf(lineWith(second.String(), "store:"), "store: %d records written, %d duplicates", &w2, &d2)
+	if w1 == 0 || d1 != 0 || w2 != 0 || d2 != w1 {
+		t.Errorf("first run wrote %d (dup %d), second wrote %d (dup %d)", w1, d1, w2, d2)
+	}
+}
+
+func lineWith(text, prefix string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
 }

@@ -46,6 +46,7 @@ kernel's drop counters.`,
 	f.StringVar(&o.format, "format", "jsonl", "record format: jsonl or csv")
 	f.StringVar(&o.out, "out", "", "directory for connections.*, transactions.* and pageviews.* (none: summary only)")
 	f.StringVar(&o.classes, "classes", "", "client classes file (YAML)")
+	addStoreFlags(f, &o.analyzeOptions)
 	f.UintSliceVar(&o.serverPorts, "server-port", nil, "server port(s), to orient connections whose handshake was not captured")
 	f.StringSliceVar(&o.serverNets, "server-net", nil, "server address prefix(es)")
 	f.IntVar(&o.maxConns, "max-connections", 1<<20, "connection table bound")
