@@ -529,9 +529,9 @@ func (q *querier) Search(ctx context.Context, sq SearchQuery) (SearchResult, err
 	txs := make([]*reconstruct.Transaction, len(ids))
 	pvs := make([]*pageview.Pageview, len(ids))
 	for rows.Next() {
-		var sensor, class string
+		var sensor string
 		if k == Transactions {
-			tx, err := scanTx(rows, &sensor, &class)
+			tx, err := scanTx(rows, &sensor)
 			if err != nil {
 				return res, err
 			}
@@ -569,15 +569,18 @@ func (q *querier) PageviewByID(ctx context.Context, id string) (*PageviewDetail,
 		return nil, err
 	}
 	det := &PageviewDetail{Pageview: pv}
-	rows, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE client = ? AND iface = ? AND start_ns >= ? AND start_ns <= ? ORDER BY start_ns, id",
-		txTable.selectList(), q.d.table(txTable.name)), addrKey(pv.Client), int32(pv.Interface), pv.Start, pv.End)
+	// Exact membership: the pageview stage stamps every transaction it
+	// forwards with its pageview id. No time or client window is added,
+	// because an object's transaction may start before the pageview does
+	// (a connection opened in advance) and a window would silently drop it.
+	rows, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE pageview_id = ? ORDER BY start_ns, id",
+		txTable.selectList(), q.d.table(txTable.name)), pv.ID)
 	if err != nil {
 		return nil, fmt.Errorf("pageview transactions: %w", err)
 	}
 	connIDs := map[string]bool{}
 	for rows.Next() {
-		var class string
-		tx, err := scanTx(rows, &sensor, &class)
+		tx, err := scanTx(rows, &sensor)
 		if err != nil {
 			rows.Close()
 			return nil, err

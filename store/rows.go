@@ -66,7 +66,7 @@ var (
 		syn_losses:i32 synack_losses:i32 syn_loss_gap:i64 synack_loss_gap:i64 rtt_client:i64 rtt_server:i64 tconn:i64
 		bytes_client:i64 bytes_server:i64 retrans_bytes:i64 transactions:i32 mss_client:i32 mss_server:i32 flags:u32`)}
 	txTable = table{"transactions", cols(`day:d sensor:s id:s connection_id:s idx:i32 iface:i32 client:s client_port:u16 server:s server_port:u16 class:s
-		request_first:i64 request_last:i64 response_first:i64 response_last:i64 response_acked:i64 start_ns:i64 end_ns:i64
+		pageview_id:s request_first:i64 request_last:i64 response_first:i64 response_last:i64 response_acked:i64 start_ns:i64 end_ns:i64
 		tconn:i64 trequest:i64 tserver:i64 ttransfer:i64 total:i64 rtt_client:i64 retrans_bytes:i64 request_bytes:i64
 		response_bytes:i64 body_bytes:i64 method:s host:s url:s status:u16 content_type:s referer:s user_agent:s accept:s
 		hole_bytes:i64 flags:u32`)}
@@ -392,6 +392,7 @@ func txRow(c *colSet, sensor, class string, t *reconstruct.Transaction) {
 	c.Str(addrKey(t.Server))
 	c.U16(t.ServerPort)
 	c.Str(clip(class, maxClass))
+	c.Str(clip(t.PageviewID, maxID))
 	for _, v := range [...]int64{t.RequestFirst, t.RequestLast, t.ResponseFirst, t.ResponseLast, t.ResponseAcked, t.Start, t.End,
 		t.Tconn, t.Trequest, t.Tserver, t.Ttransfer, t.Total, t.RTTClient, t.RetransBytes, t.RequestBytes,
 		t.ResponseBytes, t.BodyBytes} {
@@ -486,12 +487,12 @@ func scanConn(r rowScanner, sensor *string) (*reconstruct.Connection, error) {
 	return c, nil
 }
 
-func scanTx(r rowScanner, sensor, class *string) (*reconstruct.Transaction, error) {
+func scanTx(r rowScanner, sensor *string) (*reconstruct.Transaction, error) {
 	t := &reconstruct.Transaction{}
 	var client, server string
 	var idx, iface, cport, sport, status, flags int64
-	err := r.Scan(sensor, &t.ID, &t.ConnectionID, &idx, &iface, &client, &cport, &server, &sport, class,
-		&t.RequestFirst, &t.RequestLast, &t.ResponseFirst, &t.ResponseLast, &t.ResponseAcked, &t.Start, &t.End,
+	err := r.Scan(sensor, &t.ID, &t.ConnectionID, &idx, &iface, &client, &cport, &server, &sport, &t.Class,
+		&t.PageviewID, &t.RequestFirst, &t.RequestLast, &t.ResponseFirst, &t.ResponseLast, &t.ResponseAcked, &t.Start, &t.End,
 		&t.Tconn, &t.Trequest, &t.Tserver, &t.Ttransfer, &t.Total, &t.RTTClient, &t.RetransBytes, &t.RequestBytes,
 		&t.ResponseBytes, &t.BodyBytes, &t.Method, &t.Host, &t.URL, &status, &t.ContentType, &t.Referer, &t.UserAgent,
 		&t.Accept, &t.HoleBytes, &flags)

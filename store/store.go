@@ -213,9 +213,9 @@ type SearchResult struct {
 	Pageviews    []*pageview.Pageview
 }
 
-// PageviewDetail is one pageview, the transactions of its client and
-// interface that started within [Start, End] (Transaction carries no
-// pageview id, see the package notes), and their connections.
+// PageviewDetail is one pageview, exactly the transactions stored with its
+// id as PageviewID (ordered by Start, then ID), and those transactions'
+// connections (ordered by FirstSeen, then ID).
 type PageviewDetail struct {
 	Pageview     *pageview.Pageview
 	Transactions []*reconstruct.Transaction
@@ -258,9 +258,11 @@ type Options struct {
 	// TTL drops data older than this (by day, wall clock); 0 keeps all.
 	// ClickHouse 18.16 has no table TTL, so both engines drop whole days.
 	TTL time.Duration
-	// Classify gives a transaction's class (the pageview stage's client
-	// classifier). Without it the class is taken from the connection or
-	// pageview records of the same client seen by this writer.
+	// Classify gives the class of a transaction whose Class is empty (the
+	// pageview stage always sets Class, so this serves callers writing bare
+	// transactions). Without it such a transaction takes its connection's
+	// class from the same batch, else the last class seen for its client
+	// on a connection or pageview.
 	Classify func(client netip.Addr) string
 	// ConnectTimeout bounds reaching a server at Open (default 5 s).
 	ConnectTimeout time.Duration

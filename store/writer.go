@@ -65,8 +65,9 @@ type writer struct {
 	closed bool
 	stats  WriterStats
 	err    error // last insert error, cleared on success
-	// classes learned from connections and pageviews, for transactions
-	// (reconstruct.Transaction has no Class field).
+	// classes learned from connections and pageviews, the last fallback
+	// for a transaction that arrives without Class (not from the pageview
+	// stage, which always sets it).
 	classOf map[netip.Addr]string
 	kick    chan struct{}
 	done    chan struct{}
@@ -325,7 +326,12 @@ func (w *writer) store(ctx context.Context, b *Batch) (int, error) {
 	w.mu.Lock()
 	txClass := make([]string, len(b.Transactions))
 	for i, t := range b.Transactions {
+		// The pageview stage's class wins: it is the classifier the
+		// pageviews and connections were stamped with, so all three tables
+		// agree. The rest serves callers that write bare transactions.
 		switch {
+		case t.Class != "":
+			txClass[i] = t.Class
 		case w.opts.Classify != nil:
 			txClass[i] = w.opts.Classify(t.Client)
 		case connClass[t.ConnectionID] != "":

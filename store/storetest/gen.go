@@ -114,6 +114,14 @@ func (g *Gen) Next(nTx int) store.Batch {
 			c.Flags |= reconstruct.FlagReset
 		}
 		ntx := 1 + g.rng.IntN(4)
+		// A few connections belong to no pageview and arrive without a
+		// class, as from a caller that bypasses the pageview stage: the
+		// store must then take the connection's class.
+		bare := g.rng.IntN(12) == 0
+		pvID := ""
+		if !bare {
+			pvID = "pv-" + fmt.Sprintf("%s/%d", c.ID, 0)
+		}
 		t := c.FirstSeen
 		var pvTx []*reconstruct.Transaction
 		for j := 0; j < ntx; j++ {
@@ -124,6 +132,10 @@ func (g *Gen) Next(nTx int) store.Batch {
 				Method: "GET", Host: fmt.Sprintf("www%d.example.com", g.rng.IntN(3)), URL: g.urls[g.rng.IntN(len(g.urls))],
 				Status: 200, ContentType: "text/html", UserAgent: "Mozilla/5.0 (synthetic)", Accept: "*/*",
 				RequestBytes: 300 + g.rng.Int64N(200), ResponseBytes: 1000 + g.rng.Int64N(100000),
+				PageviewID: pvID,
+			}
+			if !bare {
+				tx.Class = class
 			}
 			if j == 0 {
 				tx.Tconn = c.Tconn
@@ -172,10 +184,13 @@ func (g *Gen) Next(nTx int) store.Batch {
 		c.Closed = t + c.RTTClient
 		c.FlagNames = c.Flags.Names()
 		b.Connections = append(b.Connections, c)
+		if bare {
+			continue
+		}
 		// One pageview per connection: container = the first transaction.
 		ct := pvTx[0]
 		pv := &pageview.Pageview{
-			ID: "pv-" + ct.ID, Interface: c.Interface, Client: cl, UserAgent: ct.UserAgent, Class: class,
+			ID: pvID, Interface: c.Interface, Client: cl, UserAgent: ct.UserAgent, Class: class,
 			Priority: map[string]string{"gold": "high", "silver": "normal", "bronze": "low"}[class],
 			Server:   sv, Host: ct.Host, URL: ct.URL, Status: ct.Status, ContainerID: ct.ID,
 			Start: ct.Start, End: t, Objects: ntx - 1, Connections: 1, SYNLosses: c.SYNLosses,

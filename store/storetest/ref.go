@@ -25,7 +25,8 @@ type Ref struct {
 func NewRef() *Ref { return &Ref{TxClass: map[string]string{}, seen: map[string]bool{}} }
 
 // Add records a batch as the store would keep it (first copy of an id wins;
-// transactions take their connection's class).
+// a transaction without Class takes its connection's class, and is kept as
+// a copy with that class, which is what the store returns).
 func (r *Ref) Add(b store.Batch) {
 	cc := map[string]string{}
 	for _, c := range b.Connections {
@@ -38,8 +39,13 @@ func (r *Ref) Add(b store.Batch) {
 	for _, t := range b.Transactions {
 		if !r.seen["t"+t.ID] {
 			r.seen["t"+t.ID] = true
+			if t.Class == "" {
+				c := *t
+				c.Class = cc[t.ConnectionID]
+				t = &c
+			}
 			r.Txs = append(r.Txs, t)
-			r.TxClass[t.ID] = cc[t.ConnectionID]
+			r.TxClass[t.ID] = t.Class
 		}
 	}
 	for _, p := range b.Pageviews {
@@ -352,7 +358,7 @@ func (r *Ref) PageviewByID(id string) *store.PageviewDetail {
 	d := &store.PageviewDetail{Pageview: pv}
 	ids := map[string]bool{}
 	for _, t := range r.Txs {
-		if t.Client == pv.Client && t.Interface == pv.Interface && t.Start >= pv.Start && t.Start <= pv.End {
+		if t.PageviewID == pv.ID {
 			d.Transactions = append(d.Transactions, t)
 			ids[t.ConnectionID] = true
 		}

@@ -127,6 +127,60 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, reopen func(t *testi
 		}
 	})
 
+	t.Run("PageviewExact", func(t *testing.T) {
+		// Two pageviews of one client on one interface, overlapping in
+		// time, plus an object whose connection was opened before its
+		// pageview started: only the pageview id can tell them apart.
+		g := NewGen(123, T0+int64(4*24*time.Hour), 1e6)
+		var b store.Batch
+		for len(b.Pageviews) < 2 {
+			nb := g.Next(1)
+			b.Connections = append(b.Connections, nb.Connections...)
+			b.Transactions = append(b.Transactions, nb.Transactions...)
+			b.Pageviews = append(b.Pageviews, nb.Pageviews...)
+		}
+		p1, p2 := b.Pageviews[0], b.Pageviews[1]
+		for _, tx := range b.Transactions {
+			tx.Client, tx.Interface, tx.Class = p1.Client, p1.Interface, p1.Class
+			switch tx.PageviewID {
+			case p2.ID:
+				tx.Start = p1.Start + (tx.Start-p2.Start)%max(p1.End-p1.Start, 1)
+			case p1.ID:
+			default:
+				tx.PageviewID = p2.ID
+			}
+		}
+		p2.Client, p2.Interface, p2.Start, p2.End = p1.Client, p1.Interface, p1.Start, p1.End
+		early := *b.Transactions[0]
+		early.ID, early.Index, early.Start = early.ID+"-early", 99, p1.Start-int64(time.Second)
+		b.Transactions = append(b.Transactions, &early)
+		ref := NewRef()
+		ref.Add(b)
+		if err := s.WriteBatch(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []*pageview.Pageview{p1, p2} {
+			got, err := s.PageviewByID(ctx, p.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := ref.PageviewByID(p.ID)
+			same(t, "exact pageview transactions", normTx(got.Transactions), normTx(want.Transactions))
+			same(t, "exact pageview connections", normConn(got.Connections), normConn(want.Connections))
+			for _, tx := range got.Transactions {
+				if tx.PageviewID != p.ID {
+					t.Errorf("pageview %s returned transaction %s of pageview %q", p.ID, tx.ID, tx.PageviewID)
+				}
+			}
+		}
+		if n := len(ref.PageviewByID(p1.ID).Transactions); n < 2 {
+			t.Fatalf("pageview %s has %d transactions; the test needs the early one too", p1.ID, n)
+		}
+	})
+
 	t.Run("Errors", func(t *testing.T) {
 		r := store.TimeRange{From: T0}
 		if _, err := s.Histogram(ctx, store.HistogramQuery{Range: r, Component: "bogus", Edges: []int64{0, 1}}); err == nil {
