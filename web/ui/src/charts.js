@@ -41,7 +41,7 @@ function make(container, opts, data) {
 
 const msAxis = {
   values: (u, vals) => vals.map((v) => (v == null ? '' : fmtDur(v * 1e6))),
-  size: 60,
+  size: 72,
 };
 
 // Grid lines only at decades (1 ms, 10 ms, ...); the minor log ticks clutter.
@@ -194,7 +194,7 @@ export function liveScatter(container, byClass, classes) {
   return make(container, {
     height: 220,
     scales: { x: { time: true }, y: { distr: 3, log: 10 } },
-    axes: [{}, { values: logTicks, size: 60, grid: { filter: decadesOnly } }],
+    axes: [{}, { values: logTicks, size: 72, grid: { filter: decadesOnly } }],
     series: s,
   }, data);
 }
