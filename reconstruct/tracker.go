@@ -299,9 +299,19 @@ const progressEvery = 1 << 16
 // else the source's error (a truncated file, say) or progress's, after
 // everything read before it was processed.
 func (t *Tracker) ReadFrom(src capture.Source, progress func() error) error {
+	return t.ReadFromEvery(src, progressEvery, progress)
+}
+
+// ReadFromEvery is ReadFrom with the progress hook run every n packets: live
+// capture, whose dashboards want fresh counters at a few packets a second,
+// asks for small n.
+func (t *Tracker) ReadFromEvery(src capture.Source, n int, progress func() error) error {
+	if n <= 0 {
+		n = progressEvery
+	}
 	var p capture.Packet
 	var err error
-	for n := 1; ; n++ {
+	for i := 1; ; i++ {
 		if err = src.Next(&p); err != nil {
 			if errors.Is(err, io.EOF) {
 				err = nil
@@ -309,7 +319,7 @@ func (t *Tracker) ReadFrom(src capture.Source, progress func() error) error {
 			break
 		}
 		t.Packet(&p)
-		if progress != nil && n%progressEvery == 0 {
+		if progress != nil && i%n == 0 {
 			if err = progress(); err != nil {
 				break
 			}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -18,6 +19,7 @@ import (
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
 	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/web"
 )
 
 const defaultIdle = reconstruct.DefaultIdleTimeout
@@ -41,8 +43,10 @@ type analyzeOptions struct {
 	// (demo and live share theirs with the UI); runPipeline flushes it but
 	// leaves closing to its owner.
 	store store.Store
-	// sinks receive every record too (the live UI feed).
+	// sinks receive every record too.
 	sinks []pageview.Sink
+	// feed, if set, gets live counters and points for the UI.
+	feed *web.LiveFeed
 }
 
 func newAnalyzeCommand() *cobra.Command {
@@ -186,8 +190,22 @@ func runPipeline(ctx context.Context, stdout io.Writer, src capture.Source, o an
 		_, total := src.Progress()
 		bar = progressbar.DefaultBytes(total, "analyzing")
 	}
-	grouper := pageview.NewGrouper(pageview.Config{}, classes, outputs)
-	readErr := pump(ctx, src, reconstruct.NewTracker(cfg, grouper), summary, bar)
+	var grouperOut pageview.Sink = outputs
+	if o.feed != nil {
+		grouperOut = o.feed.Observe(outputs)
+	}
+	grouper := pageview.NewGrouper(pageview.Config{}, classes, grouperOut)
+	var trackerOut reconstruct.Sink = grouper
+	var hook func(*reconstruct.Tracker)
+	if o.feed != nil {
+		// Tap before the grouper, which holds transactions for seconds: the
+		// live chart must follow traffic within 2 s.
+		trackerOut = o.feed.Tap(grouper, func(a netip.Addr) string { name, _ := classes.Classify(a); return name })
+		snap := &statsSnapshot{}
+		hook = func(tr *reconstruct.Tracker) { snap.set(web.StatsFrom(src.Stats(), tr.Stats(), storeStats(st))) }
+		go o.feed.Run(ctx, time.Second, snap.get)
+	}
+	readErr := pump(ctx, src, reconstruct.NewTracker(cfg, trackerOut), summary, bar, hook)
 	grouper.Flush()
 	if o.live && ctx.Err() != nil {
 		readErr = nil
@@ -226,9 +244,16 @@ func runPipeline(ctx context.Context, stdout io.Writer, src capture.Source, o an
 // pump moves packets from src through the tracker until the input ends, then
 // flushes the tracker and fills the summary's input counters. The returned
 // error is a read error after which everything read before it was processed.
-func pump(ctx context.Context, src capture.Source, tracker *reconstruct.Tracker, summary *export.Summary, bar *progressbar.ProgressBar) error {
+func pump(ctx context.Context, src capture.Source, tracker *reconstruct.Tracker, summary *export.Summary, bar *progressbar.ProgressBar, hook func(*reconstruct.Tracker)) error {
 	start := time.Now()
-	readErr := tracker.ReadFrom(src, func() error {
+	every := 0 // the tracker's default
+	if hook != nil {
+		every = 16 // live dashboards: counters fresh at any packet rate that matters
+	}
+	readErr := tracker.ReadFromEvery(src, every, func() error {
+		if hook != nil {
+			hook(tracker)
+		}
 		if bar != nil {
 			done, _ := src.Progress()
 			_ = bar.Set64(done)
@@ -254,4 +279,31 @@ func pump(ctx context.Context, src capture.Source, tracker *reconstruct.Tracker,
 		}
 	}
 	return readErr
+}
+
+// statsSnapshot hands pipeline counters from the packet loop to the live
+// feed's goroutine: the tracker and the source are not safe to read
+// concurrently, so the loop copies them here as it goes.
+type statsSnapshot struct {
+	mu sync.Mutex
+	v  web.PipelineStats
+}
+
+func (s *statsSnapshot) set(v web.PipelineStats) {
+	s.mu.Lock()
+	s.v = v
+	s.mu.Unlock()
+}
+
+func (s *statsSnapshot) get() web.PipelineStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.v
+}
+
+func storeStats(st store.Store) store.WriterStats {
+	if st == nil {
+		return store.WriterStats{}
+	}
+	return st.Stats()
 }

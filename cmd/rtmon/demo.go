@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"github.com/rtmon/rtmon/reconstruct"
+	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/web"
 )
 
 // demoCapture is a small synthetic capture bundled in the binary, so the demo
@@ -18,11 +22,17 @@ var demoCapture []byte
 
 func newDemoCommand() *cobra.Command {
 	var keep string
+	var ui uiOptions
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Analyze the bundled demo capture and print the summary",
-		Args:  cobra.NoArgs,
+		Short: "Analyze the bundled capture into the embedded store and serve the web UI",
+		Long: `demo analyzes a small synthetic capture bundled in the binary (12 simulated
+browsers on 160/220/300 ms links, with some SYN, SYN/ACK and data loss) into an
+in-memory embedded store, prints the summary and serves the web UI over it
+until Ctrl-C (--no-ui: summary only).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			dir := keep
 			if dir == "" {
 				tmp, err := os.MkdirTemp("", "rtmon-demo-")
@@ -39,14 +49,33 @@ func newDemoCommand() *cobra.Command {
 			if err := os.WriteFile(path, demoCapture, 0o644); err != nil {
 				return fmt.Errorf("demo: write capture: %w", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "rtmon demo: analyzing the bundled capture (%d KB: 12 simulated browsers, 160/220/300 ms RTT, some SYN and data loss)\n\n", len(demoCapture)/1024)
-			o := analyzeOptions{format: "jsonl", maxConns: 1 << 20, idle: defaultIdle, reader: "pcapgo"}
-			if keep != "" {
-				o.out = keep
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "rtmon demo: analyzing the bundled capture (%d KB) into the embedded store\n\n", len(demoCapture)/1024)
+			o := analyzeOptions{format: "jsonl", maxConns: reconstruct.DefaultMaxConnections, idle: defaultIdle, reader: "pcapgo", out: keep}
+			st, err := store.Open(ctx, "memory:", store.Options{Sensor: "demo"})
+			if err != nil {
+				return fmt.Errorf("demo: %w", err)
 			}
-			return runAnalyze(cmd.Context(), cmd.OutOrStdout(), []string{path}, o)
+			defer st.Close()
+			o.store = st
+			if err := runAnalyze(ctx, out, []string{path}, o); err != nil {
+				return err
+			}
+			if ui.disabled {
+				return nil
+			}
+			srv, err := ui.server(st, nil)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "\nrtmon UI on %s (Ctrl-C to stop)\n", srv.URL())
+			if !web.HasBundle() {
+				fmt.Fprintln(out, "note: this binary has no UI bundle; run `make ui` and rebuild for the full UI.")
+			}
+			return srv.Run(ctx)
 		},
 	}
 	cmd.Flags().StringVar(&keep, "out", "", "keep the capture and write records to this directory")
+	addUIFlags(cmd.Flags(), &ui)
 	return cmd
 }

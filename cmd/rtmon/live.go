@@ -10,6 +10,7 @@ import (
 
 	"github.com/rtmon/rtmon/capture"
 	"github.com/rtmon/rtmon/export"
+	"github.com/rtmon/rtmon/web"
 )
 
 type liveOptions struct {
@@ -20,6 +21,7 @@ type liveOptions struct {
 	bufSize  int
 	promisc  bool
 	duration time.Duration
+	ui       uiOptions
 }
 
 func newLiveCommand() *cobra.Command {
@@ -30,7 +32,9 @@ func newLiveCommand() *cobra.Command {
 		Long: `live captures with libpcap from one or more interfaces (merged into one
 stream), reconstructs connections and transactions as analyze does, and on
 Ctrl-C (or after --duration) prints the summary, including libpcap's and the
-kernel's drop counters.`,
+kernel's drop counters. Records go to --store (default: an in-memory embedded
+store) and the web UI is served from the same process, with live charts
+(--no-ui to turn it off).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runLive(cmd.Context(), cmd.OutOrStdout(), o)
@@ -47,6 +51,7 @@ kernel's drop counters.`,
 	f.StringVar(&o.out, "out", "", "directory for connections.*, transactions.* and pageviews.* (none: summary only)")
 	f.StringVar(&o.classes, "classes", "", "client classes file (YAML)")
 	addStoreFlags(f, &o.analyzeOptions)
+	addUIFlags(f, &o.ui)
 	f.UintSliceVar(&o.serverPorts, "server-port", nil, "server port(s), to orient connections whose handshake was not captured")
 	f.StringSliceVar(&o.serverNets, "server-net", nil, "server address prefix(es)")
 	f.IntVar(&o.maxConns, "max-connections", 1<<20, "connection table bound")
@@ -77,5 +82,29 @@ func runLive(ctx context.Context, stdout io.Writer, o liveOptions) error {
 	}
 	defer src.Close()
 	o.live = true
-	return runPipeline(ctx, stdout, src, o.analyzeOptions, cfg, format)
+	if o.ui.disabled {
+		return runPipeline(ctx, stdout, src, o.analyzeOptions, cfg, format)
+	}
+	if o.storeURL == "" {
+		o.storeURL = "memory:"
+	}
+	st, err := openStore(ctx, o.analyzeOptions)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	o.store = st
+	o.feed = web.NewLiveFeed()
+	srv, err := o.ui.server(st, o.feed)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "rtmon UI on %s (live; Ctrl-C to stop)\n", srv.URL())
+	served := make(chan error, 1)
+	go func() { served <- srv.Run(ctx) }()
+	err = runPipeline(ctx, stdout, src, o.analyzeOptions, cfg, format)
+	if serr := <-served; err == nil && serr != nil {
+		err = fmt.Errorf("web UI: %w", serr)
+	}
+	return err
 }

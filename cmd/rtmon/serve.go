@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -11,7 +10,8 @@ import (
 )
 
 func newServeCommand() *cobra.Command {
-	var storeURL, listen, token, basic string
+	var storeURL string
+	var ui uiOptions
 	cmd := &cobra.Command{
 		Use:   "serve --store URL",
 		Short: "Serve the web UI (dashboards, search, waterfalls, exports, /metrics) over a store",
@@ -25,19 +25,13 @@ open the UI once with ?token=TOKEN) or basic auth (--basic-auth user:pass or
 $RTMON_BASIC_AUTH).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if token == "" {
-				token = os.Getenv("RTMON_TOKEN")
-			}
-			if basic == "" {
-				basic = os.Getenv("RTMON_BASIC_AUTH")
-			}
 			ctx := cmd.Context()
 			st, err := store.Open(ctx, storeURL, store.Options{})
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
 			defer st.Close()
-			srv, err := web.NewServer(web.Config{Store: st, Listen: listen, Token: token, BasicAuth: basic})
+			srv, err := ui.server(st, nil)
 			if err != nil {
 				return err
 			}
@@ -50,9 +44,8 @@ $RTMON_BASIC_AUTH).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&storeURL, "store", "", "store URL: memory:, duckdb:PATH or clickhouse://host:9000/db")
-	f.StringVar(&listen, "listen", web.DefaultListen, "address to listen on (non-loopback needs --token or --basic-auth)")
-	f.StringVar(&token, "token", "", "bearer token required from clients (default $RTMON_TOKEN)")
-	f.StringVar(&basic, "basic-auth", "", "user:password required from clients (default $RTMON_BASIC_AUTH)")
+	addUIFlags(f, &ui)
+	_ = f.MarkHidden("no-ui")
 	_ = cmd.MarkFlagRequired("store")
 	return cmd
 }

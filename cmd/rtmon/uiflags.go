@@ -1,0 +1,33 @@
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/web"
+)
+
+// uiOptions are the web UI flags shared by serve-like commands (live, demo).
+type uiOptions struct {
+	listen, token, basic string
+	disabled             bool
+}
+
+func addUIFlags(f *pflag.FlagSet, o *uiOptions) {
+	f.StringVar(&o.listen, "listen", web.DefaultListen, "web UI address (non-loopback needs --token or --basic-auth)")
+	f.StringVar(&o.token, "token", "", "bearer token required from UI clients (default $RTMON_TOKEN)")
+	f.StringVar(&o.basic, "basic-auth", "", "user:password required from UI clients (default $RTMON_BASIC_AUTH)")
+	f.BoolVar(&o.disabled, "no-ui", false, "do not serve the web UI")
+}
+
+func (o uiOptions) server(st store.Store, feed *web.LiveFeed) (*web.Server, error) {
+	if o.token == "" {
+		o.token = os.Getenv("RTMON_TOKEN")
+	}
+	if o.basic == "" {
+		o.basic = os.Getenv("RTMON_BASIC_AUTH")
+	}
+	return web.NewServer(web.Config{Store: st, Live: feed, Listen: o.listen, Token: o.token, BasicAuth: o.basic})
+}
