@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rtmon/rtmon/web"
+)
+
+// TestLiveLoopbackFeedsUI captures real HTTP exchanges on the loopback
+// interface with rtmon live and watches the UI's server-sent events: the
+// transactions must show up within 2 s of the traffic. Only loopback
+// addresses are used.
+func TestLiveLoopbackFeedsUI(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprint(w, strings.Repeat("x", 3000))
+	}))
+	defer backend.Close()
+	port := backend.Listener.Addr().(*net.TCPAddr).Port
+	uiAddr := freeLoopbackAddr(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pr, pw := io.Pipe()
+	o := liveOptions{ifaces: []string{"lo"}, filter: fmt.Sprintf("tcp port %d", port), ui: uiOptions{listen: uiAddr}}
+	o.analyzeOptions = defaultAnalyze()
+	done := make(chan error, 1)
+	go func() {
+		err := runLive(ctx, pw, o)
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	lines := bufio.NewScanner(pr)
+	var url string
+	for url == "" && lines.Scan() {
+		if rest, ok := strings.CutPrefix(lines.Text(), "rtmon UI on "); ok {
+			url, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	if url == "" {
+		t.Fatalf("live printed no UI address: %v", lines.Err())
+	}
+	go io.Copy(io.Discard, pr) // the summary at the end
+
+	events := make(chan web.LiveEvent, 64)
+	go func() {
+		resp, err := http.Get(url + "api/live")
+		if err != nil {
+			return
+		}
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var ev web.LiveEvent
+				if json.Unmarshal([]byte(data), &ev) == nil {
+					events <- ev
+				}
+			}
+		}
+	}()
+	time.Sleep(500 * time.Millisecond) // let the capture and the stream start
+	const requests = 5
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	for range requests {
+		resp, err := client.Get(backend.URL + "/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	sent := time.Now()
+	var seen int64
+	deadline := time.After(2 * time.Second)
+	for seen < requests {
+		select {
+		case ev := <-events:
+			var total int64 // counters are cumulative
+			for _, c := range ev.Classes {
+				total += c.Transactions
+			}
+			seen = max(seen, total)
+		case <-deadline:
+			t.Fatalf("the live feed showed %d of %d transactions within 2 s", seen, requests)
+		}
+	}
+	t.Logf("all %d transactions on the live page %v after the last request", requests, time.Since(sent).Round(time.Millisecond))
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("live: %v", err)
+	}
+}
+
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
