@@ -1,0 +1,560 @@
+package testbed
+
+// What-if validation against reality (issue 6). For each action, a run
+// without it (the baseline, under conditions that make the action matter)
+// is captured and analyzed, and the whatif package predicts from it; a
+// second run with the action really applied measures what the clients then
+// got. This file holds the runs, the real actions and the comparison table;
+// whatif_validate_test.go drives them.
+//
+// The real actions:
+//
+//   - FAST SYN: the link bridge (which sits between the client and the
+//     server's capture point, as a front end would) remembers each client SYN
+//     it forwards and, if no SYN/ACK for that SYN (acknowledging its ISN)
+//     passed back within the gap, injects a copy towards the server; at most
+//     fastMaxCopies per connection. The server's nft drop makes the first SYN
+//     vanish, so the injected copy is what gets answered.
+//   - FAST SYN/ACK: the bridge remembers each SYN/ACK going to the client
+//     before the link loses it (the appliance is upstream of the lossy path)
+//     and injects a copy towards the client if the client's handshake ACK has
+//     not come back within the gap. Injected frames bypass the hook, so the
+//     copy is exempt from the scenario's SYN/ACK loss; with that loss rule
+//     (only the first SYN/ACK to a client after an idle spell is lost) a copy
+//     sent a gap later would never have been dropped anyway, so the
+//     exemption changes nothing.
+//   - DROP SYN: an nft rule in the server namespace drops every SYN from the
+//     low class's addresses. The rule's condition (RT_HIGH above a threshold
+//     lower than any pageview) holds from the first high-priority completion
+//     on, so a static rule is what an appliance would have done; the low
+//     stream starts after the first high pageviews completed so the replay's
+//     window is not empty when the first low pageview arrives.
+//   - REMOVE EMBEDS / REWRITE EMBEDS: nginx serves a variant of the site, with
+//     no embedded objects, or with objects above the threshold shrunk to the
+//     ratio of their size, under the same paths.
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rtmon/rtmon/whatif"
+)
+
+// Client addresses of the validation workload. Each class has five
+// addresses so that the per-address drop and loss rules, which recognise a
+// pageview's first connection by an idle spell of its address, see every
+// address idle for several seconds between its pageviews.
+var (
+	ValidateHigh = []netip.Addr{
+		netip.MustParseAddr("198.51.100.16"), netip.MustParseAddr("198.51.100.17"),
+		netip.MustParseAddr("198.51.100.18"), netip.MustParseAddr("198.51.100.19"),
+		netip.MustParseAddr("198.51.100.20"),
+	}
+	ValidateLow = []netip.Addr{
+		netip.MustParseAddr("198.51.100.32"), netip.MustParseAddr("198.51.100.33"),
+		netip.MustParseAddr("198.51.100.34"), netip.MustParseAddr("198.51.100.35"),
+		netip.MustParseAddr("198.51.100.36"),
+	}
+)
+
+// Class names and the pattern that makes the high class (the rest is low).
+const (
+	ValidateHighClass   = "high"
+	ValidateLowClass    = "low"
+	validateHighPattern = "198.51.100.16/29"
+)
+
+// ValidateClasses is the classes file given to rtmon analyze.
+const ValidateClasses = "classes:\n  - name: " + ValidateHighClass + "\n    priority: high\n    match: \"IP.SRC == " +
+	validateHighPattern + "\"\ndefault: { name: " + ValidateLowClass + ", priority: low }\n"
+
+// ValidateClassOf is the class of a client address, as ValidateClasses says.
+func ValidateClassOf(a netip.Addr) string {
+	if netip.MustParsePrefix(validateHighPattern).Contains(a) {
+		return ValidateHighClass
+	}
+	return ValidateLowClass
+}
+
+// validateLink: high-priority clients at 80 ms, low ones alternating 110 and
+// 150 ms, as the named scenarios' RTT groups.
+func validateLink() LinkOptions {
+	rtt := map[netip.Addr]time.Duration{}
+	for _, a := range ValidateHigh {
+		rtt[a] = 80 * time.Millisecond
+	}
+	for i, a := range ValidateLow {
+		rtt[a] = []time.Duration{110 * time.Millisecond, 150 * time.Millisecond}[i%2]
+	}
+	return LinkOptions{RTT: rtt, DefaultRTT: 80 * time.Millisecond, Seed: 42}
+}
+
+// SYNDropMode says which client SYNs the server's nft rules drop.
+type SYNDropMode int
+
+const (
+	NoSYNDrops SYNDropMode = iota
+	// DropFirstSYNPerPageview drops the first SYN of the first connection an
+	// address opens after 2 s without SYNs (its pageview's container
+	// connection) and no other: each pageview loses exactly one SYN, so
+	// baseline and applied runs face the same drops whatever the SYN count
+	// (numgen would shift its pattern by the injected copies).
+	DropFirstSYNPerPageview
+	// DropLowClassSYNs drops every SYN from the low class (DROP SYN).
+	DropLowClassSYNs
+)
+
+// ValidationSpec is one run of the validation workload.
+type ValidationSpec struct {
+	Name string
+	Site *Site
+	// PerClass page loads per class, Interval apart (open loop: arrivals do
+	// not wait for earlier loads, as the replay keeps arrival times); the
+	// low class's stream starts LowOffset after the high one.
+	PerClass  int
+	Interval  time.Duration
+	LowOffset time.Duration
+	SYNDrops  SYNDropMode
+	// SYNACKLoss: the link loses the first SYN/ACK towards an address after
+	// 2 s without SYN/ACKs to it (its pageview's first connection), after
+	// the server-side capture point.
+	SYNACKLoss bool
+	// FastSYN, FastSYNACK: the real actions' gaps (0: off).
+	FastSYN, FastSYNACK time.Duration
+	// ClientSYNRetries sets net.ipv4.tcp_syn_retries in the client namespace
+	// (0: the kernel's default). 2 makes a client give up after 1+2+4 s,
+	// the replay's SYNAttempts 3 with SYNTimeout 1 s.
+	ClientSYNRetries int
+}
+
+// DefaultValidationSpec has the workload every action's runs share.
+func DefaultValidationSpec(name string, site *Site) ValidationSpec {
+	return ValidationSpec{Name: name, Site: site, PerClass: 15, Interval: time.Second, LowOffset: 2500 * time.Millisecond}
+}
+
+// Options are the testbed options the run needs: the link with its hook.
+func (s ValidationSpec) Options() (Options, *HandshakeHook) {
+	l := validateLink()
+	h := &HandshakeHook{SYNACKLoss: s.SYNACKLoss, FastSYN: s.FastSYN, FastSYNACK: s.FastSYNACK}
+	if h.active() {
+		l.Hook = h.Hook
+	}
+	return Options{Prefix: "rtwv", Link: &l}, h
+}
+
+// handshakeIdle is the quiet time after which an address's next connection
+// counts as its pageview's first (drop and loss rules).
+const handshakeIdle = 2 * time.Second
+
+// fastMaxCopies bounds the copies the bridge injects per handshake.
+const fastMaxCopies = 5
+
+// HandshakeHook is the link's hook for the handshake experiments: SYN/ACK
+// loss as a scenario condition, FAST SYN and FAST SYN/ACK as real actions.
+type HandshakeHook struct {
+	SYNACKLoss          bool
+	FastSYN, FastSYNACK time.Duration
+
+	mu         sync.Mutex
+	lastSYNACK map[netip.Addr]time.Time
+	syns       map[hsKey]*pending // client SYNs by client, port and ISN
+	synacks    map[hsKey]*pending // SYN/ACKs by client, port and server ISN
+	lost       int
+	injected   [2]int
+}
+
+type hsKey struct {
+	client netip.Addr
+	port   uint16
+	isn    uint32
+}
+
+type pending struct {
+	frame  []byte
+	done   bool // answered (SYN) or acknowledged (SYN/ACK)
+	copies int
+}
+
+func (h *HandshakeHook) active() bool { return h.SYNACKLoss || h.FastSYN > 0 || h.FastSYNACK > 0 }
+
+// Counts returns SYN/ACKs lost and copies injected towards the server
+// (FAST SYN) and the client (FAST SYN/ACK).
+func (h *HandshakeHook) Counts() (lost, fastSYN, fastSYNACK int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lost, h.injected[ToServer], h.injected[ToClient]
+}
+
+// tcpSeqAck returns a TCP frame's sequence and acknowledgement numbers.
+func tcpSeqAck(f *Frame) (seq, ack uint32, ok bool) {
+	if !f.TCP {
+		return 0, 0, false
+	}
+	ihl := int(f.Data[14]&0x0f) * 4
+	tcp := f.Data[14+ihl:]
+	if len(tcp) < 12 {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint32(tcp[4:8]), binary.BigEndian.Uint32(tcp[8:12]), true
+}
+
+// Hook is LinkOptions.Hook. It runs on the bridge's two reader goroutines
+// and on the retransmission timers, hence the lock.
+func (h *HandshakeHook) Hook(b *Bridge, f *Frame) bool {
+	seq, ack, ok := tcpSeqAck(f)
+	if !ok || f.RST {
+		return true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.syns == nil {
+		h.syns, h.synacks, h.lastSYNACK = map[hsKey]*pending{}, map[hsKey]*pending{}, map[netip.Addr]time.Time{}
+	}
+	switch {
+	case f.Dir == ToServer && f.SYN && !f.ACK:
+		if h.FastSYN > 0 {
+			k := hsKey{f.Client, f.SrcPort, seq}
+			if h.syns[k] == nil {
+				p := &pending{frame: append([]byte(nil), f.Data...)}
+				h.syns[k] = p
+				h.arm(b, ToServer, k, p, h.FastSYN)
+			}
+		}
+	case f.Dir == ToClient && f.SYN && f.ACK:
+		if p := h.syns[hsKey{f.Client, f.DstPort, ack - 1}]; p != nil {
+			p.done = true
+		}
+		if h.FastSYNACK > 0 {
+			k := hsKey{f.Client, f.DstPort, seq}
+			if h.synacks[k] == nil {
+				p := &pending{frame: append([]byte(nil), f.Data...)}
+				h.synacks[k] = p
+				h.arm(b, ToClient, k, p, h.FastSYNACK)
+			}
+		}
+		if h.SYNACKLoss {
+			last, seen := h.lastSYNACK[f.Client]
+			h.lastSYNACK[f.Client] = f.At
+			if !seen || f.At.Sub(last) > handshakeIdle {
+				h.lost++
+				return false
+			}
+		}
+	case f.Dir == ToServer && f.ACK && !f.SYN:
+		if p := h.synacks[hsKey{f.Client, f.SrcPort, ack - 1}]; p != nil {
+			p.done = true
+		}
+	}
+	return true
+}
+
+// arm schedules a copy of p's frame gap from now unless it is answered
+// meanwhile; called with h.mu held. Entries are dropped once settled, so
+// the maps hold only handshakes in progress.
+func (h *HandshakeHook) arm(b *Bridge, d Direction, k hsKey, p *pending, gap time.Duration) {
+	time.AfterFunc(gap, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		m := h.syns
+		if d == ToClient {
+			m = h.synacks
+		}
+		if p.done || p.copies >= fastMaxCopies {
+			delete(m, k)
+			return
+		}
+		p.copies++
+		h.injected[d]++
+		b.Inject(d, p.frame, time.Now())
+		h.arm(b, d, k, p, gap)
+	})
+}
+
+// ValidationLoad is one page load of a run as its client saw it.
+type ValidationLoad struct {
+	Class  string
+	Client netip.Addr
+	Truth  PageTruth
+	// Failed: the client gave up connecting; TotalNS is then the time it
+	// waited (connect start to the error).
+	Failed  bool
+	TotalNS int64
+}
+
+// ValidationRun is what one run left.
+type ValidationRun struct {
+	Spec     ValidationSpec
+	Capture  string
+	Loads    []ValidationLoad
+	Bridge   BridgeStats
+	NFTDrops int
+	// SYNACKsLost and Injected come from the hook.
+	SYNACKsLost      int
+	InjectedSYN      int
+	InjectedSYNACK   int
+	CaptureDropped   int
+	CapturedPackets  int
+	ServerStderrTail string
+}
+
+// RunValidation runs spec on tb (opened with spec.Options(), whose hook is
+// h): nginx with the spec's site, the SYN drops, a server-side capture, and
+// the two classes' open-loop page loads with the Go client.
+func RunValidation(ctx context.Context, tb *Testbed, h *HandshakeHook, spec ValidationSpec) (ValidationRun, error) {
+	run := ValidationRun{Spec: spec}
+	if tb.Link == nil {
+		return run, fmt.Errorf("validation %s: testbed has no emulated link", spec.Name)
+	}
+	if spec.PerClass < 1 || spec.PerClass > 100 || spec.Interval <= 0 {
+		return run, fmt.Errorf("validation %s: %d loads per class every %v: want 1..100, a positive interval",
+			spec.Name, spec.PerClass, spec.Interval)
+	}
+	if spec.ClientSYNRetries > 0 {
+		if _, err := tb.Exec(ctx, tb.Client.NS, "sysctl", "-q", "-w",
+			fmt.Sprintf("net.ipv4.tcp_syn_retries=%d", spec.ClientSYNRetries)); err != nil {
+			return run, fmt.Errorf("validation %s: client SYN retries: %w", spec.Name, err)
+		}
+	}
+	ng, err := tb.StartNginx(ctx, NginxOptions{Content: spec.Site.Content, KeepaliveTimeout: time.Second})
+	if err != nil {
+		return run, fmt.Errorf("validation %s: %w", spec.Name, err)
+	}
+	var drop *NFTable
+	if body := synDropRules(spec.SYNDrops, tb.Server.Iface, ng.Port); body != "" {
+		if drop, err = tb.AddNFTable(ctx, tb.Server, "wvdrop", body); err != nil {
+			return run, fmt.Errorf("validation %s: %w", spec.Name, err)
+		}
+	}
+	capt, err := tb.StartCapture(ctx, tb.Server, spec.Name)
+	if err != nil {
+		return run, fmt.Errorf("validation %s: %w", spec.Name, err)
+	}
+	run.Capture = capt.Path
+	base := "http://" + tb.Server.Addr.String()
+	type plan struct {
+		at     time.Duration
+		class  string
+		client netip.Addr
+		page   Page
+	}
+	var plans []plan
+	n := len(spec.Site.Pages)
+	for i := range spec.PerClass {
+		plans = append(plans,
+			plan{time.Duration(i) * spec.Interval, ValidateHighClass, ValidateHigh[i%len(ValidateHigh)], spec.Site.Pages[i%n]},
+			plan{spec.LowOffset + time.Duration(i)*spec.Interval, ValidateLowClass, ValidateLow[i%len(ValidateLow)],
+				spec.Site.Pages[(i+n/2)%n]})
+	}
+	loads := make([]ValidationLoad, len(plans))
+	errs := make([]error, len(plans))
+	undo := clientRealtime()
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for i, p := range plans {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-ctx.Done():
+				errs[i] = ctx.Err()
+				return
+			case <-time.After(time.Until(t0.Add(p.at))):
+			}
+			pt, err := tb.NewGoClient(p.client, base).Load(ctx, p.page.Path)
+			l := ValidationLoad{Class: p.class, Client: p.client, Truth: pt, TotalNS: pt.TotalNS}
+			if err != nil {
+				c := pt.Container
+				if c.ConnectStart == 0 || c.ConnectEnd <= c.ConnectStart || c.Status != 0 {
+					errs[i] = fmt.Errorf("load %s from %s: %w", p.page.Path, p.client, err)
+					return
+				}
+				// Connecting failed: the client waited this long for nothing.
+				l.Failed, l.TotalNS = true, c.ConnectEnd-c.ConnectStart
+			}
+			loads[i] = l
+		}()
+	}
+	wg.Wait()
+	undo()
+	var runErr error
+	for _, e := range errs {
+		if e != nil {
+			runErr = fmt.Errorf("validation %s: %w", spec.Name, e)
+			break
+		}
+	}
+	if ng.Exited() && runErr == nil {
+		runErr = fmt.Errorf("validation %s: nginx exited: %s", spec.Name, ng.ReadStderr())
+	}
+	if runErr == nil {
+		// Let the last connections close so their FINs are in the capture.
+		time.Sleep(1300 * time.Millisecond)
+	}
+	if err := capt.Stop(); err != nil && runErr == nil {
+		runErr = fmt.Errorf("validation %s: %w", spec.Name, err)
+	}
+	run.CapturedPackets, run.CaptureDropped = capt.Captured, capt.Dropped
+	run.Loads = loads
+	run.Bridge = tb.Link.Bridge.Stats()
+	run.SYNACKsLost, run.InjectedSYN, run.InjectedSYNACK = h.Counts()
+	if drop != nil {
+		if c, err := drop.Counters(ctx); err == nil && len(c) > 0 {
+			run.NFTDrops = c[len(c)-1]
+		} else if err != nil && runErr == nil {
+			runErr = fmt.Errorf("validation %s: %w", spec.Name, err)
+		}
+	}
+	return run, runErr
+}
+
+// synDropRules is the nft table body for a drop mode ("" for none). The
+// drops are in the input hook, after the capture tap, as a server that
+// drops SYNs (full queue, policy) would show them.
+func synDropRules(mode SYNDropMode, iface string, port int) string {
+	syn := fmt.Sprintf("iifname %q tcp dport %d tcp flags & (syn | ack) == syn", iface, port)
+	switch mode {
+	case DropFirstSYNPerPageview:
+		// dropped: connections whose first SYN went, so their next SYN (the
+		// client's retransmission or the front end's copy) passes. active:
+		// addresses with a SYN within the idle time, whose further
+		// connections belong to the same pageview and pass.
+		return fmt.Sprintf(`  set active { type ipv4_addr; flags dynamic,timeout; timeout %ds; }
+  set dropped { type ipv4_addr . inet_service; flags dynamic,timeout; timeout 30s; }
+  chain input {
+    type filter hook input priority filter; policy accept;
+    %s ip saddr . tcp sport @dropped update @active { ip saddr } accept
+    %s ip saddr @active update @active { ip saddr } accept
+    %s add @dropped { ip saddr . tcp sport } add @active { ip saddr } counter drop
+  }`, int(handshakeIdle/time.Second), syn, syn, syn)
+	case DropLowClassSYNs:
+		return fmt.Sprintf(`  chain input {
+    type filter hook input priority filter; policy accept;
+    %s ip saddr != %s counter drop
+  }`, syn, validateHighPattern)
+	}
+	return ""
+}
+
+// ValidationSite is the site every validation run serves: GenerateSite's
+// pages, each with at least one BigImage object (so REWRITE EMBEDS has
+// something to shrink on every page, not only on every third).
+func ValidationSite(seed uint64) *Site {
+	s := GenerateSite(12, seed)
+	for i := range s.Pages {
+		p := &s.Pages[i]
+		big := false
+		for _, o := range p.Objects {
+			big = big || o.Size >= BigImage
+		}
+		if !big {
+			o := &p.Objects[len(p.Objects)-1]
+			o.Size = BigImage
+			s.Content[o.Path] = objectBody(o.Path, objectExt(o.Path), o.Size)
+		}
+		s.Content[p.Path] = pageHTML(*p)
+	}
+	return s
+}
+
+func objectExt(path string) string {
+	return strings.TrimPrefix(filepath.Ext(path), ".")
+}
+
+// WithoutEmbeds is REMOVE EMBEDS applied: every container under its path,
+// referencing no objects.
+func (s *Site) WithoutEmbeds() *Site {
+	out := &Site{Content: map[string][]byte{}}
+	for p, b := range s.Content {
+		out.Content[p] = b
+	}
+	for _, p := range s.Pages {
+		q := Page{Path: p.Path}
+		out.Content[q.Path] = pageHTML(q)
+		out.Pages = append(out.Pages, q)
+	}
+	return out
+}
+
+// Rewritten is REWRITE EMBEDS ABOVE above RATIO ratio applied: objects whose
+// body exceeds above bytes shrink to ratio of it (same paths, same types).
+func (s *Site) Rewritten(above int64, ratio float64) *Site {
+	out := &Site{Content: map[string][]byte{}}
+	for p, b := range s.Content {
+		out.Content[p] = b
+	}
+	for _, p := range s.Pages {
+		q := Page{Path: p.Path}
+		for _, o := range p.Objects {
+			if int64(o.Size) > above {
+				o.Size = int(math.Round(float64(o.Size) * ratio))
+				out.Content[o.Path] = objectBody(o.Path, objectExt(o.Path), o.Size)
+			}
+			q.Objects = append(q.Objects, o)
+		}
+		out.Content[q.Path] = pageHTML(q)
+		out.Pages = append(out.Pages, q)
+	}
+	return out
+}
+
+// WriteValidateClasses writes ValidateClasses into dir and returns its path.
+func WriteValidateClasses(dir string) (string, error) {
+	path := filepath.Join(dir, "classes.yaml")
+	if err := os.WriteFile(path, []byte(ValidateClasses), 0o644); err != nil {
+		return "", fmt.Errorf("classes file: %w", err)
+	}
+	return path, nil
+}
+
+// ValidationRow is one line of the table: an action's predicted and
+// measured median and 90th percentile for one class.
+type ValidationRow struct {
+	Action string
+	Class  string
+	// Predicted from the baseline run; Truth: the clients' own clocks in the
+	// applied run; Rtmon: rtmon's pageviews of the applied run (N 0 when it
+	// has none, e.g. connections that never opened).
+	Baseline, Predicted, Truth, Rtmon whatif.Distribution
+}
+
+// Err is the relative error of a predicted value against a measured one.
+func relErr(pred, meas int64) float64 {
+	if meas == 0 {
+		return math.Inf(1)
+	}
+	return float64(pred-meas) / float64(meas)
+}
+
+// ErrP50 and ErrP90 compare the prediction with the clients' truth.
+func (r ValidationRow) ErrP50() float64 { return relErr(r.Predicted.P50, r.Truth.P50) }
+func (r ValidationRow) ErrP90() float64 { return relErr(r.Predicted.P90, r.Truth.P90) }
+
+// FormatValidationTable renders rows as a fixed-width table (seconds).
+func FormatValidationTable(rows []ValidationRow) string {
+	var b strings.Builder
+	sec := func(ns int64) string { return fmt.Sprintf("%.3f", float64(ns)/1e9) }
+	opt := func(d whatif.Distribution, ns int64) string {
+		if d.N == 0 {
+			return "-"
+		}
+		return sec(ns)
+	}
+	fmt.Fprintf(&b, "%-44s %-5s %6s %6s | %6s %6s | %6s %6s %4s | %6s %6s | %6s %6s %4s\n",
+		"action", "class", "base50", "base90", "pred50", "pred90", "meas50", "meas90", "n", "err50%", "err90%",
+		"rtm50", "rtm90", "n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%-44s %-5s %6s %6s | %6s %6s | %6s %6s %4d | %+6.1f %+6.1f | %6s %6s %4d\n",
+			r.Action, r.Class, opt(r.Baseline, r.Baseline.P50), opt(r.Baseline, r.Baseline.P90),
+			sec(r.Predicted.P50), sec(r.Predicted.P90), sec(r.Truth.P50), sec(r.Truth.P90), r.Truth.N,
+			100*r.ErrP50(), 100*r.ErrP90(), opt(r.Rtmon, r.Rtmon.P50), opt(r.Rtmon, r.Rtmon.P90), r.Rtmon.N)
+	}
+	return b.String()
+}

@@ -1,0 +1,216 @@
+package testbed
+
+import (
+	"context"
+	"math"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rtmon/rtmon/whatif"
+)
+
+// validateTolerance is the issue's target: predicted median and 90th
+// percentile per class within 10 % of the measured ones.
+const validateTolerance = 0.10
+
+// validateOptions replay as the testbed's Linux clients behave: first SYN
+// retransmission after 1 s, and (with tcp_syn_retries 2 where DROP SYN
+// needs it) three SYNs before giving up.
+var validateOptions = whatif.Options{
+	Priorities:  map[string]whatif.Priority{ValidateHighClass: whatif.High, ValidateLowClass: whatif.Low},
+	SYNTimeout:  time.Second,
+	SYNAttempts: 3,
+}
+
+type validationCase struct {
+	name string
+	rule string
+	// base and applied modify the default spec for the two runs.
+	base, applied func(*ValidationSpec)
+	// check says whether the baseline's conditions and the real action
+	// happened, so a run that silently did nothing cannot pass.
+	check func(t *testing.T, base, applied ValidationRun)
+}
+
+// TestWhatIfValidation is issue 6: for each action, predict from a run
+// without it and compare with a run in which it was really applied.
+func TestWhatIfValidation(t *testing.T) {
+	bin, err := buildRtmon()
+	if err != nil {
+		t.Fatalf("rtmon is not buildable: %v", err)
+	}
+	site := ValidationSite(42)
+	const gap = 200 * time.Millisecond
+	cases := []validationCase{
+		{
+			name: "fast-syn", rule: "IF IP.SRC == * THEN FAST SYN GAP 200ms",
+			base:    func(s *ValidationSpec) { s.SYNDrops = DropFirstSYNPerPageview },
+			applied: func(s *ValidationSpec) { s.SYNDrops, s.FastSYN = DropFirstSYNPerPageview, gap },
+			check: func(t *testing.T, b, a ValidationRun) {
+				if b.NFTDrops < 2*b.Spec.PerClass || a.NFTDrops < 2*a.Spec.PerClass || a.InjectedSYN < a.NFTDrops {
+					t.Errorf("SYN drops baseline %d, applied %d, injected copies %d: want one drop per pageview, a copy for each",
+						b.NFTDrops, a.NFTDrops, a.InjectedSYN)
+				}
+			},
+		},
+		{
+			name: "fast-synack", rule: "IF IP.SRC == * THEN FAST SYN/ACK GAP 200ms",
+			base:    func(s *ValidationSpec) { s.SYNACKLoss = true },
+			applied: func(s *ValidationSpec) { s.SYNACKLoss, s.FastSYNACK = true, gap },
+			check: func(t *testing.T, b, a ValidationRun) {
+				if b.SYNACKsLost < 2*b.Spec.PerClass || a.SYNACKsLost < 2*a.Spec.PerClass || a.InjectedSYNACK < a.SYNACKsLost {
+					t.Errorf("SYN/ACKs lost baseline %d, applied %d, injected copies %d: want one loss per pageview, a copy for each",
+						b.SYNACKsLost, a.SYNACKsLost, a.InjectedSYNACK)
+				}
+			},
+		},
+		{
+			name: "drop-syn", rule: "IF IP.SRC != " + validateHighPattern + " AND RT_HIGH > 100ms THEN DROP SYN",
+			base:    func(s *ValidationSpec) { s.ClientSYNRetries = 2 },
+			applied: func(s *ValidationSpec) { s.ClientSYNRetries, s.SYNDrops = 2, DropLowClassSYNs },
+			check: func(t *testing.T, b, a ValidationRun) {
+				failed := 0
+				for _, l := range a.Loads {
+					if l.Failed != (l.Class == ValidateLowClass) {
+						t.Errorf("%s %s: failed %v", l.Class, l.Client, l.Failed)
+					}
+					failed += b2i(l.Failed)
+				}
+				if a.NFTDrops < 3*failed || failed != a.Spec.PerClass {
+					t.Errorf("%d low loads failed, nft dropped %d SYNs: want all %d low loads failed after 3 SYNs each",
+						failed, a.NFTDrops, a.Spec.PerClass)
+				}
+			},
+		},
+		{
+			name: "remove-embeds", rule: "IF IP.SRC == * THEN REMOVE EMBEDS",
+			applied: func(s *ValidationSpec) { s.Site = site.WithoutEmbeds() },
+			check: func(t *testing.T, b, a ValidationRun) {
+				for _, l := range a.Loads {
+					if len(l.Truth.Objects) != 0 {
+						t.Errorf("%s: %d objects with REMOVE EMBEDS applied", l.Truth.URL, len(l.Truth.Objects))
+					}
+				}
+			},
+		},
+		{
+			name: "rewrite-embeds", rule: "IF IP.SRC == * THEN REWRITE EMBEDS ABOVE 100KB RATIO 0.25",
+			applied: func(s *ValidationSpec) { s.Site = site.Rewritten(100<<10, 0.25) },
+			check: func(t *testing.T, b, a ValidationRun) {
+				for _, l := range a.Loads {
+					for _, o := range l.Truth.Objects {
+						if o.Bytes > 100<<10 {
+							t.Errorf("%s: %d bytes with REWRITE EMBEDS applied", o.URL, o.Bytes)
+						}
+					}
+				}
+			},
+		},
+	}
+	var rows []ValidationRow
+	defer func() { t.Logf("what-if validation (seconds; err = predicted vs measured by the clients):\n%s", FormatValidationTable(rows)) }()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			classes, err := WriteValidateClasses(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rule, err := whatif.ParseRule(c.rule)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := func(name string, mod func(*ValidationSpec)) (ValidationRun, string) {
+				spec := DefaultValidationSpec(c.name+"-"+name, site)
+				if mod != nil {
+					mod(&spec)
+				}
+				opts, hook := spec.Options()
+				tb := New(t, opts)
+				r, err := RunValidation(ctx, tb, hook, spec)
+				if cerr := tb.Close(); cerr != nil {
+					t.Errorf("testbed teardown: %v", cerr)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				keepCapture(t, r.Capture)
+				if r.CaptureDropped != 0 {
+					t.Errorf("%s: tcpdump dropped %d packets", name, r.CaptureDropped)
+				}
+				if s := r.Bridge; s.SendErrors != [2]int64{} || s.QueueDrops != [2]int64{} {
+					t.Errorf("%s: bridge %+v: want no send errors or queue drops", name, s)
+				}
+				out := t.TempDir()
+				actx, acancel := context.WithTimeout(ctx, time.Minute)
+				defer acancel()
+				if b, err := exec.CommandContext(actx, bin, "analyze", "--classes", classes, "--out", out, r.Capture).CombinedOutput(); err != nil {
+					t.Fatalf("rtmon analyze %s: %v\n%s", name, err, b)
+				}
+				return r, out
+			}
+			base, baseDir := run("base", c.base)
+			ds, err := whatif.Load(baseDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := ds.Evaluate([]whatif.Rule{rule}, validateOptions)
+			if err != nil {
+				t.Fatal(err)
+			}
+			applied, appliedDir := run("applied", c.applied)
+			c.check(t, base, applied)
+			rtmonPVs := readJSONL[struct {
+				Class string `json:"class"`
+				Total int64  `json:"total_ns"`
+			}](t, filepath.Join(appliedDir, "pageviews.jsonl"))
+			for _, class := range []string{ValidateHighClass, ValidateLowClass} {
+				cr := res.Class(class)
+				if cr == nil {
+					t.Errorf("%s: no %s pageviews in the baseline's records", c.name, class)
+					continue
+				}
+				var baseTruth, truth, rt []int64
+				for _, l := range base.Loads {
+					if l.Class == class {
+						baseTruth = append(baseTruth, l.TotalNS)
+					}
+				}
+				for _, l := range applied.Loads {
+					if l.Class == class {
+						truth = append(truth, l.TotalNS)
+					}
+				}
+				for _, p := range rtmonPVs {
+					if p.Class == class {
+						rt = append(rt, p.Total)
+					}
+				}
+				row := ValidationRow{Action: rule.Actions[0].String(), Class: class,
+					Baseline:  whatif.NewDistribution(baseTruth, whatif.DefaultEdges),
+					Predicted: cr.Predicted, Truth: whatif.NewDistribution(truth, whatif.DefaultEdges),
+					Rtmon: whatif.NewDistribution(rt, whatif.DefaultEdges)}
+				rows = append(rows, row)
+				t.Logf("%s %s: baseline rtmon p50 %v p90 %v (clients %v %v); predicted %v %v (n %d, affected %d, failed %d); "+
+					"applied clients %v %v, rtmon %v %v (n %d)", c.name, class,
+					ms(cr.Measured.P50), ms(cr.Measured.P90), ms(row.Baseline.P50), ms(row.Baseline.P90),
+					ms(cr.Predicted.P50), ms(cr.Predicted.P90), cr.Predicted.N, cr.Affected, cr.Failed,
+					ms(row.Truth.P50), ms(row.Truth.P90), ms(row.Rtmon.P50), ms(row.Rtmon.P90), row.Rtmon.N)
+				if cr.Predicted.N != int64(base.Spec.PerClass) {
+					t.Errorf("%s %s: rtmon found %d pageviews in the baseline, the clients made %d",
+						c.name, class, cr.Predicted.N, base.Spec.PerClass)
+				}
+				if e50, e90 := row.ErrP50(), row.ErrP90(); math.Abs(e50) > validateTolerance || math.Abs(e90) > validateTolerance {
+					t.Errorf("%s %s: predicted p50 %v p90 %v, measured %v %v: errors %+.1f%% %+.1f%%, want within %.0f%%",
+						c.name, class, ms(cr.Predicted.P50), ms(cr.Predicted.P90), ms(row.Truth.P50), ms(row.Truth.P90),
+						100*e50, 100*e90, 100*validateTolerance)
+				}
+			}
+		})
+	}
+}
+
+func ms(ns int64) time.Duration { return time.Duration(ns).Round(time.Millisecond) }
