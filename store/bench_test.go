@@ -39,6 +39,14 @@ func benchStore(b *testing.B, url string) {
 		b.ReportMetric(res.RecordsPerSec(), "records/s")
 		fmt.Printf(b.Name()+": ingested %d tx (%d records) in %v (generation %v excluded): %.0f tx/s, %.0f records/s\n",
 			res.Transactions, res.Records, res.Elapsed, res.GenElapsed, res.TxPerSec(), res.RecordsPerSec())
+		if os.Getenv("RTMON_BENCH_INGEST_ONLY") != "" {
+			// For profiling the write path alone.
+			b.StopTimer()
+			if err := s.Close(); err != nil {
+				b.Fatal(err)
+			}
+			continue
+		}
 		lat, err := storetest.DashboardQueries(ctx, s, 20)
 		if err != nil {
 			b.Fatal(err)

@@ -44,11 +44,12 @@ func (c *chInserter) insert(ctx context.Context, cs *colSet) error {
 	return nil
 }
 
-// chunkRows: about 34k rows per insert lets a 100k-record batch use both
-// cores without making parts so small that merges fall behind.
-func (c *chInserter) chunkRows() int { return chChunkRows }
-
-var chChunkRows = 34000
+// chunkRows: one insert per table and batch. Splitting a 100k batch into
+// 34k-row inserts used both cores for encoding, but the server's CPU (part
+// writes and the merges of the many small parts) is the larger share on a
+// 2-core box: one 300k-record batch in three parallel inserts measured
+// ~25% less total CPU and 10-30% more throughput.
+func (c *chInserter) chunkRows(n int) int { return 0 }
 
 func chDDL(db string, t table) string {
 	var b strings.Builder
@@ -156,12 +157,14 @@ func openClickHouse(ctx context.Context, rawURL string, opts Options, userBatch 
 	if opts.SpillDir == "" {
 		opts.SpillDir = filepath.Join(os.TempDir(), "rtmon-spill", strings.NewReplacer(":", "_", "/", "_").Replace(u.Host)+"_"+db)
 	}
-	// Keep batches within 10k-100k rows: smaller means too many parts for
-	// MergeTree, larger means too much to resend after a failure.
+	// Keep batches within 10k-300k records: smaller means too many parts
+	// for MergeTree (merges then cost more server CPU than the inserts),
+	// larger means too much to resend after a failure. 600k measured
+	// slower than 300k (bigger blocks, more client GC).
 	if !userBatch {
-		opts.BatchRows = 100000
+		opts.BatchRows = 300000
 	}
-	opts.BatchRows = min(max(opts.BatchRows, 10000), 100000)
+	opts.BatchRows = min(max(opts.BatchRows, 10000), 300000)
 	w, err := newWriter(&chInserter{querier: q, conn: conn, db: db}, opts)
 	if err != nil {
 		return fail(err)

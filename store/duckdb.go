@@ -12,16 +12,34 @@ import (
 	duckdb "github.com/duckdb/duckdb-go/v2"
 )
 
-// duckInserter appends through DuckDB's Appender, one connection per table
-// so the writer's three per-table inserts run in parallel.
+// duckInserter appends through DuckDB's Appender. An appender and its
+// flush run on the calling goroutine (one core), so each table has
+// duckConnsPerTable connections and a large table is split over them
+// (chunkRows): the three tables and the halves of the biggest one then run
+// in parallel.
 type duckInserter struct {
 	*querier
-	conns map[string]driver.Conn
+	pools map[string]chan driver.Conn
+	all   []driver.Conn
 }
+
+const duckConnsPerTable = 2
+
+// duckRowGroup is DuckDB's row group size: an append of at least this many
+// rows is written straight to the file, a smaller one goes through the WAL
+// and is copied again at checkpoint.
+const duckRowGroup = 122880
 
 func (d *duckInserter) insert(ctx context.Context, cs *colSet) error {
 	t := cs.t
-	app, err := duckdb.NewAppender(d.conns[t.name], "", "", t.name)
+	var conn driver.Conn
+	select {
+	case conn = <-d.pools[t.name]:
+	case <-ctx.Done():
+		return fmt.Errorf("duckdb append %s: %w", t.name, ctx.Err())
+	}
+	defer func() { d.pools[t.name] <- conn }()
+	app, err := duckdb.NewAppender(conn, "", "", t.name)
 	if err != nil {
 		return fmt.Errorf("duckdb appender %s: %w", t.name, err)
 	}
@@ -39,8 +57,14 @@ func (d *duckInserter) insert(ctx context.Context, cs *colSet) error {
 	return nil
 }
 
-// chunkRows: one appender per table; DuckDB parallelises internally.
-func (d *duckInserter) chunkRows() int { return 0 }
+// chunkRows splits a table over its connections when every part still
+// fills a row group; smaller parts would cost a WAL copy each.
+func (d *duckInserter) chunkRows(n int) int {
+	if n >= duckConnsPerTable*duckRowGroup {
+		return (n + duckConnsPerTable - 1) / duckConnsPerTable
+	}
+	return 0
+}
 
 func duckDDL(t table) string {
 	var b strings.Builder
@@ -103,21 +127,25 @@ func openDuck(ctx context.Context, path string, opts Options, userBatch bool) (S
 	if err := migrate(ctx, db, cur, rec, ms); err != nil {
 		return fail(fmt.Errorf("duckdb %q: %w", path, err))
 	}
-	ins := &duckInserter{querier: q, conns: map[string]driver.Conn{}}
+	ins := &duckInserter{querier: q, pools: map[string]chan driver.Conn{}}
 	closeConns := func() error {
 		var errs []error
-		for _, c := range ins.conns {
+		for _, c := range ins.all {
 			errs = append(errs, c.Close())
 		}
 		return errors.Join(errs...)
 	}
 	for _, t := range tables {
-		dconn, err := conn.Connect(ctx)
-		if err != nil {
-			closeConns()
-			return fail(fmt.Errorf("duckdb appender connection: %w", err))
+		ins.pools[t.name] = make(chan driver.Conn, duckConnsPerTable)
+		for range duckConnsPerTable {
+			dconn, err := conn.Connect(ctx)
+			if err != nil {
+				closeConns()
+				return fail(fmt.Errorf("duckdb appender connection: %w", err))
+			}
+			ins.all = append(ins.all, dconn)
+			ins.pools[t.name] <- dconn
 		}
-		ins.conns[t.name] = dconn
 	}
 	if opts.SpillDir == "" {
 		opts.SpillDir = "-" // an embedded engine does not go away; spill only on request
@@ -125,8 +153,9 @@ func openDuck(ctx context.Context, path string, opts Options, userBatch bool) (S
 	if !userBatch {
 		// DuckDB writes a full row group (122,880 rows) straight to the
 		// file; smaller appends go through the WAL and are copied again
-		// at checkpoint, which halves the ingest rate.
-		opts.BatchRows = 400000
+		// at checkpoint, which halves the ingest rate. 800k records hold
+		// ~450k transactions: two appenders of more than a row group.
+		opts.BatchRows = 800000
 	}
 	w, err := newWriter(ins, opts)
 	if err != nil {

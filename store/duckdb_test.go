@@ -42,3 +42,47 @@ func TestDuckDBTTL(t *testing.T) {
 		return s
 	})
 }
+
+// TestDuckDBLargeBatch writes one batch big enough that the transactions
+// are split over two appenders, and checks every record is stored once
+// with the right class; and that a writer far ahead of a healthy engine
+// waits instead of spilling (the first 500k-record batch exceeds
+// MaxBufferRows while the writer keeps adding).
+func TestDuckDBLargeBatch(t *testing.T) {
+	ctx := context.Background()
+	spill := t.TempDir()
+	s, err := store.Open(ctx, "duckdb:"+filepath.Join(t.TempDir(), "big.duckdb"), store.Options{SpillDir: spill, BatchRows: 500000, MaxBufferRows: 50000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	g := storetest.NewGen(5, storetest.T0, 1e6)
+	ref := storetest.NewRef()
+	for range 40 {
+		b := g.Next(10000)
+		ref.Add(b)
+		if err := s.WriteBatch(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := s.Stats()
+	if want := int64(len(ref.Conns) + len(ref.Txs) + len(ref.Pvs)); st.Written != want || st.Duplicates != 0 {
+		t.Fatalf("stats %+v, want Written %d", st, want)
+	}
+	if st.SpilledFiles != 0 || st.ReplayedFiles != 0 {
+		t.Errorf("healthy engine spilled: %+v", st)
+	}
+	r := store.TimeRange{From: storetest.T0}
+	for _, class := range []string{"", "gold", "bronze"} {
+		got, err := s.Counters(ctx, r, class)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := ref.Counters(r, class); got != want {
+			t.Errorf("counters %q = %+v\nwant %+v", class, got, want)
+		}
+	}
+}

@@ -25,8 +25,9 @@ type inserter interface {
 	existingIDs(ctx context.Context, t table, lo, hi int64, ids map[string]bool) (map[string]bool, error)
 	// insert appends the rows of c to its table.
 	insert(ctx context.Context, c *colSet) error
-	// chunkRows > 0 splits a table's rows into concurrent inserts of that size.
-	chunkRows() int
+	// chunkRows(n) > 0 splits a table's n rows into concurrent inserts of
+	// that size.
+	chunkRows(n int) int
 }
 
 var debugTiming = os.Getenv("RTMON_STORE_DEBUG") != ""
@@ -65,6 +66,12 @@ type writer struct {
 	closed bool
 	stats  WriterStats
 	err    error // last insert error, cleared on success
+	// stalled: a writer waited MaxAge for room and the flusher stored
+	// nothing meanwhile; cleared by the next stored batch. See add.
+	stalled bool
+	// lastStore is how long the last stored batch took; add waits up to
+	// twice that (at least MaxAge) before declaring the engine stalled.
+	lastStore time.Duration
 	// classes learned from connections and pageviews, the last fallback
 	// for a transaction that arrives without Class (not from the pageview
 	// stage, which always sets it).
@@ -131,6 +138,38 @@ func (w *writer) add(ctx context.Context, b Batch) error {
 		}
 		w.cond.Wait()
 	}
+	// A healthy engine that is only behind (a burst, or a producer faster
+	// than the engine) gets a bounded wait for room before anything is
+	// spilled: encoding and replaying spill files costs the CPU the engine
+	// needs to catch up (a fifth of the client CPU in the ingest
+	// benchmark). Spilling starts at once when inserts fail, and after
+	// one wait in which nothing was stored (a hung server); the wait is
+	// twice the last batch's store time, at least MaxAge, so a big batch
+	// on a slow engine is not mistaken for a hang (10 s before the first
+	// batch is stored, when there is no measure yet).
+	if w.spillDir() != "" && w.memRow >= w.opts.MaxBufferRows && w.err == nil && !w.stalled {
+		grace := max(w.opts.MaxAge, 2*w.lastStore)
+		if w.lastStore == 0 {
+			grace = max(grace, 10*time.Second)
+		}
+		deadline := time.Now().Add(grace)
+		wake := time.AfterFunc(grace, func() {
+			w.mu.Lock()
+			w.cond.Broadcast()
+			w.mu.Unlock()
+		})
+		for w.memRow >= w.opts.MaxBufferRows && w.err == nil && !w.stalled && ctx.Err() == nil && !w.closed {
+			if !time.Now().Before(deadline) {
+				w.stalled = true
+				break
+			}
+			w.cond.Wait()
+		}
+		wake.Stop()
+		if w.closed {
+			return errors.New("store: write after Close")
+		}
+	}
 	if w.cur.Len() == 0 {
 		w.curAt = time.Now()
 	}
@@ -165,7 +204,9 @@ func (w *writer) enqueueLocked() {
 	w.cur = &Batch{}
 	w.queue = append(w.queue, &pending{b: b, n: b.Len()})
 	w.memRow += b.Len()
-	if w.spillDir() != "" && w.memRow > w.opts.MaxBufferRows {
+	// Over the bound while healthy, add's wait keeps the overshoot to
+	// about one batch; spill only when the engine fails or is stalled.
+	if w.spillDir() != "" && w.memRow > w.opts.MaxBufferRows && (w.err != nil || w.stalled) {
 		for i := len(w.queue) - 1; i >= 1 && w.memRow > w.opts.MaxBufferRows; i-- {
 			// Entry 0 may be in the flusher's hands; never touch it.
 			p := w.queue[i]
@@ -275,11 +316,13 @@ func (w *writer) drain(backoff time.Duration) time.Duration {
 			b, err = loadSpill(p.path)
 		}
 		var dups int
+		t0 := time.Now()
 		if err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			dups, err = w.store(ctx, b)
 			cancel()
 		}
+		took := time.Since(t0)
 
 		w.mu.Lock()
 		w.busy = false
@@ -305,6 +348,8 @@ func (w *writer) drain(backoff time.Duration) time.Duration {
 			w.stats.ReplayedFiles++
 		}
 		w.err = nil
+		w.stalled = false
+		w.lastStore = took
 		w.stats.Queued -= int64(p.n)
 		w.stats.Written += int64(p.n - dups)
 		w.stats.Duplicates += int64(dups)
@@ -319,47 +364,61 @@ func (w *writer) store(ctx context.Context, b *Batch) (int, error) {
 	dups := 0
 	sensor := clip(w.opts.Sensor, maxSensorOrPri)
 
-	connClass := map[string]string{}
-	for _, c := range b.Connections {
-		connClass[c.ID] = c.Class
-	}
+	// Built only if some transaction lacks a class (never from the
+	// pageview stage).
+	var connClass map[string]string
 	w.mu.Lock()
 	txClass := make([]string, len(b.Transactions))
 	for i, t := range b.Transactions {
 		// The pageview stage's class wins: it is the classifier the
 		// pageviews and connections were stamped with, so all three tables
 		// agree. The rest serves callers that write bare transactions.
-		switch {
-		case t.Class != "":
+		if t.Class != "" {
 			txClass[i] = t.Class
-		case w.opts.Classify != nil:
+			continue
+		}
+		if w.opts.Classify != nil {
 			txClass[i] = w.opts.Classify(t.Client)
-		case connClass[t.ConnectionID] != "":
-			txClass[i] = connClass[t.ConnectionID]
-		default:
+			continue
+		}
+		if connClass == nil {
+			connClass = make(map[string]string, len(b.Connections))
+			for _, c := range b.Connections {
+				connClass[c.ID] = c.Class
+			}
+		}
+		if c := connClass[t.ConnectionID]; c != "" {
+			txClass[i] = c
+		} else {
 			txClass[i] = w.classOf[t.Client]
 		}
 	}
 	w.mu.Unlock()
 
+	// item i is record i of its group's slice in b; no per-record closure
+	// (an allocation each, which the GC then scans).
 	type item struct {
 		id    string
 		start int64
-		add   func(*colSet)
+		i     int
 	}
 	groups := []struct {
 		t     table
 		items []item
-	}{{t: pvTable}, {t: txTable}, {t: connTable}}
-	for _, p := range b.Pageviews {
-		groups[0].items = append(groups[0].items, item{p.ID, p.Start, func(c *colSet) { pvRow(c, sensor, p) }})
+		add   func(c *colSet, i int)
+	}{
+		{t: pvTable, items: make([]item, len(b.Pageviews)), add: func(c *colSet, i int) { pvRow(c, sensor, b.Pageviews[i]) }},
+		{t: txTable, items: make([]item, len(b.Transactions)), add: func(c *colSet, i int) { txRow(c, sensor, txClass[i], b.Transactions[i]) }},
+		{t: connTable, items: make([]item, len(b.Connections)), add: func(c *colSet, i int) { connRow(c, sensor, b.Connections[i]) }},
+	}
+	for i, p := range b.Pageviews {
+		groups[0].items[i] = item{clip(p.ID, maxID), p.Start, i}
 	}
 	for i, t := range b.Transactions {
-		cl := txClass[i]
-		groups[1].items = append(groups[1].items, item{t.ID, t.Start, func(c *colSet) { txRow(c, sensor, cl, t) }})
+		groups[1].items[i] = item{clip(t.ID, maxID), t.Start, i}
 	}
-	for _, c := range b.Connections {
-		groups[2].items = append(groups[2].items, item{c.ID, c.FirstSeen, func(cs *colSet) { connRow(cs, sensor, c) }})
+	for i, c := range b.Connections {
+		groups[2].items[i] = item{clip(c.ID, maxID), c.FirstSeen, i}
 	}
 	// The three tables are independent: dedup and insert them in parallel,
 	// which lets the server's insert work use both cores.
@@ -376,7 +435,7 @@ func (w *writer) store(ctx context.Context, b *Batch) (int, error) {
 			ids := make(map[string]bool, len(g.items))
 			lo, hi := g.items[0].start, g.items[0].start
 			for _, it := range g.items {
-				ids[clip(it.id, maxID)] = true
+				ids[it.id] = true
 				lo, hi = min(lo, it.start), max(hi, it.start)
 			}
 			tq := time.Now()
@@ -388,22 +447,22 @@ func (w *writer) store(ctx context.Context, b *Batch) (int, error) {
 				errs[gi] = fmt.Errorf("dedup %s: %w", g.t.name, err)
 				return
 			}
-			seen := make(map[string]bool, len(g.items))
-			keep := g.items[:0:0]
+			// ids doubles as the seen-set: an id is kept once, then
+			// marked false so a repeat within the batch is dropped.
+			keep := make([]item, 0, len(g.items))
 			for _, it := range g.items {
-				id := clip(it.id, maxID)
-				if have[id] || seen[id] {
+				if have[it.id] || !ids[it.id] {
 					ndup[gi]++
 					continue
 				}
-				seen[id] = true
+				ids[it.id] = false
 				keep = append(keep, it)
 			}
 			// Split large tables into concurrent inserts: the server's
 			// per-insert work (sort, compress, write a part) is single
 			// threaded, the client's encoding too.
 			size := len(keep)
-			if n := w.ins.chunkRows(); n > 0 {
+			if n := w.ins.chunkRows(len(keep)); n > 0 {
 				size = n
 			}
 			var cwg sync.WaitGroup
@@ -415,7 +474,7 @@ func (w *writer) store(ctx context.Context, b *Batch) (int, error) {
 					defer cwg.Done()
 					cs := newColSet(g.t, len(part))
 					for _, it := range part {
-						it.add(cs)
+						g.add(cs, it.i)
 					}
 					cs.done()
 					ti := time.Now()
