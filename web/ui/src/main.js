@@ -3,6 +3,7 @@ import { el, clear, getJSON, showError } from './dom.js';
 import { overview } from './overview.js';
 import { search } from './search.js';
 import { pageview } from './pageview.js';
+import { whatif } from './whatif.js';
 import { start } from './live.js';
 
 function theme() {
@@ -23,12 +24,13 @@ async function main() {
   theme();
   const page = document.body.dataset.page;
   const mainEl = document.getElementById('main');
-  if (!['overview', 'search', 'pageview'].includes(page)) { start(); return; }
+  if (!['overview', 'search', 'pageview', 'whatif'].includes(page)) { start(); return; }
   clear(mainEl);
   try {
     const meta = await getJSON('/api/meta');
     if (page === 'overview') await overview(mainEl, meta);
     else if (page === 'search') await search(mainEl, meta);
+    else if (page === 'whatif') await whatif(mainEl, meta);
     else await pageview(mainEl, meta);
   } catch (e) {
     showError(mainEl, e);

@@ -1,0 +1,694 @@
+package web
+
+// The what-if page: the user picks or edits RLM rules and sees, per class,
+// the response-time distribution the whatif package predicts overlaid on the
+// measured one, with the ranking of single actions and pairs and every
+// model's assumptions. Like the rest of the UI it only reads: rules travel
+// in the query string (GET), so a what-if view is a shareable link.
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/rtmon/rtmon/pageview"
+	"github.com/rtmon/rtmon/reconstruct"
+	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/whatif"
+)
+
+// DefaultWhatIfRules prefill the page when the link names no rules: the
+// first standard candidate, the cheapest cure for the 3 s SYN peak.
+const DefaultWhatIfRules = "IF IP.SRC == * THEN FAST SYN GAP 200ms"
+
+// WhatIfOptions tune NewWhatIfHandler. Zero values take the defaults noted.
+type WhatIfOptions struct {
+	// Title is shown in the header; default "rtmon".
+	Title string
+	// Priorities are used when the link has no priority= parameter, e.g.
+	// from the classes file the capture was analyzed with. Unlisted classes
+	// are low priority (whatif.Options).
+	Priorities map[string]whatif.Priority
+	// MaxTransactions bounds the transactions read for one time range
+	// (default 200,000): the newest are kept and the page says so.
+	MaxTransactions int
+	// MaxConnectionLookups bounds the pageviews whose connections are read
+	// (default 50,000). The store returns connections only with their
+	// pageview, so each costs a PageviewByID.
+	MaxConnectionLookups int
+	// CacheTTL is how long the records of one time range are reused, so
+	// editing rules does not re-read the store (default 2 min; < 0: never).
+	CacheTTL time.Duration
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// NewWhatIfHandler serves the what-if page at /whatif/ and its JSON API at
+// /whatif/api over st, for web.Config.WhatIf. It answers GET and HEAD only.
+func NewWhatIfHandler(st store.Store, o WhatIfOptions) http.Handler {
+	if o.Title == "" {
+		o.Title = "rtmon"
+	}
+	if o.MaxTransactions <= 0 {
+		o.MaxTransactions = 200_000
+	}
+	if o.MaxConnectionLookups <= 0 {
+		o.MaxConnectionLookups = 50_000
+	}
+	if o.CacheTTL == 0 {
+		o.CacheTTL = 2 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &whatIfHandler{st: st, o: o, items: map[string]*whatIfData{}}
+}
+
+type whatIfHandler struct {
+	st    store.Store
+	o     WhatIfOptions
+	group singleflight.Group
+	mu    sync.Mutex
+	items map[string]*whatIfData
+}
+
+func (h *whatIfHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Mounted in Server these are set already; standalone they are not.
+	if w.Header().Get("Content-Security-Policy") == "" {
+		w.Header().Set("Content-Security-Policy", CSP)
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed: the UI is read-only", http.StatusMethodNotAllowed)
+		return
+	}
+	switch r.URL.Path {
+	case "/whatif", "/whatif/":
+		h.page(w)
+	case "/whatif/api":
+		h.api(w, r)
+	default:
+		http.Error(w, "not found", http.StatusNotFound)
+	}
+}
+
+func (h *whatIfHandler) page(w http.ResponseWriter) {
+	var buf bytes.Buffer
+	d := pageData{Page: "whatif", Title: h.o.Title, Heading: "What-if", WhatIf: true, HasBundle: HasBundle()}
+	if err := templates.ExecuteTemplate(&buf, "page.html", d); err != nil {
+		http.Error(w, fmt.Sprintf("template: %v", err), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(buf.Bytes())
+}
+
+// WhatIfResponse is /whatif/api's answer. Durations and times are ns.
+type WhatIfResponse struct {
+	// RulesText is the rule source evaluated (the default when the link
+	// has none).
+	RulesText string `json:"rules_text"`
+	// ParseError is set when RulesText does not parse; nothing is
+	// evaluated then (Error holds the same as one line).
+	ParseError *WhatIfParseError `json:"parse_error,omitempty"`
+	Error      string            `json:"error,omitempty"`
+	Rules      []string          `json:"rules"`
+	Unit       string            `json:"unit"` // "pageview" or "transaction"
+	Units      int               `json:"units"`
+	Range      store.TimeRange   `json:"range"` // records read: [From, To)
+	Loaded     WhatIfLoaded      `json:"loaded"`
+	// Notes say what limits the answer (truncation, missing connections).
+	Notes      []string                   `json:"notes"`
+	Priorities map[string]whatif.Priority `json:"priorities"`
+	// Classes: measured and predicted distributions per class (edges are
+	// the overview histogram's).
+	Classes []whatif.ClassResult `json:"classes"`
+	// Class is the class Ranking is for.
+	Class       string             `json:"class"`
+	Ranking     []whatif.Ranked    `json:"ranking"`
+	Candidates  []WhatIfCandidate  `json:"candidates"`
+	Assumptions []WhatIfAssumption `json:"assumptions"`
+	LoadModel   whatif.LoadModel   `json:"load_model"`
+	Passes      int                `json:"passes"`
+}
+
+// WhatIfParseError locates a rule syntax error (1-based; 0 when the error
+// is not tied to a position, e.g. too many rules).
+type WhatIfParseError struct {
+	Line    int    `json:"line"`
+	Col     int    `json:"col"`
+	Message string `json:"message"`
+}
+
+// WhatIfLoaded counts the records the evaluation read.
+type WhatIfLoaded struct {
+	Transactions int `json:"transactions"`
+	Pageviews    int `json:"pageviews"`
+	Connections  int `json:"connections"`
+	// Matching counts the transactions in the requested range; more than
+	// Transactions when Truncated.
+	Matching  int64 `json:"matching_transactions"`
+	Truncated bool  `json:"truncated"`
+	// ConnLookupsSkipped: pageviews whose connections were not read
+	// (MaxConnectionLookups); NoConnection: fresh-connection transactions
+	// whose connection record is missing (SYN models cannot apply to them).
+	ConnLookupsSkipped int `json:"conn_lookups_skipped"`
+	NoConnection       int `json:"no_connection"`
+}
+
+// WhatIfCandidate is one standard candidate for the page's picker.
+type WhatIfCandidate struct {
+	Label string `json:"label"`
+	Rules string `json:"rules"`
+}
+
+// WhatIfAssumption is one action's model assumptions (Action.Assumptions).
+type WhatIfAssumption struct {
+	Action string `json:"action"`
+	Text   string `json:"text"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	// encoding/json escapes <, > and &, so the answer is inert even if a
+	// browser were tricked into rendering it as HTML.
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func jsonError(w http.ResponseWriter, status int, err error) {
+	writeJSON(w, status, gin.H{"error": err.Error()})
+}
+
+// parsePriorities reads "premium=high,others=low" as the CLI's --priority.
+func parsePriorities(s string) (map[string]whatif.Priority, error) {
+	out := map[string]whatif.Priority{}
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		name, prio, ok := strings.Cut(p, "=")
+		switch strings.ToLower(strings.TrimSpace(prio)) {
+		case "high":
+			prio = string(whatif.High)
+		case "low":
+			prio = string(whatif.Low)
+		default:
+			ok = false
+		}
+		if !ok || strings.TrimSpace(name) == "" {
+			return nil, fmt.Errorf("priority %q: want class=high or class=low", p)
+		}
+		out[strings.TrimSpace(name)] = whatif.Priority(prio)
+	}
+	return out, nil
+}
+
+func (h *whatIfHandler) api(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	resp := WhatIfResponse{Notes: []string{}, Rules: []string{}, Classes: []whatif.ClassResult{},
+		Ranking: []whatif.Ranked{}, Candidates: []WhatIfCandidate{}, Assumptions: []WhatIfAssumption{}}
+	resp.RulesText = DefaultWhatIfRules
+	if _, ok := q["rules"]; ok {
+		// Present but empty evaluates no rules: predicted equals measured.
+		resp.RulesText = q.Get("rules")
+	}
+	resp.Priorities = maps.Clone(h.o.Priorities)
+	if _, ok := q["priority"]; ok {
+		p, err := parsePriorities(q.Get("priority"))
+		if err != nil {
+			jsonError(w, http.StatusBadRequest, err)
+			return
+		}
+		resp.Priorities = p
+	}
+	if resp.Priorities == nil {
+		resp.Priorities = map[string]whatif.Priority{}
+	}
+	opts := whatif.Options{Priorities: resp.Priorities, Edges: histEdges}
+	rng := rangeParams{Last: q.Get("last"), From: q.Get("from"), To: q.Get("to")}
+
+	rules, perr := whatif.ParseRules(resp.RulesText)
+	data, err := h.data(r.Context(), rng)
+	if err != nil {
+		var re rangeError
+		if errors.As(err, &re) {
+			jsonError(w, http.StatusBadRequest, err)
+			return
+		}
+		jsonError(w, http.StatusInternalServerError, err)
+		return
+	}
+	resp.Range, resp.Loaded, resp.Notes = data.rng, data.loaded, append([]string{}, data.notes...)
+	resp.Units, resp.Unit = data.ds.Units(), "transaction"
+	if data.ds.Pageviews() {
+		resp.Unit = "pageview"
+	}
+	singles, err := data.ds.StandardCandidates(opts)
+	if err != nil {
+		jsonError(w, http.StatusInternalServerError, err)
+		return
+	}
+	for _, rs := range singles {
+		resp.Candidates = append(resp.Candidates, WhatIfCandidate{Label: candidateLabel(rs), Rules: rulesText(rs)})
+	}
+	if perr != nil {
+		// A typo is the user's to fix, not a failed request: 200, with the
+		// position so the page can point at it.
+		pe := &WhatIfParseError{Message: perr.Error()}
+		var p *whatif.ParseError
+		if errors.As(perr, &p) {
+			pe.Line, pe.Col = p.Line, p.Col
+			pe.Message = fmt.Sprintf("expected %s, found %s", p.Expected, p.Found)
+		}
+		resp.ParseError, resp.Error = pe, perr.Error()
+		writeJSON(w, http.StatusOK, resp)
+		return
+	}
+	res, err := data.ds.Evaluate(rules, opts)
+	if err != nil {
+		jsonError(w, http.StatusBadRequest, fmt.Errorf("evaluate: %w", err))
+		return
+	}
+	resp.Rules = nonNil(res.Rules)
+	resp.Classes, resp.LoadModel, resp.Passes = res.Classes, res.LoadModel, res.Passes
+
+	resp.Class = q.Get("class")
+	if resp.Class != "" && !slices.Contains(data.ds.Classes(), resp.Class) {
+		jsonError(w, http.StatusBadRequest, fmt.Errorf("class %q has no records in this range", resp.Class))
+		return
+	}
+	if resp.Class == "" {
+		resp.Class = defaultRankClass(data.ds.Classes(), resp.Priorities)
+	}
+	// The user's rules join the standard candidates as singles, so the
+	// ranking says how they compare and combine.
+	seen := map[string]bool{}
+	for _, rs := range singles {
+		seen[rulesText(rs)] = true
+	}
+	for _, r := range rules {
+		if rs := []whatif.Rule{r}; !seen[rulesText(rs)] {
+			seen[rulesText(rs)] = true
+			singles = append(singles, rs)
+		}
+	}
+	ranking, err := data.rank(singles, opts)
+	if err != nil {
+		jsonError(w, http.StatusInternalServerError, err)
+		return
+	}
+	for _, rk := range ranking {
+		if rk.Class == resp.Class {
+			resp.Ranking = append(resp.Ranking, rk)
+		}
+	}
+	if len(singles) > maxPairSingles {
+		resp.Notes = append(resp.Notes, fmt.Sprintf("%d single rule sets: pairs are not ranked above %d.", len(singles), maxPairSingles))
+	}
+	assume := map[string]string{}
+	for _, rs := range append([][]whatif.Rule{rules}, singles...) {
+		for _, r := range rs {
+			for _, a := range r.Actions {
+				assume[a.String()] = a.Assumptions()
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(assume)) {
+		resp.Assumptions = append(resp.Assumptions, WhatIfAssumption{Action: k, Text: assume[k]})
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// defaultRankClass is the first high-priority class (the one the RLM
+// actions are meant to help), else the first class.
+func defaultRankClass(classes []string, prios map[string]whatif.Priority) string {
+	for _, c := range classes {
+		if prios[c] == whatif.High {
+			return c
+		}
+	}
+	if len(classes) > 0 {
+		return classes[0]
+	}
+	return ""
+}
+
+func rulesText(rs []whatif.Rule) string {
+	var s []string
+	for _, r := range rs {
+		s = append(s, r.String())
+	}
+	return strings.Join(s, "\n")
+}
+
+// candidateLabel names a standard candidate by its actions, plus the class
+// for the per-class DROP SYN rules.
+func candidateLabel(rs []whatif.Rule) string {
+	var parts []string
+	for _, r := range rs {
+		var acts []string
+		for _, a := range r.Actions {
+			acts = append(acts, a.String())
+		}
+		l := strings.Join(acts, ", ")
+		if s := r.String(); strings.Contains(s, "CLASS") {
+			if i := strings.Index(s, " THEN "); i > 0 {
+				l += " (" + strings.TrimPrefix(s[:i], "IF ") + ")"
+			}
+		}
+		parts = append(parts, l)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// maxPairSingles bounds the pairwise ranking: n singles make n(n-1)/2 pairs,
+// each a full replay.
+const maxPairSingles = 10
+
+// rangeError marks errors in the link's range parameters (400, not 500).
+type rangeError struct{ error }
+
+func (e rangeError) Unwrap() error { return e.error }
+
+// whatIfData is one time range's records, ready to replay, with the
+// rankings computed over it (ranking is the slow part; rules edits that
+// leave the candidate set alone reuse it).
+type whatIfData struct {
+	at     time.Time
+	ds     *whatif.Dataset
+	rng    store.TimeRange
+	loaded WhatIfLoaded
+	notes  []string
+
+	group singleflight.Group
+	mu    sync.Mutex
+	ranks map[string][]whatif.Ranked
+}
+
+func (h *whatIfHandler) data(ctx context.Context, rng rangeParams) (*whatIfData, error) {
+	key := rng.Last + "\x00" + rng.From + "\x00" + rng.To
+	if h.o.CacheTTL > 0 {
+		h.mu.Lock()
+		if d, ok := h.items[key]; ok && time.Since(d.at) < h.o.CacheTTL {
+			h.mu.Unlock()
+			return d, nil
+		}
+		h.mu.Unlock()
+	}
+	v, err, _ := h.group.Do(key, func() (any, error) {
+		// Detached from the first caller: others may be waiting on it.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+		defer cancel()
+		start := time.Now()
+		d, err := h.load(cctx, rng)
+		if err != nil {
+			return nil, err
+		}
+		h.o.Logger.Debug("whatif: records loaded", "transactions", d.loaded.Transactions, "pageviews", d.loaded.Pageviews,
+			"connections", d.loaded.Connections, "took", time.Since(start))
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		// A dataset of 200k transactions is tens of MB: keep a few ranges.
+		for len(h.items) >= 4 {
+			oldest := ""
+			for k, e := range h.items {
+				if oldest == "" || e.at.Before(h.items[oldest].at) {
+					oldest = k
+				}
+			}
+			delete(h.items, oldest)
+		}
+		h.items[key] = d
+		return d, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*whatIfData), nil
+}
+
+func (h *whatIfHandler) load(ctx context.Context, rp rangeParams) (*whatIfData, error) {
+	var ext extent
+	if rp.Last != "" && rp.Last != "all" {
+		var err error
+		if ext, err = dataExtent(ctx, h.st); err != nil {
+			return nil, err
+		}
+	}
+	rng, err := rp.resolve(ext)
+	if err != nil {
+		return nil, rangeError{err}
+	}
+	d := &whatIfData{at: time.Now(), ranks: map[string][]whatif.Ranked{}}
+	conns, txs, pvs, err := loadRecords(ctx, h.st, rng, h.o.MaxTransactions, h.o.MaxConnectionLookups, &d.loaded, &rng)
+	if err != nil {
+		return nil, err
+	}
+	d.rng = rng
+	if d.ds, err = whatif.NewDataset(conns, txs, pvs); err != nil {
+		return nil, fmt.Errorf("whatif dataset: %w", err)
+	}
+	l := d.loaded
+	if l.Truncated {
+		d.notes = append(d.notes, fmt.Sprintf("Only the newest %d of the %d transactions in this range were read (from %s UTC): choose a shorter range to see all.",
+			l.Transactions, l.Matching, time.Unix(0, rng.From).UTC().Format("2006-01-02 15:04:05")))
+	}
+	if l.ConnLookupsSkipped > 0 {
+		d.notes = append(d.notes, fmt.Sprintf("Connections of %d pageviews were not read (at most %d lookups).", l.ConnLookupsSkipped, h.o.MaxConnectionLookups))
+	}
+	if l.NoConnection > 0 {
+		d.notes = append(d.notes, fmt.Sprintf("%d transactions opened a connection whose record was not found: FAST SYN, FAST SYN/ACK and SPLICE leave them as measured.", l.NoConnection))
+	}
+	return d, nil
+}
+
+// searchPage is the store's largest search page.
+const searchPage = 10000
+
+// loadRecords reads the records of rng through the public Store API: the
+// newest limit transactions (Search pages), the pageviews from the oldest of
+// them on, and, for every pageview with a transaction that opened a
+// connection, that pageview's connections (the store returns connections
+// only with their pageview). When transactions are cut, *rng is narrowed to
+// what was read, so pageviews and transactions cover the same span. Records
+// come back ordered by start time, then id.
+func loadRecords(ctx context.Context, st store.Store, rng store.TimeRange, limit, maxLookups int, info *WhatIfLoaded, out *store.TimeRange) (
+	[]*reconstruct.Connection, []*reconstruct.Transaction, []*pageview.Pageview, error) {
+	var txs []*reconstruct.Transaction
+	seen := map[string]bool{}
+	for off := 0; ; off += searchPage {
+		res, err := st.Search(ctx, store.SearchQuery{Kind: store.Transactions, Range: rng, Offset: off, Limit: searchPage})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("whatif: reading transactions: %w", err)
+		}
+		if off == 0 {
+			info.Matching = res.Total
+		}
+		for _, t := range res.Transactions {
+			if !seen[t.ID] {
+				seen[t.ID] = true
+				txs = append(txs, t)
+			}
+		}
+		if len(res.Transactions) < searchPage || len(txs) >= limit || int64(off+searchPage) >= res.Total {
+			break
+		}
+	}
+	// (On a live store new records shift the pages while they are read;
+	// the few that are seen twice or missed then are not a truncation.)
+	if len(txs) >= limit && info.Matching > int64(limit) {
+		// Newest first: keep the newest limit, then drop the oldest start
+		// time's records, which the cut may have split.
+		info.Truncated = true
+		if len(txs) > limit {
+			txs = txs[:limit]
+		}
+		cut := txs[len(txs)-1].Start
+		for len(txs) > 0 && txs[len(txs)-1].Start == cut {
+			txs = txs[:len(txs)-1]
+		}
+		rng.From = cut + 1
+	}
+	var pvs []*pageview.Pageview
+	clear(seen)
+	for off := 0; ; off += searchPage {
+		res, err := st.Search(ctx, store.SearchQuery{Kind: store.Pageviews, Range: rng, Offset: off, Limit: searchPage})
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("whatif: reading pageviews: %w", err)
+		}
+		for _, p := range res.Pageviews {
+			if !seen[p.ID] {
+				seen[p.ID] = true
+				pvs = append(pvs, p)
+			}
+		}
+		if len(res.Pageviews) < searchPage || len(pvs) >= limit || int64(off+searchPage) >= res.Total {
+			break
+		}
+	}
+	// Connections: only a transaction that opened its connection (Tconn >
+	// 0) needs the record (its SYN and SYN/ACK times); the others would
+	// lend only their MSS, for which the model has a default.
+	need := map[string]bool{}
+	for _, t := range txs {
+		if t.Tconn > 0 && t.PageviewID != "" {
+			need[t.PageviewID] = true
+		}
+	}
+	var lookups []string
+	for _, p := range pvs { // newest first
+		if need[p.ID] {
+			if len(lookups) == maxLookups {
+				info.ConnLookupsSkipped++
+				continue
+			}
+			lookups = append(lookups, p.ID)
+		}
+	}
+	details := make([]*store.PageviewDetail, len(lookups))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(2, runtime.GOMAXPROCS(0)))
+	for i, id := range lookups {
+		g.Go(func() error {
+			d, err := st.PageviewByID(gctx, id)
+			if err != nil {
+				return fmt.Errorf("whatif: connections of pageview %s: %w", id, err)
+			}
+			details[i] = d
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, nil, err
+	}
+	var conns []*reconstruct.Connection
+	connSeen := map[string]bool{}
+	for _, d := range details {
+		for _, c := range d.Connections {
+			if !connSeen[c.ID] {
+				connSeen[c.ID] = true
+				conns = append(conns, c)
+			}
+		}
+	}
+	for _, t := range txs {
+		if t.Tconn > 0 && !connSeen[t.ConnectionID] {
+			info.NoConnection++
+		}
+	}
+	// A fixed order makes the replay independent of the store's paging
+	// (units starting together are taken in input order).
+	slices.SortFunc(txs, func(a, b *reconstruct.Transaction) int {
+		return cmp.Or(cmp.Compare(a.Start, b.Start), strings.Compare(a.ID, b.ID))
+	})
+	slices.SortFunc(pvs, func(a, b *pageview.Pageview) int {
+		return cmp.Or(cmp.Compare(a.Start, b.Start), strings.Compare(a.ID, b.ID))
+	})
+	slices.SortFunc(conns, func(a, b *reconstruct.Connection) int {
+		return cmp.Or(cmp.Compare(a.FirstSeen, b.FirstSeen), strings.Compare(a.ID, b.ID))
+	})
+	info.Transactions, info.Pageviews, info.Connections = len(txs), len(pvs), len(conns)
+	*out = rng
+	return conns, txs, pvs, nil
+}
+
+// rank ranks singles (and their pairs, up to maxPairSingles singles) once
+// per candidate set and options, sharing the replays between requests.
+func (d *whatIfData) rank(singles [][]whatif.Rule, opts whatif.Options) ([]whatif.Ranked, error) {
+	var key strings.Builder
+	for _, c := range slices.Sorted(maps.Keys(opts.Priorities)) {
+		fmt.Fprintf(&key, "%s=%s,", c, opts.Priorities[c])
+	}
+	for _, rs := range singles {
+		key.WriteString("\x00" + rulesText(rs))
+	}
+	d.mu.Lock()
+	if r, ok := d.ranks[key.String()]; ok {
+		d.mu.Unlock()
+		return r, nil
+	}
+	d.mu.Unlock()
+	v, err, _ := d.group.Do(key.String(), func() (any, error) {
+		cands := singles
+		if len(singles) <= maxPairSingles {
+			cands = whatif.Pairs(singles)
+		}
+		r, err := rankParallel(d.ds, cands, opts)
+		if err != nil {
+			return nil, err
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if len(d.ranks) > 32 {
+			clear(d.ranks)
+		}
+		d.ranks[key.String()] = r
+		return r, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]whatif.Ranked), nil
+}
+
+// rankParallel is ds.Rank(cands, opts) spread over the cores: Rank replays
+// each candidate independently and then sorts stably, so ranking chunks in
+// order and sorting their concatenation the same way gives the same list.
+func rankParallel(ds *whatif.Dataset, cands [][]whatif.Rule, opts whatif.Options) ([]whatif.Ranked, error) {
+	n := min(runtime.GOMAXPROCS(0), len(cands))
+	if n <= 1 {
+		r, err := ds.Rank(cands, opts)
+		if err != nil {
+			return nil, fmt.Errorf("whatif ranking: %w", err)
+		}
+		return r, nil
+	}
+	parts := make([][]whatif.Ranked, n)
+	var g errgroup.Group
+	for i := range n {
+		lo, hi := i*len(cands)/n, (i+1)*len(cands)/n
+		g.Go(func() error {
+			r, err := ds.Rank(cands[lo:hi], opts)
+			parts[i] = r
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, fmt.Errorf("whatif ranking: %w", err)
+	}
+	// Ties keep candidate order within a part, and parts are concatenated
+	// in candidate order, so this stable sort gives Rank's own order.
+	var out []whatif.Ranked
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	slices.SortStableFunc(out, func(a, b whatif.Ranked) int {
+		return cmp.Or(strings.Compare(a.Class, b.Class), cmp.Compare(b.Gain, a.Gain), cmp.Compare(a.Cost, b.Cost))
+	})
+	return out, nil
+}
