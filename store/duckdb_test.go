@@ -43,9 +43,8 @@ func TestDuckDBTTL(t *testing.T) {
 	})
 }
 
-// TestDuckDBLargeBatch writes one batch big enough that the transactions
-// are split over two appenders, and checks every record is stored once
-// with the right class; and that a writer far ahead of a healthy engine
+// TestDuckDBLargeBatch writes batches of several row groups and checks
+// every record is stored once with the right class; and that a writer far ahead of a healthy engine
 // waits instead of spilling (the first 500k-record batch exceeds
 // MaxBufferRows while the writer keeps adding).
 func TestDuckDBLargeBatch(t *testing.T) {

@@ -238,13 +238,15 @@ type WriterStats struct {
 type Options struct {
 	Sensor string // written into every row; default ""
 	// BatchRows flushes when this many records are buffered (default
-	// 100000 for ClickHouse, kept within 10k-100k; 400000 for DuckDB, whose
+	// 300000 for ClickHouse, kept within 10k-300k; 400000 for DuckDB, whose
 	// appender is fastest with whole row groups).
 	BatchRows int
 	// MaxAge flushes a non-empty buffer this old (default 2 s).
 	MaxAge time.Duration
 	// MaxBufferRows bounds records held in memory while the engine fails
-	// (default 1,000,000); beyond it batches go to SpillDir.
+	// (default 1,000,000); beyond it batches go to SpillDir. While the
+	// engine is healthy but behind, writers wait for room instead (bounded,
+	// see README), so the bound can be exceeded by about one batch.
 	MaxBufferRows int
 	// SpillDir receives batches the engine could not take. Default for
 	// ClickHouse: $TMPDIR/rtmon-spill/<host>_<port>_<db>; "-" disables
