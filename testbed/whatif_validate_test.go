@@ -3,6 +3,7 @@ package testbed
 import (
 	"context"
 	"math"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -110,7 +111,9 @@ func TestWhatIfValidation(t *testing.T) {
 		},
 	}
 	var rows []ValidationRow
-	defer func() { t.Logf("what-if validation (seconds; err = predicted vs measured by the clients):\n%s", FormatValidationTable(rows)) }()
+	defer func() {
+		t.Logf("what-if validation (seconds; err = predicted vs measured by the clients):\n%s", FormatValidationTable(rows))
+	}()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -137,7 +140,14 @@ func TestWhatIfValidation(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				keepCapture(t, r.Capture)
+				if *keepDir != "" {
+					// Both runs of the case, by the run's name.
+					if b, err := os.ReadFile(r.Capture); err != nil {
+						t.Error(err)
+					} else if err := os.WriteFile(filepath.Join(*keepDir, "whatif-"+spec.Name+".pcap"), b, 0o644); err != nil {
+						t.Error(err)
+					}
+				}
 				if r.CaptureDropped != 0 {
 					t.Errorf("%s: tcpdump dropped %d packets", name, r.CaptureDropped)
 				}
