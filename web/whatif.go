@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -47,12 +48,18 @@ type WhatIfOptions struct {
 	// MaxTransactions bounds the transactions read for one time range
 	// (default 200,000): the newest are kept and the page says so.
 	MaxTransactions int
-	// MaxConnectionLookups bounds the pageviews whose connections are read
-	// (default 50,000). The store returns connections only with their
-	// pageview, so each costs a PageviewByID.
+	// MaxConnectionLookups and ConnectionBudget bound the pageviews whose
+	// connections are read (default 20,000 lookups, 15 s). The store
+	// returns connections only with their pageview, so each costs a
+	// PageviewByID, which scans the transactions table. Pageviews whose
+	// handshakes show a loss are read first (see loadRecords).
 	MaxConnectionLookups int
-	// CacheTTL is how long the records of one time range are reused, so
-	// editing rules does not re-read the store (default 2 min; < 0: never).
+	ConnectionBudget     time.Duration
+	// CacheTTL is how long the records of one time range are reused while
+	// the store takes new records, so editing rules does not re-read it
+	// (default 2 min; < 0: never). While the store writes nothing (a stored
+	// capture under rtmon serve) they are reused until evicted by other
+	// ranges.
 	CacheTTL time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
@@ -68,7 +75,10 @@ func NewWhatIfHandler(st store.Store, o WhatIfOptions) http.Handler {
 		o.MaxTransactions = 200_000
 	}
 	if o.MaxConnectionLookups <= 0 {
-		o.MaxConnectionLookups = 50_000
+		o.MaxConnectionLookups = 20_000
+	}
+	if o.ConnectionBudget <= 0 {
+		o.ConnectionBudget = 15 * time.Second
 	}
 	if o.CacheTTL == 0 {
 		o.CacheTTL = 2 * time.Minute
@@ -167,10 +177,13 @@ type WhatIfLoaded struct {
 	Matching  int64 `json:"matching_transactions"`
 	Truncated bool  `json:"truncated"`
 	// ConnLookupsSkipped: pageviews whose connections were not read
-	// (MaxConnectionLookups); NoConnection: fresh-connection transactions
-	// whose connection record is missing (SYN models cannot apply to them).
+	// (MaxConnectionLookups, ConnectionBudget); NoConnection:
+	// fresh-connection transactions whose connection record is missing,
+	// LossyNoConnection those of them whose connect time shows a lost SYN
+	// or SYN/ACK (the SYN models and SPLICE leave them as measured).
 	ConnLookupsSkipped int `json:"conn_lookups_skipped"`
 	NoConnection       int `json:"no_connection"`
+	LossyNoConnection  int `json:"lossy_no_connection"`
 }
 
 // WhatIfCandidate is one standard candidate for the page's picker.
@@ -399,11 +412,12 @@ func (e rangeError) Unwrap() error { return e.error }
 // rankings computed over it (ranking is the slow part; rules edits that
 // leave the candidate set alone reuse it).
 type whatIfData struct {
-	at     time.Time
-	ds     *whatif.Dataset
-	rng    store.TimeRange
-	loaded WhatIfLoaded
-	notes  []string
+	at      time.Time
+	written int64 // store's Stats().Written when read
+	ds      *whatif.Dataset
+	rng     store.TimeRange
+	loaded  WhatIfLoaded
+	notes   []string
 
 	group singleflight.Group
 	mu    sync.Mutex
@@ -413,8 +427,9 @@ type whatIfData struct {
 func (h *whatIfHandler) data(ctx context.Context, rng rangeParams) (*whatIfData, error) {
 	key := rng.Last + "\x00" + rng.From + "\x00" + rng.To
 	if h.o.CacheTTL > 0 {
+		written := h.st.Stats().Written
 		h.mu.Lock()
-		if d, ok := h.items[key]; ok && time.Since(d.at) < h.o.CacheTTL {
+		if d, ok := h.items[key]; ok && (time.Since(d.at) < h.o.CacheTTL || d.written == written) {
 			h.mu.Unlock()
 			return d, nil
 		}
@@ -464,8 +479,9 @@ func (h *whatIfHandler) load(ctx context.Context, rp rangeParams) (*whatIfData, 
 	if err != nil {
 		return nil, rangeError{err}
 	}
-	d := &whatIfData{at: time.Now(), ranks: map[string][]whatif.Ranked{}}
-	conns, txs, pvs, err := loadRecords(ctx, h.st, rng, h.o.MaxTransactions, h.o.MaxConnectionLookups, &d.loaded, &rng)
+	d := &whatIfData{at: time.Now(), written: h.st.Stats().Written, ranks: map[string][]whatif.Ranked{}}
+	lim := loadLimits{transactions: h.o.MaxTransactions, lookups: h.o.MaxConnectionLookups, budget: h.o.ConnectionBudget}
+	conns, txs, pvs, err := loadRecords(ctx, h.st, rng, lim, &d.loaded, &rng)
 	if err != nil {
 		return nil, err
 	}
@@ -479,10 +495,12 @@ func (h *whatIfHandler) load(ctx context.Context, rp rangeParams) (*whatIfData, 
 			l.Transactions, l.Matching, time.Unix(0, rng.From).UTC().Format("2006-01-02 15:04:05")))
 	}
 	if l.ConnLookupsSkipped > 0 {
-		d.notes = append(d.notes, fmt.Sprintf("Connections of %d pageviews were not read (at most %d lookups).", l.ConnLookupsSkipped, h.o.MaxConnectionLookups))
+		d.notes = append(d.notes, fmt.Sprintf("Connections of %d pageviews were not read (at most %d lookups in %v; those whose handshakes show a loss first).",
+			l.ConnLookupsSkipped, h.o.MaxConnectionLookups, h.o.ConnectionBudget))
 	}
 	if l.NoConnection > 0 {
-		d.notes = append(d.notes, fmt.Sprintf("%d transactions opened a connection whose record was not found: FAST SYN, FAST SYN/ACK and SPLICE leave them as measured.", l.NoConnection))
+		d.notes = append(d.notes, fmt.Sprintf("%d transactions opened a connection whose record was not read (%d of them with a lost SYN or SYN/ACK): FAST SYN, FAST SYN/ACK and SPLICE leave them as measured, REWRITE EMBEDS assumes a 1460-byte MSS.",
+			l.NoConnection, l.LossyNoConnection))
 	}
 	return d, nil
 }
@@ -497,8 +515,9 @@ const searchPage = 10000
 // only with their pageview). When transactions are cut, *rng is narrowed to
 // what was read, so pageviews and transactions cover the same span. Records
 // come back ordered by start time, then id.
-func loadRecords(ctx context.Context, st store.Store, rng store.TimeRange, limit, maxLookups int, info *WhatIfLoaded, out *store.TimeRange) (
+func loadRecords(ctx context.Context, st store.Store, rng store.TimeRange, lim loadLimits, info *WhatIfLoaded, out *store.TimeRange) (
 	[]*reconstruct.Connection, []*reconstruct.Transaction, []*pageview.Pageview, error) {
+	limit := lim.transactions
 	var txs []*reconstruct.Transaction
 	seen := map[string]bool{}
 	for off := 0; ; off += searchPage {
@@ -553,28 +572,37 @@ func loadRecords(ctx context.Context, st store.Store, rng store.TimeRange, limit
 	}
 	// Connections: only a transaction that opened its connection (Tconn >
 	// 0) needs the record (its SYN and SYN/ACK times); the others would
-	// lend only their MSS, for which the model has a default.
+	// lend only their MSS, for which the model has a default. Pageviews
+	// with a lossy handshake come first: there the SYN models act.
 	need := map[string]bool{}
 	for _, t := range txs {
 		if t.Tconn > 0 && t.PageviewID != "" {
-			need[t.PageviewID] = true
+			need[t.PageviewID] = need[t.PageviewID] || lossyHandshake(t)
 		}
 	}
 	var lookups []string
-	for _, p := range pvs { // newest first
-		if need[p.ID] {
-			if len(lookups) == maxLookups {
-				info.ConnLookupsSkipped++
-				continue
+	for _, lossy := range []bool{true, false} {
+		for _, p := range pvs { // newest first
+			if l, ok := need[p.ID]; ok && l == lossy {
+				if len(lookups) == lim.lookups {
+					info.ConnLookupsSkipped++
+					continue
+				}
+				lookups = append(lookups, p.ID)
 			}
-			lookups = append(lookups, p.ID)
 		}
 	}
 	details := make([]*store.PageviewDetail, len(lookups))
+	var skipped atomic.Int64
+	deadline := time.Now().Add(lim.budget)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(2, runtime.GOMAXPROCS(0)))
 	for i, id := range lookups {
 		g.Go(func() error {
+			if time.Now().After(deadline) {
+				skipped.Add(1)
+				return nil
+			}
 			d, err := st.PageviewByID(gctx, id)
 			if err != nil {
 				return fmt.Errorf("whatif: connections of pageview %s: %w", id, err)
@@ -586,9 +614,13 @@ func loadRecords(ctx context.Context, st store.Store, rng store.TimeRange, limit
 	if err := g.Wait(); err != nil {
 		return nil, nil, nil, err
 	}
+	info.ConnLookupsSkipped += int(skipped.Load())
 	var conns []*reconstruct.Connection
 	connSeen := map[string]bool{}
 	for _, d := range details {
+		if d == nil {
+			continue // over the budget
+		}
 		for _, c := range d.Connections {
 			if !connSeen[c.ID] {
 				connSeen[c.ID] = true
@@ -599,6 +631,9 @@ func loadRecords(ctx context.Context, st store.Store, rng store.TimeRange, limit
 	for _, t := range txs {
 		if t.Tconn > 0 && !connSeen[t.ConnectionID] {
 			info.NoConnection++
+			if lossyHandshake(t) {
+				info.LossyNoConnection++
+			}
 		}
 	}
 	// A fixed order makes the replay independent of the store's paging
@@ -615,6 +650,19 @@ func loadRecords(ctx context.Context, st store.Store, rng store.TimeRange, limit
 	info.Transactions, info.Pageviews, info.Connections = len(txs), len(pvs), len(conns)
 	*out = rng
 	return conns, txs, pvs, nil
+}
+
+type loadLimits struct {
+	transactions, lookups int
+	budget                time.Duration
+}
+
+// lossyHandshake guesses from a transaction alone that its connection's
+// handshake lost a SYN or SYN/ACK: the connect time exceeds the client RTT
+// by more than the shortest retransmission timeout (200 ms) can explain
+// otherwise. An unknown RTT counts as lossy, so it is read early.
+func lossyHandshake(t *reconstruct.Transaction) bool {
+	return t.RTTClient <= 0 || t.Tconn-t.RTTClient > int64(150*time.Millisecond)
 }
 
 // rank ranks singles (and their pairs, up to maxPairSingles singles) once

@@ -484,3 +484,56 @@ func TestBrowserWhatIf(t *testing.T) {
 		t.Errorf("parse error page: CSP %v, problems %v", csp, tb.problems)
 	}
 }
+
+func TestWhatIfReadsLossyConnectionsFirst(t *testing.T) {
+	tee := whatIfCapture(t)
+	// The guess from the transaction alone must catch every lossy handshake.
+	first := map[string]*reconstruct.Transaction{}
+	for _, tx := range tee.txs {
+		if tx.Tconn > 0 {
+			first[tx.ConnectionID] = tx
+		}
+	}
+	lossyPV := map[string]bool{}
+	losses := 0
+	for _, c := range tee.conns {
+		tx := first[c.ID]
+		if tx == nil || c.SYNLosses+c.SYNACKLosses == 0 {
+			continue
+		}
+		losses++
+		if !lossyHandshake(tx) {
+			t.Errorf("connection %s lost %d SYNs and %d SYN/ACKs but its transaction (Tconn %v, RTT %v) looks clean",
+				c.ID, c.SYNLosses, c.SYNACKLosses, time.Duration(tx.Tconn), time.Duration(tx.RTTClient))
+		}
+		lossyPV[tx.PageviewID] = true
+	}
+	if losses == 0 {
+		t.Fatal("the capture has no lossy handshakes")
+	}
+	ts := whatIfServer(t, tee, WhatIfOptions{MaxConnectionLookups: len(lossyPV)})
+	code, got := whatIfAPI(t, ts, url.Values{"rules": {fastSYN}})
+	if code != http.StatusOK {
+		t.Fatalf("%d %s", code, got.Error)
+	}
+	l := got.Loaded
+	if l.ConnLookupsSkipped == 0 || l.NoConnection == 0 || l.LossyNoConnection != 0 || len(got.Notes) != 2 {
+		t.Errorf("with %d lookups for %d lossy pageviews: %+v, notes %q", len(lossyPV), len(lossyPV), l, got.Notes)
+	}
+	// FAST SYN acts on exactly the lossy handshakes, so its prediction is
+	// the one over all connections.
+	ds, err := whatif.NewDataset(tee.conns, tee.txs, tee.pvs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, _ := whatif.ParseRules(fastSYN)
+	want, err := ds.Evaluate(rules, whatif.Options{Priorities: premiumHigh, Edges: histEdges})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range got.Classes {
+		if !reflect.DeepEqual(c.Predicted, want.Classes[i].Predicted) {
+			t.Errorf("class %s: FAST SYN over the lossy connections only differs from over all", c.Class)
+		}
+	}
+}

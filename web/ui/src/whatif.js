@@ -48,7 +48,7 @@ export async function whatif(main, meta) {
       if (!e.formData.get(k) || (k === 'last' && e.formData.get(k) === 'all')) e.formData.delete(k);
     }
   });
-  const status = el('p', { class: 'loading', id: 'whatif-status' }, 'Replaying the records under the rules…');
+  const status = el('p', { class: 'loading', id: 'whatif-status' }, 'Reading the records and replaying them under the rules… (the first evaluation of a range reads the store; later edits reuse the records)');
   const result = el('div', { id: 'whatif-result' });
   clear(main).append(form, status, result);
 
