@@ -296,7 +296,20 @@ func (q *querier) pct(ctx context.Context, pq PercentileQuery, series bool) ([]S
 
 func (q *querier) Percentiles(ctx context.Context, pq PercentileQuery) ([]ClassPercentiles, error) {
 	if q.d.discrete != nil {
-		return q.pctDiscrete(ctx, pq)
+		// One grouped selection (levels shared by all classes) scans once;
+		// the per-class FILTER form is the fallback.
+		pts, ok, err := q.pctSeriesDiscrete(ctx, pq, false)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return q.pctDiscrete(ctx, pq)
+		}
+		var out []ClassPercentiles
+		for _, p := range pts {
+			out = append(out, ClassPercentiles{Class: p.Class, Count: p.Count, Values: p.Values})
+		}
+		return out, nil
 	}
 	pts, err := q.pct(ctx, pq, false)
 	if err != nil {
@@ -374,7 +387,7 @@ func (q *querier) pctDiscrete(ctx context.Context, pq PercentileQuery) ([]ClassP
 
 func (q *querier) PercentileSeries(ctx context.Context, pq PercentileQuery) ([]SeriesPoint, error) {
 	if q.d.discrete != nil && pq.Bucket > 0 {
-		if out, ok, err := q.pctSeriesDiscrete(ctx, pq); err != nil || ok {
+		if out, ok, err := q.pctSeriesDiscrete(ctx, pq, true); err != nil || ok {
 			return out, err
 		}
 	}
@@ -389,7 +402,7 @@ func (q *querier) PercentileSeries(ctx context.Context, pq PercentileQuery) ([]S
 // picks index k in every group: a selection per group instead of sorting
 // a list per group. ok is false when no such level exists or the groups
 // changed between the two queries; the caller then sorts lists.
-func (q *querier) pctSeriesDiscrete(ctx context.Context, pq PercentileQuery) ([]SeriesPoint, bool, error) {
+func (q *querier) pctSeriesDiscrete(ctx context.Context, pq PercentileQuery, series bool) ([]SeriesPoint, bool, error) {
 	k, t, err := kindTable(pq.Kind)
 	if err != nil {
 		return nil, false, err
@@ -403,9 +416,13 @@ func (q *querier) pctSeriesDiscrete(ctx context.Context, pq PercentileQuery) ([]
 	}
 	w := baseWhere(pq.Range, pq.Class)
 	tbl := q.d.table(t.name)
-	b := strconv.FormatInt(int64(pq.Bucket), 10)
-	group := q.d.intDiv("start_ns", b) + " * " + b
-	rows, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT class, %s AS t, count(*) AS n FROM %s WHERE %s GROUP BY class, t ORDER BY class, t", group, tbl, w), w.args...)
+	// Without series, t is a constant 0 and groups are classes.
+	group, by := "0", "class"
+	if series {
+		b := strconv.FormatInt(int64(pq.Bucket), 10)
+		group, by = q.d.intDiv("start_ns", b)+" * "+b, "class, t"
+	}
+	rows, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT class, %s AS t, count(*) AS n FROM %s WHERE %s GROUP BY %s ORDER BY %s", group, tbl, w, by, by), w.args...)
 	if err != nil {
 		return nil, false, fmt.Errorf("percentile series counts: %w", err)
 	}
@@ -429,8 +446,8 @@ func (q *querier) pctSeriesDiscrete(ctx context.Context, pq PercentileQuery) ([]
 	if !ok {
 		return nil, false, nil
 	}
-	rows, err = q.db.QueryContext(ctx, fmt.Sprintf("SELECT class, %s AS t, count(*) AS n, %s AS qs FROM %s WHERE %s GROUP BY class, t ORDER BY class, t",
-		group, q.d.discrete(col, levels), tbl, w), w.args...)
+	rows, err = q.db.QueryContext(ctx, fmt.Sprintf("SELECT class, %s AS t, count(*) AS n, %s AS qs FROM %s WHERE %s GROUP BY %s ORDER BY %s",
+		group, q.d.discrete(col, levels), tbl, w, by, by), w.args...)
 	if err != nil {
 		return nil, false, fmt.Errorf("percentile series: %w", err)
 	}
