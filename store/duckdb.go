@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -25,6 +26,11 @@ type duckInserter struct {
 
 const duckConnsPerTable = 2
 
+// duckFeedOn: insert through the typed table function (duckfeed.go);
+// RTMON_DUCK_APPENDER=1 falls back to the Appender, for A/B measurement or
+// if the table-function path misbehaves somewhere.
+var duckFeedOn = os.Getenv("RTMON_DUCK_APPENDER") == ""
+
 // duckRowGroup is DuckDB's row group size: an append of at least this many
 // rows is written straight to the file, a smaller one goes through the WAL
 // and is copied again at checkpoint.
@@ -32,6 +38,12 @@ const duckRowGroup = 122880
 
 func (d *duckInserter) insert(ctx context.Context, cs *colSet) error {
 	t := cs.t
+	if duckFeedOn {
+		if err := feedInsert(ctx, d.db, cs); err != nil {
+			return fmt.Errorf("duckdb insert %s: %w", t.name, err)
+		}
+		return nil
+	}
 	var conn driver.Conn
 	select {
 	case conn = <-d.pools[t.name]:
@@ -126,6 +138,11 @@ func openDuck(ctx context.Context, path string, opts Options, userBatch bool) (S
 	}
 	if err := migrate(ctx, db, cur, rec, ms); err != nil {
 		return fail(fmt.Errorf("duckdb %q: %w", path, err))
+	}
+	if duckFeedOn {
+		if err := registerFeeds(ctx, db); err != nil {
+			return fail(fmt.Errorf("duckdb %q: %w", path, err))
+		}
 	}
 	ins := &duckInserter{querier: q, pools: map[string]chan driver.Conn{}}
 	closeConns := func() error {
