@@ -68,6 +68,17 @@ func TestWhatIfValidation(t *testing.T) {
 			},
 		},
 		{
+			name: "splice", rule: "IF IP.SRC == * THEN SPLICE",
+			base:    func(s *ValidationSpec) { s.SYNDrops = DropFirstSYNPerPageview },
+			applied: func(s *ValidationSpec) { s.SYNDrops, s.SpliceProxy = DropFirstSplicedSYN, true },
+			check: func(t *testing.T, b, a ValidationRun) {
+				if b.NFTDrops < 2*b.Spec.PerClass || a.NFTDrops < 2*a.Spec.PerClass {
+					t.Errorf("SYN drops baseline %d, applied (server side of the splicer) %d: want one per pageview",
+						b.NFTDrops, a.NFTDrops)
+				}
+			},
+		},
+		{
 			name: "drop-syn", rule: "IF IP.SRC != " + validateHighPattern + " AND RT_HIGH > 100ms THEN DROP SYN",
 			base:    func(s *ValidationSpec) { s.ClientSYNRetries = 2 },
 			applied: func(s *ValidationSpec) { s.ClientSYNRetries, s.SYNDrops = 2, DropLowClassSYNs },
