@@ -802,7 +802,7 @@ type ValidationRow struct {
 	Baseline, Predicted, Truth, Rtmon whatif.Distribution
 }
 
-// Err is the relative error of a predicted value against a measured one.
+// relErr is the relative error of a predicted value against a measured one.
 func relErr(pred, meas int64) float64 {
 	if meas == 0 {
 		return math.Inf(1)
