@@ -137,6 +137,9 @@ type Distribution struct {
 // client-side times) summarised with the same edges compares with a
 // predicted one through CDFDistance.
 func NewDistribution(values []int64, edges []int64) Distribution {
+	if len(edges) == 0 {
+		edges = DefaultEdges // no buckets would leave values nowhere to go
+	}
 	d := Distribution{Edges: slices.Clone(edges), Counts: make([]int64, len(edges)), N: int64(len(values))}
 	if len(values) == 0 {
 		return d
