@@ -68,6 +68,18 @@ type WhatIfOptions struct {
 // NewWhatIfHandler serves the what-if page at /whatif/ and its JSON API at
 // /whatif/api over st, for web.Config.WhatIf. It answers GET and HEAD only.
 func NewWhatIfHandler(st store.Store, o WhatIfOptions) http.Handler {
+	o.defaults()
+	if o.CacheTTL == 0 {
+		o.CacheTTL = 2 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &whatIfHandler{st: st, o: o, items: map[string]*whatIfData{}}
+}
+
+// defaults fills the read bounds shared by the page and WhatIfRecords.
+func (o *WhatIfOptions) defaults() {
 	if o.Title == "" {
 		o.Title = "rtmon"
 	}
@@ -80,13 +92,6 @@ func NewWhatIfHandler(st store.Store, o WhatIfOptions) http.Handler {
 	if o.ConnectionBudget <= 0 {
 		o.ConnectionBudget = 15 * time.Second
 	}
-	if o.CacheTTL == 0 {
-		o.CacheTTL = 2 * time.Minute
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	return &whatIfHandler{st: st, o: o, items: map[string]*whatIfData{}}
 }
 
 type whatIfHandler struct {
@@ -739,4 +744,19 @@ func rankParallel(ds *whatif.Dataset, cands [][]whatif.Rule, opts whatif.Options
 		return cmp.Or(strings.Compare(a.Class, b.Class), cmp.Compare(b.Gain, a.Gain), cmp.Compare(a.Cost, b.Cost))
 	})
 	return out, nil
+}
+
+// WhatIfRecords reads a time range's records from st for a what-if replay
+// outside the UI (rtmon whatif --store), with the page's bounds: at most
+// maxTransactions (the newest; 0: 200,000) and the same connection-lookup
+// budget, so the CLI and the page replay the same data.
+func WhatIfRecords(ctx context.Context, st store.Store, rng store.TimeRange, maxTransactions int) (
+	[]*reconstruct.Connection, []*reconstruct.Transaction, []*pageview.Pageview, WhatIfLoaded, error) {
+	var o WhatIfOptions
+	o.MaxTransactions = maxTransactions
+	o.defaults()
+	var info WhatIfLoaded
+	conns, txs, pvs, err := loadRecords(ctx, st, rng, loadLimits{transactions: o.MaxTransactions,
+		lookups: o.MaxConnectionLookups, budget: o.ConnectionBudget}, &info, &rng)
+	return conns, txs, pvs, info, err
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"slices"
@@ -13,11 +15,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rtmon/rtmon/pageview"
+	"github.com/rtmon/rtmon/reconstruct"
+	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/web"
 	"github.com/rtmon/rtmon/whatif"
 )
 
 type whatifOptions struct {
 	records     string
+	captures    []string
+	storeURL    string
+	maxTx       int
 	rulesFile   string
 	rules       []string
 	priorities  []string
@@ -33,10 +41,12 @@ type whatifOptions struct {
 func newWhatifCommand() *cobra.Command {
 	var o whatifOptions
 	cmd := &cobra.Command{
-		Use:   "whatif --records DIR [--rules FILE | --rule 'IF ... THEN ...' ...]",
+		Use:   "whatif (--records DIR | --store URL | FILE...) [--rules FILE | --rule 'IF ... THEN ...' ...]",
 		Short: "Predict per-class response times under RLM management rules",
-		Long: `whatif replays the records rtmon analyze --out DIR wrote (pageviews when
-DIR/pageviews.jsonl exists, else transactions) under RLM rules and prints, per
+		Long: `whatif replays records under RLM rules: those rtmon analyze --out DIR wrote
+(pageviews when DIR/pageviews.jsonl exists, else transactions), those of a
+store (--store, with the web page's bounds), or capture files analyzed on the
+spot (with --classes if given). It prints, per
 class, the measured and predicted response-time distributions, then ranks
 each rule and each pair of rules by the gain for every class and the cost to
 the others. Without rules it ranks the standard candidates: FAST SYN GAP 200ms,
@@ -46,9 +56,18 @@ high-priority classes' measured 75th percentile.
 
 Rules: IF <cond> THEN <action>[, <action>], one per line, # comments, e.g.
   IF IP.SRC != 10.4.*.* AND RT_HIGH > 3.0s THEN DROP SYN, HALT FAST SYN`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runWhatif(cmd.OutOrStdout(), o)
+			o.captures = args
+			sources := 0
+			for _, set := range []bool{o.records != "", o.storeURL != "", len(args) > 0} {
+				if set {
+					sources++
+				}
+			}
+			if sources != 1 {
+				return fmt.Errorf("whatif: give exactly one of --records DIR, --store URL or capture files")
+			}
+			return runWhatif(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
 	f := cmd.Flags()
@@ -63,7 +82,8 @@ Rules: IF <cond> THEN <action>[, <action>], one per line, # comments, e.g.
 	f.DurationVar(&o.synTimeout, "syn-timeout", 3*time.Second, "client's initial SYN retransmission timeout (doubling); Linux uses 1s")
 	f.IntVar(&o.synAttempts, "syn-attempts", 3, "SYNs a client sends before its connection fails")
 	f.DurationSliceVar(&o.edges, "edges", nil, "histogram bucket lower bounds (default 0,0.5s,1s,...,60s)")
-	_ = cmd.MarkFlagRequired("records")
+	f.StringVar(&o.storeURL, "store", "", "read the records from a store (memory:, duckdb:PATH, clickhouse://...)")
+	f.IntVar(&o.maxTx, "max-transactions", 200000, "with --store: newest transactions read at most")
 	return cmd
 }
 
@@ -159,7 +179,7 @@ type whatifReport struct {
 	Priorities  map[string]whatif.Priority `json:"priorities,omitempty"`
 }
 
-func runWhatif(stdout io.Writer, o whatifOptions) error {
+func runWhatif(ctx context.Context, stdout io.Writer, o whatifOptions) error {
 	if o.format != "text" && o.format != "json" {
 		return fmt.Errorf("--format %q: want text or json", o.format)
 	}
@@ -171,7 +191,7 @@ func runWhatif(stdout io.Writer, o whatifOptions) error {
 	if err != nil {
 		return err
 	}
-	d, err := whatif.Load(o.records)
+	d, err := o.dataset(ctx)
 	if err != nil {
 		return err
 	}
@@ -293,3 +313,43 @@ func writeWhatifText(w io.Writer, rep *whatifReport) {
 		fmt.Fprintf(w, "  %s: %s\n", k, rep.Assumptions[k])
 	}
 }
+
+// dataset loads the records to replay from whichever source was given.
+func (o whatifOptions) dataset(ctx context.Context) (*whatif.Dataset, error) {
+	switch {
+	case o.storeURL != "":
+		st, err := store.Open(ctx, o.storeURL, store.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("--store %s: %w", o.storeURL, err)
+		}
+		defer st.Close()
+		conns, txs, pvs, info, err := web.WhatIfRecords(ctx, st, store.TimeRange{}, o.maxTx)
+		if err != nil {
+			return nil, err
+		}
+		if info.Truncated {
+			slog.Warn("whatif: read only the newest transactions", "read", info.Transactions, "matching", info.Matching)
+		}
+		return whatif.NewDataset(conns, txs, pvs)
+	case len(o.captures) > 0:
+		var rec recordCollector
+		ao := analyzeOptions{format: "jsonl", maxConns: reconstruct.DefaultMaxConnections, idle: defaultIdle,
+			reader: "pcapgo", classes: o.classesFile, sinks: []pageview.Sink{&rec}}
+		if err := runAnalyze(ctx, io.Discard, o.captures, ao); err != nil {
+			return nil, err
+		}
+		return whatif.NewDataset(rec.conns, rec.txs, rec.pvs)
+	}
+	return whatif.Load(o.records)
+}
+
+// recordCollector keeps every record of an in-process analysis.
+type recordCollector struct {
+	conns []*reconstruct.Connection
+	txs   []*reconstruct.Transaction
+	pvs   []*pageview.Pageview
+}
+
+func (r *recordCollector) Connection(c *reconstruct.Connection)   { r.conns = append(r.conns, c) }
+func (r *recordCollector) Transaction(t *reconstruct.Transaction) { r.txs = append(r.txs, t) }
+func (r *recordCollector) Pageview(p *pageview.Pageview)          { r.pvs = append(r.pvs, p) }
