@@ -227,6 +227,15 @@ func (q *querier) histSQL(t table, w *where, col string, edges []int64) (string,
 	bucket := q.d.boolInt("1 = 0")
 	if len(terms) > 0 {
 		bucket = strings.Join(terms, " + ")
+		if q.d.hist == nil {
+			// ClickHouse adds the UInt8 comparisons directly (the sum
+			// widens, at most len(edges)); one cast instead of one per edge.
+			conds := make([]string, len(terms))
+			for i := range conds {
+				conds[i] = "(" + col + " >= ?)"
+			}
+			bucket = q.d.boolInt(strings.Join(conds, " + "))
+		}
 	}
 	return fmt.Sprintf("SELECT class, %s AS b, count(*) AS c FROM %s WHERE %s GROUP BY class, b ORDER BY class, b",
 		bucket, q.d.table(t.name), w), bargs
