@@ -13,11 +13,11 @@ import (
 	duckdb "github.com/duckdb/duckdb-go/v2"
 )
 
-// duckInserter appends through DuckDB's Appender. An appender and its
-// flush run on the calling goroutine (one core), so each table has
-// duckConnsPerTable connections and a large table is split over them
-// (chunkRows): the three tables and the halves of the biggest one then run
-// in parallel.
+// duckInserter inserts through the typed table function of duckfeed.go
+// (or, with RTMON_DUCK_APPENDER=1, DuckDB's Appender, which runs on the
+// calling goroutine with duckConnsPerTable connections per table). A large
+// table is split (chunkRows): the three tables and the halves of the
+// biggest one then run in parallel.
 type duckInserter struct {
 	*querier
 	pools map[string]chan driver.Conn
