@@ -1070,14 +1070,18 @@ func (p *Parser) chunkStep(data []byte, h Handler) int {
 			if p.trLen == 0 && seg > 0 && data[i] == '\r' {
 				p.trCR = true
 			}
-			p.trLen += seg
-			p.trTotal += seg
+			step := seg
 			if j >= 0 {
-				p.trTotal++
+				step++ // the LF
 			}
-			if p.trTotal > p.max {
+			if p.trTotal+step > p.max {
+				// Fail at the first byte past the limit, wherever the Feed
+				// boundaries fall, so the events do not depend on segmenting.
+				i += p.max - p.trTotal
 				return fail(ReasonTrailerTooBig)
 			}
+			p.trLen += seg
+			p.trTotal += step
 			i += seg
 			if j < 0 {
 				continue
