@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/netip"
 	"slices"
+	"strconv"
 
 	"github.com/rtmon/rtmon/capture"
 	"github.com/rtmon/rtmon/reconstruct/http1"
@@ -16,6 +17,7 @@ type conn struct {
 	t          *Tracker
 	clientIsA  bool
 	firstSeq   uint32 // enters the stable id, computed when the record is emitted
+	twin       uint8  // earlier connections with the same id inputs (see Tracker.instant)
 	rec        Connection
 
 	c2s, s2c       halfStream
@@ -545,6 +547,9 @@ func (c *conn) id() string {
 	if c.rec.ID == "" {
 		c.rec.ID = connectionID(netip.AddrPortFrom(c.rec.Client, c.rec.ClientPort),
 			netip.AddrPortFrom(c.rec.Server, c.rec.ServerPort), c.rec.FirstSeen, c.firstSeq)
+		if c.twin > 0 {
+			c.rec.ID += "." + strconv.Itoa(int(c.twin))
+		}
 	}
 	return c.rec.ID
 }

@@ -135,6 +135,16 @@ type Tracker struct {
 	now       int64
 	nextSweep int64
 	stats     Stats
+	// instant counts connections opened at one capture instant with the
+	// same endpoints and first sequence number, so even those get distinct
+	// ids (a suffix); it only ever holds the current instant's entries.
+	instantTS int64
+	instant   map[instantKey]uint8
+}
+
+type instantKey struct {
+	key flowKey
+	seq uint32
 }
 
 // NewTracker returns a tracker that emits records to sink.
@@ -197,6 +207,16 @@ func (t *Tracker) open(key flowKey, p *capture.Packet) *conn {
 		t.finish(t.lru.next, FlagEvicted|FlagIncomplete)
 	}
 	c := newConn(t, p)
+	if p.Timestamp != t.instantTS {
+		clear(t.instant)
+		t.instantTS = p.Timestamp
+	}
+	if t.instant == nil {
+		t.instant = make(map[instantKey]uint8)
+	}
+	ik := instantKey{key, p.Seq}
+	c.twin = t.instant[ik]
+	t.instant[ik] = c.twin + 1
 	t.conns[key] = c
 	t.stats.Connections++
 	if c.rec.Flags&FlagMidStream != 0 {
