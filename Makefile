@@ -50,14 +50,31 @@ test: deps ui
 	$(GO) test -count=1 -p 1 -timeout 45m ./...
 	$(MAKE) fuzz
 
+# Every fuzz target runs briefly on top of its committed seed corpus (the
+# seeds, past findings included, also run in every plain `go test`). A new
+# finding is printed with its saved input, and fails the run under
+# FUZZ_STRICT=1; CI keeps it non-fatal because a random search that happens
+# to find something in 10 s must not decide whether unrelated work lands.
+FUZZ_STRICT ?= 0
 fuzz:
-	@set -e; for pkg in $$($(GO) list ./...); do \
+	@findings=0; for pkg in $$($(GO) list ./...); do \
 		dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
 		for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
 			echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
-			$(GO) test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) $$pkg; \
+			if ! $(GO) test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) $$pkg; then \
+				if ls $$dir/testdata/fuzz/$$target/* >/dev/null 2>&1 && [ -n "$$(git -C $$dir status --porcelain testdata/fuzz/$$target)" ]; then \
+					echo "FUZZ FINDING in $$pkg $$target: new failing input under $$dir/testdata/fuzz/$$target (commit it with the fix)"; \
+					findings=$$((findings+1)); \
+				else \
+					exit 1; \
+				fi; \
+			fi; \
 		done; \
-	done
+	done; \
+	if [ $$findings -gt 0 ]; then \
+		echo "fuzz: $$findings new finding(s), see FUZZ FINDING above"; \
+		[ "$(FUZZ_STRICT)" = 1 ] && exit 1 || true; \
+	fi
 
 bench: build
 	./bin/rtmon bench
