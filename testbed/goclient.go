@@ -93,6 +93,10 @@ type GoClient struct {
 	tb    *Testbed
 	Local netip.Addr
 	Base  string // "http://203.0.113.2"
+	// OneRequestPerConnection turns keep-alive off (HTTP/1.0 style, as the
+	// browsers of the RLM experiments): which object grabs the container's
+	// idle connection is then no scheduling lottery.
+	OneRequestPerConnection bool
 }
 
 // NewGoClient makes a client using source address local.
@@ -109,6 +113,7 @@ func (g *GoClient) Load(ctx context.Context, path string) (PageTruth, error) {
 		DialContext:         Dialer(g.tb, g.Local).DialContext,
 		MaxConnsPerHost:     6,
 		MaxIdleConnsPerHost: 6,
+		DisableKeepAlives:   g.OneRequestPerConnection,
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
 		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
@@ -116,6 +121,9 @@ func (g *GoClient) Load(ctx context.Context, path string) (PageTruth, error) {
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	pt := PageTruth{Source: "go", Client: g.Local.String(), URL: path}
+	if g.OneRequestPerConnection {
+		pt.Source = "go-fresh"
+	}
 	cont, body, err := fetch(ctx, hc, g.Base+path, "")
 	pt.Container = cont
 	if err != nil {

@@ -53,14 +53,12 @@ package testbed
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -627,56 +625,16 @@ func realtimeProcess(pid int) error {
 	return nil
 }
 
-// loadFresh loads a page like GoClient.Load but with one request per
-// connection (HTTP/1.0 style, as the browsers of the RLM experiments), at
-// most 6 at a time. With persistent connections, which object's request
-// grabs the container's idle connection is up to goroutine scheduling, and
-// the critical path gains or loses the handshake (one RTT, ~10 % of these
-// pageviews) from one load of a page to the next; the validation would then
-// measure that lottery instead of the action.
+// loadFresh loads a page with one request per connection, at most 6 at a
+// time. With persistent connections, which object's request grabs the
+// container's idle connection is up to goroutine scheduling, and the critical
+// path gains or loses the handshake (one RTT, ~10 % of these pageviews) from
+// one load of a page to the next; the validation would then measure that
+// lottery instead of the action.
 func loadFresh(ctx context.Context, tb *Testbed, local netip.Addr, base, path string) (PageTruth, error) {
-	tr := &http.Transport{
-		DialContext:        Dialer(tb, local).DialContext,
-		MaxConnsPerHost:    6,
-		DisableKeepAlives:  true,
-		DisableCompression: true,
-		TLSNextProto:       map[string]func(string, *tls.Conn) http.RoundTripper{},
-	}
-	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	pt := PageTruth{Source: "go-fresh", Client: local.String(), URL: path}
-	cont, body, err := fetch(ctx, hc, base+path, "")
-	pt.Container = cont
-	if err != nil {
-		pt.Err = err.Error()
-		return pt, err
-	}
-	var paths []string
-	for _, m := range embedRE.FindAllSubmatch(body, -1) {
-		paths = append(paths, string(m[1]))
-	}
-	objs := make([]ObjectTruth, len(paths))
-	errs := make([]error, len(paths))
-	var wg sync.WaitGroup
-	for i, p := range paths {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			objs[i], _, errs[i] = fetch(ctx, hc, base+p, base+path)
-		}()
-	}
-	wg.Wait()
-	pt.Objects = objs
-	pt.Start, pt.End = cont.Begin(), cont.ResponseEnd
-	for i, o := range objs {
-		if errs[i] != nil {
-			pt.Err = errs[i].Error()
-			return pt, fmt.Errorf("page %s: %w", path, errs[i])
-		}
-		pt.End = max(pt.End, o.ResponseEnd)
-	}
-	pt.TotalNS = pt.End - pt.Start
-	return pt, nil
+	g := tb.NewGoClient(local, base)
+	g.OneRequestPerConnection = true
+	return g.Load(ctx, path)
 }
 
 // synDropRules is the nft table body for a drop mode ("" for none). The
