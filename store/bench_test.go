@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/rtmon/rtmon/store"
 	"github.com/rtmon/rtmon/store/storetest"
@@ -23,7 +24,7 @@ func benchTx() int {
 
 // benchStore loads benchTx transactions, reports the ingest rate, then the
 // p50/p95 of every dashboard query as custom metrics.
-func benchStore(b *testing.B, url string) {
+func benchStore(b *testing.B, url string, serverCPU func() (time.Duration, error)) {
 	ctx := context.Background()
 	for i := 0; i < b.N; i++ {
 		s, err := store.Open(ctx, url, store.Options{})
@@ -31,10 +32,22 @@ func benchStore(b *testing.B, url string) {
 			b.Fatal(err)
 		}
 		b.ResetTimer()
+		var srv0 time.Duration
+		if serverCPU != nil {
+			srv0, _ = serverCPU()
+		}
 		res, err := storetest.Ingest(ctx, s, benchTx(), 0)
 		if err != nil {
 			b.Fatal(err)
 		}
+		fmt.Printf("%s: client CPU during ingest %v (generation included)", b.Name(), res.ClientCPU)
+		if serverCPU != nil {
+			srv1, err := serverCPU()
+			if err == nil {
+				fmt.Printf(", server CPU %v", srv1-srv0)
+			}
+		}
+		fmt.Println()
 		b.ReportMetric(res.TxPerSec(), "tx/s")
 		b.ReportMetric(res.RecordsPerSec(), "records/s")
 		fmt.Printf(b.Name()+": ingested %d tx (%d records) in %v (generation %v excluded): %.0f tx/s, %.0f records/s\n",
@@ -63,10 +76,10 @@ func benchStore(b *testing.B, url string) {
 }
 
 func BenchmarkDuckDB(b *testing.B) {
-	benchStore(b, "duckdb:"+filepath.Join(b.TempDir(), "bench.duckdb"))
+	benchStore(b, "duckdb:"+filepath.Join(b.TempDir(), "bench.duckdb"), nil)
 }
 
 func BenchmarkClickHouse(b *testing.B) {
 	srv := needCH(b)
-	benchStore(b, srv.URL(freshDB()))
+	benchStore(b, srv.URL(freshDB()), srv.CPUTime)
 }

@@ -58,6 +58,11 @@ type Store interface {
 	PageviewByID(ctx context.Context, id string) (*PageviewDetail, error)
 	// Classes lists the classes that have records in r, sorted.
 	Classes(ctx context.Context, r TimeRange) ([]string, error)
+	// Extent is the size and time span of one kind's records.
+	Extent(ctx context.Context, k Kind) (Extent, error)
+	// ComponentSums is, per class, the count and exact sum of every
+	// component in range.
+	ComponentSums(ctx context.Context, q SumQuery) ([]ComponentSums, error)
 	// Stats reports the writer's state, for progress output and tests.
 	Stats() WriterStats
 }

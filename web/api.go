@@ -35,47 +35,26 @@ type extent struct {
 	N    int64 `json:"n"`
 }
 
-// dataExtent finds the newest transaction (exactly: "last 15m" is
-// relative to it) and the oldest record. The store has no min/max query and
-// the oldest match of a search is its last row (a full sort, ~0.9 s at 1M
-// transactions), so the oldest is taken from the much smaller pageview table
-// when it has rows; it only sets where the charts' time axis starts.
+// dataExtent is the span of the stored records: "last 15m" is relative to
+// the newest transaction; the oldest transaction or pageview sets where
+// the charts' time axis starts.
 func dataExtent(ctx context.Context, st store.Store) (extent, error) {
-	res, err := st.Search(ctx, store.SearchQuery{Kind: store.Transactions, Limit: 1})
+	tx, err := st.Extent(ctx, store.Transactions)
 	if err != nil {
 		return extent{}, fmt.Errorf("data extent: %w", err)
 	}
-	if res.Total == 0 {
+	if tx.N == 0 {
 		return extent{}, nil
 	}
-	e := extent{N: res.Total, To: startOf(res) + 1}
-	kind, total := store.Transactions, res.Total
-	pv, err := st.Search(ctx, store.SearchQuery{Kind: store.Pageviews, Limit: 1})
+	e := extent{N: tx.N, From: tx.First, To: tx.Last + 1}
+	pv, err := st.Extent(ctx, store.Pageviews)
 	if err != nil {
 		return extent{}, fmt.Errorf("data extent: %w", err)
 	}
-	if pv.Total > 0 && pv.Total < res.Total {
-		kind, total = store.Pageviews, pv.Total
-	}
-	old, err := st.Search(ctx, store.SearchQuery{Kind: kind, Limit: 1, Offset: int(total - 1)})
-	if err != nil {
-		return extent{}, fmt.Errorf("data extent: %w", err)
-	}
-	e.From = startOf(old)
-	if e.From == 0 || e.From >= e.To {
-		e.From = e.To - 1
+	if pv.N > 0 && pv.First < e.From {
+		e.From = pv.First
 	}
 	return e, nil
-}
-
-func startOf(r store.SearchResult) int64 {
-	if len(r.Transactions) > 0 {
-		return r.Transactions[0].Start
-	}
-	if len(r.Pageviews) > 0 {
-		return r.Pageviews[0].Start
-	}
-	return 0
 }
 
 // rangeParams is the time selection shared by every page, as in the URL:
@@ -239,12 +218,15 @@ type Overview struct {
 	Store       store.WriterStats         `json:"store"`
 }
 
-// Breakdown is one class's component percentiles: Values[component][i] is
-// quantile Quantiles[i] of that component.
+// Breakdown is one class's mean of each component (ns, sum/count rounded
+// down). The components of a record add up to its total, so the means add
+// up to the mean total (to within rounding): a stacked bar that means
+// something, unlike stacked percentiles. Percentiles of one component are
+// on the page too, by picking it as the component.
 type Breakdown struct {
-	Class  string             `json:"class"`
-	Count  int64              `json:"count"`
-	Values map[string][]int64 `json:"values"`
+	Class string           `json:"class"`
+	Count int64            `json:"count"`
+	Mean  map[string]int64 `json:"mean"`
 }
 
 func breakdownComponents(k store.Kind) []string {
@@ -299,8 +281,7 @@ func (s *Server) overview(ctx context.Context, p overviewParams) (*Overview, err
 			o.Pipeline = &PipelineStats{}
 		}
 	}
-	comps := breakdownComponents(p.kind)
-	bd := make([][]store.ClassPercentiles, len(comps))
+	var sums []store.ComponentSums
 	tops := []string{"url", "server", "client"}
 	topRows := make([][]store.TopRow, len(tops))
 	g, gctx := errgroup.WithContext(ctx)
@@ -320,12 +301,10 @@ func (s *Server) overview(ctx context.Context, p overviewParams) (*Overview, err
 		o.Series, err = st.PercentileSeries(gctx, store.PercentileQuery{Kind: p.kind, Range: r, Class: p.class, Component: p.component, Qs: quantiles, Bucket: step})
 		return wrap("percentile series", err)
 	})
-	for i, comp := range comps {
-		g.Go(func() (err error) {
-			bd[i], err = st.Percentiles(gctx, store.PercentileQuery{Kind: p.kind, Range: r, Class: p.class, Component: comp, Qs: quantiles})
-			return wrap("breakdown "+comp, err)
-		})
-	}
+	g.Go(func() (err error) {
+		sums, err = st.ComponentSums(gctx, store.SumQuery{Kind: p.kind, Range: r, Class: p.class})
+		return wrap("breakdown", err)
+	})
 	g.Go(func() (err error) {
 		o.Counters, err = st.Counters(gctx, r, p.class)
 		return wrap("counters", err)
@@ -347,15 +326,14 @@ func (s *Server) overview(ctx context.Context, p overviewParams) (*Overview, err
 	o.Percentiles = nonNil(o.Percentiles)
 	o.Series = nonNil(o.Series)
 	byClass := map[string]*Breakdown{}
-	for i, comp := range comps {
-		for _, cp := range bd[i] {
-			b := byClass[cp.Class]
-			if b == nil {
-				b = &Breakdown{Class: cp.Class, Count: cp.Count, Values: map[string][]int64{}}
-				byClass[cp.Class] = b
+	for _, cs := range sums {
+		b := &Breakdown{Class: cs.Class, Count: cs.Count, Mean: map[string]int64{}}
+		for comp, sum := range cs.Sums {
+			if cs.Count > 0 {
+				b.Mean[comp] = sum / cs.Count
 			}
-			b.Values[comp] = cp.Values
 		}
+		byClass[cs.Class] = b
 	}
 	o.Breakdown = []Breakdown{}
 	for _, cp := range o.Percentiles {

@@ -6,23 +6,43 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/chtest"
 	"github.com/rtmon/rtmon/store/storetest"
 )
 
 // BenchmarkOverviewFirstRender times the overview from navigation to its
-// first full render (every chart drawn) in headless Chromium, over a DuckDB
-// store holding RTMON_WEB_BENCH_TX transactions (default 1,000,000, with
-// their connections and pageviews, spread over a day). It also reports the
+// first full render (every chart drawn) in headless Chromium, over a store
+// holding RTMON_WEB_BENCH_TX transactions (default 1,000,000, with their
+// connections and pageviews, spread over a day): the embedded DuckDB store
+// and a ClickHouse server of the benchmark's own. It also reports the
 // /api/overview time alone. Run with:
 //
 //	go test ./web -run '^$' -bench OverviewFirstRender -benchtime 5x
 func BenchmarkOverviewFirstRender(b *testing.B) {
+	b.Run("duckdb", func(b *testing.B) {
+		benchOverview(b, "duckdb:"+filepath.Join(b.TempDir(), "bench.duckdb"))
+	})
+	b.Run("clickhouse", func(b *testing.B) {
+		dir := b.TempDir()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		srv, err := chtest.Start(ctx, dir, 0, 0)
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer srv.Stop()
+		benchOverview(b, srv.URL("rtmon_bench"))
+	})
+}
+
+func benchOverview(b *testing.B, storeURL string) {
 	n := 1_000_000
 	if v := os.Getenv("RTMON_WEB_BENCH_TX"); v != "" {
 		var err error
@@ -31,7 +51,7 @@ func BenchmarkOverviewFirstRender(b *testing.B) {
 		}
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, "duckdb:"+filepath.Join(b.TempDir(), "bench.duckdb"), store.Options{})
+	st, err := store.Open(ctx, storeURL, store.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -54,7 +74,7 @@ func BenchmarkOverviewFirstRender(b *testing.B) {
 	if resp.StatusCode != 200 {
 		b.Fatalf("api: %d", resp.StatusCode)
 	}
-	b.Logf("/api/overview: %v", time.Since(start))
+	b.Logf("/api/overview (first, cold): %v", time.Since(start))
 
 	tb := newTab(b)
 	tb.open(ts.URL+"/", `#overview[data-rendered="1"]`) // warm the browser
@@ -68,5 +88,5 @@ func BenchmarkOverviewFirstRender(b *testing.B) {
 	if rows == 0 {
 		b.Fatal("overview rendered no classes")
 	}
-	tb.screenshot("bench-overview")
+	tb.screenshot("bench-overview-" + strings.TrimPrefix(b.Name(), "BenchmarkOverviewFirstRender/"))
 }

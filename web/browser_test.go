@@ -242,8 +242,9 @@ type overviewDOM struct {
 		Values [][]int64
 	}
 	Breakdown []struct {
-		Class, Q string
-		Comps    map[string]int64
+		Class string
+		Count int64
+		Comps map[string]int64
 	}
 	Top      map[string][]store.TopRow
 	Canvases int
@@ -264,7 +265,7 @@ const readOverview = `(() => {
     Hist: js('hist-chart').map((h) => ({Class: h.class, Edges: h.edges, Counts: h.counts, Total: h.total})),
     CDF: js('cdf-chart').map((h) => ({Class: h.class, Upper: h.upper, Fraction: h.fraction})),
     Series: js('series-chart').map((s) => ({Class: s.class, T: s.t, Count: s.count, Values: s.values})),
-    Breakdown: q('#breakdown tbody tr').map((tr) => ({Class: tr.dataset.class, Q: tr.dataset.q, Comps: Object.fromEntries(q('#breakdown tbody tr[data-class="' + tr.dataset.class + '"][data-q="' + tr.dataset.q + '"] td[data-comp]').map((td) => [td.dataset.comp, +td.dataset.ns]))})),
+    Breakdown: q('#breakdown tbody tr').map((tr) => ({Class: tr.dataset.class, Count: +tr.dataset.count, Comps: Object.fromEntries([...tr.querySelectorAll('td[data-comp]')].map((td) => [td.dataset.comp, +td.dataset.ns]))})),
     Top: top,
     Canvases: q('canvas').length,
     Search: location.search,
@@ -321,17 +322,38 @@ func checkOverview(t *testing.T, st store.Store, d overviewDOM, r store.TimeRang
 	if n != len(series) || n == 0 {
 		t.Errorf("series points %d, store %d", n, len(series))
 	}
-	for _, b := range d.Breakdown {
+	sums, err := st.ComponentSums(ctx, store.SumQuery{Range: r, Class: class})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Breakdown) != len(ps) || len(sums) != len(ps) {
+		t.Errorf("breakdown rows %d, store %d, for %d classes", len(d.Breakdown), len(sums), len(ps))
+	}
+	for i, b := range d.Breakdown {
+		if i >= len(sums) {
+			break
+		}
+		cs := sums[i]
+		if b.Class != cs.Class || b.Count != cs.Count {
+			t.Errorf("breakdown row %d: page %s n=%d, store %s n=%d", i, b.Class, b.Count, cs.Class, cs.Count)
+		}
+		if len(b.Comps) != len(breakdownComponents(store.Transactions))+1 {
+			t.Errorf("breakdown %s: columns %v", b.Class, b.Comps)
+		}
+		var parts int64
 		for comp, v := range b.Comps {
-			cp, _ := st.Percentiles(ctx, store.PercentileQuery{Range: r, Class: b.Class, Component: comp, Qs: quantiles})
-			qi := map[string]int{"p50": 0, "p90": 1}[b.Q]
-			if len(cp) != 1 || cp[0].Values[qi] != v {
-				t.Errorf("breakdown %s %s %s = %d, store %+v", b.Class, b.Q, comp, v, cp)
+			if want := cs.Sums[comp] / cs.Count; v != want {
+				t.Errorf("breakdown %s %s = %d, store mean %d", b.Class, comp, v, want)
+			}
+			if comp != "total" {
+				parts += v
 			}
 		}
-	}
-	if len(d.Breakdown) != 2*len(ps) {
-		t.Errorf("breakdown rows %d for %d classes", len(d.Breakdown), len(ps))
+		// The means add up to the mean total, to within one ns of
+		// rounding per component.
+		if dd := b.Comps["total"] - parts; dd < 0 || dd > int64(len(b.Comps)) {
+			t.Errorf("breakdown %s: components add up to %d, total %d", b.Class, parts, b.Comps["total"])
+		}
 	}
 	k, _ := st.Counters(ctx, r, class)
 	for name, want := range map[string]int64{"pageviews": k.Pageviews, "transactions": k.Transactions, "connections": k.Connections,

@@ -114,11 +114,9 @@ func (s *Server) buildReport(ctx context.Context, p overviewParams) ([]byte, err
 	for _, b := range o.Breakdown {
 		row := reportRow{Class: b.Class, Count: b.Count}
 		for _, comp := range comps {
-			v := b.Values[comp]
-			if len(v) >= 2 {
-				row.Cells = append(row.Cells, fmtMS(v[0])+" / "+fmtMS(v[1]))
-			}
+			row.Cells = append(row.Cells, fmtMS(b.Mean[comp]))
 		}
+		row.Cells = append(row.Cells, fmtMS(b.Mean["total"]))
 		d.Breakdown = append(d.Breakdown, row)
 	}
 	k := o.Counters

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"syscall"
 	"time"
 
 	"github.com/rtmon/rtmon/store"
@@ -15,6 +16,7 @@ type IngestResult struct {
 	Records      int64 // transactions + connections + pageviews
 	Elapsed      time.Duration
 	GenElapsed   time.Duration // generating records, excluded from Elapsed
+	ClientCPU    time.Duration // this process's user+system CPU over the whole run
 }
 
 // TxPerSec is the ingest rate in transactions per second.
@@ -27,8 +29,9 @@ func (r IngestResult) RecordsPerSec() float64 { return float64(r.Records) / r.El
 // pageviews) into s. Records are generated in chunks of chunkTx before
 // timing starts, so Elapsed measures the store alone (WriteBatch until
 // Flush returns), not the generator. The data spans about one day from T0.
-func Ingest(ctx context.Context, s store.Store, nTx, chunkTx int) (IngestResult, error) {
-	var res IngestResult
+func Ingest(ctx context.Context, s store.Store, nTx, chunkTx int) (res IngestResult, err error) {
+	cpu0 := processCPU()
+	defer func() { res.ClientCPU = processCPU() - cpu0 }()
 	if chunkTx <= 0 {
 		chunkTx = 1_000_000
 	}
@@ -46,12 +49,12 @@ func Ingest(ctx context.Context, s store.Store, nTx, chunkTx int) (IngestResult,
 		res.GenElapsed += time.Since(t0)
 		t1 := time.Now()
 		for _, b := range batches {
-			if err := s.WriteBatch(ctx, b); err != nil {
+			if err = s.WriteBatch(ctx, b); err != nil {
 				return res, fmt.Errorf("ingest: %w", err)
 			}
 			res.Records += int64(b.Len())
 		}
-		if err := s.Flush(ctx); err != nil {
+		if err = s.Flush(ctx); err != nil {
 			return res, fmt.Errorf("ingest flush: %w", err)
 		}
 		res.Elapsed += time.Since(t1)
@@ -156,4 +159,12 @@ func DashboardQueries(ctx context.Context, s store.Store, reps int) ([]QueryLate
 		out = append(out, QueryLatency{Name: q.name, P50: ds[len(ds)/2], P95: p95, Max: ds[len(ds)-1]})
 	}
 	return out, nil
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -406,3 +406,40 @@ func (r *Ref) Classes(tr store.TimeRange) []string {
 	sort.Strings(out)
 	return out
 }
+
+// Extent per the Extent doc.
+func (r *Ref) Extent(k store.Kind) store.Extent {
+	var e store.Extent
+	for _, x := range r.rows(k, store.TimeRange{From: -1 << 62}, "") {
+		if e.N == 0 || x.start < e.First {
+			e.First = x.start
+		}
+		if e.N == 0 || x.start > e.Last {
+			e.Last = x.start
+		}
+		e.N++
+	}
+	return e
+}
+
+// ComponentSums per the ComponentSums doc.
+func (r *Ref) ComponentSums(q store.SumQuery) []store.ComponentSums {
+	by := map[string]*store.ComponentSums{}
+	for _, x := range r.rows(q.Kind, q.Range, q.Class) {
+		cs := by[x.class]
+		if cs == nil {
+			cs = &store.ComponentSums{Class: x.class, Sums: map[string]int64{}}
+			by[x.class] = cs
+		}
+		cs.Count++
+		for c, v := range x.comp {
+			cs.Sums[c] += v
+		}
+	}
+	var out []store.ComponentSums
+	for _, cs := range by {
+		out = append(out, *cs)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Class < out[j].Class })
+	return out
+}

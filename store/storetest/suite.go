@@ -316,6 +316,27 @@ func checkQueries(t *testing.T, s store.Store, ref *Ref) {
 			got = []string{}
 		}
 		same(t, "Classes", got, ref.Classes(r))
+		for _, k := range []store.Kind{store.Transactions, store.Pageviews} {
+			for _, class := range []string{"", "gold", "none"} {
+				sq := store.SumQuery{Kind: k, Range: r, Class: class}
+				got, err := s.ComponentSums(ctx, sq)
+				if err != nil {
+					t.Fatalf("ComponentSums(%+v): %v", sq, err)
+				}
+				same(t, "ComponentSums "+string(k)+" "+class, got, ref.ComponentSums(sq))
+			}
+		}
+	}
+	for _, k := range []store.Kind{store.Transactions, store.Pageviews} {
+		got, err := s.Extent(ctx, k)
+		if err != nil {
+			t.Fatalf("Extent(%s): %v", k, err)
+		}
+		want := ref.Extent(k)
+		if want.N == 0 {
+			t.Fatalf("Extent(%s): reference has no records", k)
+		}
+		same(t, "Extent "+string(k), got, want)
 	}
 	// Sanity on the data itself: every class has data, so the checks above
 	// compared non-trivial answers.

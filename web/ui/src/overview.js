@@ -190,28 +190,25 @@ function counters(o) {
 
 function breakdown(o, classes) {
   const comps = o.kind === 'pageviews' ? ['tconn', 'tserver', 'ttransfer', 'tother'] : ['tconn', 'trequest', 'tserver', 'ttransfer'];
-  const maxSum = Math.max(1, ...o.breakdown.flatMap((b) => [0, 1].map((qi) => comps.reduce((s, c) => s + ((b.values[c] || [])[qi] || 0), 0))));
-  const rows = [];
-  for (const b of o.breakdown) {
-    for (const [qi, qn] of [[0, 'p50'], [1, 'p90']]) {
-      const bar = el('div', { class: 'stack' });
-      for (const c of comps) {
-        const v = (b.values[c] || [])[qi] || 0;
-        const seg = el('span', { class: 'seg seg-' + c, title: `${c} ${qn}: ${fmtDur(v)}` });
-        seg.style.width = (100 * v / maxSum).toFixed(3) + '%';
-        bar.append(seg);
-      }
-      rows.push(el('tr', { dataset: { class: b.class, q: qn } },
-        el('td', {}, qi === 0 ? [swatch(classes, b.class), classLabel(b.class)] : ''),
-        el('td', {}, qn),
-        comps.map((c) => el('td', { class: 'n', dataset: { comp: c, ns: (b.values[c] || [])[qi] || 0 } }, fmtDur((b.values[c] || [])[qi] || 0))),
-        el('td', { class: 'bar' }, bar)));
+  const mean = (b, c) => (b.mean || {})[c] || 0;
+  const maxSum = Math.max(1, ...o.breakdown.map((b) => comps.reduce((s, c) => s + mean(b, c), 0)));
+  const rows = o.breakdown.map((b) => {
+    const bar = el('div', { class: 'stack' });
+    for (const c of comps) {
+      const seg = el('span', { class: 'seg seg-' + c, title: `${c} mean: ${fmtDur(mean(b, c))}` });
+      seg.style.width = (100 * mean(b, c) / maxSum).toFixed(3) + '%';
+      bar.append(seg);
     }
-  }
+    return el('tr', { dataset: { class: b.class, count: b.count } },
+      el('td', {}, [swatch(classes, b.class), classLabel(b.class)]),
+      comps.map((c) => el('td', { class: 'n', dataset: { comp: c, ns: mean(b, c) } }, fmtDur(mean(b, c)))),
+      el('td', { class: 'n', dataset: { comp: 'total', ns: mean(b, 'total') } }, fmtDur(mean(b, 'total'))),
+      el('td', { class: 'bar' }, bar));
+  });
   return el('section', { class: 'card wide', id: 'breakdown-card' },
-    el('h2', {}, 'Where the time goes ', el('span', { class: 'note' }, '(percentiles of each component; they need not add up to the total’s)')),
+    el('h2', {}, 'Where the time goes ', el('span', { class: 'note' }, '(mean per ' + (o.kind === 'pageviews' ? 'pageview' : 'transaction') + '; the components add up to the total. Pick a component above for its percentiles.)')),
     el('table', { id: 'breakdown', class: 'nums' },
-      el('thead', {}, el('tr', {}, el('th', {}, 'Class'), el('th', {}, ''), comps.map((c) => el('th', { class: 'n' }, c)),
+      el('thead', {}, el('tr', {}, el('th', {}, 'Class'), comps.map((c) => el('th', { class: 'n' }, c)), el('th', { class: 'n' }, 'total'),
         el('th', {}, el('span', { class: 'legend' }, comps.map((c) => el('span', {}, el('i', { class: 'seg seg-' + c }), c)))))),
       el('tbody', {}, rows)));
 }
