@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"math/big"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,9 +25,12 @@ type dialect struct {
 	boolInt func(cond string) string
 	sum     func(x string) string // int64, 0 on no rows
 	strpos  string                // position(haystack, needle), 1-based, 0 = absent
+	// addsBools: comparisons are integers that can be added directly.
+	addsBools bool
 	// pct selects group columns, n and the list of exact quantiles of col.
 	// hist, if set, replaces the comparison-sum bucket expression: it
-	// returns SQL selecting (class, key, count) and maps a key to a bucket.
+	// returns SQL selecting (class, key, count) and maps a key to a bucket,
+	// or "" when it has no faster form for these edges.
 	hist func(from, where, col string, edges []int64) (string, []any, func(int64) int)
 	// discrete, if set, is the engine's quantile aggregate over col at the
 	// given levels with nearest-rank semantics (index ceil(q*n)-1); used
@@ -35,16 +40,23 @@ type dialect struct {
 	pct func(from, where string, exprs, names []string, col string, qs []float64) string
 }
 
+func chBoolInt(c string) string   { return "toInt64(" + c + ")" }
+func duckBoolInt(c string) string { return "CAST(" + c + " AS BIGINT)" }
+
 func formatQ(q float64) string { return strconv.FormatFloat(q, 'g', -1, 64) }
 
 var chDialect = func(db string) dialect {
 	return dialect{
-		table:   func(n string) string { return "`" + db + "`." + n },
-		intDiv:  func(a, b string) string { return "intDiv(" + a + ", " + b + ")" },
-		bitAnd:  func(a string, m int) string { return "bitAnd(" + a + ", " + strconv.Itoa(m) + ")" },
-		boolInt: func(c string) string { return "toInt64(" + c + ")" },
-		sum:     func(x string) string { return "toInt64(sum(" + x + "))" },
-		strpos:  "position",
+		table:     func(n string) string { return "`" + db + "`." + n },
+		intDiv:    func(a, b string) string { return "intDiv(" + a + ", " + b + ")" },
+		bitAnd:    func(a string, m int) string { return "bitAnd(" + a + ", " + strconv.Itoa(m) + ")" },
+		boolInt:   func(c string) string { return "toInt64(" + c + ")" },
+		sum:       func(x string) string { return "toInt64(sum(" + x + "))" },
+		strpos:    "position",
+		addsBools: true,
+		hist: func(from, where, col string, edges []int64) (string, []any, func(int64) int) {
+			return logHist(chBoolInt, "log", "arrayElement", from, where, col, edges)
+		},
 		pct: func(from, where string, exprs, names []string, col string, qs []float64) string {
 			levels := make([]string, len(qs))
 			for i, q := range qs {
@@ -88,7 +100,7 @@ var duckDialect = dialect{
 	table:   func(n string) string { return n },
 	intDiv:  func(a, b string) string { return "(" + a + " // " + b + ")" },
 	bitAnd:  func(a string, m int) string { return "(" + a + " & " + strconv.Itoa(m) + ")" },
-	boolInt: func(c string) string { return "CAST(" + c + " AS BIGINT)" },
+	boolInt: duckBoolInt,
 	sum:     func(x string) string { return "CAST(coalesce(sum(" + x + "), 0) AS BIGINT)" },
 	strpos:  "strpos",
 	pct: func(from, where string, exprs, names []string, col string, qs []float64) string {
@@ -101,6 +113,41 @@ var duckDialect = dialect{
 		return fmt.Sprintf("SELECT %s, n, [%s] AS qs FROM (SELECT %s, count(*) AS n, list_sort(list(%s)) AS s FROM %s WHERE %s GROUP BY %s) ORDER BY %s",
 			g, strings.Join(picks, ", "), aliased(exprs, names), col, from, where, g, g)
 	},
+}
+
+// logHist computes the bucket of log-spaced edges (as made by LogEdges)
+// from a logarithm instead of one comparison per edge (ClickHouse 18.16:
+// 515 -> ~330 ms for 100 edges over 10M rows; DuckDB's binary-searching
+// histogram() is faster than this there, 127 vs 234 ms).
+// The float guess is corrected by one exact integer comparison with each
+// neighbouring edge, so the answer is the comparison-sum's exactly:
+// rounding in LogEdges moves an edge by less than 1 ns, far less than a
+// bucket, so the guess is never off by more than one. Other edges return
+// "" (the caller's generic form).
+func logHist(boolInt func(string) string, ln, elem, from, where, col string, edges []int64) (string, []any, func(int64) int) {
+	m := len(edges)
+	if m < 3 || edges[0] != 0 || !slices.Equal(LogEdges(edges[1], edges[m-1], m-2), edges) {
+		return "", nil, nil
+	}
+	lo := edges[1]
+	logR := math.Log(float64(edges[m-1])/float64(lo)) / float64(m-2)
+	arr := make([]string, 0, m+1)
+	for _, e := range edges {
+		arr = append(arr, strconv.FormatInt(e, 10))
+	}
+	// Sentinel: the upper neighbour of the last bucket is never reached.
+	arr = append(arr, strconv.FormatInt(math.MaxInt64, 10))
+	e := "[" + strings.Join(arr, ", ") + "]"
+	last := strconv.Itoa(m - 1)
+	// Bucket b (0-based) is [edges[b], edges[b+1]) = [e[b+1], e[b+2]) in
+	// 1-based SQL arrays; bucket 0 also takes values below 0.
+	guess := fmt.Sprintf("CAST(least(greatest(floor(%s(greatest(%s, 1) / %d) / %s) + 1, 0), %s) AS BIGINT)",
+		ln, col, lo, strconv.FormatFloat(logR, 'g', -1, 64), last)
+	fixed := fmt.Sprintf("greatest(least(b0 - %s + %s, %s), 0)",
+		boolInt(fmt.Sprintf("%s < %s(%s, b0 + 1)", col, elem, e)), boolInt(fmt.Sprintf("%s >= %s(%s, b0 + 2)", col, elem, e)), last)
+	sqlText := fmt.Sprintf("SELECT class, %s AS b, count(*) AS c FROM (SELECT class, %s, %s AS b0 FROM %s WHERE %s) GROUP BY class, b ORDER BY class, b",
+		fixed, col, guess, from, where)
+	return sqlText, nil, func(b int64) int { return int(b) }
 }
 
 func aliased(exprs, names []string) string {
@@ -189,8 +236,13 @@ func (q *querier) Histogram(ctx context.Context, hq HistogramQuery) ([]ClassHist
 	var sqlText string
 	var bargs []any
 	if q.d.hist != nil && len(hq.Edges) > 1 {
-		sqlText, bargs, bucketOf = q.d.hist(q.d.table(t.name), w.String(), col, hq.Edges)
-	} else {
+		var of func(int64) int
+		sqlText, bargs, of = q.d.hist(q.d.table(t.name), w.String(), col, hq.Edges)
+		if of != nil {
+			bucketOf = of
+		}
+	}
+	if sqlText == "" {
 		sqlText, bargs = q.histSQL(t, w, col, hq.Edges)
 	}
 	rows, err := q.db.QueryContext(ctx, sqlText, append(bargs, w.args...)...)
@@ -227,7 +279,7 @@ func (q *querier) histSQL(t table, w *where, col string, edges []int64) (string,
 	bucket := q.d.boolInt("1 = 0")
 	if len(terms) > 0 {
 		bucket = strings.Join(terms, " + ")
-		if q.d.hist == nil {
+		if q.d.addsBools {
 			// ClickHouse adds the UInt8 comparisons directly (the sum
 			// widens, at most len(edges)); one cast instead of one per edge.
 			conds := make([]string, len(terms))
