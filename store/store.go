@@ -180,7 +180,8 @@ type Counters struct {
 }
 
 // TopQuery ranks keys by mean total time (integer ns, sum/count rounded
-// down), ties by key.
+// down), ties by key. A URL's key is the (host, url) pair, shown as host +
+// url; ties order by host, then url.
 type TopQuery struct {
 	Kind     Kind
 	Range    TimeRange

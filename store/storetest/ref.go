@@ -233,25 +233,26 @@ func addrHex(a netip.Addr) string {
 // TopSlow per the TopQuery doc.
 func (r *Ref) TopSlow(q store.TopQuery) []store.TopRow {
 	type agg struct {
-		key, sortKey string
-		n, sum, mx   int64
+		key, sortKey, path string
+		n, sum, mx         int64
 	}
-	by := map[string]*agg{}
+	type group struct{ a, b string }
+	by := map[group]*agg{}
 	for _, x := range r.rows(q.Kind, q.Range, q.Class) {
-		var k, sk string
+		// URLs group and sort by the (host, url) pair.
+		var k, sk, path string
 		switch q.By {
 		case "server":
 			k, sk = x.server.String(), addrHex(x.server)
 		case "client":
 			k, sk = x.client.String(), addrHex(x.client)
 		default:
-			k = x.host + x.url
-			sk = k
+			k, sk, path = x.host+x.url, x.host, x.url
 		}
-		a := by[sk]
+		a := by[group{sk, path}]
 		if a == nil {
-			a = &agg{key: k, sortKey: sk}
-			by[sk] = a
+			a = &agg{key: k, sortKey: sk, path: path}
+			by[group{sk, path}] = a
 		}
 		a.n++
 		a.sum += x.comp["total"]
@@ -268,7 +269,10 @@ func (r *Ref) TopSlow(q store.TopQuery) []store.TopRow {
 		if mi != mj {
 			return mi > mj
 		}
-		return as[i].sortKey < as[j].sortKey
+		if as[i].sortKey != as[j].sortKey {
+			return as[i].sortKey < as[j].sortKey
+		}
+		return as[i].path < as[j].path
 	})
 	lim := q.Limit
 	if lim <= 0 {
