@@ -1,6 +1,6 @@
 import './app.css';
 import { el, clear, getJSON, showError } from './dom.js';
-import { overview } from './overview.js';
+import { overview, prefetchOverview } from './overview.js';
 import { search } from './search.js';
 import { pageview } from './pageview.js';
 import { whatif } from './whatif.js';
@@ -27,8 +27,9 @@ async function main() {
   if (!['overview', 'search', 'pageview', 'whatif'].includes(page)) { start(); return; }
   clear(mainEl);
   try {
+    const first = page === 'overview' ? prefetchOverview() : null;
     const meta = await getJSON('/api/meta');
-    if (page === 'overview') await overview(mainEl, meta);
+    if (page === 'overview') await overview(mainEl, meta, first);
     else if (page === 'search') await search(mainEl, meta);
     else if (page === 'whatif') await whatif(mainEl, meta);
     else await pageview(mainEl, meta);

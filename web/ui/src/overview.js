@@ -5,7 +5,28 @@ import { onLive, renderPipeline } from './live.js';
 
 const keys = ['last', 'from', 'to', 'class', 'kind', 'component'];
 
-export async function overview(main, meta) {
+// liveDefault: on a live server the wall screen wants the recent past, not
+// all data. It reads the page's data-live (no round trip), so that the
+// first overview request can start before /api/meta answers.
+function liveDefault() {
+  const p0 = params();
+  if (document.body.dataset.live === 'true' && !p0.get('last') && !p0.get('from') && !p0.get('to')) {
+    p0.set('last', '15m');
+    setParams(p0);
+  }
+}
+
+// prefetchOverview starts the first overview request while main() still
+// waits for /api/meta: over millions of records the overview is the slow
+// one, and the two do not depend on each other.
+export function prefetchOverview() {
+  liveDefault();
+  const p = getJSON('/api/overview?' + apiQuery(keys));
+  p.catch(() => {}); // reported when awaited
+  return p;
+}
+
+export async function overview(main, meta, prefetched) {
   clear(main);
   const controls = el('div', { class: 'controls', id: 'controls' });
   const body = el('div', { id: 'overview' });
@@ -17,7 +38,9 @@ export async function overview(main, meta) {
     if (loading) { again = true; return loading; }
     loading = (async () => {
       try {
-        const o = normalize(await getJSON('/api/overview?' + apiQuery(keys)));
+        const pending = prefetched || getJSON('/api/overview?' + apiQuery(keys));
+        prefetched = null;
+        const o = normalize(await pending);
         render(body, o, meta);
         setReportLinks();
         main.dataset.loaded = String(Date.now());
@@ -31,12 +54,7 @@ export async function overview(main, meta) {
     if (again) { again = false; await load(); }
   };
 
-  // On a live server the wall screen wants the recent past, not all data.
-  const p0 = params();
-  if (meta.live && !p0.get('last') && !p0.get('from') && !p0.get('to')) {
-    p0.set('last', '15m');
-    setParams(p0);
-  }
+  liveDefault();
   const kind = params().get('kind') || 'transactions';
   controls.append(
     rangePicker(load),
