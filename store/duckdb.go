@@ -70,10 +70,13 @@ func (d *duckInserter) insert(ctx context.Context, cs *colSet) error {
 }
 
 // chunkRows splits a table over its connections when every part still
-// fills a row group; smaller parts would cost a WAL copy each.
+// fills a row group; smaller parts would cost a WAL copy each. Parts are
+// whole row groups but the last, so that a batch leaves one partial row
+// group (merged at checkpoint) instead of one per part.
 func (d *duckInserter) chunkRows(n int) int {
 	if n >= duckConnsPerTable*duckRowGroup {
-		return (n + duckConnsPerTable - 1) / duckConnsPerTable
+		per := (n + duckConnsPerTable - 1) / duckConnsPerTable
+		return (per + duckRowGroup - 1) / duckRowGroup * duckRowGroup
 	}
 	return 0
 }

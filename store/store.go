@@ -238,14 +238,15 @@ type WriterStats struct {
 	LastError     string
 	ReplayedFiles int64 // spill files stored after a failure or from a previous run
 	Rejected      int64 // records streamed through the Sink after Close (not stored)
+	BatchRows     int   // records per stored batch (the effective Options.BatchRows)
 }
 
 // Options tune a store. Zero values take the defaults noted.
 type Options struct {
 	Sensor string // written into every row; default ""
 	// BatchRows flushes when this many records are buffered (default
-	// 300000 for ClickHouse, kept within 10k-300k; 400000 for DuckDB, whose
-	// appender is fastest with whole row groups).
+	// 600000 for ClickHouse, kept within 10k-600k; 800000 for DuckDB, which
+	// writes whole row groups straight to the file).
 	BatchRows int
 	// MaxAge flushes a non-empty buffer this old (default 2 s).
 	MaxAge time.Duration

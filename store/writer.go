@@ -572,7 +572,9 @@ func (w *writer) close() error {
 func (w *writer) statsCopy() WriterStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.stats
+	st := w.stats
+	st.BatchRows = w.opts.BatchRows
+	return st
 }
 
 // sink adapts the writer to pageview.Sink; errors surface from Flush/Close.
