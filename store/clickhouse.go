@@ -90,6 +90,9 @@ func sliceColumn(col any, lo, hi int) any {
 // ~25% less total CPU and 10-30% more throughput.
 func (c *chInserter) chunkRows(n int) int { return 0 }
 
+// granule: none; a ClickHouse insert is one part whatever its size.
+func (c *chInserter) granule() int { return 0 }
+
 func chDDL(db string, t table) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS `%s`.%s (", db, t.name)

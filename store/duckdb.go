@@ -69,6 +69,8 @@ func (d *duckInserter) insert(ctx context.Context, cs *colSet) error {
 	return nil
 }
 
+func (d *duckInserter) granule() int { return duckRowGroup }
+
 // chunkRows splits a table over its connections when every part still
 // fills a row group; smaller parts would cost a WAL copy each. Parts are
 // whole row groups but the last, so that a batch leaves one partial row

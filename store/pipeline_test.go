@@ -53,3 +53,52 @@ func TestBackToBackCopiesStoredOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestDuckDBCutsBatchesAtRowGroups: a batch cut by size stores whole row
+// groups (122,880 records) of each table and keeps the rest for later; a
+// flush then stores everything.
+func TestDuckDBCutsBatchesAtRowGroups(t *testing.T) {
+	ctx := context.Background()
+	s, err := store.Open(ctx, "memory:", store.Options{BatchRows: 1000, MaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const rowGroup = 122880
+	b := storetest.NewGen(3, storetest.T0, int64(time.Millisecond)).Next(rowGroup + 5000)
+	if len(b.Pageviews) >= rowGroup || len(b.Transactions) < rowGroup {
+		t.Fatalf("test data: %d transactions, %d pageviews", len(b.Transactions), len(b.Pageviews))
+	}
+	if err := s.WriteBatch(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	count := func(k store.Kind) int64 {
+		e, err := s.Extent(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.N
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for count(store.Transactions) < rowGroup && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := count(store.Transactions); n != rowGroup {
+		t.Fatalf("before flush: %d transactions stored, want one row group (%d)", n, rowGroup)
+	}
+	if n := count(store.Pageviews); n != 0 {
+		t.Errorf("before flush: %d pageviews stored, want 0 (fewer than a row group wait)", n)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(store.Transactions); n != int64(len(b.Transactions)) {
+		t.Errorf("after flush: %d transactions, want %d", n, len(b.Transactions))
+	}
+	if n := count(store.Pageviews); n != int64(len(b.Pageviews)) {
+		t.Errorf("after flush: %d pageviews, want %d", n, len(b.Pageviews))
+	}
+	if st := s.Stats(); st.Written != int64(b.Len()) || st.Queued != 0 {
+		t.Errorf("stats %+v, want %d written", st, b.Len())
+	}
+}

@@ -28,6 +28,9 @@ type inserter interface {
 	// chunkRows(n) > 0 splits a table's n rows into concurrent inserts of
 	// that size.
 	chunkRows(n int) int
+	// granule > 0: a batch cut by size carries whole multiples of this
+	// many records of each table; the rest waits for the next batch.
+	granule() int
 }
 
 var debugTiming = os.Getenv("RTMON_STORE_DEBUG") != ""
@@ -188,9 +191,45 @@ func (w *writer) add(ctx context.Context, b Batch) error {
 	w.cur.Pageviews = append(w.cur.Pageviews, b.Pageviews...)
 	w.stats.Queued += int64(b.Len())
 	if w.cur.Len() >= w.opts.BatchRows {
-		w.enqueueLocked()
+		w.enqueueFullLocked()
 	}
 	return nil
+}
+
+// enqueueFullLocked queues a batch cut by size. For an engine with a
+// granule (DuckDB's row group) each table's records are cut at a whole
+// multiple of it and the rest stay for the next batch: a partial row
+// group left by every insert is merged and recompressed at checkpoint,
+// which cost DuckDB ~10% of its ingest time (5.8 s at the end of 10M
+// transactions). Flushes by age or request still store everything.
+func (w *writer) enqueueFullLocked() {
+	g := w.ins.granule()
+	if g <= 0 {
+		w.enqueueLocked()
+		return
+	}
+	cut := func(n int) int { return n / g * g }
+	b := w.cur
+	head := &Batch{
+		Connections:  b.Connections[:cut(len(b.Connections))],
+		Transactions: b.Transactions[:cut(len(b.Transactions))],
+		Pageviews:    b.Pageviews[:cut(len(b.Pageviews))],
+	}
+	if head.Len() == 0 {
+		return
+	}
+	// Fresh slices for the rest: the queued batch keeps the old arrays.
+	rest := &Batch{
+		Connections:  append([]*reconstruct.Connection(nil), b.Connections[len(head.Connections):]...),
+		Transactions: append([]*reconstruct.Transaction(nil), b.Transactions[len(head.Transactions):]...),
+		Pageviews:    append([]*pageview.Pageview(nil), b.Pageviews[len(head.Pageviews):]...),
+	}
+	w.cur = head
+	w.enqueueLocked()
+	// The rest's age restarts: an age flush now would store the partial
+	// row groups the cut avoids. They wait at most MaxAge more.
+	w.cur = rest
+	w.curAt = time.Now()
 }
 
 // enqueueLocked moves the current buffer to the queue; past the memory
