@@ -293,6 +293,22 @@ func (q *querier) histSQL(t table, w *where, col string, edges []int64) (string,
 		bucket, q.d.table(t.name), w), bargs
 }
 
+// pctTarget checks a percentile query and names its table and column.
+func pctTarget(pq PercentileQuery) (table, string, error) {
+	k, t, err := kindTable(pq.Kind)
+	if err != nil {
+		return table{}, "", err
+	}
+	col, err := componentCol(k, pq.Component)
+	if err != nil {
+		return table{}, "", err
+	}
+	if err := validQs(pq.Qs); err != nil {
+		return table{}, "", err
+	}
+	return t, col, nil
+}
+
 func validQs(qs []float64) error {
 	if len(qs) == 0 {
 		return fmt.Errorf("percentiles: no quantiles")
@@ -306,15 +322,8 @@ func validQs(qs []float64) error {
 }
 
 func (q *querier) pct(ctx context.Context, pq PercentileQuery, series bool) ([]SeriesPoint, error) {
-	k, t, err := kindTable(pq.Kind)
+	t, col, err := pctTarget(pq)
 	if err != nil {
-		return nil, err
-	}
-	col, err := componentCol(k, pq.Component)
-	if err != nil {
-		return nil, err
-	}
-	if err := validQs(pq.Qs); err != nil {
 		return nil, err
 	}
 	w := baseWhere(pq.Range, pq.Class)
@@ -387,15 +396,8 @@ func (q *querier) Percentiles(ctx context.Context, pq PercentileQuery) ([]ClassP
 // with a selection aggregate (no sort) at level (k+0.5)/n, which a
 // nearest-rank quantile maps to index k whatever the float rounding.
 func (q *querier) pctDiscrete(ctx context.Context, pq PercentileQuery) ([]ClassPercentiles, error) {
-	k, t, err := kindTable(pq.Kind)
+	t, col, err := pctTarget(pq)
 	if err != nil {
-		return nil, err
-	}
-	col, err := componentCol(k, pq.Component)
-	if err != nil {
-		return nil, err
-	}
-	if err := validQs(pq.Qs); err != nil {
 		return nil, err
 	}
 	w := baseWhere(pq.Range, pq.Class)
@@ -464,15 +466,8 @@ func (q *querier) PercentileSeries(ctx context.Context, pq PercentileQuery) ([]S
 // a list per group. ok is false when no such level exists or the groups
 // changed between the two queries; the caller then sorts lists.
 func (q *querier) pctSeriesDiscrete(ctx context.Context, pq PercentileQuery, series bool) ([]SeriesPoint, bool, error) {
-	k, t, err := kindTable(pq.Kind)
+	t, col, err := pctTarget(pq)
 	if err != nil {
-		return nil, false, err
-	}
-	col, err := componentCol(k, pq.Component)
-	if err != nil {
-		return nil, false, err
-	}
-	if err := validQs(pq.Qs); err != nil {
 		return nil, false, err
 	}
 	w := baseWhere(pq.Range, pq.Class)
