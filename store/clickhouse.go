@@ -94,19 +94,11 @@ func (c *chInserter) chunkRows(n int) int { return 0 }
 func (c *chInserter) granule() int { return 0 }
 
 func chDDL(db string, t table) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS `%s`.%s (", db, t.name)
-	for i, c := range t.cols {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s %s", c.name, chTypes[c.kind])
-	}
 	// Partitioned by day for cheap retention; ordered by class then time,
 	// the filter of every dashboard query; id last so ReplacingMergeTree
 	// collapses exact duplicates (the writer's dedup makes that rare).
-	b.WriteString(") ENGINE = ReplacingMergeTree() PARTITION BY toYYYYMMDD(day) ORDER BY (class, start_ns, id)")
-	return b.String()
+	return fmt.Sprintf("CREATE TABLE IF NOT EXISTS `%s`.%s (%s) ENGINE = ReplacingMergeTree() PARTITION BY toYYYYMMDD(day) ORDER BY (class, start_ns, id)",
+		db, t.name, columnDefs(t, chTypes, ""))
 }
 
 func openClickHouse(ctx context.Context, rawURL string, opts Options, userBatch bool) (Store, error) {
@@ -160,22 +152,8 @@ func openClickHouse(ctx context.Context, rawURL string, opts Options, userBatch 
 	}
 	q := &querier{db: sdb, d: chDialect(db)}
 	ms := []migration{{1, func(ctx context.Context) error {
-		for _, t := range tables {
-			have, err := chColumns(ctx, sdb, db, t.name)
-			if err != nil {
-				return err
-			}
-			if len(have) > 0 {
-				if err := checkColumns(t, have); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := conn.Exec(ctx, chDDL(db, t)); err != nil {
-				return fmt.Errorf("create %s: %w", t.name, err)
-			}
-		}
-		return nil
+		return createTables(ctx, func(ctx context.Context, name string) ([]string, error) { return chColumns(ctx, sdb, db, name) },
+			func(ctx context.Context, t table) error { return conn.Exec(ctx, chDDL(db, t)) })
 	}}}
 	cur := func(ctx context.Context) (int, error) {
 		var v uint32

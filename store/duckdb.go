@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
@@ -84,16 +83,7 @@ func (d *duckInserter) chunkRows(n int) int {
 }
 
 func duckDDL(t table) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s (", t.name)
-	for i, c := range t.cols {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s %s NOT NULL", c.name, duckTypes[c.kind])
-	}
-	b.WriteString(")")
-	return b.String()
+	return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s)", t.name, columnDefs(t, duckTypes, " NOT NULL"))
 }
 
 func openDuck(ctx context.Context, path string, opts Options, userBatch bool) (Store, error) {
@@ -112,22 +102,8 @@ func openDuck(ctx context.Context, path string, opts Options, userBatch bool) (S
 		return fail(fmt.Errorf("open duckdb %q: %w", path, err))
 	}
 	ms := []migration{{1, func(ctx context.Context) error {
-		for _, t := range tables {
-			have, err := duckColumns(ctx, db, t.name)
-			if err != nil {
-				return err
-			}
-			if len(have) > 0 {
-				if err := checkColumns(t, have); err != nil {
-					return err
-				}
-				continue
-			}
-			if _, err := db.ExecContext(ctx, duckDDL(t)); err != nil {
-				return fmt.Errorf("create %s: %w", t.name, err)
-			}
-		}
-		return nil
+		return createTables(ctx, func(ctx context.Context, name string) ([]string, error) { return duckColumns(ctx, db, name) },
+			func(ctx context.Context, t table) error { _, err := db.ExecContext(ctx, duckDDL(t)); return err })
 	}}}
 	if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER NOT NULL, applied TIMESTAMP NOT NULL)"); err != nil {
 		return fail(fmt.Errorf("duckdb schema_migrations: %w", err))

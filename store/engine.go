@@ -98,6 +98,37 @@ func migrate(ctx context.Context, db *sql.DB, current func(context.Context) (int
 	return nil
 }
 
+// createTables is both engines' first migration: it creates each table
+// that is missing and checks the columns of each that exists.
+func createTables(ctx context.Context, columnsOf func(context.Context, string) ([]string, error), create func(context.Context, table) error) error {
+	for _, t := range tables {
+		have, err := columnsOf(ctx, t.name)
+		if err != nil {
+			return err
+		}
+		if len(have) > 0 {
+			if err := checkColumns(t, have); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := create(ctx, t); err != nil {
+			return fmt.Errorf("create %s: %w", t.name, err)
+		}
+	}
+	return nil
+}
+
+// columnDefs lists t's columns as "name type<suffix>, ..." in an engine's
+// types.
+func columnDefs(t table, types map[colKind]string, suffix string) string {
+	defs := make([]string, len(t.cols))
+	for i, c := range t.cols {
+		defs[i] = c.name + " " + types[c.kind] + suffix
+	}
+	return strings.Join(defs, ", ")
+}
+
 // checkColumns verifies an existing table has the expected columns in
 // order, so a stale or foreign table is reported rather than written into.
 func checkColumns(t table, have []string) error {
