@@ -207,20 +207,10 @@ func openClickHouse(ctx context.Context, rawURL string, opts Options, userBatch 
 		// 18.16 has no table TTL: drop whole expired day partitions.
 		lim := cutoff.Format("20060102")
 		for _, t := range tables {
-			rows, err := sdb.QueryContext(ctx, "SELECT DISTINCT partition FROM system.parts WHERE database = ? AND table = ? AND active AND partition < ?", db, t.name, lim)
+			parts, err := queryStrings(ctx, sdb, "SELECT DISTINCT partition FROM system.parts WHERE database = ? AND table = ? AND active AND partition < ?", db, t.name, lim)
 			if err != nil {
 				return fmt.Errorf("list partitions of %s: %w", t.name, err)
 			}
-			var parts []string
-			for rows.Next() {
-				var p string
-				if err := rows.Scan(&p); err != nil {
-					rows.Close()
-					return err
-				}
-				parts = append(parts, p)
-			}
-			rows.Close()
 			for _, p := range parts {
 				if !regexp.MustCompile(`^[0-9]{8}$`).MatchString(p) {
 					continue
@@ -241,18 +231,9 @@ func openClickHouse(ctx context.Context, rawURL string, opts Options, userBatch 
 
 func chColumns(ctx context.Context, sdb *sql.DB, db, name string) ([]string, error) {
 	// system.columns lists columns in table order.
-	rows, err := sdb.QueryContext(ctx, "SELECT name FROM system.columns WHERE database = ? AND table = ?", db, name)
+	cols, err := queryStrings(ctx, sdb, "SELECT name FROM system.columns WHERE database = ? AND table = ?", db, name)
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse columns of %s: %w", name, err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return cols, nil
 }

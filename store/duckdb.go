@@ -192,18 +192,9 @@ func openDuck(ctx context.Context, path string, opts Options, userBatch bool) (S
 }
 
 func duckColumns(ctx context.Context, db *sql.DB, name string) ([]string, error) {
-	rows, err := db.QueryContext(ctx, "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' AND table_name = ? ORDER BY ordinal_position", name)
+	cols, err := queryStrings(ctx, db, "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' AND table_name = ? ORDER BY ordinal_position", name)
 	if err != nil {
 		return nil, fmt.Errorf("duckdb columns of %s: %w", name, err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return cols, nil
 }

@@ -119,6 +119,24 @@ func createTables(ctx context.Context, columnsOf func(context.Context, string) (
 	return nil
 }
 
+// queryStrings runs a query selecting one string column.
+func queryStrings(ctx context.Context, db *sql.DB, query string, args ...any) ([]string, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 // columnDefs lists t's columns as "name type<suffix>, ..." in an engine's
 // types.
 func columnDefs(t table, types map[colKind]string, suffix string) string {

@@ -853,21 +853,12 @@ func (q *querier) Classes(ctx context.Context, r TimeRange) ([]string, error) {
 	set := map[string]bool{}
 	w := baseWhere(r, "")
 	for _, t := range tables {
-		rows, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT DISTINCT class FROM %s WHERE %s", q.d.table(t.name), w), w.args...)
+		cs, err := queryStrings(ctx, q.db, fmt.Sprintf("SELECT DISTINCT class FROM %s WHERE %s", q.d.table(t.name), w), w.args...)
 		if err != nil {
-			return nil, fmt.Errorf("classes: %w", err)
+			return nil, fmt.Errorf("classes of %s: %w", t.name, err)
 		}
-		for rows.Next() {
-			var c string
-			if err := rows.Scan(&c); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("classes: %w", err)
-			}
+		for _, c := range cs {
 			set[c] = true
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("classes: %w", err)
 		}
 	}
 	out := make([]string, 0, len(set))
