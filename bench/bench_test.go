@@ -200,17 +200,9 @@ func BenchmarkAnalyze(b *testing.B) {
 		}
 		sum := export.NewSummary()
 		tr := reconstruct.NewTracker(reconstruct.Config{}, export.Tee{sum})
-		var p capture.Packet
-		for {
-			if err := src.Next(&p); err != nil {
-				if !errors.Is(err, io.EOF) {
-					b.Fatal(err)
-				}
-				break
-			}
-			tr.Packet(&p)
+		if err := tr.ReadFrom(src, nil); err != nil {
+			b.Fatal(err)
 		}
-		tr.Flush()
 		packets += tr.Stats().Packets
 		src.Close()
 	}

@@ -1,8 +1,6 @@
 package pageview
 
 import (
-	"errors"
-	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -81,17 +79,9 @@ func truthGrouping(t *testing.T, wl synth.Workload, noReferer bool) {
 		sink = stripReferer{g}
 	}
 	tr := reconstruct.NewTracker(reconstruct.Config{}, sink)
-	var p capture.Packet
-	for {
-		if err := src.Next(&p); err != nil {
-			if !errors.Is(err, io.EOF) {
-				t.Fatal(err)
-			}
-			break
-		}
-		tr.Packet(&p)
+	if err := tr.ReadFrom(src, nil); err != nil {
+		t.Fatal(err)
 	}
-	tr.Flush()
 	g.Flush()
 
 	type key struct {

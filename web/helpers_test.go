@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -50,17 +49,9 @@ func ingest(t testing.TB, st store.Store, classes *pageview.Classes, path string
 	defer src.Close()
 	g := pageview.NewGrouper(pageview.Config{}, classes, st)
 	tr := reconstruct.NewTracker(reconstruct.Config{}, g)
-	var p capture.Packet
-	for {
-		if err := src.Next(&p); err != nil {
-			if !errors.Is(err, io.EOF) {
-				t.Fatal(err)
-			}
-			break
-		}
-		tr.Packet(&p)
+	if err := tr.ReadFrom(src, nil); err != nil {
+		t.Fatal(err)
 	}
-	tr.Flush()
 	g.Flush()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
