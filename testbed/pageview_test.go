@@ -74,25 +74,7 @@ func TestPageviewsMatchChromium(t *testing.T) {
 	}
 	for _, name := range []string{"baseline", "mixed-rtt", "syn-drops", "data-loss"} {
 		t.Run(name, func(t *testing.T) {
-			sc, err := NamedScenario(name, 6)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-			defer cancel()
-			tb := New(t, sc.Options())
-			res, err := RunScenario(ctx, tb, sc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			keepCapture(t, res.Capture)
-			checkScenarioHarness(t, sc, res)
-			out := t.TempDir()
-			actx, acancel := context.WithTimeout(ctx, 30*time.Second)
-			defer acancel()
-			if b, err := exec.CommandContext(actx, bin, "analyze", "--out", out, res.Capture).CombinedOutput(); err != nil {
-				t.Fatalf("rtmon analyze: %v\n%s", err, b)
-			}
+			res, out := runAndAnalyze(t, bin, name, 6)
 			txns := readJSONL[rtmonTxnTimes](t, filepath.Join(out, "transactions.jsonl"))
 			compareObjects(t, res.Truth, txns)
 			comparePageviews(t, "composed from rtmon transactions", res.Truth, composePageviews(res.Truth, txns))
@@ -470,23 +452,7 @@ func TestScenariosRun(t *testing.T) {
 	}
 	for _, name := range []string{"synack-loss", "keepalive-pipelining", "overloaded"} {
 		t.Run(name, func(t *testing.T) {
-			sc, err := NamedScenario(name, 3)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-			defer cancel()
-			tb := New(t, sc.Options())
-			res, err := RunScenario(ctx, tb, sc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			keepCapture(t, res.Capture)
-			checkScenarioHarness(t, sc, res)
-			out := t.TempDir()
-			if b, err := exec.CommandContext(ctx, bin, "analyze", "--out", out, res.Capture).CombinedOutput(); err != nil {
-				t.Fatalf("rtmon analyze: %v\n%s", err, b)
-			}
+			res, out := runAndAnalyze(t, bin, name, 3)
 			conns := readJSONL[rtmonConn](t, filepath.Join(out, "connections.jsonl"))
 			txns := readJSONL[rtmonTxnTimes](t, filepath.Join(out, "transactions.jsonl"))
 			switch name {
@@ -547,4 +513,31 @@ func logPageviewErrors(t *testing.T, truth []PageTruth, pvs []rtmonPageview) {
 		}
 	}
 	t.Logf("pageviews (not asserted): %d of %d matched; %s", len(errs), len(truth), errStats(errs))
+}
+
+// runAndAnalyze runs a named scenario with n pageviews per client on a
+// fresh testbed, checks the harness itself, keeps the capture as an
+// artifact and returns the result with the directory rtmon analyze wrote.
+func runAndAnalyze(t *testing.T, bin, name string, n int) (ScenarioResult, string) {
+	t.Helper()
+	sc, err := NamedScenario(name, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	tb := New(t, sc.Options())
+	res, err := RunScenario(ctx, tb, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keepCapture(t, res.Capture)
+	checkScenarioHarness(t, sc, res)
+	out := t.TempDir()
+	actx, acancel := context.WithTimeout(ctx, 30*time.Second)
+	defer acancel()
+	if b, err := exec.CommandContext(actx, bin, "analyze", "--out", out, res.Capture).CombinedOutput(); err != nil {
+		t.Fatalf("rtmon analyze: %v\n%s", err, b)
+	}
+	return res, out
 }
