@@ -231,39 +231,30 @@ func (p *parser) or() (Cond, error) {
 	if err := p.enter(); err != nil {
 		return nil, err
 	}
-	l, err := p.and()
-	if err != nil {
-		return nil, err
-	}
-	for isKw(p.peek(), "OR") {
-		p.next()
-		if err := p.enter(); err != nil {
-			return nil, err
-		}
-		r, err := p.and()
-		if err != nil {
-			return nil, err
-		}
-		l = &Or{l, r}
-	}
-	return l, nil
+	return p.chain("OR", p.and, func(l, r Cond) Cond { return &Or{l, r} })
 }
 
 func (p *parser) and() (Cond, error) {
-	l, err := p.prim()
+	return p.chain("AND", p.prim, func(l, r Cond) Cond { return &And{l, r} })
+}
+
+// chain parses operand (kw operand)*, folding to the left; every operand
+// after the first counts against the nesting bound.
+func (p *parser) chain(kw string, operand func() (Cond, error), join func(l, r Cond) Cond) (Cond, error) {
+	l, err := operand()
 	if err != nil {
 		return nil, err
 	}
-	for isKw(p.peek(), "AND") {
+	for isKw(p.peek(), kw) {
 		p.next()
 		if err := p.enter(); err != nil {
 			return nil, err
 		}
-		r, err := p.prim()
+		r, err := operand()
 		if err != nil {
 			return nil, err
 		}
-		l = &And{l, r}
+		l = join(l, r)
 	}
 	return l, nil
 }
