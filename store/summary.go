@@ -26,9 +26,6 @@ func (q *querier) Extent(ctx context.Context, k Kind) (Extent, error) {
 	if err := q.db.QueryRowContext(ctx, sqlText).Scan(&e.N, &e.First, &e.Last); err != nil {
 		return Extent{}, fmt.Errorf("extent of %s: %w", t.name, err)
 	}
-	if e.N == 0 {
-		return Extent{}, nil
-	}
 	return e, nil
 }
 
