@@ -90,10 +90,20 @@ func sliceColumn(col any, lo, hi int) any {
 // ~25% less total CPU and 10-30% more throughput.
 func (c *chInserter) chunkRows(n int) int { return 0 }
 
+func (c *chInserter) refresh(ctx context.Context, t table, rs []TimeRange) error {
+	return refreshRollups(ctx, c.querier, c, t, rs, nil)
+}
+
 // granule: none; a ClickHouse insert is one part whatever its size.
 func (c *chInserter) granule() int { return 0 }
 
 func chDDL(db string, t table) string {
+	if t.name == rollupTable.name {
+		// The newest recompute of a (kind, minute, class) replaces the
+		// older ones at merges; readers keep the newest meanwhile.
+		return fmt.Sprintf("CREATE TABLE IF NOT EXISTS `%s`.%s (%s) ENGINE = ReplacingMergeTree(version) PARTITION BY toYYYYMMDD(day) ORDER BY (kind, minute, class)",
+			db, t.name, columnDefs(t, chTypes, ""))
+	}
 	// Partitioned by day for cheap retention; ordered by class then time,
 	// the filter of every dashboard query; id last so ReplacingMergeTree
 	// collapses exact duplicates (the writer's dedup makes that rare).
@@ -151,10 +161,12 @@ func openClickHouse(ctx context.Context, rawURL string, opts Options, userBatch 
 		return fail(fmt.Errorf("clickhouse schema_migrations: %w", err))
 	}
 	q := &querier{db: sdb, d: chDialect(db)}
-	ms := []migration{{1, func(ctx context.Context) error {
-		return createTables(ctx, func(ctx context.Context, name string) ([]string, error) { return chColumns(ctx, sdb, db, name) },
-			func(ctx context.Context, t table) error { return conn.Exec(ctx, chDDL(db, t)) })
-	}}}
+	columnsOf := func(ctx context.Context, name string) ([]string, error) { return chColumns(ctx, sdb, db, name) }
+	create := func(ctx context.Context, t table) error { return conn.Exec(ctx, chDDL(db, t)) }
+	ms := []migration{
+		{1, func(ctx context.Context) error { return createTables(ctx, tables, columnsOf, create) }},
+		{2, func(ctx context.Context) error { return createTables(ctx, []table{rollupTable}, columnsOf, create) }},
+	}
 	cur := func(ctx context.Context) (int, error) {
 		var v uint32
 		err := sdb.QueryRowContext(ctx, fmt.Sprintf("SELECT max(version) FROM `%s`.schema_migrations", db)).Scan(&v)
@@ -187,6 +199,9 @@ func openClickHouse(ctx context.Context, rawURL string, opts Options, userBatch 
 		opts.BatchRows = 600000
 	}
 	opts.BatchRows = min(max(opts.BatchRows, 10000), 600000)
+	if opts.Rollups == "" || opts.Rollups == "auto" {
+		opts.Rollups = "on"
+	}
 	w, err := newWriter(&chInserter{querier: q, conn: conn, db: db}, opts)
 	if err != nil {
 		return fail(err)
@@ -206,7 +221,7 @@ func openClickHouse(ctx context.Context, rawURL string, opts Options, userBatch 
 	err = e.startTTL(ctx, opts.TTL, func(ctx context.Context, cutoff time.Time) error {
 		// 18.16 has no table TTL: drop whole expired day partitions.
 		lim := cutoff.Format("20060102")
-		for _, t := range tables {
+		for _, t := range append([]table{rollupTable}, tables...) {
 			parts, err := queryStrings(ctx, sdb, "SELECT DISTINCT partition FROM system.parts WHERE database = ? AND table = ? AND active AND partition < ?", db, t.name, lim)
 			if err != nil {
 				return fmt.Errorf("list partitions of %s: %w", t.name, err)

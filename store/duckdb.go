@@ -70,6 +70,10 @@ func (d *duckInserter) insert(ctx context.Context, cs *colSet) error {
 
 func (d *duckInserter) granule() int { return duckRowGroup }
 
+func (d *duckInserter) refresh(ctx context.Context, t table, rs []TimeRange) error {
+	return refreshRollups(ctx, d.querier, d, t, rs, nil)
+}
+
 // chunkRows splits a table over its connections when every part still
 // fills a row group; smaller parts would cost a WAL copy each. Parts are
 // whole row groups but the last, so that a batch leaves one partial row
@@ -101,10 +105,12 @@ func openDuck(ctx context.Context, path string, opts Options, userBatch bool) (S
 	if err := db.PingContext(ctx); err != nil {
 		return fail(fmt.Errorf("open duckdb %q: %w", path, err))
 	}
-	ms := []migration{{1, func(ctx context.Context) error {
-		return createTables(ctx, func(ctx context.Context, name string) ([]string, error) { return duckColumns(ctx, db, name) },
-			func(ctx context.Context, t table) error { _, err := db.ExecContext(ctx, duckDDL(t)); return err })
-	}}}
+	columnsOf := func(ctx context.Context, name string) ([]string, error) { return duckColumns(ctx, db, name) }
+	create := func(ctx context.Context, t table) error { _, err := db.ExecContext(ctx, duckDDL(t)); return err }
+	ms := []migration{
+		{1, func(ctx context.Context) error { return createTables(ctx, tables, columnsOf, create) }},
+		{2, func(ctx context.Context) error { return createTables(ctx, []table{rollupTable}, columnsOf, create) }},
+	}
 	if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER NOT NULL, applied TIMESTAMP NOT NULL)"); err != nil {
 		return fail(fmt.Errorf("duckdb schema_migrations: %w", err))
 	}
@@ -133,7 +139,7 @@ func openDuck(ctx context.Context, path string, opts Options, userBatch bool) (S
 		}
 		return errors.Join(errs...)
 	}
-	for _, t := range tables {
+	for _, t := range append([]table{rollupTable}, tables...) {
 		ins.pools[t.name] = make(chan driver.Conn, duckConnsPerTable)
 		for range duckConnsPerTable {
 			dconn, err := conn.Connect(ctx)
@@ -154,6 +160,9 @@ func openDuck(ctx context.Context, path string, opts Options, userBatch bool) (S
 		// at checkpoint, which halves the ingest rate. 800k records hold
 		// ~450k transactions: two appenders of more than a row group.
 		opts.BatchRows = 800000
+	}
+	if opts.Rollups == "" || opts.Rollups == "auto" {
+		opts.Rollups = "off"
 	}
 	w, err := newWriter(ins, opts)
 	if err != nil {
@@ -177,7 +186,7 @@ func openDuck(ctx context.Context, path string, opts Options, userBatch bool) (S
 		return nil
 	}
 	err = e.startTTL(ctx, opts.TTL, func(ctx context.Context, cutoff time.Time) error {
-		for _, t := range tables {
+		for _, t := range append([]table{rollupTable}, tables...) {
 			if _, err := db.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE day < ?", t.name), cutoff); err != nil {
 				return fmt.Errorf("drop old %s: %w", t.name, err)
 			}

@@ -98,10 +98,10 @@ func migrate(ctx context.Context, db *sql.DB, current func(context.Context) (int
 	return nil
 }
 
-// createTables is both engines' first migration: it creates each table
-// that is missing and checks the columns of each that exists.
-func createTables(ctx context.Context, columnsOf func(context.Context, string) ([]string, error), create func(context.Context, table) error) error {
-	for _, t := range tables {
+// createTables is both engines' table-creating migration: it creates each
+// of ts that is missing and checks the columns of each that exists.
+func createTables(ctx context.Context, ts []table, columnsOf func(context.Context, string) ([]string, error), create func(context.Context, table) error) error {
+	for _, t := range ts {
 		have, err := columnsOf(ctx, t.name)
 		if err != nil {
 			return err

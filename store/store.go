@@ -63,6 +63,10 @@ type Store interface {
 	// ComponentSums is, per class, the count and exact sum of every
 	// component in range.
 	ComponentSums(ctx context.Context, q SumQuery) ([]ComponentSums, error)
+	// Summary answers the overview of a range from per-minute rollups:
+	// exact counts, sums, counters and histograms, percentiles within
+	// RollupRelError, at a cost that does not grow with the records.
+	Summary(ctx context.Context, q SummaryQuery) (*Summary, error)
 	// Stats reports the writer's state, for progress output and tests.
 	Stats() WriterStats
 }
@@ -77,8 +81,8 @@ type Batch struct {
 // Len is the number of records.
 func (b *Batch) Len() int { return len(b.Connections) + len(b.Transactions) + len(b.Pageviews) }
 
-// TimeRange is [From, To) in ns since the epoch. A zero To means no upper
-// bound. A record belongs to the time of its transaction Start, pageview
+// TimeRange is [From, To) in ns since the epoch. A zero From means no
+// lower bound, a zero To no upper bound. A record belongs to the time of its transaction Start, pageview
 // Start or connection FirstSeen.
 type TimeRange struct {
 	From, To int64
@@ -239,6 +243,8 @@ type WriterStats struct {
 	ReplayedFiles int64 // spill files stored after a failure or from a previous run
 	Rejected      int64 // records streamed through the Sink after Close (not stored)
 	BatchRows     int   // records per stored batch (the effective Options.BatchRows)
+	RollupErrors  int64 // failed rollup recomputes (readers recompute those minutes)
+	Rollups       bool  // the writer keeps the rollups current (Options.Rollups)
 }
 
 // Options tune a store. Zero values take the defaults noted.
@@ -275,6 +281,14 @@ type Options struct {
 	Classify func(client netip.Addr) string
 	// ConnectTimeout bounds reaching a server at Open (default 5 s).
 	ConnectTimeout time.Duration
+	// Rollups: "on" makes the writer keep the per-minute rollups that
+	// Summary reads current (Flush then waits for them too); "off" leaves
+	// them to readers, which recompute stale minutes when they ask. ""
+	// or "auto": on for ClickHouse, whose scans of millions of records are
+	// what the rollups avoid, off for DuckDB, which answers the exact
+	// queries over 10M transactions in under a second and whose ingest
+	// rate the recompute would cost ~6%.
+	Rollups string
 }
 
 func (o *Options) defaults() {
@@ -310,6 +324,11 @@ func (o *Options) defaults() {
 func Open(ctx context.Context, url string, opts Options) (Store, error) {
 	userBatch := opts.BatchRows > 0
 	opts.defaults()
+	switch opts.Rollups {
+	case "", "auto", "on", "off":
+	default:
+		return nil, fmt.Errorf("rollups %q: want on, off or auto", opts.Rollups)
+	}
 	switch {
 	case url == "memory:" || url == "memory":
 		return openDuck(ctx, "", opts, userBatch)

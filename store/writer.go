@@ -28,12 +28,26 @@ type inserter interface {
 	// chunkRows(n) > 0 splits a table's n rows into concurrent inserts of
 	// that size.
 	chunkRows(n int) int
+	// refresh recomputes the rollups of the whole minutes rs of t (see
+	// rollup.go).
+	refresh(ctx context.Context, t table, rs []TimeRange) error
 	// granule > 0: a batch cut by size carries whole multiples of this
 	// many records of each table; the rest waits for the next batch.
 	granule() int
 }
 
 var debugTiming = os.Getenv("RTMON_STORE_DEBUG") != ""
+
+// rollupDelay is how long the writer lets dirty minutes wait while records
+// keep coming: recomputing after every batch cost DuckDB ~8% of its ingest
+// rate, while one recompute over a bulk load's span costs a few percent.
+// Readers recompute what is not done yet (rollup.go), so the delay costs
+// them a recompute of the newest minutes, not a wrong answer.
+const rollupDelay = time.Minute
+
+// writerRefreshesRollups is switched off by tests that play a writer dying
+// between an insert and its rollup recompute.
+var writerRefreshesRollups = true
 
 // pending is one batch waiting to be stored: in memory, or in a spill file.
 type pending struct {
@@ -79,13 +93,22 @@ type writer struct {
 	// for a transaction that arrives without Class (not from the pageview
 	// stage, which always sets it).
 	classOf map[netip.Addr]string
-	kick    chan struct{}
-	done    chan struct{}
-	stop    chan struct{}
+	// dirty holds, per table, the minutes (index since the epoch) that
+	// stored batches touched and whose rollups are not recomputed yet.
+	// The flusher recomputes them when its queue is empty, so that rollup
+	// work never delays a waiting batch and a bulk load pays one recompute
+	// over its whole span instead of one per batch; Flush waits for it.
+	dirty      map[string]map[int64]bool
+	dirtySince time.Time // when dirty became non-empty
+	flushing   int       // flush calls waiting
+	refreshing bool
+	kick       chan struct{}
+	done       chan struct{}
+	stop       chan struct{}
 }
 
 func newWriter(ins inserter, opts Options) (*writer, error) {
-	w := &writer{ins: ins, opts: opts, cur: &Batch{}, classOf: map[netip.Addr]string{},
+	w := &writer{ins: ins, opts: opts, cur: &Batch{}, classOf: map[netip.Addr]string{}, dirty: map[string]map[int64]bool{},
 		kick: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{})}
 	w.cond = sync.NewCond(&w.mu)
 	if w.spillDir() != "" {
@@ -342,6 +365,11 @@ func (w *writer) drain(backoff time.Duration) time.Duration {
 	for {
 		w.mu.Lock()
 		if len(w.queue) == 0 {
+			if len(w.dirty) > 0 && (w.flushing > 0 || w.closed || time.Since(w.dirtySince) >= rollupDelay) {
+				w.mu.Unlock()
+				w.refreshDirty()
+				continue
+			}
 			w.cond.Broadcast()
 			w.mu.Unlock()
 			return 0
@@ -463,6 +491,7 @@ func (w *writer) store(ctx context.Context, b *Batch) (int, error) {
 	// which lets the server's insert work use both cores.
 	errs := make([]error, len(groups))
 	ndup := make([]int, len(groups))
+	minutes := make([]map[int64]bool, len(groups))
 	var wg sync.WaitGroup
 	for gi, g := range groups {
 		if len(g.items) == 0 {
@@ -529,6 +558,17 @@ func (w *writer) store(ctx context.Context, b *Batch) (int, error) {
 				}()
 			}
 			cwg.Wait()
+			if errs[gi] != nil {
+				return
+			}
+			// Every minute the batch touched, duplicates included: a
+			// retried batch's records are all duplicates, but the failure
+			// may have come between its insert and the recompute.
+			ms := make(map[int64]bool)
+			for _, it := range g.items {
+				ms[floorDiv(it.start, rollupGrain)] = true
+			}
+			minutes[gi] = ms
 		}()
 	}
 	wg.Wait()
@@ -538,7 +578,78 @@ func (w *writer) store(ctx context.Context, b *Batch) (int, error) {
 	for _, n := range ndup {
 		dups += n
 	}
+	if w.opts.Rollups == "on" && writerRefreshesRollups {
+		w.mu.Lock()
+		for gi, g := range groups {
+			if len(minutes[gi]) == 0 {
+				continue
+			}
+			if len(w.dirty) == 0 {
+				w.dirtySince = time.Now()
+			}
+			d := w.dirty[g.t.name]
+			if d == nil {
+				d = map[int64]bool{}
+				w.dirty[g.t.name] = d
+			}
+			for m := range minutes[gi] {
+				d[m] = true
+			}
+		}
+		w.mu.Unlock()
+	}
 	return dups, nil
+}
+
+// refreshDirty recomputes the rollups of the dirty minutes, the tables in
+// parallel. A failure is counted and its minutes dropped: the records are
+// stored, and readers recompute any minute whose rollup disagrees with
+// them, so retrying here would only hold up the queue.
+func (w *writer) refreshDirty() {
+	w.mu.Lock()
+	dirty := w.dirty
+	w.dirty = map[string]map[int64]bool{}
+	w.refreshing = true
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	var emu sync.Mutex
+	var errs []error
+	for _, t := range tables {
+		ms := dirty[t.name]
+		if len(ms) == 0 {
+			continue
+		}
+		starts := make([]int64, 0, len(ms))
+		for m := range ms {
+			starts = append(starts, m*rollupGrain)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			rs := minuteRuns(starts, 64)
+			err := w.ins.refresh(ctx, t, rs)
+			if debugTiming {
+				fmt.Fprintf(os.Stderr, "rollups %s: %d minutes in %d runs: %v\n", t.name, len(starts), len(rs), time.Since(t0))
+			}
+			if err != nil {
+				emu.Lock()
+				errs = append(errs, err)
+				emu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	w.mu.Lock()
+	w.refreshing = false
+	if err := errors.Join(errs...); err != nil {
+		w.stats.RollupErrors++
+		w.stats.LastError = err.Error()
+	}
+	w.cond.Broadcast()
+	w.mu.Unlock()
 }
 
 // flush waits until everything added so far is stored.
@@ -555,9 +666,17 @@ func (w *writer) flush(ctx context.Context) error {
 	defer stop()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for len(w.queue) > 0 {
+	w.flushing++
+	defer func() { w.flushing-- }()
+	for len(w.queue) > 0 || len(w.dirty) > 0 || w.refreshing {
 		if ctx.Err() != nil {
+			if len(w.queue) == 0 {
+				return nil // stored; readers recompute the rollups
+			}
 			return fmt.Errorf("store flush: %d records still queued (last error: %v): %w", w.stats.Queued, w.err, ctx.Err())
+		}
+		if len(w.queue) == 0 && !w.refreshing {
+			w.signal() // the flusher recomputes when it wakes with an empty queue
 		}
 		w.cond.Wait()
 	}
@@ -613,6 +732,7 @@ func (w *writer) statsCopy() WriterStats {
 	defer w.mu.Unlock()
 	st := w.stats
 	st.BatchRows = w.opts.BatchRows
+	st.Rollups = w.opts.Rollups == "on"
 	return st
 }
 

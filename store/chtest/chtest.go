@@ -7,7 +7,10 @@ package chtest
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -235,4 +238,38 @@ func (s *Server) CPUTime() (time.Duration, error) {
 	}
 	// USER_HZ is 100 on every Linux build Debian ships.
 	return time.Duration(ut+st) * 10 * time.Millisecond, nil
+}
+
+// WaitMerges waits until the server runs no merge for a second, at most
+// limit: benchmarks use it to measure queries in the steady state rather
+// than while a bulk load's parts are still being merged.
+func (s *Server) WaitMerges(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	quiet := 0
+	for time.Now().Before(deadline) {
+		u := fmt.Sprintf("http://127.0.0.1:%d/?query=%s", s.HTTPPort, url.QueryEscape("SELECT count() FROM system.merges"))
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return fmt.Errorf("clickhouse merges: %w", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.TrimSpace(string(b)) == "0" {
+			if quiet++; quiet >= 4 {
+				return nil
+			}
+		} else {
+			quiet = 0
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("clickhouse merges still running after %v", limit)
 }

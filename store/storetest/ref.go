@@ -56,7 +56,9 @@ func (r *Ref) Add(b store.Batch) {
 	}
 }
 
-func inRange(r store.TimeRange, t int64) bool { return t >= r.From && (r.To == 0 || t < r.To) }
+func inRange(r store.TimeRange, t int64) bool {
+	return (r.From == 0 || t >= r.From) && (r.To == 0 || t < r.To)
+}
 
 // row is the query-relevant view of a transaction or pageview.
 type row struct {
@@ -446,4 +448,54 @@ func (r *Ref) ComponentSums(q store.SumQuery) []store.ComponentSums {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Class < out[j].Class })
 	return out
+}
+
+// Summary per the Summary contract, computed from the records directly:
+// a percentile is the estimate of the bucket that holds the exact
+// percentile's value.
+func (r *Ref) Summary(q store.SummaryQuery) *store.Summary {
+	s := &store.Summary{Classes: r.Classes(q.Range), Counters: r.Counters(q.Range, q.Class)}
+	if q.Edges != nil {
+		s.Histograms = r.Histogram(store.HistogramQuery{Kind: q.Kind, Range: q.Range, Class: q.Class, Edges: q.Edges})
+	}
+	s.Sums = r.ComponentSums(store.SumQuery{Kind: q.Kind, Range: q.Range, Class: q.Class})
+	estimate := func(vs []int64) []int64 {
+		exact := quantiles(vs, q.Qs) // sorts vs
+		out := make([]int64, len(exact))
+		for i, v := range exact {
+			out[i] = store.RollupEstimate(store.RollupBucket(v), vs[0], vs[len(vs)-1])
+		}
+		return out
+	}
+	type key struct {
+		class string
+		t     int64
+	}
+	byClass := map[string][]int64{}
+	bySeries := map[key][]int64{}
+	for _, x := range r.rows(q.Kind, q.Range, q.Class) {
+		v := x.comp["total"]
+		byClass[x.class] = append(byClass[x.class], v)
+		if q.Step > 0 {
+			k := key{x.class, x.start / int64(q.Step) * int64(q.Step)}
+			bySeries[k] = append(bySeries[k], v)
+		}
+	}
+	if len(q.Qs) > 0 {
+		for _, c := range s.Classes {
+			if vs := byClass[c]; len(vs) > 0 {
+				s.Percentiles = append(s.Percentiles, store.ClassPercentiles{Class: c, Count: int64(len(vs)), Values: estimate(vs)})
+			}
+		}
+		for k, vs := range bySeries {
+			s.Series = append(s.Series, store.SeriesPoint{Class: k.class, T: k.t, Count: int64(len(vs)), Values: estimate(vs)})
+		}
+		sort.Slice(s.Series, func(i, j int) bool {
+			if s.Series[i].Class != s.Series[j].Class {
+				return s.Series[i].Class < s.Series[j].Class
+			}
+			return s.Series[i].T < s.Series[j].T
+		})
+	}
+	return s
 }

@@ -239,11 +239,14 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, reopen func(t *testi
 	})
 }
 
-// Ranges used by the query checks: everything, one middle slice, empty.
+// Ranges used by the query checks: everything, one middle slice, one
+// that starts and ends inside minutes, one inside a minute, empty.
 func ranges() []store.TimeRange {
 	return []store.TimeRange{
 		{From: T0},
 		{From: T0 + int64(7*time.Hour), To: T0 + int64(30*time.Hour)},
+		{From: T0 + int64(3*time.Hour+17*time.Second+3), To: T0 + int64(20*time.Hour+41*time.Second)},
+		{From: T0 + int64(5*time.Hour+10*time.Second), To: T0 + int64(5*time.Hour+50*time.Second)},
 		{From: T0 - int64(time.Hour), To: T0},
 	}
 }
@@ -318,6 +321,15 @@ func checkQueries(t *testing.T, s store.Store, ref *Ref) {
 		same(t, "Classes", got, ref.Classes(r))
 		for _, k := range []store.Kind{store.Transactions, store.Pageviews} {
 			for _, class := range []string{"", "gold", "none"} {
+				for _, step := range []time.Duration{0, time.Minute, time.Hour} {
+					q := store.SummaryQuery{Kind: k, Range: r, Class: class, Edges: store.LogEdges(1e6, 1e11, 100), Qs: qs, Step: step}
+					got, err := s.Summary(ctx, q)
+					if err != nil {
+						t.Fatalf("Summary(%+v): %v", q, err)
+					}
+					got.Recomputed = 0
+					same(t, fmt.Sprintf("Summary %s %q step %v", k, class, step), got, ref.Summary(q))
+				}
 				sq := store.SumQuery{Kind: k, Range: r, Class: class}
 				got, err := s.ComponentSums(ctx, sq)
 				if err != nil {
