@@ -214,8 +214,11 @@ type Overview struct {
 	Breakdown   []Breakdown               `json:"breakdown"`
 	Counters    store.Counters            `json:"counters"`
 	Top         map[string][]store.TopRow `json:"top"`
-	Pipeline    *PipelineStats            `json:"pipeline,omitempty"` // live only
-	Store       store.WriterStats         `json:"store"`
+	// Approx is 0 when every number is exact, else the bound on the
+	// percentiles' relative error (they came from rollups).
+	Approx   float64           `json:"approx"`
+	Pipeline *PipelineStats    `json:"pipeline,omitempty"` // live only
+	Store    store.WriterStats `json:"store"`
 }
 
 // Breakdown is one class's mean of each component (ns, sum/count rounded
@@ -285,6 +288,45 @@ func (s *Server) overview(ctx context.Context, p overviewParams) (*Overview, err
 	tops := []string{"url", "server", "client"}
 	topRows := make([][]store.TopRow, len(tops))
 	g, gctx := errgroup.WithContext(ctx)
+	if s.useRollups(ext, p, step) {
+		o.Approx = store.RollupRelError
+		g.Go(func() error {
+			sum, err := st.Summary(gctx, store.SummaryQuery{Kind: p.kind, Range: r, Class: p.class, Edges: histEdges, Qs: quantiles, Step: step})
+			if err != nil {
+				return wrap("summary", err)
+			}
+			o.Classes, o.Histograms, o.Percentiles, o.Series, sums, o.Counters = sum.Classes, sum.Histograms, sum.Percentiles, sum.Series, sum.Sums, sum.Counters
+			return nil
+		})
+	} else {
+		s.exactOverview(g, gctx, o, p, r, step, &sums)
+	}
+	for i, by := range tops {
+		g.Go(func() (err error) {
+			topRows[i], err = st.TopSlow(gctx, store.TopQuery{Kind: p.kind, Range: r, Class: p.class, By: by, Limit: 10})
+			return wrap("top "+by, err)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return s.finishOverview(o, tops, topRows, sums), nil
+}
+
+// useRollups: the rollups answer the total's distribution over whole
+// minutes, when the store keeps them; below ExactBelow transactions exact
+// answers are cheap enough.
+func (s *Server) useRollups(ext extent, p overviewParams, step time.Duration) bool {
+	below := s.cfg.ExactBelow
+	if below == 0 {
+		below = 1_000_000
+	}
+	return below >= 0 && ext.N >= below && p.component == "total" && step%time.Minute == 0 && s.cfg.Store.Stats().Rollups
+}
+
+// exactOverview queries the records themselves.
+func (s *Server) exactOverview(g *errgroup.Group, gctx context.Context, o *Overview, p overviewParams, r store.TimeRange, step time.Duration, sums *[]store.ComponentSums) {
+	st := s.cfg.Store
 	g.Go(func() (err error) {
 		o.Classes, err = st.Classes(gctx, r)
 		return wrap("classes", err)
@@ -302,22 +344,16 @@ func (s *Server) overview(ctx context.Context, p overviewParams) (*Overview, err
 		return wrap("percentile series", err)
 	})
 	g.Go(func() (err error) {
-		sums, err = st.ComponentSums(gctx, store.SumQuery{Kind: p.kind, Range: r, Class: p.class})
+		*sums, err = st.ComponentSums(gctx, store.SumQuery{Kind: p.kind, Range: r, Class: p.class})
 		return wrap("breakdown", err)
 	})
 	g.Go(func() (err error) {
 		o.Counters, err = st.Counters(gctx, r, p.class)
 		return wrap("counters", err)
 	})
-	for i, by := range tops {
-		g.Go(func() (err error) {
-			topRows[i], err = st.TopSlow(gctx, store.TopQuery{Kind: p.kind, Range: r, Class: p.class, By: by, Limit: 10})
-			return wrap("top "+by, err)
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
+}
+
+func (s *Server) finishOverview(o *Overview, tops []string, topRows [][]store.TopRow, sums []store.ComponentSums) *Overview {
 	for i, by := range tops {
 		o.Top[by] = nonNil(topRows[i])
 	}
@@ -341,7 +377,7 @@ func (s *Server) overview(ctx context.Context, p overviewParams) (*Overview, err
 			o.Breakdown = append(o.Breakdown, *b)
 		}
 	}
-	return o, nil
+	return o
 }
 
 func wrap(what string, err error) error {

@@ -24,6 +24,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/storetest"
 )
 
 const chromiumPath = "/usr/bin/chromium"
@@ -273,15 +274,44 @@ const readOverview = `(() => {
   };
 })()`
 
-// checkOverview compares every number on the overview with the store's
-// answer for the same selection.
-func checkOverview(t *testing.T, st store.Store, d overviewDOM, r store.TimeRange, class string) {
-	t.Helper()
+// overviewAnswers are the store's answers an overview shows.
+type overviewAnswers struct {
+	ps     []store.ClassPercentiles
+	hs     []store.ClassHistogram
+	series []store.SeriesPoint
+	sums   []store.ComponentSums
+	k      store.Counters
+}
+
+// exactAnswers asks the store's exact queries.
+func exactAnswers(t *testing.T, st store.Store, r store.TimeRange, class string, step int64) overviewAnswers {
 	ctx := context.Background()
-	ps, err := st.Percentiles(ctx, store.PercentileQuery{Range: r, Class: class, Qs: quantiles})
-	if err != nil {
+	var a overviewAnswers
+	var err error
+	if a.ps, err = st.Percentiles(ctx, store.PercentileQuery{Range: r, Class: class, Qs: quantiles}); err != nil {
 		t.Fatal(err)
 	}
+	a.hs, _ = st.Histogram(ctx, store.HistogramQuery{Range: r, Class: class, Edges: histEdges})
+	a.series, _ = st.PercentileSeries(ctx, store.PercentileQuery{Range: r, Class: class, Qs: quantiles, Bucket: time.Duration(step)})
+	if a.sums, err = st.ComponentSums(ctx, store.SumQuery{Range: r, Class: class}); err != nil {
+		t.Fatal(err)
+	}
+	a.k, _ = st.Counters(ctx, r, class)
+	return a
+}
+
+// checkOverview compares every number on the overview with the store's
+// exact answer for the same selection.
+func checkOverview(t *testing.T, st store.Store, d overviewDOM, r store.TimeRange, class string) {
+	t.Helper()
+	checkOverviewWith(t, st, d, r, class, exactAnswers(t, st, r, class, d.Step))
+}
+
+// checkOverviewWith compares the overview with the answers a.
+func checkOverviewWith(t *testing.T, st store.Store, d overviewDOM, r store.TimeRange, class string, a overviewAnswers) {
+	t.Helper()
+	ctx := context.Background()
+	ps := a.ps
 	if len(d.Pct) != len(ps) || len(ps) == 0 {
 		t.Fatalf("percentile rows %d, store %d", len(d.Pct), len(ps))
 	}
@@ -290,7 +320,7 @@ func checkOverview(t *testing.T, st store.Store, d overviewDOM, r store.TimeRang
 			t.Errorf("percentiles row %d: page %+v, store %+v", i, d.Pct[i], p)
 		}
 	}
-	hs, _ := st.Histogram(ctx, store.HistogramQuery{Range: r, Class: class, Edges: histEdges})
+	hs := a.hs
 	if len(d.Hist) != len(hs) {
 		t.Fatalf("histograms %d, store %d", len(d.Hist), len(hs))
 	}
@@ -308,7 +338,7 @@ func checkOverview(t *testing.T, st store.Store, d overviewDOM, r store.TimeRang
 			}
 		}
 	}
-	series, _ := st.PercentileSeries(ctx, store.PercentileQuery{Range: r, Class: class, Qs: quantiles, Bucket: time.Duration(d.Step)})
+	series := a.series
 	n := 0
 	for _, s := range d.Series {
 		for j := range s.T {
@@ -322,10 +352,7 @@ func checkOverview(t *testing.T, st store.Store, d overviewDOM, r store.TimeRang
 	if n != len(series) || n == 0 {
 		t.Errorf("series points %d, store %d", n, len(series))
 	}
-	sums, err := st.ComponentSums(ctx, store.SumQuery{Range: r, Class: class})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sums := a.sums
 	if len(d.Breakdown) != len(ps) || len(sums) != len(ps) {
 		t.Errorf("breakdown rows %d, store %d, for %d classes", len(d.Breakdown), len(sums), len(ps))
 	}
@@ -355,7 +382,7 @@ func checkOverview(t *testing.T, st store.Store, d overviewDOM, r store.TimeRang
 			t.Errorf("breakdown %s: components add up to %d, total %d", b.Class, parts, b.Comps["total"])
 		}
 	}
-	k, _ := st.Counters(ctx, r, class)
+	k := a.k
 	for name, want := range map[string]int64{"pageviews": k.Pageviews, "transactions": k.Transactions, "connections": k.Connections,
 		"syn_losses": k.SYNLosses, "synack_losses": k.SYNACKLosses, "retrans_conns": k.ConnsWithRetrans, "retrans_bytes": k.ConnRetransBytes,
 		"server_errors": k.ServerErrors, "incomplete": k.IncompleteTx} {
@@ -711,4 +738,52 @@ func checkWaterfall(t *testing.T, tb *tab, st store.Store, id string) {
 			t.Errorf("transaction headers lack %s", h)
 		}
 	}
+}
+
+// Over a store past Config.ExactBelow the overview reads the rollups: the
+// page shows the store's Summary, says the percentiles are approximate,
+// and its percentiles are within the stated bound of the exact ones.
+func TestBrowserOverviewFromRollups(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, "memory:", store.Options{Rollups: "on"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := storetest.Ingest(ctx, st, 30000, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, ts := newTestServer(t, Config{Store: st, ExactBelow: 1})
+	tb := newTab(t)
+	tb.open(ts.URL+"/", `#overview[data-rendered="1"]`)
+	var d overviewDOM
+	tb.eval(readOverview, &d)
+	var note string
+	tb.eval(`(document.getElementById('approx-note') || {}).textContent || ''`, &note)
+	if !strings.Contains(note, "within ±0.76%") {
+		t.Errorf("approximation note %q", note)
+	}
+	if d.Step%int64(time.Minute) != 0 {
+		t.Fatalf("series step %d is not whole minutes", d.Step)
+	}
+	sum, err := st.Summary(ctx, store.SummaryQuery{Class: "", Edges: histEdges, Qs: quantiles, Step: time.Duration(d.Step)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOverviewWith(t, st, d, store.TimeRange{}, "", overviewAnswers{ps: sum.Percentiles, hs: sum.Histograms, series: sum.Series, sums: sum.Sums, k: sum.Counters})
+	// The exact answers: same counts, histograms and sums; percentiles
+	// within the bound.
+	exact := exactAnswers(t, st, store.TimeRange{}, "", d.Step)
+	if !reflect.DeepEqual(exact.hs, sum.Histograms) || !reflect.DeepEqual(exact.sums, sum.Sums) || exact.k != sum.Counters {
+		t.Error("rollup histograms, sums or counters differ from the exact ones")
+	}
+	for i, p := range exact.ps {
+		for j, v := range p.Values {
+			got := sum.Percentiles[i].Values[j]
+			if e := abs(float64(got-v)) / float64(v); e > store.RollupRelError {
+				t.Errorf("%s p%g: rollups %d, exact %d (%.4f)", p.Class, quantiles[j]*100, got, v, e)
+			}
+		}
+	}
+	tb.screenshot("overview-rollups")
 }

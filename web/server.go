@@ -56,6 +56,13 @@ type Config struct {
 	// CacheTTL is how long an overview answer is reused for the same view
 	// while the store has written nothing new (default 5 s; < 0: never).
 	CacheTTL time.Duration
+	// ExactBelow: the overview of a store with fewer transactions than
+	// this computes exact percentiles from the records; from this many on
+	// it reads the per-minute rollups (store.Summary), whose percentiles
+	// are within store.RollupRelError, and which cost the same over a day
+	// of 10M transactions as over a minute, if the store keeps them
+	// (store.Options.Rollups). Default 1,000,000; < 0: always exact.
+	ExactBelow int64
 	// Title is shown in the header; default "rtmon".
 	Title string
 	// Logger; default slog.Default().

@@ -693,3 +693,18 @@ func TestRunServesUntilCancelled(t *testing.T) {
 		}
 	}
 }
+
+// The overview reads rollups only from a store that keeps them current.
+func TestOverviewExactWithoutRollups(t *testing.T) {
+	st := knownCapture(t) // DuckDB, rollups off by default
+	_, ts := newTestServer(t, Config{Store: st, ExactBelow: 1})
+	var o Overview
+	getJSON(t, ts.URL+"/api/overview", &o)
+	if o.Approx != 0 {
+		t.Fatalf("approx %v from a store without rollups", o.Approx)
+	}
+	ps, _ := st.Percentiles(context.Background(), store.PercentileQuery{Range: o.Range, Qs: quantiles})
+	if !reflect.DeepEqual(o.Percentiles, ps) {
+		t.Errorf("percentiles %+v, want the exact %+v", o.Percentiles, ps)
+	}
+}

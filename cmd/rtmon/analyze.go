@@ -39,6 +39,7 @@ type analyzeOptions struct {
 	// storeURL, if set, receives every record (see store.Open).
 	storeURL string
 	sensor   string
+	rollups  string
 	// store, if set, is an already open store the records also go to
 	// (demo and live share theirs with the UI); runPipeline flushes it but
 	// leaves closing to its owner.

@@ -10,7 +10,7 @@ import (
 )
 
 func newServeCommand() *cobra.Command {
-	var storeURL string
+	var storeURL, rollups string
 	var ui uiOptions
 	cmd := &cobra.Command{
 		Use:   "serve --store URL",
@@ -26,7 +26,7 @@ $RTMON_BASIC_AUTH).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			st, err := store.Open(ctx, storeURL, store.Options{})
+			st, err := store.Open(ctx, storeURL, store.Options{Rollups: rollups})
 			if err != nil {
 				return fmt.Errorf("serve: %w", err)
 			}
@@ -44,6 +44,7 @@ $RTMON_BASIC_AUTH).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&storeURL, "store", "", "store URL: memory:, duckdb:PATH or clickhouse://host:9000/db")
+	f.StringVar(&rollups, "rollups", "auto", "read the overview of 1M+ records from per-minute rollups: on, off, auto (on for ClickHouse); see analyze --rollups")
 	addUIFlags(f, &ui)
 	_ = f.MarkHidden("no-ui")
 	_ = cmd.MarkFlagRequired("store")

@@ -14,10 +14,11 @@ import (
 func addStoreFlags(f *pflag.FlagSet, o *analyzeOptions) {
 	f.StringVar(&o.storeURL, "store", "", "also write records to a store: duckdb:PATH, memory:, clickhouse://host:9000/db")
 	f.StringVar(&o.sensor, "sensor", "", "sensor name written with every stored record")
+	f.StringVar(&o.rollups, "rollups", "auto", "keep per-minute rollups for fast overviews of millions of records: on, off, auto (on for ClickHouse, off for DuckDB)")
 }
 
 func openStore(ctx context.Context, o analyzeOptions) (store.Store, error) {
-	st, err := store.Open(ctx, o.storeURL, store.Options{Sensor: o.sensor})
+	st, err := store.Open(ctx, o.storeURL, store.Options{Sensor: o.sensor, Rollups: o.rollups})
 	if err != nil {
 		return nil, fmt.Errorf("--store %s: %w", o.storeURL, err)
 	}

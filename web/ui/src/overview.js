@@ -138,7 +138,14 @@ function render(body, o, meta) {
       el('td', { class: 'n' }, fmtInt(p.count)),
       p.values.map((v, i) => el('td', { class: 'n', dataset: { q: q[i], ns: v } }, fmtDur(v)))))));
   if (!o.percentiles.length) pctTable.append(el('caption', {}, 'No records in this range.'));
-  body.append(card('pct-card', `Response time (${o.component})`, pctTable));
+  const pctCard = card('pct-card', `Response time (${o.component})`, pctTable);
+  if (o.approx > 0) {
+    // Over millions of records the percentiles come from per-minute
+    // histograms; say so, with the bound, rather than print false digits.
+    pctCard.append(el('p', { class: 'note', id: 'approx-note', dataset: { approx: o.approx } },
+      `Percentiles from per-minute histograms: each within ±${(o.approx * 100).toFixed(2)}% of the exact value. Counts are exact.`));
+  }
+  body.append(pctCard);
 
   const histBox = el('div', { class: 'chart', id: 'hist-chart' });
   const cdfBox = el('div', { class: 'chart', id: 'cdf-chart' });
