@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,31 +14,39 @@ import (
 	"github.com/rtmon/rtmon/store/storetest"
 )
 
-// chServer is started once for the package by TestMain; the ClickHouse
-// tests never skip: if no server can be installed or started, they fail.
+// chServer is started once for the package, by the first test that needs
+// it (not in TestMain: fuzz workers run the same binary and need none); the
+// ClickHouse tests never skip: if no server can be installed or started,
+// they fail.
 var (
 	chServer *chtest.Server
 	chErr    error
+	chOnce   sync.Once
+	chDir    string
 	dbSeq    atomic.Int64
 )
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "rtmon-chtest-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	chServer, chErr = chtest.Start(ctx, dir, 0, 0)
-	cancel()
 	code := m.Run()
-	chServer.Stop()
-	os.RemoveAll(dir)
+	if chServer != nil {
+		chServer.Stop()
+	}
+	if chDir != "" {
+		os.RemoveAll(chDir)
+	}
 	os.Exit(code)
 }
 
 func needCH(t testing.TB) *chtest.Server {
 	t.Helper()
+	chOnce.Do(func() {
+		if chDir, chErr = os.MkdirTemp("", "rtmon-chtest-"); chErr != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		chServer, chErr = chtest.Start(ctx, chDir, 0, 0)
+	})
 	if chErr != nil {
 		t.Fatalf("clickhouse test server: %v", chErr)
 	}
