@@ -23,11 +23,12 @@ func benchTx() int {
 }
 
 // benchStore loads benchTx transactions, reports the ingest rate, then the
-// p50/p95 of every dashboard query as custom metrics.
+// p50/p95 of every dashboard query as custom metrics. RTMON_BENCH_ROLLUPS
+// sets Options.Rollups (on, off; default the engine's).
 func benchStore(b *testing.B, url string, serverCPU func() (time.Duration, error)) {
 	ctx := context.Background()
 	for i := 0; i < b.N; i++ {
-		s, err := store.Open(ctx, url, store.Options{})
+		s, err := store.Open(ctx, url, store.Options{Rollups: os.Getenv("RTMON_BENCH_ROLLUPS")})
 		if err != nil {
 			b.Fatal(err)
 		}
