@@ -40,30 +40,39 @@ func TestHistogramAtEdges(t *testing.T) {
 	}
 	ref := storetest.NewRef()
 	ref.Add(b)
+	onEngines(t, store.Options{}, func(t *testing.T, ctx context.Context, s store.Store) {
+		if err := s.WriteBatch(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, edges := range edgeSets {
+			q := store.HistogramQuery{Range: store.TimeRange{From: storetest.T0}, Edges: edges}
+			got, err := s.Histogram(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := ref.Histogram(q); !reflect.DeepEqual(got, want) {
+				t.Errorf("%d edges from %d: store\n%v\nreference\n%v", len(edges), edges[1], got, want)
+			}
+		}
+	})
+}
+
+// onEngines runs f on a fresh DuckDB memory store and a fresh ClickHouse
+// database, each opened with opts.
+func onEngines(t *testing.T, opts store.Options, f func(t *testing.T, ctx context.Context, s store.Store)) {
 	for _, url := range []string{"memory:", needCH(t).URL(freshDB())} {
 		t.Run(url[:6], func(t *testing.T) {
 			ctx := context.Background()
-			s, err := store.Open(ctx, url, store.Options{SpillDir: t.TempDir()})
+			opts.SpillDir = t.TempDir()
+			s, err := store.Open(ctx, url, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			if err := s.WriteBatch(ctx, b); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
-			for _, edges := range edgeSets {
-				q := store.HistogramQuery{Range: store.TimeRange{From: storetest.T0}, Edges: edges}
-				got, err := s.Histogram(ctx, q)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if want := ref.Histogram(q); !reflect.DeepEqual(got, want) {
-					t.Errorf("%d edges from %d: store\n%v\nreference\n%v", len(edges), edges[1], got, want)
-				}
-			}
+			f(t, ctx, s)
 		})
 	}
 }

@@ -65,55 +65,47 @@ func TestRollupEstimateWithinBound(t *testing.T) {
 // counts differ, recomputes them and answers exactly as if nothing had
 // happened, once.
 func TestSummaryRecomputesStaleMinutes(t *testing.T) {
-	for _, url := range []string{"memory:", needCH(t).URL(freshDB())} {
-		t.Run(url[:6], func(t *testing.T) {
-			ctx := context.Background()
-			s, err := store.Open(ctx, url, store.Options{SpillDir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			ref := storetest.NewRef()
-			data := storetest.Dataset()
-			half := len(data) / 2
-			write := func(bs []store.Batch) {
-				for _, b := range bs {
-					ref.Add(b)
-					if err := s.WriteBatch(ctx, b); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if err := s.Flush(ctx); err != nil {
+	onEngines(t, store.Options{Rollups: "on"}, func(t *testing.T, ctx context.Context, s store.Store) {
+		ref := storetest.NewRef()
+		data := storetest.Dataset()
+		half := len(data) / 2
+		write := func(bs []store.Batch) {
+			for _, b := range bs {
+				ref.Add(b)
+				if err := s.WriteBatch(ctx, b); err != nil {
 					t.Fatal(err)
 				}
 			}
-			write(data[:half])
-			store.SetWriterRefreshesRollups(false)
-			write(data[half:])
-			store.SetWriterRefreshesRollups(true)
+			if err := s.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(data[:half])
+		store.SetWriterRefreshesRollups(false)
+		write(data[half:])
+		store.SetWriterRefreshesRollups(true)
 
-			q := store.SummaryQuery{Range: store.TimeRange{From: storetest.T0}, Edges: store.LogEdges(1e6, 1e11, 100),
-				Qs: []float64{0.5, 0.9, 0.99}, Step: time.Hour}
-			got, err := s.Summary(ctx, q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Recomputed == 0 {
-				t.Fatal("stale minutes not noticed")
-			}
-			got.Recomputed = 0
-			if want := ref.Summary(q); !sameSummary(got, want) {
-				t.Fatalf("after recompute:\n got %+v\nwant %+v", got, want)
-			}
-			again, err := s.Summary(ctx, q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if again.Recomputed != 0 {
-				t.Fatalf("recomputed %d minutes again", again.Recomputed)
-			}
-		})
-	}
+		q := store.SummaryQuery{Range: store.TimeRange{From: storetest.T0}, Edges: store.LogEdges(1e6, 1e11, 100),
+			Qs: []float64{0.5, 0.9, 0.99}, Step: time.Hour}
+		got, err := s.Summary(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Recomputed == 0 {
+			t.Fatal("stale minutes not noticed")
+		}
+		got.Recomputed = 0
+		if want := ref.Summary(q); !sameSummary(got, want) {
+			t.Fatalf("after recompute:\n got %+v\nwant %+v", got, want)
+		}
+		again, err := s.Summary(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Recomputed != 0 {
+			t.Fatalf("recomputed %d minutes again", again.Recomputed)
+		}
+	})
 }
 
 func sameSummary(a, b *store.Summary) bool {
