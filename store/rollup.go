@@ -278,6 +278,13 @@ func refreshRollups(ctx context.Context, q *querier, ins inserter, t table, rs [
 	if err != nil {
 		return err
 	}
+	return storeRollups(ctx, q, ins, rk, rs, rows, gone, version)
+}
+
+// storeRollups writes rows (computed over the whole minutes rs, reading
+// after version was taken) and an empty row for each key of gone that has
+// none.
+func storeRollups(ctx context.Context, q *querier, ins inserter, rk rollupKind, rs []TimeRange, rows map[rollupKey]*rollupRow, gone []rollupKey, version int64) error {
 	for _, k := range gone {
 		if rows[k] == nil {
 			rows[k] = &rollupRow{}
@@ -313,7 +320,7 @@ func refreshRollups(ctx context.Context, q *querier, ins inserter, t table, rs [
 	}
 	cs.done()
 	if err := ins.insert(ctx, cs); err != nil {
-		return fmt.Errorf("rollups of %s: %w", t.name, err)
+		return fmt.Errorf("rollups of %s: %w", rk.t.name, err)
 	}
 	if q.d.pruneRollups != nil {
 		q.d.pruneRollups(ctx, q, rk.name, rs, version)
