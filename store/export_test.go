@@ -30,3 +30,20 @@ func FailRollupWrites(s Store, fail bool) {
 		e.w.ins = failingRollups{e.w.ins}
 	}
 }
+
+// SpoilAnHourRollup stores a newer hour row of transactions with one record
+// too many, as a writer that died between a minute's and its hour's
+// recompute could leave behind (in the other direction).
+func SpoilAnHourRollup(ctx context.Context, s Store) error {
+	e := s.(*engine)
+	rk, _ := rollupKindOf(e.d, txTable)
+	rows, err := e.readRollups(ctx, hourKind(rk.name), 0, 0)
+	if err != nil {
+		return err
+	}
+	for k, r := range rows {
+		r.n++
+		return insertRollups(ctx, e.w.ins, rk, hourKind(rk.name), map[rollupKey]*rollupRow{k: r}, nextVersion())
+	}
+	return errors.New("no hour rollups to spoil")
+}

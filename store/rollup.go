@@ -290,6 +290,117 @@ func storeRollups(ctx context.Context, q *querier, ins inserter, rk rollupKind, 
 			rows[k] = &rollupRow{}
 		}
 	}
+	if err := insertRollups(ctx, ins, rk, rk.name, rows, version); err != nil {
+		return err
+	}
+	if q.d.pruneRollups != nil {
+		q.d.pruneRollups(ctx, q, rk.name, rs, version)
+	}
+	keys := make([]rollupKey, 0, len(rows))
+	for k := range rows {
+		keys = append(keys, k)
+	}
+	return refreshHours(ctx, q, ins, rk, keys)
+}
+
+// rollupHour is the coarser level: an hour row merges the hour's minute
+// rows, so that a month's overview reads ~720 rows per class and kind
+// instead of ~43,000 (a day of transaction minutes is ~9 MB of text).
+const rollupHour = int64(time.Hour)
+
+func hourKind(kind string) string { return kind + "h" }
+
+// refreshHours recomputes, from their minute rows, the hour rows of the
+// hours that keys' minutes fall in.
+func refreshHours(ctx context.Context, q *querier, ins inserter, rk rollupKind, keys []rollupKey) error {
+	set := map[int64]bool{}
+	for _, k := range keys {
+		set[floorDiv(k.minute, rollupHour)] = true
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	hours := make([]int64, 0, len(set))
+	for h := range set {
+		hours = append(hours, h)
+	}
+	sort.Slice(hours, func(i, j int) bool { return hours[i] < hours[j] })
+	version := nextVersion() // before reading the minutes, as for them
+	for i := 0; i < len(hours); {
+		j := i + 1
+		for j < len(hours) && hours[j] == hours[j-1]+1 {
+			j++
+		}
+		run := TimeRange{From: hours[i] * rollupHour, To: (hours[j-1] + 1) * rollupHour}
+		i = j
+		minutes, err := q.readRollups(ctx, rk.name, run.From, run.To)
+		if err != nil {
+			return err
+		}
+		old, err := q.readRollups(ctx, hourKind(rk.name), run.From, run.To)
+		if err != nil {
+			return err
+		}
+		agg := map[rollupKey]*rollupRow{}
+		for k, r := range minutes {
+			if r.n == 0 {
+				continue
+			}
+			hk := rollupKey{floorDiv(k.minute, rollupHour) * rollupHour, k.class}
+			if agg[hk] == nil {
+				agg[hk] = &rollupRow{sums: map[string]int64{}}
+			}
+			agg[hk].merge(r)
+		}
+		for k := range old {
+			if agg[k] == nil {
+				agg[k] = &rollupRow{} // its minutes are gone
+			}
+		}
+		if err := insertRollups(ctx, ins, rk, hourKind(rk.name), agg, version); err != nil {
+			return err
+		}
+		if q.d.pruneRollups != nil {
+			q.d.pruneRollups(ctx, q, hourKind(rk.name), []TimeRange{run}, version)
+		}
+	}
+	return nil
+}
+
+// merge adds r's records to a.
+func (a *rollupRow) merge(r *rollupRow) {
+	if a.n == 0 || r.first < a.first {
+		a.first = r.first
+	}
+	if a.n == 0 || r.last > a.last {
+		a.last = r.last
+	}
+	if a.n == 0 || r.lo < a.lo {
+		a.lo = r.lo
+	}
+	if a.n == 0 || r.hi > a.hi {
+		a.hi = r.hi
+	}
+	a.n += r.n
+	for k, v := range r.sums {
+		a.sums[k] += v
+	}
+	idx := make(map[int]int, len(a.hist))
+	for i, x := range a.hist {
+		idx[x.b] = i
+	}
+	for _, x := range r.hist {
+		if i, ok := idx[x.b]; ok {
+			a.hist[i].c += x.c
+			continue
+		}
+		idx[x.b] = len(a.hist)
+		a.hist = append(a.hist, x)
+	}
+}
+
+// insertRollups writes rows of kind (rk's sums) with version.
+func insertRollups(ctx context.Context, ins inserter, rk rollupKind, kind string, rows map[rollupKey]*rollupRow, version int64) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -308,7 +419,7 @@ func storeRollups(ctx context.Context, q *querier, ins inserter, rk rollupKind, 
 		r := rows[k]
 		cs.next()
 		cs.Day(k.minute)
-		cs.Str(rk.name)
+		cs.Str(kind)
 		cs.I64(k.minute)
 		cs.Str(k.class)
 		cs.I64(version)
@@ -321,9 +432,6 @@ func storeRollups(ctx context.Context, q *querier, ins inserter, rk rollupKind, 
 	cs.done()
 	if err := ins.insert(ctx, cs); err != nil {
 		return fmt.Errorf("rollups of %s: %w", rk.t.name, err)
-	}
-	if q.d.pruneRollups != nil {
-		q.d.pruneRollups(ctx, q, rk.name, rs, version)
 	}
 	return nil
 }

@@ -642,13 +642,20 @@ func (w *writer) refreshDirty() {
 		}()
 	}
 	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		w.countRollupError(err)
+	}
 	w.mu.Lock()
 	w.refreshing = false
-	if err := errors.Join(errs...); err != nil {
-		w.stats.RollupErrors++
-		w.stats.LastError = err.Error()
-	}
 	w.cond.Broadcast()
+	w.mu.Unlock()
+}
+
+// countRollupError records a failed rollup recompute or store.
+func (w *writer) countRollupError(err error) {
+	w.mu.Lock()
+	w.stats.RollupErrors++
+	w.stats.LastError = err.Error()
 	w.mu.Unlock()
 }
 
