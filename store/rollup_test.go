@@ -84,6 +84,16 @@ func TestSummaryRecomputesStaleMinutes(t *testing.T) {
 		store.SetWriterRefreshesRollups(false)
 		write(data[half:])
 		store.SetWriterRefreshesRollups(true)
+		// Extent reads the rollups only when they hold every record.
+		for _, k := range []store.Kind{store.Transactions, store.Pageviews} {
+			got, err := s.Extent(ctx, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := ref.Extent(k); got != want {
+				t.Fatalf("Extent(%s) with stale rollups = %+v, want %+v", k, got, want)
+			}
+		}
 
 		q := store.SummaryQuery{Range: store.TimeRange{From: storetest.T0}, Edges: store.LogEdges(1e6, 1e11, 100),
 			Qs: []float64{0.5, 0.9, 0.99}, Step: time.Hour}

@@ -459,3 +459,43 @@ func (e *engine) verifiedRollups(ctx context.Context, rk rollupKind, from, to in
 	}
 	return rows, len(stale), nil
 }
+
+// Extent reads the hour rollups when the writer keeps them and they
+// account for every record (the metadata count): then their first and
+// last starts are the records' own, for a few hundred rows instead of a
+// scan of start_ns (ClickHouse 18.16: ~40 ms per table over 10M).
+// Otherwise, or on any error, it asks the records.
+func (e *engine) Extent(ctx context.Context, k Kind) (Extent, error) {
+	if e.w.opts.Rollups != "on" {
+		return e.querier.Extent(ctx, k)
+	}
+	_, t, err := kindTable(k)
+	if err != nil {
+		return Extent{}, err
+	}
+	rk, err := rollupKindOf(e.d, t)
+	if err != nil {
+		return Extent{}, err
+	}
+	rows, err := e.readRollups(ctx, hourKind(rk.name), 0, 0)
+	if err != nil {
+		return e.querier.Extent(ctx, k)
+	}
+	var x Extent
+	for _, r := range rows {
+		if r.n == 0 {
+			continue
+		}
+		if x.N == 0 || r.first < x.First {
+			x.First = r.first
+		}
+		if x.N == 0 || r.last > x.Last {
+			x.Last = r.last
+		}
+		x.N += r.n
+	}
+	if raw, err := e.rawCount(ctx, rk, 0, 0); err != nil || raw != x.N {
+		return e.querier.Extent(ctx, k)
+	}
+	return x, nil
+}

@@ -39,18 +39,17 @@ type extent struct {
 // the newest transaction; the oldest transaction or pageview sets where
 // the charts' time axis starts.
 func dataExtent(ctx context.Context, st store.Store) (extent, error) {
-	tx, err := st.Extent(ctx, store.Transactions)
-	if err != nil {
+	var tx, pv store.Extent
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) { tx, err = st.Extent(gctx, store.Transactions); return err })
+	g.Go(func() (err error) { pv, err = st.Extent(gctx, store.Pageviews); return err })
+	if err := g.Wait(); err != nil {
 		return extent{}, fmt.Errorf("data extent: %w", err)
 	}
 	if tx.N == 0 {
 		return extent{}, nil
 	}
 	e := extent{N: tx.N, From: tx.First, To: tx.Last + 1}
-	pv, err := st.Extent(ctx, store.Pageviews)
-	if err != nil {
-		return extent{}, fmt.Errorf("data extent: %w", err)
-	}
 	if pv.N > 0 && pv.First < e.From {
 		e.From = pv.First
 	}
