@@ -162,7 +162,7 @@ func openDuck(ctx context.Context, path string, opts Options, userBatch bool) (S
 		opts.BatchRows = 800000
 	}
 	if opts.Rollups == "" || opts.Rollups == "auto" {
-		opts.Rollups = "off"
+		opts.Rollups = "on"
 	}
 	w, err := newWriter(ins, opts)
 	if err != nil {

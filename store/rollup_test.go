@@ -122,8 +122,8 @@ func sameSummary(a, b *store.Summary) bool {
 	return fmt.Sprintf("%+v", *a) == fmt.Sprintf("%+v", *b)
 }
 
-// Rollups default on for ClickHouse and off for DuckDB; anything but
-// on/off/auto is refused at Open.
+// Rollups default on for both engines and can be switched off; anything
+// but on/off/auto is refused at Open.
 func TestRollupsOption(t *testing.T) {
 	ctx := context.Background()
 	if _, err := store.Open(ctx, "memory:", store.Options{Rollups: "sometimes"}); err == nil {
@@ -132,7 +132,7 @@ func TestRollupsOption(t *testing.T) {
 	for _, c := range []struct {
 		url, opt string
 		want     bool
-	}{{"memory:", "", false}, {"memory:", "on", true}, {needCH(t).URL(freshDB()), "", true}, {needCH(t).URL(freshDB()), "off", false}} {
+	}{{"memory:", "", true}, {"memory:", "off", false}, {"memory:", "auto", true}, {needCH(t).URL(freshDB()), "", true}, {needCH(t).URL(freshDB()), "off", false}} {
 		s, err := store.Open(ctx, c.url, store.Options{Rollups: c.opt, SpillDir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)

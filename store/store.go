@@ -281,13 +281,13 @@ type Options struct {
 	Classify func(client netip.Addr) string
 	// ConnectTimeout bounds reaching a server at Open (default 5 s).
 	ConnectTimeout time.Duration
-	// Rollups: "on" makes the writer keep the per-minute rollups that
-	// Summary reads current (Flush then waits for them too); "off" leaves
-	// them to readers, which recompute stale minutes when they ask. ""
-	// or "auto": on for ClickHouse, whose scans of millions of records are
-	// what the rollups avoid, off for DuckDB, which answers the exact
-	// queries over 10M transactions in under a second and whose ingest
-	// rate the recompute would cost ~6%.
+	// Rollups: "on" (also "" and "auto") makes the writer keep the
+	// per-minute rollups that Summary reads current (Flush then waits for
+	// them too); "off" leaves them to readers, which recompute stale
+	// minutes when they ask, and keeps the web overview exact. On costs
+	// ClickHouse ~12% of its ingest rate and DuckDB 3-8%, and takes the
+	// overview over 10M transactions from 2.9 to 0.9 s (ClickHouse) and
+	// from ~1 to 0.3 s (DuckDB).
 	Rollups string
 }
 

@@ -54,7 +54,7 @@ func benchOverview(b *testing.B, storeURL string, settle func() error) {
 		}
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, storeURL, store.Options{})
+	st, err := store.Open(ctx, storeURL, store.Options{Rollups: os.Getenv("RTMON_BENCH_ROLLUPS")})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -39,17 +39,17 @@ package web
 //	/export/report.html, /export/report.pdf (overview parameters)
 //	/metrics, /healthz
 //
-// Overview cost: below Config.ExactBelow transactions (1M), or on a store
-// without rollups (DuckDB by default), every chart is an exact aggregate
-// over the selected range; from 1M on, over a store that keeps rollups
-// (ClickHouse by default), the total's distribution, percentiles, series,
-// breakdown and counters come from store.Summary's per-minute rollups
-// (counts and histograms exact, percentiles within 0.76%, said on the page)
-// and only the three top lists scan the records. The overview cache shares
-// one computation between browsers for 5 s. BenchmarkOverviewFirstRender,
-// 10M transactions over one day, whole range, no answer cache, this 2-core
-// box (2026-11-30): DuckDB 0.98 s exact from navigation to the last chart
-// drawn (/api/overview ~0.8 s); ClickHouse 18.16 0.91 s from rollups once
-// the load's merges settled (0.97-1.43 s while they ran; it was 2.9 s
-// exact: ten scans of 10M rows). The breakdown is additive component means
-// (one sum scan) rather than per-component percentiles (four selections).
+// Overview cost: below Config.ExactBelow transactions (1M), or over a store
+// whose writer does not keep rollups (store.Options.Rollups "off"), every
+// chart is an exact aggregate over the selected range; from 1M on, the
+// total's distribution, percentiles, series, breakdown and counters come
+// from store.Summary's per-minute and hourly rollups (counts and
+// histograms exact, percentiles within 0.76%, said on the page) and only
+// the three top lists scan the records. The overview cache shares one
+// computation between browsers for 5 s. BenchmarkOverviewFirstRender, 10M
+// transactions over one day, whole range, no answer cache, this 2-core box
+// (2026-11-30): DuckDB 0.29-0.31 s from navigation to the last chart drawn
+// (0.91-1.02 s exact, rollups off); ClickHouse 18.16 0.82-0.86 s once the load's
+// merges settled (0.80-1.38 s while they ran; 2.9 s exact: ten scans of 10M
+// rows). The breakdown is additive component means (one sum scan) rather
+// than per-component percentiles (four selections).

@@ -86,6 +86,12 @@ func knownWorkload() synth.Workload {
 		SYNLossRate: 0.06, SYNACKLossRate: 0.03, DataLossRate: 0.01}
 }
 
+// knownCapturePath is the known capture's file.
+func knownCapturePath(t testing.TB) string {
+	knownCapture(t)
+	return knownPath
+}
+
 // knownCapture returns a store filled from the known capture, shared by the
 // tests of this package (it is read-only for them).
 func knownCapture(t testing.TB) store.Store {

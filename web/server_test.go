@@ -696,7 +696,13 @@ func TestRunServesUntilCancelled(t *testing.T) {
 
 // The overview reads rollups only from a store that keeps them current.
 func TestOverviewExactWithoutRollups(t *testing.T) {
-	st := knownCapture(t) // DuckDB, rollups off by default
+	classes := testClasses(t)
+	st, err := store.Open(context.Background(), "memory:", store.Options{Rollups: "off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ingest(t, st, classes, knownCapturePath(t))
 	_, ts := newTestServer(t, Config{Store: st, ExactBelow: 1})
 	var o Overview
 	getJSON(t, ts.URL+"/api/overview", &o)
