@@ -369,6 +369,23 @@ func refreshHours(ctx context.Context, q *querier, ins inserter, rk rollupKind, 
 
 // merge adds r's records to a.
 func (a *rollupRow) merge(r *rollupRow) {
+	a.mergeTotals(r)
+	idx := make(map[int]int, len(a.hist))
+	for i, x := range a.hist {
+		idx[x.b] = i
+	}
+	for _, x := range r.hist {
+		if i, ok := idx[x.b]; ok {
+			a.hist[i].c += x.c
+			continue
+		}
+		idx[x.b] = len(a.hist)
+		a.hist = append(a.hist, x)
+	}
+}
+
+// mergeTotals adds r's count, extremes and sums to a (a.sums not nil).
+func (a *rollupRow) mergeTotals(r *rollupRow) {
 	if a.n == 0 || r.first < a.first {
 		a.first = r.first
 	}
@@ -384,18 +401,6 @@ func (a *rollupRow) merge(r *rollupRow) {
 	a.n += r.n
 	for k, v := range r.sums {
 		a.sums[k] += v
-	}
-	idx := make(map[int]int, len(a.hist))
-	for i, x := range a.hist {
-		idx[x.b] = i
-	}
-	for _, x := range r.hist {
-		if i, ok := idx[x.b]; ok {
-			a.hist[i].c += x.c
-			continue
-		}
-		idx[x.b] = len(a.hist)
-		a.hist = append(a.hist, x)
 	}
 }
 

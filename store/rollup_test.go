@@ -118,6 +118,22 @@ func TestSummaryRecomputesStaleMinutes(t *testing.T) {
 	})
 }
 
+// loadDataset stores the conformance dataset and returns its reference.
+func loadDataset(t *testing.T, ctx context.Context, s store.Store) *storetest.Ref {
+	t.Helper()
+	ref := storetest.NewRef()
+	for _, b := range storetest.Dataset() {
+		ref.Add(b)
+		if err := s.WriteBatch(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
 func sameSummary(a, b *store.Summary) bool {
 	return fmt.Sprintf("%+v", *a) == fmt.Sprintf("%+v", *b)
 }
@@ -149,16 +165,7 @@ func TestRollupsOption(t *testing.T) {
 // cannot be stored, and the failure is counted.
 func TestSummaryWithoutRollupWrites(t *testing.T) {
 	onEngines(t, store.Options{Rollups: "off"}, func(t *testing.T, ctx context.Context, s store.Store) {
-		ref := storetest.NewRef()
-		for _, b := range storetest.Dataset() {
-			ref.Add(b)
-			if err := s.WriteBatch(ctx, b); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := s.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		ref := loadDataset(t, ctx, s)
 		store.FailRollupWrites(s, true)
 		defer store.FailRollupWrites(s, false)
 		q := store.SummaryQuery{Range: store.TimeRange{From: storetest.T0}, Edges: store.LogEdges(1e6, 1e11, 100), Qs: []float64{0.5, 0.99}}
@@ -185,16 +192,7 @@ func TestSummaryWithoutRollupWrites(t *testing.T) {
 // count, the answer comes from the minutes, and the hour is recomputed.
 func TestSummaryRepairsHourRollups(t *testing.T) {
 	onEngines(t, store.Options{Rollups: "on"}, func(t *testing.T, ctx context.Context, s store.Store) {
-		ref := storetest.NewRef()
-		for _, b := range storetest.Dataset() {
-			ref.Add(b)
-			if err := s.WriteBatch(ctx, b); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := s.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
+		ref := loadDataset(t, ctx, s)
 		if err := store.SpoilAnHourRollup(ctx, s); err != nil {
 			t.Fatal(err)
 		}

@@ -227,8 +227,7 @@ func coarseBuckets(edges []int64) ([]int, error) {
 // classAgg merges rollup rows into a dense histogram; reset keeps the
 // arrays.
 type classAgg struct {
-	n, lo, hi int64
-	sums      map[string]int64
+	rollupRow         // totals; its sparse hist unused
 	hist      []int64 // by RollupEdges bucket
 	touched   []int   // non-zero buckets of hist, for reset
 }
@@ -238,8 +237,9 @@ func (a *classAgg) reset() {
 		a.hist[b] = 0
 	}
 	a.touched = a.touched[:0]
-	clear(a.sums)
-	a.n, a.lo, a.hi = 0, 0, 0
+	sums := a.sums
+	clear(sums)
+	a.rollupRow = rollupRow{sums: sums}
 }
 
 func (a *classAgg) add(r *rollupRow) {
@@ -247,16 +247,7 @@ func (a *classAgg) add(r *rollupRow) {
 		a.hist = make([]int64, len(RollupEdges))
 		a.sums = map[string]int64{}
 	}
-	if a.n == 0 || r.lo < a.lo {
-		a.lo = r.lo
-	}
-	if a.n == 0 || r.hi > a.hi {
-		a.hi = r.hi
-	}
-	a.n += r.n
-	for k, v := range r.sums {
-		a.sums[k] += v
-	}
+	a.mergeTotals(r)
 	for _, x := range r.hist {
 		if a.hist[x.b] == 0 {
 			a.touched = append(a.touched, x.b)
