@@ -70,10 +70,6 @@ func (d *duckInserter) insert(ctx context.Context, cs *colSet) error {
 
 func (d *duckInserter) granule() int { return duckRowGroup }
 
-func (d *duckInserter) refresh(ctx context.Context, t table, rs []TimeRange) error {
-	return refreshRollups(ctx, d.querier, d, t, rs, nil)
-}
-
 // chunkRows splits a table over its connections when every part still
 // fills a row group; smaller parts would cost a WAL copy each. Parts are
 // whole row groups but the last, so that a batch leaves one partial row
@@ -164,7 +160,7 @@ func openDuck(ctx context.Context, path string, opts Options, userBatch bool) (S
 	if opts.Rollups == "" || opts.Rollups == "auto" {
 		opts.Rollups = "on"
 	}
-	w, err := newWriter(ins, opts)
+	w, err := newWriter(ins, q, opts)
 	if err != nil {
 		closeConns()
 		return fail(err)

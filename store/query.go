@@ -60,7 +60,7 @@ func duckBoolInt(c string) string { return "CAST(" + c + " AS BIGINT)" }
 func formatQ(q float64) string { return strconv.FormatFloat(q, 'g', -1, 64) }
 
 var chDialect = func(db string) dialect {
-	return dialect{
+	d := dialect{
 		table:   func(n string) string { return "`" + db + "`." + n },
 		intDiv:  func(a, b string) string { return "intDiv(" + a + ", " + b + ")" },
 		bitAnd:  func(a string, m int) string { return "bitAnd(" + a + ", " + strconv.Itoa(m) + ")" },
@@ -79,9 +79,6 @@ var chDialect = func(db string) dialect {
 		},
 		elem:      "arrayElement",
 		addsBools: true,
-		hist: func(from, where, col string, edges []int64, sel, by string) (string, []any, func(int64) int) {
-			return logHist(chBoolInt, "log", "arrayElement", from, where, col, edges, sel, by)
-		},
 		pct: func(from, where string, exprs, names []string, col string, qs []float64) string {
 			levels := make([]string, len(qs))
 			for i, q := range qs {
@@ -92,6 +89,10 @@ var chDialect = func(db string) dialect {
 				aliased(exprs, names), strings.Join(levels, ", "), col, from, where, g, g)
 		},
 	}
+	d.hist = func(from, where, col string, edges []int64, sel, by string) (string, []any, func(int64) int) {
+		return logHist(d.boolInt, d.ln, d.elem, from, where, col, edges, sel, by)
+	}
+	return d
 }
 
 var duckDialect = dialect{

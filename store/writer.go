@@ -28,9 +28,6 @@ type inserter interface {
 	// chunkRows(n) > 0 splits a table's n rows into concurrent inserts of
 	// that size.
 	chunkRows(n int) int
-	// refresh recomputes the rollups of the whole minutes rs of t (see
-	// rollup.go).
-	refresh(ctx context.Context, t table, rs []TimeRange) error
 	// granule > 0: a batch cut by size carries whole multiples of this
 	// many records of each table; the rest waits for the next batch.
 	granule() int
@@ -71,6 +68,7 @@ type pending struct {
 // (class, start_ns, id) as a backstop for two writers racing on one database.
 type writer struct {
 	ins    inserter
+	q      *querier // recomputes rollups
 	opts   Options
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -107,8 +105,8 @@ type writer struct {
 	stop       chan struct{}
 }
 
-func newWriter(ins inserter, opts Options) (*writer, error) {
-	w := &writer{ins: ins, opts: opts, cur: &Batch{}, classOf: map[netip.Addr]string{}, dirty: map[string]map[int64]bool{},
+func newWriter(ins inserter, q *querier, opts Options) (*writer, error) {
+	w := &writer{ins: ins, q: q, opts: opts, cur: &Batch{}, classOf: map[netip.Addr]string{}, dirty: map[string]map[int64]bool{},
 		kick: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{})}
 	w.cond = sync.NewCond(&w.mu)
 	if w.spillDir() != "" {
@@ -491,6 +489,7 @@ func (w *writer) store(ctx context.Context, b *Batch) (int, error) {
 	// which lets the server's insert work use both cores.
 	errs := make([]error, len(groups))
 	ndup := make([]int, len(groups))
+	keepRollups := w.opts.Rollups == "on" && writerRefreshesRollups
 	minutes := make([]map[int64]bool, len(groups))
 	var wg sync.WaitGroup
 	for gi, g := range groups {
@@ -558,15 +557,20 @@ func (w *writer) store(ctx context.Context, b *Batch) (int, error) {
 				}()
 			}
 			cwg.Wait()
-			if errs[gi] != nil {
+			if errs[gi] != nil || !keepRollups {
 				return
 			}
 			// Every minute the batch touched, duplicates included: a
 			// retried batch's records are all duplicates, but the failure
-			// may have come between its insert and the recompute.
+			// may have come between its insert and the recompute. Records
+			// come mostly in time order: a map insert per change of
+			// minute, not per record.
 			ms := make(map[int64]bool)
+			last := int64(-1 << 62)
 			for _, it := range g.items {
-				ms[floorDiv(it.start, rollupGrain)] = true
+				if m := floorDiv(it.start, rollupGrain); m != last {
+					ms[m], last = true, m
+				}
 			}
 			minutes[gi] = ms
 		}()
@@ -578,7 +582,7 @@ func (w *writer) store(ctx context.Context, b *Batch) (int, error) {
 	for _, n := range ndup {
 		dups += n
 	}
-	if w.opts.Rollups == "on" && writerRefreshesRollups {
+	if keepRollups {
 		w.mu.Lock()
 		for gi, g := range groups {
 			if len(minutes[gi]) == 0 {
@@ -630,7 +634,7 @@ func (w *writer) refreshDirty() {
 			defer wg.Done()
 			t0 := time.Now()
 			rs := minuteRuns(starts, 64)
-			err := w.ins.refresh(ctx, t, rs)
+			err := refreshRollups(ctx, w.q, w.ins, t, rs, nil)
 			if debugTiming {
 				fmt.Fprintf(os.Stderr, "rollups %s: %d minutes in %d runs: %v\n", t.name, len(starts), len(rs), time.Since(t0))
 			}
