@@ -311,7 +311,9 @@ func (d *Decoder) Decode(lt layers.LinkType, frame []byte, p *Packet) bool {
 		p.SrcIP = netip.AddrFrom4([4]byte(d.ip4.SrcIP))
 		p.DstIP = netip.AddrFrom4([4]byte(d.ip4.DstIP))
 		p.PayloadLen = int(d.ip4.Length) - int(d.ip4.IHL)*4 - hdrLen
+		p.IPID = d.ip4.Id
 	case layers.LayerTypeIPv6:
+		p.IPID = 0
 		p.SrcIP = netip.AddrFrom16([16]byte(d.ip6.SrcIP))
 		p.DstIP = netip.AddrFrom16([16]byte(d.ip6.DstIP))
 		if d.ip6.Length == 0 { // jumbogram: gopacket already bounded the payload

@@ -22,6 +22,7 @@ type seg struct {
 	src, dst     netip.Addr
 	sport, dport uint16
 	seq, ack     uint32
+	ipid         uint16 // IPv4 only
 	flags        uint8
 	win          uint16
 	mss          uint16
@@ -86,7 +87,7 @@ func (s seg) ip(t testing.TB) []byte {
 	tcp := s.tcpLayer()
 	buf := gopacket.NewSerializeBuffer()
 	if s.src.Is4() {
-		ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Protocol: layers.IPProtocolTCP,
+		ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Protocol: layers.IPProtocolTCP, Id: s.ipid,
 			SrcIP: net.IP(s.src.AsSlice()), DstIP: net.IP(s.dst.AsSlice())}
 		tcp.SetNetworkLayerForChecksum(ip)
 		if err := gopacket.SerializeLayers(buf, serOpts, ip, tcp, gopacket.Payload(s.payload)); err != nil {
@@ -123,6 +124,9 @@ func (s seg) want() Packet {
 	p := Packet{SrcIP: s.src, DstIP: s.dst, SrcPort: s.sport, DstPort: s.dport, Seq: s.seq, Ack: s.ack,
 		Flags: s.flags, Window: s.win, MSS: s.mss, WindowScale: s.wscale, SACKPermitted: s.sackOK,
 		Payload: s.payload, PayloadLen: len(s.payload)}
+	if s.src.Is4() {
+		p.IPID = s.ipid
+	}
 	if s.ts != nil {
 		p.HasTimestamps, p.TSVal, p.TSEcr = true, s.ts[0], s.ts[1]
 	}
@@ -228,11 +232,11 @@ var framings = []framing{
 
 // Segments covering the option and address variants.
 var segs = []seg{
-	{src: cli4, dst: srv4, sport: 40000, dport: 80, seq: 1000, flags: FlagSYN, win: 64240,
+	{src: cli4, dst: srv4, sport: 40000, dport: 80, seq: 1000, ipid: 0xfffe, flags: FlagSYN, win: 64240,
 		mss: 1460, wscale: 7, sackOK: true, ts: &[2]uint32{12345, 0}},
 	{src: srv4, dst: cli4, sport: 80, dport: 40000, seq: 5000, ack: 1001, flags: FlagSYN | FlagACK, win: 65160,
 		mss: 1400, wscale: 14, sackOK: true, ts: &[2]uint32{999, 12345}},
-	{src: cli4, dst: srv4, sport: 40000, dport: 80, seq: 1001, ack: 5001, flags: FlagACK | FlagPSH, win: 502,
+	{src: cli4, dst: srv4, sport: 40000, dport: 80, seq: 1001, ack: 5001, ipid: 7, flags: FlagACK | FlagPSH, win: 502,
 		wscale: -1, ts: &[2]uint32{12350, 999}, payload: []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")},
 	{src: srv4, dst: cli4, sport: 80, dport: 40000, seq: 5001, ack: 1028, flags: FlagACK, win: 500,
 		wscale: -1, sack: []SACKBlock{{1, 2}, {3, 4}, {5, 6}}},

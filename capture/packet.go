@@ -33,9 +33,13 @@ type Packet struct {
 
 	SrcIP, DstIP     netip.Addr
 	SrcPort, DstPort uint16
-	Seq, Ack         uint32
-	Flags            uint8
-	Window           uint16
+	// IPID is the IPv4 Identification field (0 for IPv6). Linux numbers a
+	// connection's packets consecutively, so a gap is evidence of packets
+	// lost before the capture point.
+	IPID     uint16
+	Seq, Ack uint32
+	Flags    uint8
+	Window   uint16
 
 	// TCP options; zero values mean "absent" unless the Has* flag says otherwise.
 	MSS           uint16
