@@ -38,6 +38,7 @@ func fuzzParser(t *testing.T, kind Kind, data []byte, seed uint64, max int) {
 		}
 	}
 	sameEvents(t, "random split", feedChunks(mk(), data, cuts, closeIt).ev, want)
+	checkBodySplitInvariant(t, kind, data, seed, mk, closeIt)
 
 	if len(data) > 2 {
 		a := rng.IntN(len(data))

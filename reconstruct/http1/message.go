@@ -71,7 +71,8 @@ const (
 //     method of the request it answers, "" if unknown or not a standard
 //     method), Status, Interim, NoRequest.
 //   - HeadersDone: additionally HeaderEnd, URL, header values, ContentLength,
-//     Chunked, CloseDelimited, KeepAlive, ExpectContinue.
+//     Chunked, CloseDelimited, KeepAlive, ExpectContinue. The handler may
+//     set WantBody here.
 //   - MessageEnd: additionally End, BodyLen, BodyWire, Hole, Incomplete,
 //     HeaderTooLarge.
 type Message struct {
@@ -90,13 +91,20 @@ type Message struct {
 	Referer   string
 	UserAgent string
 	Accept    string
+	// SecFetchDest and SecFetchMode are the Fetch Metadata headers
+	// ("document", "image", ...; "navigate", "no-cors", ...), which
+	// browsers send to secure origins only.
+	SecFetchDest string
+	SecFetchMode string
 	// ExpectContinue: "Expect: 100-continue"; the client may wait for an
 	// interim 100 response before sending the body.
 	ExpectContinue bool
 
 	// Response side.
-	Status      int
-	ContentType string
+	Status          int
+	ContentType     string
+	ContentEncoding string
+	Location        string // a redirect's target as sent, cut to MaxURLLen
 	// Interim: a 1xx response other than 101; the final response follows.
 	Interim bool
 	// NoRequest: a final response for which no request method was pushed;
@@ -129,6 +137,10 @@ type Message struct {
 	// a gap, Close, a framing error or the header limit. End is then the
 	// offset just past the last byte attributed to it.
 	Incomplete bool
+
+	// WantBody is set by a Handler that is also a BodyReceiver, in
+	// HeadersDone, to receive this message's body.
+	WantBody bool
 }
 
 // Handler receives a Parser's events. Per message the order is always

@@ -92,6 +92,10 @@ type Parser struct {
 	methods [MaxPendingMethods]uint8
 	mHead   int
 	mN      int
+
+	// body receives the current message's body when its handler asked for
+	// it (Message.WantBody); nil otherwise.
+	body BodyReceiver
 }
 
 // NewParser returns a parser for one direction. maxHeaderBytes bounds a
@@ -190,6 +194,7 @@ func (p *Parser) Gap(n int64, h Handler) {
 			p.hunt(true)
 		case stBody:
 			k := min(n, p.remain)
+			p.bodyGap(k)
 			p.remain -= k
 			p.msg.Hole += k
 			p.off += k
@@ -199,6 +204,7 @@ func (p *Parser) Gap(n int64, h Handler) {
 			}
 		case stChunkData:
 			k := min(n, p.remain)
+			p.bodyGap(k)
 			p.remain -= k
 			p.msg.Hole += k
 			p.msg.BodyLen += k
@@ -211,6 +217,7 @@ func (p *Parser) Gap(n int64, h Handler) {
 			p.lose(h, ReasonGap)
 			p.atLineStart = true
 		case stUntilClose:
+			p.bodyGap(n)
 			p.msg.Hole += n
 			p.off += n
 			return
@@ -263,6 +270,7 @@ func (p *Parser) step(data []byte, h Handler) int {
 		return p.headStep(data, h)
 	case stBody:
 		n := min(int64(len(data)), p.remain)
+		p.bodyData(data[:n])
 		p.remain -= n
 		p.off += n
 		if p.remain == 0 {
@@ -271,7 +279,11 @@ func (p *Parser) step(data []byte, h Handler) int {
 		return int(n)
 	case stChunkSize, stChunkExt, stChunkSizeLF, stChunkData, stChunkDataEnd, stChunkDataLF, stTrailer:
 		return p.chunkStep(data, h)
-	default: // stUntilClose, stOpaque, stClosed
+	case stUntilClose:
+		p.bodyData(data)
+		p.off += int64(len(data))
+		return len(data)
+	default: // stOpaque, stClosed
 		p.off += int64(len(data))
 		return len(data)
 	}
@@ -658,10 +670,19 @@ const (
 	vUA
 	vAccept
 	vCT
+	vCE
+	vLocation
+	vFetchDest
+	vFetchMode
 	nVals
 )
 
-var valLimits = [nVals]int{MaxURLLen, MaxValueLen, MaxValueLen, MaxValueLen, MaxValueLen, MaxValueLen}
+var valLimits = [nVals]int{MaxURLLen, MaxValueLen, MaxValueLen, MaxValueLen, MaxValueLen, MaxValueLen,
+	MaxValueLen, MaxURLLen, maxFetchValueLen, maxFetchValueLen}
+
+// maxFetchValueLen bounds Sec-Fetch-Dest and -Mode, whose values are short
+// tokens ("document", "navigate").
+const maxFetchValueLen = 32
 
 // urlSpan records the request target of a start line (possibly cut by the
 // header limit), relative to the message start.
@@ -717,6 +738,10 @@ func (p *Parser) headerLine(buf []byte, ls, nl int) {
 		if eqFold(name, "referer") {
 			setOnce(&vals[vReferer], va, vb)
 		}
+	case 8:
+		if eqFold(name, "location") {
+			setOnce(&vals[vLocation], va, vb)
+		}
 	case 10:
 		if eqFold(name, "user-agent") {
 			setOnce(&vals[vUA], va, vb)
@@ -734,8 +759,17 @@ func (p *Parser) headerLine(buf []byte, ls, nl int) {
 			setOnce(&vals[vCT], va, vb)
 		}
 	case 14:
-		if eqFold(name, "content-length") {
+		switch {
+		case eqFold(name, "content-length"):
 			fr.addCL(v)
+		case eqFold(name, "sec-fetch-dest"):
+			setOnce(&vals[vFetchDest], va, vb)
+		case eqFold(name, "sec-fetch-mode"):
+			setOnce(&vals[vFetchMode], va, vb)
+		}
+	case 16:
+		if eqFold(name, "content-encoding") {
+			setOnce(&vals[vCE], va, vb)
 		}
 	case 17:
 		if eqFold(name, "transfer-encoding") {
@@ -769,7 +803,8 @@ func (p *Parser) values(buf []byte) {
 	}
 	all := sb.String()
 	pos := 0
-	dst := [nVals]*string{&m.URL, &m.Host, &m.Referer, &m.UserAgent, &m.Accept, &m.ContentType}
+	dst := [nVals]*string{&m.URL, &m.Host, &m.Referer, &m.UserAgent, &m.Accept, &m.ContentType,
+		&m.ContentEncoding, &m.Location, &m.SecFetchDest, &m.SecFetchMode}
 	for i, s := range vals {
 		n := s.b - s.a
 		*dst[i] = all[pos : pos+n]
@@ -895,14 +930,14 @@ func (p *Parser) headersDone(buf []byte, h Handler) {
 		if fr.clSeen {
 			m.KeepAlive = false // RFC 9112 6.3: both present, close after
 		}
-		h.HeadersDone(m)
+		p.headersDoneWithBody(h)
 		p.startChunk()
 		p.st = stChunkSize
 		return
 	case fr.te && p.kind == Response:
 		m.CloseDelimited = true
 		m.KeepAlive = false
-		h.HeadersDone(m)
+		p.headersDoneWithBody(h)
 		p.st = stUntilClose
 		return
 	case fr.te:
@@ -920,7 +955,7 @@ func (p *Parser) headersDone(buf []byte, h Handler) {
 		p.atLineStart = true
 		return
 	case fr.clSeen:
-		h.HeadersDone(m)
+		p.headersDoneWithBody(h)
 		p.remain = fr.cl
 		if p.remain == 0 {
 			p.end(h)
@@ -931,7 +966,7 @@ func (p *Parser) headersDone(buf []byte, h Handler) {
 	case p.kind == Response:
 		m.CloseDelimited = true
 		m.KeepAlive = false
-		h.HeadersDone(m)
+		p.headersDoneWithBody(h)
 		p.st = stUntilClose
 		return
 	}
@@ -955,6 +990,7 @@ func (p *Parser) end(h Handler) {
 	}
 	p.started = false
 	p.st = p.next
+	p.body = nil
 	h.MessageEnd(m)
 }
 
@@ -994,6 +1030,7 @@ func (p *Parser) chunkStep(data []byte, h Handler) int {
 		switch p.st {
 		case stChunkData:
 			n := min(int64(len(data)-i), p.remain)
+			p.bodyData(data[i : i+int(n)])
 			i += int(n)
 			p.remain -= n
 			p.msg.BodyLen += n
