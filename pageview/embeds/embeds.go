@@ -1,0 +1,369 @@
+// Package embeds reads a captured page for the objects it references: the
+// stylesheets, scripts, images, frames and fonts a browser fetches to load
+// it. The pageview stage uses the set to tell which requests make up a page
+// (with or without a Referer) and which of them its load event waits for.
+//
+// Bodies come off the wire as they were sent: Extract undoes the content
+// coding (gzip, deflate, br) within a size bound, tokenizes HTML with
+// golang.org/x/net/html, and scans CSS (a stylesheet's own body, a <style>
+// element, a style attribute) for url() and @import. Everything it reads is
+// attacker-controlled: output is bounded (MaxRefs, MaxDecoded) and errors
+// are returned with what could be read before them.
+//
+//	refs, err := embeds.Extract(body, "text/html; charset=utf-8", "gzip", "http://example.com/news/")
+//	for _, r := range refs {
+//		fmt.Println(r.URL, r.Kind) // http://example.com/static/site.css blocking
+//	}
+package embeds
+
+import (
+	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+
+	"github.com/andybalholm/brotli"
+	"golang.org/x/net/html"
+)
+
+// Kind says how a page's load event treats an object it references.
+type Kind uint8
+
+const (
+	// Blocking: the load event waits for it (stylesheets, scripts, async
+	// and deferred ones too, images, frames, preloads, CSS backgrounds
+	// and fonts).
+	Blocking Kind = iota + 1
+	// Deferred: fetched for the page but not waited for (icons, which
+	// browsers fetch after the load event; prefetches; lazy images; media).
+	Deferred
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Blocking:
+		return "blocking"
+	case Deferred:
+		return "deferred"
+	}
+	return "unknown"
+}
+
+// Ref is one referenced object: an absolute URL ("http://host/path?query",
+// fragment dropped) and how the load event treats it.
+type Ref struct {
+	URL  string
+	Kind Kind
+}
+
+// Bounds on what one body may cost.
+const (
+	// MaxDecoded bounds a body after its content coding is undone (a
+	// compression bomb stops here).
+	MaxDecoded = 4 << 20
+	// MaxRefs bounds the references returned for one body.
+	MaxRefs = 512
+	// maxURL bounds one reference; longer ones are skipped.
+	maxURL = 2048
+)
+
+// Errors that say why a body could not be read (whole or in part).
+var (
+	ErrEncoding  = errors.New("embeds: unsupported content coding")
+	ErrNotPage   = errors.New("embeds: not HTML or CSS")
+	ErrTruncated = errors.New("embeds: body ends early")
+	ErrTooLarge  = errors.New("embeds: decoded body exceeds bound")
+)
+
+// Extract returns the objects body references, resolved against base (the
+// page's absolute URL). contentType selects HTML or CSS; contentEncoding is
+// the Content-Encoding header. On a body that is cut short, or too large
+// once decoded, it returns what it read and an error wrapping ErrTruncated
+// or ErrTooLarge.
+func Extract(body []byte, contentType, contentEncoding, base string) ([]Ref, error) {
+	baseURL, err := url.Parse(base)
+	if err != nil {
+		return nil, fmt.Errorf("embeds: base %q: %w", base, err)
+	}
+	var css bool
+	switch mediaType(contentType) {
+	case "text/html", "application/xhtml+xml":
+	case "text/css":
+		css = true
+	default:
+		return nil, fmt.Errorf("%w: %q", ErrNotPage, contentType)
+	}
+	plain, derr := Decode(body, contentEncoding)
+	if plain == nil && derr != nil {
+		return nil, derr
+	}
+	c := collector{base: baseURL, seen: map[string]int{}}
+	if css {
+		c.css(plain, baseURL)
+	} else {
+		c.html(plain)
+	}
+	return c.refs, derr
+}
+
+// Decode undoes a Content-Encoding (a list is undone last coding first).
+// On a stream cut short it returns the bytes decoded so far with an error
+// wrapping ErrTruncated; past MaxDecoded, the first MaxDecoded bytes and
+// ErrTooLarge.
+func Decode(body []byte, contentEncoding string) ([]byte, error) {
+	codings := strings.Split(contentEncoding, ",")
+	out := body
+	for i := len(codings) - 1; i >= 0; i-- {
+		var r io.Reader
+		switch strings.ToLower(strings.TrimSpace(codings[i])) {
+		case "", "identity":
+			continue
+		case "gzip", "x-gzip":
+			zr, err := gzip.NewReader(bytes.NewReader(out))
+			if err != nil {
+				return nil, fmt.Errorf("%w: gzip header: %v", ErrTruncated, err)
+			}
+			r = zr
+		case "deflate":
+			// RFC 9110 says zlib; some servers send raw deflate.
+			if zr, err := zlib.NewReader(bytes.NewReader(out)); err == nil {
+				r = zr
+			} else {
+				r = flate.NewReader(bytes.NewReader(out))
+			}
+		case "br":
+			r = brotli.NewReader(bytes.NewReader(out))
+		default:
+			return nil, fmt.Errorf("%w: %q", ErrEncoding, codings[i])
+		}
+		dec, err := io.ReadAll(io.LimitReader(r, MaxDecoded+1))
+		switch {
+		case len(dec) > MaxDecoded:
+			return dec[:MaxDecoded], ErrTooLarge
+		case err != nil:
+			return dec, fmt.Errorf("%w: %s: %v", ErrTruncated, codings[i], err)
+		}
+		out = dec
+	}
+	return out, nil
+}
+
+func mediaType(ct string) string {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.ToLower(strings.TrimSpace(mt))
+}
+
+// collector resolves and deduplicates references.
+type collector struct {
+	base *url.URL
+	refs []Ref
+	seen map[string]int // URL -> index in refs
+}
+
+// add resolves ref against base; a URL seen before keeps the stronger kind.
+func (c *collector) add(ref string, base *url.URL, k Kind) {
+	ref = strings.TrimSpace(ref)
+	if ref == "" || len(ref) > maxURL || len(c.refs) >= MaxRefs {
+		return
+	}
+	u, err := base.Parse(ref)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return // data:, javascript:, about:, mailto: and the unparsable
+	}
+	u.Fragment, u.RawFragment = "", ""
+	s := u.String()
+	if i, ok := c.seen[s]; ok {
+		if k == Blocking {
+			c.refs[i].Kind = Blocking
+		}
+		return
+	}
+	c.seen[s] = len(c.refs)
+	c.refs = append(c.refs, Ref{URL: s, Kind: k})
+}
+
+// html walks the page's tokens. A <base href> (the first one) changes what
+// later relative references resolve against.
+func (c *collector) html(b []byte) {
+	z := html.NewTokenizer(bytes.NewReader(b))
+	base := c.base
+	baseSet := false
+	inStyle := false
+	for {
+		tt := z.Next()
+		switch tt {
+		case html.ErrorToken:
+			return
+		case html.TextToken:
+			if inStyle {
+				c.css(z.Text(), base)
+			}
+			continue
+		case html.EndTagToken:
+			if name, _ := z.TagName(); string(name) == "style" {
+				inStyle = false
+			}
+			continue
+		case html.StartTagToken, html.SelfClosingTagToken:
+		default:
+			continue
+		}
+		name, hasAttr := z.TagName()
+		tag := string(name)
+		if tag == "style" && tt == html.StartTagToken {
+			inStyle = true
+		}
+		if !hasAttr {
+			continue
+		}
+		a := attrs(z)
+		if s, ok := a["style"]; ok {
+			c.css([]byte(s), base)
+		}
+		switch tag {
+		case "base":
+			if h, ok := a["href"]; ok && !baseSet {
+				if u, err := c.base.Parse(strings.TrimSpace(h)); err == nil {
+					base, baseSet = u, true
+				}
+			}
+		case "img":
+			k := Blocking
+			if strings.EqualFold(a["loading"], "lazy") {
+				k = Deferred
+			}
+			c.add(a["src"], base, k)
+			c.srcset(a["srcset"], base, k)
+		case "source":
+			// <picture>/<video>/<audio> sources: an image candidate in a
+			// picture is fetched like an img; media is not waited for.
+			k := Blocking
+			if _, ok := a["srcset"]; !ok {
+				k = Deferred
+			}
+			c.srcset(a["srcset"], base, k)
+			c.add(a["src"], base, k)
+		case "script":
+			c.add(a["src"], base, Blocking)
+		case "link":
+			c.link(a, base)
+		case "iframe", "frame", "embed":
+			c.add(a["src"], base, Blocking)
+		case "object":
+			c.add(a["data"], base, Blocking)
+		case "input":
+			if strings.EqualFold(a["type"], "image") {
+				c.add(a["src"], base, Blocking)
+			}
+		case "video":
+			c.add(a["poster"], base, Blocking)
+			c.add(a["src"], base, Deferred)
+		case "audio", "track":
+			c.add(a["src"], base, Deferred)
+		case "body", "table", "td", "th":
+			c.add(a["background"], base, Blocking)
+		}
+	}
+}
+
+// link handles <link rel=... href=...> by its rel tokens.
+func (c *collector) link(a map[string]string, base *url.URL) {
+	href := a["href"]
+	for _, rel := range strings.Fields(strings.ToLower(a["rel"])) {
+		switch rel {
+		case "stylesheet", "preload", "modulepreload":
+			c.add(href, base, Blocking)
+			if rel == "preload" {
+				c.srcset(a["imagesrcset"], base, Blocking)
+			}
+		case "icon", "apple-touch-icon", "apple-touch-icon-precomposed", "mask-icon",
+			"manifest", "prefetch", "prerender", "next":
+			c.add(href, base, Deferred)
+		}
+	}
+}
+
+// srcset adds each candidate of a srcset list ("a.png 1x, b.png 2x"): the
+// browser fetches one, which one depends on the screen.
+func (c *collector) srcset(v string, base *url.URL, k Kind) {
+	for _, cand := range strings.Split(v, ",") {
+		if f := strings.Fields(cand); len(f) > 0 {
+			c.add(f[0], base, k)
+		}
+	}
+}
+
+// attrs reads a tag's attributes, the first of each name winning, as in
+// HTML parsing.
+func attrs(z *html.Tokenizer) map[string]string {
+	a := map[string]string{}
+	for {
+		k, v, more := z.TagAttr()
+		if _, dup := a[string(k)]; !dup {
+			a[string(k)] = string(v)
+		}
+		if !more {
+			return a
+		}
+	}
+}
+
+// css scans style text for url(...) and @import "...": backgrounds, fonts
+// and imported stylesheets, all of which the load event waits for once the
+// rules apply.
+func (c *collector) css(b []byte, base *url.URL) {
+	for i := 0; i < len(b) && len(c.refs) < MaxRefs; i++ {
+		switch {
+		case b[i] == '/' && i+1 < len(b) && b[i+1] == '*':
+			end := bytes.Index(b[i+2:], []byte("*/"))
+			if end < 0 {
+				return
+			}
+			i += end + 3
+		case (b[i] == 'u' || b[i] == 'U') && hasFoldPrefix(b[i:], "url("):
+			ref, n := cssURL(b[i+4:])
+			c.add(ref, base, Blocking)
+			i += 3 + n
+		case b[i] == '@' && hasFoldPrefix(b[i:], "@import"):
+			rest := bytes.TrimLeft(b[i+7:], " \t\r\n")
+			if len(rest) > 0 && (rest[0] == '"' || rest[0] == '\'') {
+				if end := bytes.IndexByte(rest[1:], rest[0]); end >= 0 {
+					c.add(string(rest[1:1+end]), base, Blocking)
+				}
+			}
+			i += 6 // a url(...) form is caught by the url( case next
+		}
+	}
+}
+
+// cssURL reads the argument of url( from b (just after the parenthesis):
+// quoted or bare, up to the closing parenthesis. It returns the reference
+// and the bytes consumed.
+func cssURL(b []byte) (string, int) {
+	i := 0
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	if i < len(b) && (b[i] == '"' || b[i] == '\'') {
+		q := b[i]
+		end := bytes.IndexByte(b[i+1:], q)
+		if end < 0 {
+			return "", len(b)
+		}
+		return string(b[i+1 : i+1+end]), i + 2 + end
+	}
+	end := bytes.IndexByte(b[i:], ')')
+	if end < 0 {
+		return "", len(b)
+	}
+	return string(bytes.TrimSpace(b[i : i+end])), i + end + 1
+}
+
+func hasFoldPrefix(b []byte, prefix string) bool {
+	return len(b) >= len(prefix) && strings.EqualFold(string(b[:len(prefix)]), prefix)
+}

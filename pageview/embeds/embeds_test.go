@@ -1,0 +1,212 @@
+package embeds
+
+import (
+	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/andybalholm/brotli"
+)
+
+const page = `<!DOCTYPE html><html><head>
+<base href="/site/">
+<link rel="stylesheet" href="css/main.css">
+<link rel="preload" as="image" href="/img/hero.webp" imagesrcset="/img/hero-1x.webp 1x, /img/hero-2x.webp 2x">
+<link rel="modulepreload" href="/js/mod.js">
+<link rel="icon" href="/favicon.png">
+<link rel="prefetch" href="/next.html">
+<link rel="preconnect" href="http://cdn.example.com">
+<script async src="https://cdn.example.com/a.js#frag"></script>
+<script defer src='js/d.js'></script>
+<script>var x = "<img src=no.png>";</script>
+<style>@import "print.css"; body { background: URL( 'bg.png' ) } /* url(comment.png) */</style>
+</head><body>
+<img src="i/1.png" srcset="i/1@2x.png 2x, i/1@3x.png 3x">
+<img loading="lazy" src="i/below.png">
+<picture><source srcset="i/p.avif"><img src="i/p.jpg"></picture>
+<div style="background-image:url(i/div.png)"></div>
+<iframe src="//ads.example.net/frame.html"></iframe>
+<video poster="v/poster.jpg" src="v/movie.mp4"></video>
+<img src="data:image/png;base64,AAAA"><a href="/not-fetched.html">link</a>
+<img src="javascript:alert(1)"><img src="i/1.png">
+</body></html>`
+
+func TestExtractHTML(t *testing.T) {
+	refs, err := Extract([]byte(page), "text/html; charset=utf-8", "", "http://example.com/index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Kind{}
+	for _, r := range refs {
+		if _, dup := got[r.URL]; dup {
+			t.Errorf("%s twice", r.URL)
+		}
+		got[r.URL] = r.Kind
+	}
+	want := map[string]Kind{
+		"http://example.com/site/css/main.css":  Blocking,
+		"http://example.com/img/hero.webp":      Blocking,
+		"http://example.com/img/hero-1x.webp":   Blocking,
+		"http://example.com/img/hero-2x.webp":   Blocking,
+		"http://example.com/js/mod.js":          Blocking,
+		"http://example.com/favicon.png":        Deferred,
+		"http://example.com/next.html":          Deferred,
+		"https://cdn.example.com/a.js":          Blocking,
+		"http://example.com/site/js/d.js":       Blocking,
+		"http://example.com/site/print.css":     Blocking,
+		"http://example.com/site/bg.png":        Blocking,
+		"http://example.com/site/i/1.png":       Blocking,
+		"http://example.com/site/i/1@2x.png":    Blocking,
+		"http://example.com/site/i/1@3x.png":    Blocking,
+		"http://example.com/site/i/below.png":   Deferred,
+		"http://example.com/site/i/p.avif":      Blocking,
+		"http://example.com/site/i/p.jpg":       Blocking,
+		"http://example.com/site/i/div.png":     Blocking,
+		"http://ads.example.net/frame.html":     Blocking,
+		"http://example.com/site/v/poster.jpg":  Blocking,
+		"http://example.com/site/v/movie.mp4":   Deferred,
+	}
+	for u, k := range want {
+		if got[u] != k {
+			t.Errorf("%s: kind %v, want %v", u, got[u], k)
+		}
+	}
+	for u := range got {
+		if _, ok := want[u]; !ok {
+			t.Errorf("unexpected reference %s", u)
+		}
+	}
+}
+
+func TestExtractCSS(t *testing.T) {
+	css := `@import url("base.css"); @import 'theme.css';
+	@font-face { src: url(/fonts/a.woff2) format("woff2"), url('/fonts/a.woff') }
+	.x { background: url(data:image/gif;base64,R0lG) } .y{background:url( "../img/y.png" )}`
+	refs, err := Extract([]byte(css), "text/css", "", "http://example.com/static/css/site.css")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var urls []string
+	for _, r := range refs {
+		urls = append(urls, r.URL)
+		if r.Kind != Blocking {
+			t.Errorf("%s: %v", r.URL, r.Kind)
+		}
+	}
+	want := "http://example.com/static/css/base.css http://example.com/static/css/theme.css http://example.com/fonts/a.woff2 http://example.com/fonts/a.woff http://example.com/static/img/y.png"
+	if strings.Join(urls, " ") != want {
+		t.Errorf("got  %s\nwant %s", strings.Join(urls, " "), want)
+	}
+}
+
+func compress(t *testing.T, coding string, b []byte) []byte {
+	var buf bytes.Buffer
+	var w interface {
+		Write([]byte) (int, error)
+		Close() error
+	}
+	switch coding {
+	case "gzip":
+		w = gzip.NewWriter(&buf)
+	case "deflate":
+		w = zlib.NewWriter(&buf)
+	case "raw-deflate":
+		fw, err := flate.NewWriter(&buf, flate.BestSpeed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w = fw
+	case "br":
+		w = brotli.NewWriter(&buf)
+	}
+	if _, err := w.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestContentCodings(t *testing.T) {
+	plain := []byte(`<html><img src="/a.png"><script src="/b.js"></script></html>`)
+	for _, coding := range []string{"gzip", "deflate", "raw-deflate", "br"} {
+		header := coding
+		if coding == "raw-deflate" {
+			header = "deflate"
+		}
+		refs, err := Extract(compress(t, coding, plain), "text/html", header, "http://h/")
+		if err != nil || len(refs) != 2 {
+			t.Errorf("%s: %v, %v", coding, refs, err)
+		}
+	}
+	// gzip then br, as "Content-Encoding: gzip, br" says.
+	both := compress(t, "br", compress(t, "gzip", plain))
+	if refs, err := Extract(both, "text/html", "gzip, br", "http://h/"); err != nil || len(refs) != 2 {
+		t.Errorf("gzip, br: %v, %v", refs, err)
+	}
+	if _, err := Extract(plain, "text/html", "compress", "http://h/"); !errors.Is(err, ErrEncoding) {
+		t.Errorf("unknown coding: %v", err)
+	}
+	if _, err := Extract(plain, "image/png", "", "http://h/"); !errors.Is(err, ErrNotPage) {
+		t.Errorf("image: %v", err)
+	}
+}
+
+// A body cut short by the capture (snap length, a hole) still gives the
+// references before the cut, with an error saying it was cut.
+func TestTruncatedBody(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("<html><body>")
+	for i := range 300 {
+		b.WriteString(`<img src="/img/` + strings.Repeat("x", i%7) + `-` + string(rune('a'+i%26)) + `.png"> filler text to compress less well 0123456789 `)
+	}
+	z := compress(t, "gzip", []byte(b.String()))
+	refs, err := Extract(z[:len(z)/2], "text/html", "gzip", "http://h/")
+	if !errors.Is(err, ErrTruncated) || len(refs) == 0 {
+		t.Fatalf("cut gzip: %d refs, %v", len(refs), err)
+	}
+}
+
+func TestBounds(t *testing.T) {
+	bomb := compress(t, "gzip", bytes.Repeat([]byte{' '}, MaxDecoded+10))
+	if _, err := Extract(bomb, "text/html", "gzip", "http://h/"); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("bomb: %v", err)
+	}
+	var b strings.Builder
+	for i := range 2 * MaxRefs {
+		b.WriteString(`<img src="/` + strings.Repeat("a", 1+i%50) + string(rune('0'+i%10)) + `/` + string(rune('A'+i%26)) + `.png">`)
+		b.WriteString(`<img src="/n` + string(rune('a'+i%26)) + string(rune('a'+(i/26)%26)) + `.png">`)
+	}
+	refs, _ := Extract([]byte(b.String()), "text/html", "", "http://h/")
+	if len(refs) > MaxRefs {
+		t.Errorf("%d refs, bound %d", len(refs), MaxRefs)
+	}
+}
+
+func FuzzExtract(f *testing.F) {
+	f.Add([]byte(page), "text/html", "")
+	f.Add([]byte(`a{background:url(x.png)} @import "y.css";`), "text/css", "")
+	f.Add([]byte("\x1f\x8b\x08\x00"), "text/html", "gzip")
+	f.Add([]byte("<img src=\"\x00\">"), "application/xhtml+xml", "br")
+	f.Fuzz(func(t *testing.T, body []byte, ct, ce string) {
+		refs, _ := Extract(body, ct, ce, "http://example.com/a/b.html")
+		if len(refs) > MaxRefs {
+			t.Fatalf("%d refs", len(refs))
+		}
+		seen := map[string]bool{}
+		for _, r := range refs {
+			if seen[r.URL] || len(r.URL) == 0 || (r.Kind != Blocking && r.Kind != Deferred) {
+				t.Fatalf("bad ref %+v", r)
+			}
+			if !strings.HasPrefix(r.URL, "http://") && !strings.HasPrefix(r.URL, "https://") {
+				t.Fatalf("not absolute: %q", r.URL)
+			}
+			seen[r.URL] = true
+		}
+	})
+}
