@@ -53,6 +53,13 @@ type conn struct {
 	serverFIN bool
 	clientFIN bool
 
+	// Evidence of loss before the capture point (see loss.go).
+	ipid      ipidTrack // the client's IPv4 IDs
+	pktLost   int       // packets the client lost just before the one being processed
+	hsAckLost bool      // the handshake ACK was lost: the first request completed the handshake
+	respDone  int64     // capture time of the last byte of the latest complete response
+	resps     int       // responses completed: the client's round-trip samples since the handshake
+
 	lastSeen   int64
 	done       bool
 	finishedAt int64
@@ -69,6 +76,14 @@ type txState struct {
 	respStarted  bool
 	respDone     bool
 	heuristic    bool // timed from sequence numbers, not parsed
+
+	// upLost: copies of the request's first segment lost before the
+	// capture point; prevRespDone and prevResps are the connection's
+	// respDone and resps when the request started (see requestSent).
+	upLost       int
+	prevRespDone int64
+	prevResps    int
+	rtx          pendingRetrans
 }
 
 func newConn(t *Tracker, p *capture.Packet) *conn {
@@ -153,6 +168,10 @@ func (c *conn) packet(p *capture.Packet, fromClient bool) {
 	if c.done {
 		return // late ACKs and retransmitted FINs of a finished connection
 	}
+	c.pktLost = 0
+	if fromClient && p.SrcIP.Is4() {
+		c.pktLost = c.ipid.step(p.IPID)
+	}
 	if p.Flags&capture.FlagSYN != 0 {
 		c.handshake(p, fromClient)
 		return
@@ -174,6 +193,7 @@ func (c *conn) packet(p *capture.Packet, fromClient bool) {
 	}
 	if fromClient {
 		c.fromClient(p)
+		c.pktLost = 0 // it described this packet only
 	} else {
 		c.fromServer(p)
 	}
@@ -240,12 +260,26 @@ func (c *conn) fromClient(p *capture.Packet) {
 				// The wait for a lost SYN/ACK the server itself retransmitted.
 				c.rec.SYNACKLossGap += c.lastSynAck - c.firstSynAckAfterSyn
 			}
-			c.handshakeRTT = ts - c.lastSynAck
+			if p.PayloadLen > 0 && c.pktLost > 0 {
+				// The handshake ACK was lost before the capture point and
+				// the request completed the handshake: its time is not the
+				// client's connect time, and one lost packet is explained.
+				c.hsAckLost = true
+				c.pktLost--
+			} else {
+				c.handshakeRTT = ts - c.lastSynAck
+			}
 		}
 		if !c.s2c.baseKnown {
 			c.s2c.setBase(p.Ack) // mid-stream: the client tells where the server's stream is
 		}
-		c.clientAck(ts, c.s2c.offset(p.Ack))
+		a := c.clientAckInfo(p)
+		if p.PayloadLen > 0 && c.pktLost > 0 && a.off > c.lastAck {
+			// The client acknowledged more than any ACK we saw: one of its
+			// lost packets was an ACK, not a copy of this data.
+			c.pktLost--
+		}
+		c.clientAck(a)
 	}
 	if p.PayloadLen == 0 && p.Flags&capture.FlagFIN == 0 {
 		return
@@ -285,7 +319,7 @@ func (c *conn) fromServer(p *capture.Packet) {
 		c.t.cfg.MaxBufferedBytes, c.deliverServer, c.gapServer)
 	c.account(&c.s2c, retrans, reordered)
 	if retrans > 0 {
-		c.serverRetransmitted(ts, off, off+int64(retrans))
+		c.serverRetransmitted(p, off, off+int64(retrans))
 	}
 	if c.s2c.finReady() {
 		c.closeServerStream()
@@ -318,17 +352,25 @@ func (c *conn) closeServerStream() {
 	c.respP().Close(&c.respH)
 }
 
-// serverRetransmitted handles server bytes [from, to) sent again: a response
-// is complete at the client only when its last retransmitted byte arrived,
-// and the bytes count against the transaction they belong to.
-func (c *conn) serverRetransmitted(ts, from, to int64) {
+// serverRetransmitted handles server bytes [from, to) sent again by p: a
+// response is complete at the client only when its last needed byte
+// arrived, and the bytes count against the transaction they belong to.
+// Bytes the client had acknowledged were resent spuriously; bytes beyond
+// its last ACK wait for its next ACK to say whether it lacked them.
+func (c *conn) serverRetransmitted(p *capture.Packet, from, to int64) {
 	c.probes.reset() // Karn: an ACK after a retransmission is ambiguous
 	for _, st := range c.awaiting {
 		if from < st.respEndOff && to > st.respStartOff {
-			// The client has the whole response only once every byte arrived;
-			// bytes it had already acknowledged were resent spuriously.
 			if to > c.lastAck {
-				st.tx.ResponseLast = max(st.tx.ResponseLast, ts)
+				r := &st.rtx
+				if r.at == 0 {
+					r.from, r.to = from, to
+				} else {
+					r.from, r.to = min(r.from, from), max(r.to, to)
+				}
+				r.at, r.hasTS, r.tsVal = p.Timestamp, p.HasTimestamps, p.TSVal
+			} else {
+				st.tx.Flags |= FlagSpuriousRetrans
 			}
 			st.tx.RetransBytes += min(to, st.respEndOff) - max(from, st.respStartOff)
 		}
@@ -339,7 +381,13 @@ func (c *conn) serverRetransmitted(ts, from, to int64) {
 }
 
 // clientAck processes the client's cumulative ACK of the server's stream.
-func (c *conn) clientAck(ts, off int64) {
+func (c *conn) clientAck(a ackInfo) {
+	ts, off := a.ts, a.off
+	for _, st := range c.awaiting {
+		if st.rtx.at != 0 && st.rtx.decides(a) {
+			c.settleRetrans(st, st.rtx.verdict(a, c.clientRTT()))
+		}
+	}
 	if off > c.s2c.next && off <= c.s2c.highest+1 {
 		c.s2c.acked(off, c.deliverServer, c.gapServer)
 		if c.s2c.finReady() {
@@ -366,7 +414,8 @@ func (c *conn) clientAck(ts, off int64) {
 
 func (c *conn) deliverClient(ts, off int64, captured []byte, wireLen int) {
 	c.curTS = ts
-	c.c2sLog.add(off, off+int64(wireLen), ts)
+	c.c2sLog.add(off, off+int64(wireLen), ts, c.pktLost)
+	c.pktLost = 0 // the losses came before the packet's own bytes, delivered first
 	if c.truncated {
 		c.heuristicClientData(ts, off, captured, wireLen)
 		return
@@ -382,7 +431,7 @@ func (c *conn) deliverClient(ts, off int64, captured []byte, wireLen int) {
 
 func (c *conn) deliverServer(ts, off int64, captured []byte, wireLen int) {
 	c.curTS = ts
-	c.s2cLog.add(off, off+int64(wireLen), ts)
+	c.s2cLog.add(off, off+int64(wireLen), ts, 0)
 	c.probes.sent(off+int64(wireLen), ts)
 	if c.truncated {
 		c.heuristicServerData(ts, off, captured, wireLen)
@@ -473,6 +522,8 @@ func (c *conn) completeResponse(st *txState) {
 	if c.resp == st {
 		c.resp = nil
 	}
+	c.respDone = st.tx.ResponseLast
+	c.resps++
 	if st.respEndOff <= c.lastAck {
 		st.tx.ResponseAcked = c.curTS
 		c.emit(st)
@@ -502,6 +553,9 @@ func (c *conn) end(flags Flags) {
 	c.releaseParsers()
 	for _, st := range c.awaiting {
 		st.tx.Flags |= FlagNoAck | (flags & FlagEvicted)
+		if st.rtx.at != 0 {
+			c.settleRetrans(st, false) // no word from the client: assume it needed the bytes
+		}
 		c.emit(st)
 	}
 	c.awaiting = nil
@@ -527,7 +581,7 @@ func (c *conn) finalizeConnection() {
 	r.RTTClient = c.clientRTT()
 	if len(r.SYNTimes) > 0 {
 		if r.Established > 0 {
-			r.Tconn = r.Established - r.SYNTimes[0]
+			r.Tconn = max(c.connectedAt()-r.SYNTimes[0], 0)
 		} else {
 			r.Flags |= FlagIncomplete // the handshake never completed
 		}

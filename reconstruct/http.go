@@ -3,6 +3,7 @@ package reconstruct
 import (
 	"bytes"
 	"strconv"
+	"strings"
 
 	"github.com/rtmon/rtmon/reconstruct/http1"
 )
@@ -13,7 +14,8 @@ type requestEvents struct{ c *conn }
 func (h *requestEvents) MessageStart(m *http1.Message) {
 	c := h.c
 	st := c.newTx()
-	st.tx.RequestFirst = c.c2sLog.timeAt(m.Start, c.curTS)
+	st.tx.RequestFirst, st.upLost = c.c2sLog.at(m.Start, c.curTS)
+	st.prevRespDone, st.prevResps = c.respDone, c.resps
 	st.reqStartOff = m.Start
 	c.addPending(st)
 	c.respP().PushRequestMethod(m.Method)
@@ -31,6 +33,7 @@ func (h *requestEvents) HeadersDone(m *http1.Message) {
 	st.tx.Referer = m.Referer
 	st.tx.UserAgent = m.UserAgent
 	st.tx.Accept = m.Accept
+	st.tx.SecFetchDest, st.tx.SecFetchMode = m.SecFetchDest, m.SecFetchMode
 	if m.HeaderTooLarge {
 		st.tx.Flags |= FlagHeaderTooLarge
 	}
@@ -92,10 +95,45 @@ func (h *responseEvents) HeadersDone(m *http1.Message) {
 	st.tx.ResponseFirst = h.firstByte
 	st.tx.Status = m.Status
 	st.tx.ContentType = m.ContentType
+	st.tx.ContentEncoding, st.tx.Location = m.ContentEncoding, m.Location
 	if m.HeaderTooLarge {
 		st.tx.Flags |= FlagHeaderTooLarge
 	}
 	c.resp = st
+	m.WantBody = c.t.cfg.MaxBodyBytes > 0 && m.Status/100 == 2 && pageBody(m.ContentType)
+}
+
+// Body keeps the body of a response asked for in HeadersDone, within the
+// per-body and overall bounds.
+func (h *responseEvents) Body(m *http1.Message, data []byte) {
+	st, t := h.c.resp, h.c.t
+	if st == nil || st.tx.BodyCut {
+		return
+	}
+	room := min(t.cfg.MaxBodyBytes-len(st.tx.Body), t.cfg.MaxBodyBudget-t.bodyBytes)
+	if len(data) > room {
+		data = data[:max(room, 0)]
+		st.tx.BodyCut = true
+		t.stats.BodiesCut++
+	}
+	st.tx.Body = append(st.tx.Body, data...)
+	t.bodyBytes += len(data)
+}
+
+// BodyGap marks the body cut: bytes of it were never captured.
+func (h *responseEvents) BodyGap(m *http1.Message, n int64) {
+	if st := h.c.resp; st != nil {
+		st.tx.BodyCut = true
+	}
+}
+
+// pageBody reports whether a response's body names the objects of a page:
+// HTML (the page) or CSS (its images and fonts).
+func pageBody(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	mt = strings.TrimSpace(mt)
+	return strings.EqualFold(mt, "text/html") || strings.EqualFold(mt, "application/xhtml+xml") ||
+		strings.EqualFold(mt, "text/css")
 }
 
 func (h *responseEvents) MessageEnd(m *http1.Message) {

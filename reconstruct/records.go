@@ -36,11 +36,24 @@ const (
 	// FlagPreconnected: the first request came long after the handshake (a
 	// browser's spare connection), so it is timed like a reused connection.
 	FlagPreconnected
+	// FlagSpuriousRetrans: the server resent response bytes the client
+	// already had (its ACK was lost or late, shown by a D-SACK, the
+	// timestamp echo or the ACK's timing); they do not extend the response.
+	FlagSpuriousRetrans
+	// FlagUpstreamLoss: the request's first copy was lost before the
+	// capture point (a step in the client's IPv4 IDs) and the capture saw
+	// its retransmission; the client's wait, estimated from its
+	// retransmission timer, is part of Trequest.
+	FlagUpstreamLoss
+	// FlagAfterLoad (set by the pageview stage): fetched after its page's
+	// load event (an undeclared favicon, a beacon, polling); the transaction
+	// belongs to the pageview but not to its Total.
+	FlagAfterLoad
 )
 
 var flagNames = []string{"incomplete", "mid_stream", "rtt_estimated", "hole", "no_request",
 	"no_response", "truncated_payload", "evicted", "reset", "no_ack", "header_too_large", "parse_error",
-	"preconnected"}
+	"preconnected", "spurious_retrans", "upstream_loss", "after_load"}
 
 // Names lists the set flags by name, for output formats.
 func (f Flags) Names() []string {
@@ -139,6 +152,19 @@ type Transaction struct {
 	UserAgent     string `json:"user_agent,omitempty"`
 	Accept        string `json:"accept,omitempty"`
 	HoleBytes     int64  `json:"hole_bytes,omitempty"`
+
+	// What the pageview stage reads and nothing stores: the request's Fetch
+	// Metadata (navigation or subresource), the response's Location and
+	// Content-Encoding, and the body of an HTML or CSS response as it was
+	// on the wire (content coding not undone, chunk framing removed), up to
+	// Config.MaxBodyBytes. BodyCut: bytes of it are missing (limit, holes).
+	SecFetchDest    string `json:"-"`
+	SecFetchMode    string `json:"-"`
+	Location        string `json:"-"`
+	ContentEncoding string `json:"-"`
+	Body            []byte `json:"-"`
+	BodyCut         bool   `json:"-"`
+
 	// PageviewID and Class are set by the pageview stage; a transaction that
 	// belongs to no pageview keeps an empty PageviewID.
 	PageviewID string   `json:"pageview_id,omitempty"`

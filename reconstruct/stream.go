@@ -87,7 +87,7 @@ func (h *halfStream) segment(ts int64, seq uint32, captured []byte, wireLen int,
 		h.bytes += int64(wireLen - skip)
 		deliver(ts, h.next, cut(captured, skip), wireLen-skip)
 		h.next = end
-		h.drain(deliver)
+		h.drain(ts, deliver)
 	default:
 		if !h.buffer(off, ts, captured, wireLen) {
 			return wireLen, false
@@ -97,7 +97,7 @@ func (h *halfStream) segment(ts int64, seq uint32, captured []byte, wireLen int,
 		if h.ooo.bytes > maxBuffered {
 			// Memory is bounded: give up waiting for the missing range.
 			h.skipTo(h.ooo.segs[0].off, gap)
-			h.drain(deliver)
+			h.drain(0, deliver)
 		}
 	}
 	return retrans, reordered
@@ -128,8 +128,11 @@ func (h *halfStream) buffer(off, ts int64, captured []byte, wireLen int) bool {
 	return true
 }
 
-// drain delivers buffered segments that have become in order.
-func (h *halfStream) drain(deliver delivery) {
+// drain delivers buffered segments that have become in order. filled is
+// the capture time of the segment that filled the hole before them (0 when
+// a hole was declared instead): the receiver could use the bytes behind a
+// hole only once it filled, so they are timed no earlier than that.
+func (h *halfStream) drain(filled int64, deliver delivery) {
 	b := h.ooo
 	if b == nil {
 		return
@@ -143,7 +146,7 @@ func (h *halfStream) drain(deliver delivery) {
 		if end > h.next {
 			skip := int(h.next - s.off)
 			h.bytes -= int64(skip) // counted when buffered, but overlapped
-			deliver(s.ts, h.next, cut(s.data, skip), s.wireLen-skip)
+			deliver(max(s.ts, filled), h.next, cut(s.data, skip), s.wireLen-skip)
 			h.next = end
 		} else {
 			h.bytes -= int64(s.wireLen)
@@ -171,7 +174,7 @@ func (h *halfStream) acked(off int64, deliver delivery, gap func(off, n int64)) 
 	for h.next < off {
 		segs := h.buffered()
 		if len(segs) > 0 && segs[0].off <= h.next {
-			h.drain(deliver)
+			h.drain(0, deliver)
 			continue
 		}
 		target := off
@@ -186,7 +189,7 @@ func (h *halfStream) acked(off int64, deliver delivery, gap func(off, n int64)) 
 			}
 		}
 		h.skipTo(target, gap)
-		h.drain(deliver)
+		h.drain(0, deliver)
 	}
 }
 
@@ -194,7 +197,7 @@ func (h *halfStream) acked(off int64, deliver delivery, gap func(off, n int64)) 
 func (h *halfStream) flush(deliver delivery, gap func(off, n int64)) {
 	for segs := h.buffered(); len(segs) > 0; segs = h.buffered() {
 		h.skipTo(segs[0].off, gap)
-		h.drain(deliver)
+		h.drain(0, deliver)
 	}
 	if h.finSeen && h.finOff > h.next {
 		h.skipTo(h.finOff, gap)
@@ -208,27 +211,39 @@ func (h *halfStream) finReady() bool {
 
 // deliveryLog remembers the capture times of the last few in-order pieces of
 // a stream, so an HTTP message whose start line spanned segments is timed by
-// the segment that carried its first byte, not the one that completed the line.
+// the segment that carried its first byte, not the one that completed the
+// line. It also keeps how many packets the sender lost just before each
+// piece (see ipidTrack), the evidence of a late first transmission.
 type deliveryLog struct {
-	ring [2]struct{ off, end, ts int64 }
+	ring [2]struct {
+		off, end, ts int64
+		lost         int
+	}
 	head int
 }
 
-func (l *deliveryLog) add(off, end, ts int64) {
-	l.ring[l.head].off, l.ring[l.head].end, l.ring[l.head].ts = off, end, ts
+func (l *deliveryLog) add(off, end, ts int64, lost int) {
+	e := &l.ring[l.head]
+	e.off, e.end, e.ts, e.lost = off, end, ts, lost
 	l.head = (l.head + 1) % len(l.ring)
 }
 
 // timeAt returns the capture time of the piece holding offset off, or
 // fallback when it is older than the log remembers.
 func (l *deliveryLog) timeAt(off, fallback int64) int64 {
+	ts, _ := l.at(off, fallback)
+	return ts
+}
+
+// at is timeAt that also returns the packets lost just before that piece.
+func (l *deliveryLog) at(off, fallback int64) (ts int64, lost int) {
 	for i := 1; i <= len(l.ring); i++ {
 		e := &l.ring[(l.head-i+len(l.ring))%len(l.ring)]
 		if e.off <= off && off < e.end {
-			return e.ts
+			return e.ts, e.lost
 		}
 	}
-	return fallback
+	return fallback, 0
 }
 
 // last is the capture time of the newest piece, 0 before any.

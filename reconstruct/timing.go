@@ -15,10 +15,17 @@ import (
 //   - it sent a request byte at capture time - rtt/2 and received a response
 //     byte at capture time + rtt/2, so Tserver = responseFirst - requestLast + rtt
 //     and Ttransfer = responseLast - responseFirst, where responseLast is the
-//     last transmission of the last byte (the client's ACK confirms arrival);
+//     last needed transmission of the last byte (the client's ACK confirms
+//     arrival; a spurious retransmission does not count, see loss.go);
 //   - Trequest runs from the moment the client was connected (fresh
 //     connection) or started sending (reused connection) to its last request
 //     byte, so the four components always add up to Total = End - Start.
+//
+// A request whose first copy was lost before the capture point started one
+// client retransmission wait before the copy seen (requestSent); the wait is
+// request time. The phase boundaries are finally put in order, so that no
+// component is ever negative whatever the capture held (requests completed
+// by a late hole fill, responses that began before their request ended).
 func (c *conn) emit(st *txState) {
 	tx := &st.tx
 	r := &c.rec
@@ -29,6 +36,7 @@ func (c *conn) emit(st *txState) {
 	tx.Server, tx.ServerPort = r.Server, r.ServerPort
 	rtt := c.clientRTT()
 	half := rtt / 2
+	back := rtt - half // so that Tserver gets the whole rtt
 	tx.RTTClient = rtt
 	if c.handshakeRTT == 0 {
 		tx.Flags |= FlagRTTEstimated
@@ -40,51 +48,112 @@ func (c *conn) emit(st *txState) {
 		tx.Flags |= FlagNoResponse
 	}
 	hasRequest := tx.RequestFirst != 0
+	sent := tx.RequestFirst
+	if hasRequest && st.upLost > 0 {
+		if est, ok := c.requestSent(st); ok {
+			sent = est
+			tx.Flags |= FlagUpstreamLoss
+		}
+	}
+	connected := c.connectedAt()
 	freshConn := hasRequest && tx.Index == 0 && len(r.SYNTimes) > 0
-	if freshConn && r.Established > 0 && tx.RequestFirst-r.Established > preconnectIdle {
+	if freshConn && connected > 0 && sent-connected > preconnectIdle {
 		// The client opened this connection ahead of need (a browser's
 		// preconnect or spare socket) and used it later: the wait for the
 		// handshake was not part of this request's time.
 		freshConn = false
 		tx.Flags |= FlagPreconnected
 	}
+	// Phase boundaries at the client: start, connected, request sent,
+	// first response byte received, last response byte received.
+	var b0, b1, b2, b3, end int64
 	switch {
 	case freshConn:
-		connected := r.Established
-		if connected == 0 || connected > tx.RequestFirst {
-			// The handshake ACK was lost or not captured: the first request
-			// also acknowledges the SYN/ACK.
-			connected = tx.RequestFirst
+		if connected == 0 || connected > sent {
+			// The handshake ACK was not captured: the first request also
+			// acknowledges the SYN/ACK.
+			connected = sent
 		}
-		tx.Start = r.SYNTimes[0] - half
-		tx.Tconn = connected - r.SYNTimes[0]
-		tx.Trequest = tx.RequestLast - connected
+		b0, b1 = r.SYNTimes[0]-half, connected-half
+		b2 = tx.RequestLast - half
 	case hasRequest:
-		tx.Start = tx.RequestFirst - half
-		tx.Trequest = tx.RequestLast - tx.RequestFirst
+		b0 = sent - half
+		b1, b2 = b0, tx.RequestLast-half
 	default:
 		// A response without its request: only the transfer is known.
 		tx.Flags |= FlagNoRequest
-		tx.Start = tx.ResponseFirst + half
+		b0 = tx.ResponseFirst + half
+		b1, b2 = b0, b0
 	}
+	b3, end = b2, b2
 	if st.respStarted {
-		if hasRequest {
-			tx.Tserver = tx.ResponseFirst - tx.RequestLast + rtt
-			if tx.Tserver < 0 {
-				// The server answered before the request was complete (an early
-				// error): the overlap is request time, not server time.
-				tx.Trequest += tx.Tserver
-				tx.Tserver = 0
-			}
+		b3, end = tx.ResponseFirst+back, tx.ResponseLast+back
+		if !hasRequest {
+			b3, end = b0, tx.ResponseLast+half
 		}
-		tx.Ttransfer = tx.ResponseLast - tx.ResponseFirst
 	}
 	if tx.ResponseAcked == 0 && st.respDone {
 		tx.Flags |= FlagNoAck
 	}
-	tx.Total = tx.Tconn + tx.Trequest + tx.Tserver + tx.Ttransfer
-	tx.End = tx.Start + tx.Total
+	// In order, each boundary within [start, end]. A response that began
+	// before its request ended (an early error) shortens the request: the
+	// overlap is request time, not server time.
+	end = max(end, b0)
+	b3 = min(max(b3, b0), end)
+	b2 = min(max(b2, b0), b3)
+	b1 = min(max(b1, b0), b2)
+	tx.Start, tx.End = b0, end
+	tx.Tconn, tx.Trequest, tx.Tserver, tx.Ttransfer = b1-b0, b2-b1, b3-b2, end-b3
+	tx.Total = end - b0
 	c.t.emitTransaction(tx)
+}
+
+// connectedAt is the capture time that stands for the client's connect: its
+// handshake ACK, or, when that ACK was lost before the capture point and the
+// first request completed the handshake, the SYN/ACK's time plus the round
+// trip to the client. 0 when the handshake was not seen.
+func (c *conn) connectedAt() int64 {
+	est := c.rec.Established
+	if c.hsAckLost && est > 0 {
+		if rtt := c.clientRTT(); rtt > 0 && c.lastSynAck > 0 {
+			est = min(est, c.lastSynAck+rtt)
+		}
+	}
+	return est
+}
+
+// requestSent estimates when the first copy of st's request, lost before
+// the capture point, would have passed it: the client's retransmission wait
+// (linuxRTO, doubling per lost copy) before the copy seen. The client's
+// round trip is its own: SYN out to SYN/ACK in, the handshake ACK's capture
+// time minus the last SYN's. The estimate must fall after the moment the
+// client could first have sent the request (connected, or the previous
+// response received); if it does not, the lost packets were something else
+// (ACKs) and ok is false.
+func (c *conn) requestSent(st *txState) (sent int64, ok bool) {
+	r := &c.rec
+	var crtt int64
+	if r.Established > 0 && len(r.SYNTimes) > 0 && !c.hsAckLost {
+		crtt = r.Established - r.SYNTimes[len(r.SYNTimes)-1]
+	}
+	if crtt <= 0 {
+		crtt = c.clientRTT() + r.RTTServer
+	}
+	wait := lostWait(crtt, 1+st.prevResps, st.upLost)
+	sent = st.tx.RequestFirst - wait
+	earliest := c.connectedAt()
+	if st.prevRespDone > 0 {
+		earliest = max(earliest, st.prevRespDone+c.clientRTT())
+	}
+	if earliest == 0 {
+		return st.tx.RequestFirst, false
+	}
+	// A timer estimate a little too long puts the send just before the
+	// client could send: that is rounding, not evidence against loss.
+	if sent < earliest-wait/4 {
+		return st.tx.RequestFirst, false
+	}
+	return min(max(sent, earliest), st.tx.RequestFirst), true
 }
 
 // preconnectIdle is how long a connection may sit between its handshake and

@@ -38,6 +38,12 @@ type Config struct {
 	MaxBufferedBytes int
 	// MaxPendingRequests bounds requests waiting for responses (pipelining).
 	MaxPendingRequests int
+	// MaxBodyBytes bounds the body kept of one HTML or CSS response, which
+	// the pageview stage reads for the objects a page references;
+	// MaxBodyBudget bounds all such bodies in flight together. A body past
+	// either is cut (Transaction.BodyCut). Negative disables body capture.
+	MaxBodyBytes  int
+	MaxBodyBudget int
 }
 
 // Defaults for Config's zero values.
@@ -48,6 +54,8 @@ const (
 	DefaultMaxHeaderBytes     = 64 << 10
 	DefaultMaxBufferedBytes   = 1 << 20
 	DefaultMaxPendingRequests = 64
+	DefaultMaxBodyBytes       = 256 << 10
+	DefaultMaxBodyBudget      = 64 << 20
 )
 
 func (c *Config) withDefaults() Config {
@@ -69,6 +77,12 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.MaxPendingRequests <= 0 {
 		out.MaxPendingRequests = DefaultMaxPendingRequests
+	}
+	if out.MaxBodyBytes == 0 {
+		out.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if out.MaxBodyBudget == 0 {
+		out.MaxBodyBudget = DefaultMaxBodyBudget
 	}
 	return out
 }
@@ -98,6 +112,8 @@ type Stats struct {
 	OutOfWindow        uint64 `json:"out_of_window"`
 	BufferOverflows    uint64 `json:"buffer_overflows"`
 	PendingOverflows   uint64 `json:"pending_overflows"`
+	// BodiesCut counts HTML/CSS bodies cut by MaxBodyBytes or MaxBodyBudget.
+	BodiesCut uint64 `json:"bodies_cut"`
 	OpenConnections    int    `json:"open_connections"`
 }
 
@@ -140,6 +156,9 @@ type Tracker struct {
 	// ids (a suffix); it only ever holds the current instant's entries.
 	instantTS int64
 	instant   map[instantKey]uint8
+	// bodyBytes is what the bodies of responses in flight hold (see
+	// Config.MaxBodyBudget).
+	bodyBytes int
 }
 
 type instantKey struct {
@@ -286,6 +305,7 @@ func (t *Tracker) emitConnection(c *conn) {
 
 func (t *Tracker) emitTransaction(tx *Transaction) {
 	t.stats.Transactions++
+	t.bodyBytes -= len(tx.Body) // the body now belongs to the sink
 	tx.FlagNames = tx.Flags.Names()
 	t.sink.Transaction(tx)
 }
