@@ -113,8 +113,8 @@ type Stats struct {
 	BufferOverflows    uint64 `json:"buffer_overflows"`
 	PendingOverflows   uint64 `json:"pending_overflows"`
 	// BodiesCut counts HTML/CSS bodies cut by MaxBodyBytes or MaxBodyBudget.
-	BodiesCut uint64 `json:"bodies_cut"`
-	OpenConnections    int    `json:"open_connections"`
+	BodiesCut       uint64 `json:"bodies_cut"`
+	OpenConnections int    `json:"open_connections"`
 }
 
 // flowKey identifies a connection independently of direction: the endpoint
