@@ -37,12 +37,13 @@ func Example() {
 	client := netip.MustParseAddr("198.51.100.7")
 	page := &reconstruct.Transaction{ID: "c1-0", ConnectionID: "c1", Client: client, Start: 1e18, End: 1e18 + 3e8,
 		Total: 3e8, Tserver: 3e8, Host: "www.example.com", URL: "/", ContentType: "text/html", Status: 200}
-	img := &reconstruct.Transaction{ID: "c1-1", ConnectionID: "c1", Index: 1, Client: client, Start: 1e18 + 4e8,
-		End: 1e18 + 5e8, Total: 1e8, Ttransfer: 1e8, Host: "www.example.com", URL: "/a.png",
+	img := &reconstruct.Transaction{ID: "c2-0", ConnectionID: "c2", Client: client, Start: 1e18 + 2.5e8,
+		End: 1e18 + 5e8, Total: 2.5e8, Tconn: 1e8, Tserver: 1e8, Ttransfer: 0.5e8, Host: "www.example.com", URL: "/a.png",
 		Referer: "http://www.example.com/", ContentType: "image/png", Status: 200}
 	g.Transaction(page)
 	g.Transaction(img)
 	g.Connection(&reconstruct.Connection{ID: "c1", Client: client, LastSeen: 1e18 + 5e8})
+	g.Connection(&reconstruct.Connection{ID: "c2", Client: client, LastSeen: 1e18 + 5e8})
 
 	// End of input: the tracker first, then the grouper.
 	tracker.Flush()

@@ -226,7 +226,7 @@ func TestRefererAndWindow(t *testing.T) {
 		t.Errorf("object outside the window joined pageview %s", c.pv(lateNoRef.ID))
 	}
 	s := g.Stats()
-	if s.ByReferer != 4 || s.ByConnection != 1 || s.StandAlone != 1 || s.Pageviews != 1 {
+	if s.ByReferer != 4 || s.ByWindow != 1 || s.StandAlone != 1 || s.Pageviews != 1 {
 		t.Errorf("stats %+v", s)
 	}
 }
@@ -251,23 +251,26 @@ func TestNATUserAgents(t *testing.T) {
 
 func TestPipelinedContainers(t *testing.T) {
 	// Two pages requested back to back on one connection; the first page's
-	// objects keep arriving after the second page started.
+	// objects keep arriving after the second page started. Without a
+	// Referer (or HTML naming them) an object belongs to the client's newest
+	// page, whichever connection carries it: a browser moves its keep-alive
+	// connections on to the page it is loading now.
 	p1 := html("c1", 0, "/one.html", 0, 100, 100, 100)
 	p2 := html("c1", 1, "/two.html", 310, 0, 100, 100)
-	o1 := obj("c2", 0, "/1.png", "http://www.example.com/one.html", 520, 100, 10, 10)
+	o1 := obj("c2", 0, "/1.png", "http://www.example.com/one.html", 380, 100, 10, 10)
 	o2 := obj("c3", 0, "/2.png", "http://www.example.com/two.html", 530, 100, 10, 10)
 	o3 := obj("c4", 0, "/3.png", "", 700, 100, 10, 10) // no Referer, new connection: the newest page
-	o4 := obj("c2", 1, "/4.png", "", 710, 0, 10, 10)   // no Referer, on page one's connection
+	o4 := obj("c2", 1, "/4.png", "", 710, 0, 10, 10)   // no Referer, on page one's connection: still the newest
 	c, _ := run(t, Config{}, p1, p2, o1, o2, o3, o4)
-	a := same(t, c, p1.ID, o1.ID, o4.ID)
-	b := same(t, c, p2.ID, o2.ID, o3.ID)
+	a := same(t, c, p1.ID, o1.ID)
+	b := same(t, c, p2.ID, o2.ID, o3.ID, o4.ID)
 	if a == b {
 		t.Fatal("pipelined containers share a pageview")
 	}
-	if c.byID[a].Total != o4.End-p1.Start || c.byID[b].Start != p2.Start {
+	if c.byID[a].Total != o1.End-p1.Start || c.byID[b].Start != p2.Start {
 		t.Errorf("a %+v\nb %+v", c.byID[a], c.byID[b])
 	}
-	if c.byID[a].Connections != 2 || c.byID[b].Connections != 3 {
+	if c.byID[a].Connections != 2 || c.byID[b].Connections != 4 {
 		t.Errorf("connections %d %d", c.byID[a].Connections, c.byID[b].Connections)
 	}
 }
@@ -441,10 +444,23 @@ func TestIsContainer(t *testing.T) {
 		{"", "", "http://h.example", true},
 		{"", "", "", false},
 	} {
-		tx := &reconstruct.Transaction{ContentType: tc.ct, Accept: tc.accept, URL: tc.url}
+		tx := &reconstruct.Transaction{ContentType: tc.ct, Accept: tc.accept, URL: tc.url, Method: "GET", Status: 200}
 		if got := IsContainer(tx); got != tc.want {
 			t.Errorf("%+v: got %v", tc, got)
 		}
+	}
+	// Beacons and API calls answered without content are no pages.
+	for _, tx := range []*reconstruct.Transaction{
+		{Method: "POST", URL: "/beacon", Status: 204},
+		{Method: "GET", URL: "/track", Status: 204},
+		{Method: "PUT", URL: "/api/items/7", Status: 200},
+	} {
+		if IsContainer(tx) {
+			t.Errorf("%s %s %d: a container", tx.Method, tx.URL, tx.Status)
+		}
+	}
+	if !IsContainer(&reconstruct.Transaction{Method: "POST", URL: "/login", Status: 200, ContentType: "text/html"}) {
+		t.Error("a form POST answered with HTML is a page")
 	}
 }
 

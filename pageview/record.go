@@ -26,9 +26,10 @@ type Pageview struct {
 	// made of objects whose container was never seen.
 	ContainerID string `json:"container_id,omitempty"`
 
-	// Start: the client began the pageview (its container connection's first
-	// SYN, or the container request on a reused connection). End: the last
-	// object reached the client.
+	// Start: the client began the pageview (the first SYN of its first
+	// redirect's or its container's connection, or that request on a reused
+	// connection). End: the last object the load waited for reached the
+	// client, where the browser's load event fires.
 	Start int64 `json:"start"`
 	End   int64 `json:"end"`
 	Total int64 `json:"total_ns"`
@@ -40,19 +41,31 @@ type Pageview struct {
 	// parsing HTML before requesting objects, request upload, idle gaps).
 	Tother int64 `json:"tother_ns"`
 
-	Objects      int   `json:"objects"` // embedded objects (transactions other than the container)
-	Connections  int   `json:"connections"`
-	Bytes        int64 `json:"bytes"` // response bytes of all transactions
-	SYNLosses    int   `json:"syn_losses"`
-	SYNACKLosses int   `json:"synack_losses"`
-	RetransBytes int64 `json:"retrans_bytes"`
+	// Objects counts the embedded objects the load waited for (container,
+	// redirects and after-load requests excluded); AfterLoad the requests
+	// that came after the load event (an undeclared favicon, beacons,
+	// polling), which belong to the pageview but not to its Total;
+	// Redirects the redirect responses before the container.
+	Objects     int   `json:"objects"`
+	AfterLoad   int   `json:"after_load"`
+	Redirects   int   `json:"redirects"`
+	Connections int   `json:"connections"`
+	Bytes       int64 `json:"bytes"` // response bytes of the transactions in the load
+	// Evidence is what the grouping rests on: "html" (the container's HTML
+	// was read for the objects it references), "referer" (objects named
+	// the page in their Referer) or "timing" (a time window alone).
+	Evidence     string `json:"evidence"`
+	SYNLosses    int    `json:"syn_losses"`
+	SYNACKLosses int    `json:"synack_losses"`
+	RetransBytes int64  `json:"retrans_bytes"`
 
 	Flags     reconstruct.Flags `json:"-"`
 	FlagNames []string          `json:"flags,omitempty"`
 
 	// Transactions are the pageview's transactions (container first, then
-	// in processing order, which is Start order), for consumers such as the
-	// HAR writer. Not serialised. A sink that keeps the record for long
+	// redirects, then objects in Start order; after-load ones carry
+	// reconstruct.FlagAfterLoad), for consumers such as the HAR writer.
+	// Not serialised. A sink that keeps the record for long
 	// should nil this out so the transactions can be collected.
 	Transactions []*reconstruct.Transaction `json:"-"`
 }

@@ -1,0 +1,169 @@
+package pageview
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/rtmon/rtmon/reconstruct"
+)
+
+// withHTML gives a container the body a browser would parse: the objects
+// named, as a server sends them (gzip when asked).
+func withHTML(t *testing.T, tx *reconstruct.Transaction, gz bool, tags ...string) *reconstruct.Transaction {
+	t.Helper()
+	body := []byte("<!DOCTYPE html><html><head>" + strings.Join(tags, "\n") + "</head><body><p>text</p></body></html>")
+	if gz {
+		var b bytes.Buffer
+		w := gzip.NewWriter(&b)
+		w.Write(body)
+		w.Close()
+		body = b.Bytes()
+		tx.ContentEncoding = "gzip"
+	}
+	tx.Body = body
+	return tx
+}
+
+func afterLoad(c *collector, id string) bool {
+	for _, tx := range c.txs {
+		if tx.ID == id {
+			return tx.Flags&reconstruct.FlagAfterLoad != 0
+		}
+	}
+	c.t.Fatalf("%s not forwarded", id)
+	return false
+}
+
+// A real site: the favicon is served but not declared, and a beacon goes
+// out after the load event. Both stay with the pageview, outside its Total.
+func TestFaviconAndBeaconAfterLoad(t *testing.T) {
+	for _, html := range []bool{true, false} {
+		t.Run(fmt.Sprintf("html=%v", html), func(t *testing.T) {
+			cont := mk(txSpec{conn: "c1", url: "/index.html", ct: "text/html", start: 0, tconn: 100, tserver: 100, ttransfer: 100})
+			if html {
+				withHTML(t, cont, true, `<link rel="stylesheet" href="/s.css">`, `<img src="/a.png">`)
+			}
+			css := obj("c1", 1, "/s.css", page, 310, 0, 50, 50)
+			css.ContentType = "text/css"
+			img := obj("c2", 0, "/a.png", page, 320, 100, 50, 100)  // ends at 570
+			fav := obj("c1", 2, "/favicon.ico", "", 580, 0, 20, 10) // after the load event
+			beacon := obj("c2", 1, "/beacon", page, 600, 0, 5, 0)   // sendBeacon: POST, 204
+			beacon.Method, beacon.ContentType, beacon.Status = "POST", "", 204
+			c, g := run(t, Config{}, cont, css, img, fav, beacon)
+			id := same(t, c, cont.ID, css.ID, img.ID, fav.ID, beacon.ID)
+			p := c.byID[id]
+			if p.End != img.End || p.Total != img.End-cont.Start || p.Objects != 2 || p.AfterLoad != 2 {
+				t.Errorf("pageview end %d total %d objects %d after-load %d", (p.End-base)/ms, p.Total/ms, p.Objects, p.AfterLoad)
+			}
+			if !afterLoad(c, fav.ID) || !afterLoad(c, beacon.ID) || afterLoad(c, img.ID) || afterLoad(c, css.ID) {
+				t.Error("after-load flags wrong")
+			}
+			if want := map[bool]string{true: "html", false: "referer"}[html]; p.Evidence != want {
+				t.Errorf("evidence %q, want %q", p.Evidence, want)
+			}
+			if len(c.members[id]) != 5 || g.Stats().AfterLoad != 2 {
+				t.Errorf("members %v stats %+v", c.members[id], g.Stats())
+			}
+		})
+	}
+}
+
+// An object the HTML names as blocking counts however late it starts (a
+// background image found once its stylesheet arrived); a lazy image the
+// HTML marks as such does not extend the load.
+func TestDeclaredObjectsDecideTheLoad(t *testing.T) {
+	cont := withHTML(t, html("c1", 0, "/index.html", 0, 100, 100, 100), false,
+		`<link rel="stylesheet" href="/s.css">`, `<img loading="lazy" src="/lazy.png">`)
+	css := obj("c1", 1, "/s.css", page, 310, 0, 50, 50)
+	css.ContentType, css.Body = "text/css", []byte(".hero{background:url(/bg.jpg)}")
+	bg := obj("c1", 2, "/bg.jpg", "http://www.example.com/s.css", 900, 0, 50, 50) // 490 ms after the stylesheet
+	lazy := obj("c2", 0, "/lazy.png", page, 950, 100, 10, 10)
+	c, _ := run(t, Config{}, cont, css, bg, lazy)
+	id := same(t, c, cont.ID, css.ID, bg.ID, lazy.ID)
+	if p := c.byID[id]; p.End != bg.End || p.Objects != 2 || p.AfterLoad != 1 || !afterLoad(c, lazy.ID) {
+		t.Errorf("pageview end %d objects %d after-load %d", (p.End-base)/ms, p.Objects, p.AfterLoad)
+	}
+}
+
+// A client that sends no Referer and moves to the next page on its
+// keep-alive connections: the new page's objects go to the new page, by its
+// HTML, even on the old page's connections; an object only the older page
+// names, still loading, stays with it.
+func TestNoRefererKeepAliveAcrossPages(t *testing.T) {
+	p1 := withHTML(t, html("c1", 0, "/one.html", 0, 100, 100, 100), false,
+		`<img src="/1a.png">`, `<img src="/1b.png">`, `<img src="/1slow.png">`)
+	o1a := obj("c1", 1, "/1a.png", "", 310, 0, 20, 20)
+	o1b := obj("c2", 0, "/1b.png", "", 310, 100, 20, 20)
+	slow := obj("c3", 0, "/1slow.png", "", 320, 100, 20, 2000) // still loading when the user clicks
+	p2 := withHTML(t, html("c1", 2, "/two.html", 1000, 0, 100, 100), false,
+		`<img src="/2a.png">`, `<img src="/2b.png">`)
+	o2a := obj("c2", 1, "/2a.png", "", 1210, 0, 20, 20) // on page one's connection
+	o2b := obj("c1", 3, "/2b.png", "", 1210, 0, 20, 20)
+	for _, tx := range []*reconstruct.Transaction{p1, o1a, o1b, slow, p2, o2a, o2b} {
+		tx.Referer = ""
+	}
+	c, g := run(t, Config{}, p1, o1a, o1b, p2, o2a, o2b, slow)
+	a := same(t, c, p1.ID, o1a.ID, o1b.ID, slow.ID)
+	b := same(t, c, p2.ID, o2a.ID, o2b.ID)
+	if a == b {
+		t.Fatal("the two pages share a pageview")
+	}
+	if c.byID[a].Objects != 3 || c.byID[b].Objects != 2 || c.byID[b].Evidence != "html" {
+		t.Errorf("objects %d %d, evidence %q", c.byID[a].Objects, c.byID[b].Objects, c.byID[b].Evidence)
+	}
+	if s := g.Stats(); s.ByHTML != 5 || s.ByWindow != 0 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+// A navigation answered by a redirect: the pageview starts at the redirect
+// and holds it; the page it led to is the container.
+func TestRedirectStartsThePageview(t *testing.T) {
+	r := html("c1", 0, "/go/home", 0, 100, 20, 1)
+	r.Status, r.Location = 302, "/index.html"
+	cont := html("c1", 1, "/index.html", 125, 0, 100, 100)
+	o := obj("c2", 0, "/a.png", page, 340, 100, 20, 20)
+	c, g := run(t, Config{}, r, cont, o)
+	id := same(t, c, cont.ID, r.ID, o.ID)
+	p := c.byID[id]
+	if p.Start != r.Start || p.ContainerID != cont.ID || p.URL != "/index.html" || p.Redirects != 1 || p.Objects != 1 ||
+		p.Total != o.End-r.Start {
+		t.Errorf("pageview %+v", p)
+	}
+	if got := c.members[id]; len(got) != 3 || got[0] != cont.ID || got[1] != r.ID {
+		t.Errorf("members %v", got)
+	}
+	if g.Stats().Pageviews != 1 {
+		t.Errorf("stats %+v", g.Stats())
+	}
+	// A redirect nobody followed goes out stand-alone.
+	lone := html("c9", 0, "/go/away", 0, 100, 20, 1)
+	lone.Status, lone.Location = 301, "http://elsewhere.example/"
+	c, _ = run(t, Config{}, lone)
+	if c.pv(lone.ID) != "" || len(c.pvs) != 0 {
+		t.Error("an unfollowed redirect made a pageview")
+	}
+}
+
+// An iframe is an object of the page that embeds it, not a page of its own;
+// its own objects follow it by Referer.
+func TestIframeIsAnObject(t *testing.T) {
+	cont := withHTML(t, html("c1", 0, "/index.html", 0, 100, 100, 100), false, `<iframe src="/ad.html"></iframe>`)
+	frame := html("c2", 0, "/ad.html", 320, 100, 30, 30)
+	inner := obj("c2", 1, "/ad.png", "http://www.example.com/ad.html", 490, 0, 20, 20)
+	c, _ := run(t, Config{}, cont, frame, inner)
+	id := same(t, c, cont.ID, frame.ID, inner.ID)
+	if len(c.pvs) != 1 || c.byID[id].Objects != 2 {
+		t.Errorf("%d pageviews", len(c.pvs))
+	}
+	// With Sec-Fetch-Dest: document the same URL is a navigation.
+	nav := html("c3", 0, "/ad.html", 320, 100, 30, 30)
+	nav.SecFetchDest = "document"
+	c, _ = run(t, Config{}, withHTML(t, html("c1", 0, "/index.html", 0, 100, 100, 100), false, `<iframe src="/ad.html"></iframe>`), nav)
+	if len(c.pvs) != 2 {
+		t.Errorf("navigation to an embedded URL: %d pageviews", len(c.pvs))
+	}
+}
