@@ -162,6 +162,13 @@ func openClickHouse(ctx context.Context, rawURL string, opts Options, userBatch 
 	ms := []migration{
 		{1, func(ctx context.Context) error { return createTables(ctx, tables, columnsOf, create) }},
 		{2, func(ctx context.Context) error { return createTables(ctx, []table{rollupTable}, columnsOf, create) }},
+		// 3: pageviews say how many after-load objects and redirects they
+		// hold and what evidence their grouping rests on.
+		{3, func(ctx context.Context) error {
+			return addColumns(ctx, pvTable, columnsOf, func(ctx context.Context, t table, c column) error {
+				return conn.Exec(ctx, fmt.Sprintf("ALTER TABLE `%s`.%s ADD COLUMN %s %s DEFAULT %s", db, t.name, c.name, chTypes[c.kind], zeroOf(c.kind)))
+			})
+		}},
 	}
 	cur := func(ctx context.Context) (int, error) {
 		var v uint32

@@ -106,6 +106,12 @@ func openDuck(ctx context.Context, path string, opts Options, userBatch bool) (S
 	ms := []migration{
 		{1, func(ctx context.Context) error { return createTables(ctx, tables, columnsOf, create) }},
 		{2, func(ctx context.Context) error { return createTables(ctx, []table{rollupTable}, columnsOf, create) }},
+		{3, func(ctx context.Context) error {
+			return addColumns(ctx, pvTable, columnsOf, func(ctx context.Context, t table, c column) error {
+				_, err := db.ExecContext(ctx, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s DEFAULT %s", t.name, c.name, duckTypes[c.kind], zeroOf(c.kind)))
+				return err
+			})
+		}},
 	}
 	if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER NOT NULL, applied TIMESTAMP NOT NULL)"); err != nil {
 		return fail(fmt.Errorf("duckdb schema_migrations: %w", err))

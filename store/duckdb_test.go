@@ -50,7 +50,12 @@ func TestDuckDBTTL(t *testing.T) {
 func TestDuckDBLargeBatch(t *testing.T) {
 	ctx := context.Background()
 	spill := t.TempDir()
-	s, err := store.Open(ctx, "duckdb:"+filepath.Join(t.TempDir(), "big.duckdb"), store.Options{SpillDir: spill, BatchRows: 500000, MaxBufferRows: 50000})
+	// The writer tells a slow engine from a hung one by wall-clock time (it
+	// waits max(MaxAge, twice the last batch) for room): a generous MaxAge
+	// keeps that judgement out of the test's way on a busy machine, where
+	// one batch may take several times the one before.
+	s, err := store.Open(ctx, "duckdb:"+filepath.Join(t.TempDir(), "big.duckdb"),
+		store.Options{SpillDir: spill, BatchRows: 500000, MaxBufferRows: 50000, MaxAge: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

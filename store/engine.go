@@ -119,6 +119,42 @@ func createTables(ctx context.Context, ts []table, columnsOf func(context.Contex
 	return nil
 }
 
+// addColumns is both engines' column-adding migration: each column of t
+// the existing table lacks is added, in order, at the end (where a fresh
+// table has it too, so checkColumns agrees afterwards).
+func addColumns(ctx context.Context, t table, columnsOf func(context.Context, string) ([]string, error), add func(context.Context, table, column) error) error {
+	have, err := columnsOf(ctx, t.name)
+	if err != nil {
+		return err
+	}
+	got := map[string]bool{}
+	for _, h := range have {
+		got[h] = true
+	}
+	for _, c := range t.cols {
+		if got[c.name] {
+			continue
+		}
+		if err := add(ctx, t, c); err != nil {
+			return fmt.Errorf("add %s.%s: %w", t.name, c.name, err)
+		}
+	}
+	after, err := columnsOf(ctx, t.name)
+	if err != nil {
+		return err
+	}
+	return checkColumns(t, after)
+}
+
+// zeroOf is a column kind's zero value in SQL, the default for rows that
+// existed before the column did.
+func zeroOf(k colKind) string {
+	if k == kString {
+		return "''"
+	}
+	return "0"
+}
+
 // queryStrings runs a query selecting one string column.
 func queryStrings(ctx context.Context, db *sql.DB, query string, args ...any) ([]string, error) {
 	rows, err := db.QueryContext(ctx, query, args...)

@@ -72,7 +72,8 @@ var (
 		hole_bytes:i64 flags:u32`)}
 	pvTable = table{"pageviews", cols(`day:d sensor:s id:s iface:i32 client:s user_agent:s class:s priority:s server:s host:s url:s status:u16
 		container_id:s start_ns:i64 end_ns:i64 total:i64 tconn:i64 tserver:i64 ttransfer:i64 tother:i64 objects:i32 connections:i32
-		bytes:i64 syn_losses:i32 synack_losses:i32 retrans_bytes:i64 flags:u32`)}
+		bytes:i64 syn_losses:i32 synack_losses:i32 retrans_bytes:i64 flags:u32
+		after_load:i32 redirects:i32 evidence:s`)}
 	tables = []table{connTable, txTable, pvTable}
 )
 
@@ -435,6 +436,9 @@ func pvRow(c *colSet, sensor string, p *pageview.Pageview) {
 	c.I32(p.SYNACKLosses)
 	c.I64(p.RetransBytes)
 	c.U32(uint32(p.Flags))
+	c.I32(p.AfterLoad)
+	c.I32(p.Redirects)
+	c.Str(clip(p.Evidence, maxClass))
 }
 
 // int64List scans an array column from either driver.
@@ -508,15 +512,16 @@ func scanTx(r rowScanner, sensor *string) (*reconstruct.Transaction, error) {
 func scanPv(r rowScanner, sensor *string) (*pageview.Pageview, error) {
 	p := &pageview.Pageview{}
 	var client, server string
-	var iface, status, objs, conns, synl, synackl, flags int64
+	var iface, status, objs, conns, synl, synackl, flags, after, redirs int64
 	err := r.Scan(sensor, &p.ID, &iface, &client, &p.UserAgent, &p.Class, &p.Priority, &server, &p.Host, &p.URL, &status,
 		&p.ContainerID, &p.Start, &p.End, &p.Total, &p.Tconn, &p.Tserver, &p.Ttransfer, &p.Tother, &objs, &conns,
-		&p.Bytes, &synl, &synackl, &p.RetransBytes, &flags)
+		&p.Bytes, &synl, &synackl, &p.RetransBytes, &flags, &after, &redirs, &p.Evidence)
 	if err != nil {
 		return nil, fmt.Errorf("scan pageview: %w", err)
 	}
 	p.Interface, p.Client, p.Server, p.Status = int(iface), keyAddr(client), keyAddr(server), int(status)
 	p.Objects, p.Connections, p.SYNLosses, p.SYNACKLosses = int(objs), int(conns), int(synl), int(synackl)
+	p.AfterLoad, p.Redirects = int(after), int(redirs)
 	p.Flags = reconstruct.Flags(flags)
 	p.FlagNames = p.Flags.Names()
 	return p, nil

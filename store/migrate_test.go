@@ -1,0 +1,143 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/storetest"
+)
+
+// oldPageviewColumns is the pageviews table of schema version 2.
+const oldPageviewColumns = "day, sensor, id, iface, client, user_agent, class, priority, server, host, url, status, " +
+	"container_id, start_ns, end_ns, total, tconn, tserver, ttransfer, tother, objects, connections, bytes, " +
+	"syn_losses, synack_losses, retrans_bytes, flags"
+
+// A store written by the previous schema (pageviews without after_load,
+// redirects and evidence) opens with the new one: the columns are added,
+// old rows read back with zeros, new rows with their values.
+func TestMigrationAddsPageviewColumns(t *testing.T) {
+	ctx := context.Background()
+	start := storetest.T0 + int64(time.Hour)
+	t.Run("duckdb", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "old.duckdb")
+		checkMigration(t, "duckdb:"+path, func() {
+			db, err := sql.Open("duckdb", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			for _, q := range []string{
+				"ALTER TABLE pageviews DROP COLUMN evidence",
+				"ALTER TABLE pageviews DROP COLUMN redirects",
+				"ALTER TABLE pageviews DROP COLUMN after_load",
+				"DELETE FROM schema_migrations WHERE version >= 3",
+				fmt.Sprintf("INSERT INTO pageviews (%s) VALUES ('2026-01-01', '', 'oldpv', 0, '', '', 'c', '', '', 'h', '/old', 200, '', %d, %d, 1, 0, 0, 0, 1, 2, 1, 10, 0, 0, 0, 0)",
+					oldPageviewColumns, start, start+1),
+			} {
+				if _, err := db.ExecContext(ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+		})
+	})
+	t.Run("clickhouse", func(t *testing.T) {
+		srv := needCH(t)
+		db := freshDB()
+		checkMigration(t, srv.URL(db), func() {
+			conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{srv.Addr()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			for _, q := range []string{
+				fmt.Sprintf("ALTER TABLE `%s`.pageviews DROP COLUMN evidence", db),
+				fmt.Sprintf("ALTER TABLE `%s`.pageviews DROP COLUMN redirects", db),
+				fmt.Sprintf("ALTER TABLE `%s`.pageviews DROP COLUMN after_load", db),
+				// TinyLog has no DELETE: the version table is rebuilt at version 2.
+				fmt.Sprintf("DROP TABLE `%s`.schema_migrations", db),
+				fmt.Sprintf("CREATE TABLE `%s`.schema_migrations (version UInt32, applied DateTime) ENGINE = TinyLog", db),
+			} {
+				if err := conn.Exec(ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			b, err := conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO `%s`.schema_migrations (version, applied)", db))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range []uint32{1, 2} {
+				if err := b.Append(v, time.Now().UTC().Truncate(time.Second)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := b.Send(); err != nil {
+				t.Fatal(err)
+			}
+			b, err = conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO `%s`.pageviews (%s)", db, oldPageviewColumns))
+			if err != nil {
+				t.Fatal(err)
+			}
+			day := time.Unix(0, start).UTC().Truncate(24 * time.Hour)
+			if err := b.Append(day, "", "oldpv", int32(0), "", "", "c", "", "", "h", "/old", uint16(200), "", start, start+1,
+				int64(1), int64(0), int64(0), int64(0), int64(1), int32(2), int32(1), int64(10), int32(0), int32(0), int64(0), uint32(0)); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Send(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+}
+
+// checkMigration creates a store at url, lets downgrade turn it into a
+// version-2 store holding pageview "oldpv", reopens it and checks both old
+// and new rows.
+func checkMigration(t *testing.T, url string, downgrade func()) {
+	ctx := context.Background()
+	s, err := store.Open(ctx, url, store.Options{SpillDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	downgrade()
+	s, err = store.Open(ctx, url, store.Options{SpillDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("open the old store: %v", err)
+	}
+	defer s.Close()
+	got, err := s.PageviewByID(ctx, "oldpv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := got.Pageview; p.AfterLoad != 0 || p.Redirects != 0 || p.Evidence != "" || p.Objects != 2 {
+		t.Errorf("old row %+v", p)
+	}
+	b := storetest.NewGen(3, storetest.T0, 1e6).Next(20)
+	if len(b.Pageviews) == 0 {
+		t.Fatal("generator made no pageviews")
+	}
+	p := b.Pageviews[0]
+	p.ID, p.AfterLoad, p.Redirects, p.Evidence = "newpv", 3, 1, "html"
+	if err := s.WriteBatch(ctx, store.Batch{Pageviews: b.Pageviews[:1]}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.PageviewByID(ctx, "newpv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := got.Pageview; p.AfterLoad != 3 || p.Redirects != 1 || p.Evidence != "html" {
+		t.Errorf("new row %+v", p)
+	}
+}
