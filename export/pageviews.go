@@ -55,7 +55,8 @@ func (w *PageviewWriter) Close() error {
 
 var pageviewHeader = []string{"id", "interface", "client", "user_agent", "class", "priority", "server", "host", "url",
 	"status", "container_id", "start", "end", "total_ns", "tconn_ns", "tserver_ns", "ttransfer_ns", "tother_ns",
-	"objects", "connections", "bytes", "syn_losses", "synack_losses", "retrans_bytes", "flags"}
+	"objects", "connections", "bytes", "syn_losses", "synack_losses", "retrans_bytes", "flags",
+	"after_load", "redirects", "evidence"}
 
 func pageviewRow(p *pageview.Pageview) []string {
 	i := strconv.FormatInt
@@ -63,5 +64,6 @@ func pageviewRow(p *pageview.Pageview) []string {
 		cell(p.Priority), p.Server.String(), cell(p.Host), cell(p.URL), strconv.Itoa(p.Status), cell(p.ContainerID),
 		i(p.Start, 10), i(p.End, 10), i(p.Total, 10), i(p.Tconn, 10), i(p.Tserver, 10), i(p.Ttransfer, 10),
 		i(p.Tother, 10), strconv.Itoa(p.Objects), strconv.Itoa(p.Connections), i(p.Bytes, 10),
-		strconv.Itoa(p.SYNLosses), strconv.Itoa(p.SYNACKLosses), i(p.RetransBytes, 10), strings.Join(p.FlagNames, "|")}
+		strconv.Itoa(p.SYNLosses), strconv.Itoa(p.SYNACKLosses), i(p.RetransBytes, 10), strings.Join(p.FlagNames, "|"),
+		strconv.Itoa(p.AfterLoad), strconv.Itoa(p.Redirects), cell(p.Evidence)}
 }

@@ -62,7 +62,7 @@ var txCSVHeader = []string{"id", "connection_id", "index", "interface", "start",
 
 var pvCSVHeader = []string{"id", "interface", "start", "end", "client", "class", "server", "host", "url", "status",
 	"total_ms", "tconn_ms", "tserver_ms", "ttransfer_ms", "tother_ms", "objects", "connections", "bytes",
-	"syn_losses", "synack_losses", "retrans_bytes", "user_agent", "flags"}
+	"syn_losses", "synack_losses", "retrans_bytes", "user_agent", "flags", "after_load", "redirects", "evidence"}
 
 // ms formats ns as milliseconds with µs precision, exact decimal text.
 func ms(ns int64) string { return strconv.FormatFloat(float64(ns)/1e6, 'f', 3, 64) }
@@ -97,7 +97,8 @@ func pvCSV(p *pageview.Pageview) []string {
 	return []string{p.ID, i(p.Interface), tstamp(p.Start), tstamp(p.End), p.Client.String(), cell(p.Class), p.Server.String(),
 		cell(p.Host), cell(p.URL), i(p.Status), ms(p.Total), ms(p.Tconn), ms(p.Tserver), ms(p.Ttransfer), ms(p.Tother),
 		i(p.Objects), i(p.Connections), strconv.FormatInt(p.Bytes, 10), i(p.SYNLosses), i(p.SYNACKLosses),
-		strconv.FormatInt(p.RetransBytes, 10), cell(p.UserAgent), strings.Join(p.Flags.Names(), "|")}
+		strconv.FormatInt(p.RetransBytes, 10), cell(p.UserAgent), strings.Join(p.Flags.Names(), "|"),
+		i(p.AfterLoad), i(p.Redirects), cell(p.Evidence)}
 }
 
 func (s *Server) exportQuery(c *gin.Context) (store.SearchQuery, bool) {

@@ -24,6 +24,8 @@ export async function pageview(main) {
       fact('Ttransfer', fmtDur(pv.ttransfer_ns), 'ttransfer'), fact('Tother', fmtDur(pv.tother_ns), 'tother'),
       fact('Start', fmtTime(pv.start) + ' UTC', 'start'), fact('Client', pv.client, 'client'), fact('Class', classLabel(pv.class), 'class'),
       fact('Status', String(pv.status || '–'), 'status'), fact('Objects', String(pv.objects), 'objects'),
+      fact('After load', String(pv.after_load || 0), 'after-load'), fact('Redirects', String(pv.redirects || 0), 'redirects'),
+      fact('Grouped by', evidenceLabel(pv.evidence), 'evidence'),
       fact('Connections', String(pv.connections), 'connections'), fact('SYN / SYN-ACK losses', `${pv.syn_losses} / ${pv.synack_losses}`, 'losses'),
       fact('Bytes', fmtBytes(pv.bytes), 'bytes'), fact('User-Agent', pv.user_agent || '–', 'ua')),
     (pv.flags && pv.flags.length) ? el('p', { class: 'flags' }, 'Flags: ', pv.flags.join(', ')) : null,
@@ -39,6 +41,16 @@ export async function pageview(main) {
   };
   window.addEventListener('hashchange', openTarget);
   openTarget();
+}
+
+// What a pageview's grouping rests on, in words.
+function evidenceLabel(e) {
+  switch (e) {
+    case 'html': return 'the page\'s HTML';
+    case 'referer': return 'Referer headers';
+    case 'timing': return 'timing only';
+  }
+  return '–';
 }
 
 function fact(label, value, key) {
@@ -111,8 +123,10 @@ function waterfall(pv, txs, conns, offsets, pvOff) {
     for (const t of list) {
       const [start, end] = offsets[t.id];
       const ph = phases(t, c, start);
-      const grp = el('a', { class: 'wf-tx', href: '#tx-' + t.id, dataset: { tx: t.id, start, total: t.total_ns },
-        title: `${t.method || ''} ${t.host || ''}${t.url || ''} — ${t.status || '?'} — ${fmtDur(t.total_ns)}` });
+      const after = (t.flags || []).includes('after_load');
+      const grp = el('a', { class: 'wf-tx' + (after ? ' after-load' : ''), href: '#tx-' + t.id,
+        dataset: { tx: t.id, start, total: t.total_ns, afterLoad: after ? '1' : '0' },
+        title: `${t.method || ''} ${t.host || ''}${t.url || ''} — ${t.status || '?'} — ${fmtDur(t.total_ns)}${after ? ' — after the load event' : ''}` });
       grp.style.left = pct(start);
       grp.style.width = (100 * Math.max(end - start, 0) / span).toFixed(4) + '%';
       for (const p of ph) {
@@ -129,7 +143,8 @@ function waterfall(pv, txs, conns, offsets, pvOff) {
   }
   const legend = el('p', { class: 'legend wf-legend' },
     [['synloss', 'SYN / SYN-ACK loss'], ['connect', 'connect'], ['request', 'request'], ['wait', 'wait (Tserver)'], ['transfer', 'transfer']]
-      .map(([k, t]) => el('span', {}, el('i', { class: 'seg seg-' + k }), t)));
+      .map(([k, t]) => el('span', {}, el('i', { class: 'seg seg-' + k }), t))
+      .concat([el('span', {}, el('i', { class: 'seg after-load-key' }), 'after load (not in Total)')]));
   return el('section', { class: 'card wide', id: 'waterfall-card' }, el('h2', {}, 'Waterfall'), legend, wf);
 }
 
@@ -145,7 +160,8 @@ function txList(pv, txs, conns, offsets, pvOff) {
         el('span', { class: 'method' }, t.method || '?'), ' ',
         el('span', { class: 'host' }, t.host || ''), el('span', { class: 'url' }, t.url || ''), ' ',
         el('span', { class: 'status' + (t.status >= 400 ? ' bad' : '') }, String(t.status || '–')), ' ',
-        el('span', { class: 'dur' }, fmtDur(t.total_ns))),
+        el('span', { class: 'dur' }, fmtDur(t.total_ns)),
+        (t.flags || []).includes('after_load') ? el('span', { class: 'after-load-tag' }, ' after load') : null),
       el('table', { class: 'headers' }, el('tbody', {},
         hdr('Method', t.method), hdr('Host', t.host), hdr('URL', t.url), hdr('Status', t.status),
         hdr('Content-Type', t.content_type), hdr('Referer', t.referer), hdr('User-Agent', t.user_agent), hdr('Accept', t.accept),
