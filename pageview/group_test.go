@@ -29,7 +29,12 @@ func newCollector(t *testing.T) *collector {
 	return &collector{t: t, tags: map[string]Tags{}, byID: map[string]*Pageview{}, members: map[string][]string{}}
 }
 
-func (c *collector) Connection(x *reconstruct.Connection) { c.conns = append(c.conns, x) }
+func (c *collector) Connection(x *reconstruct.Connection) {
+	c.conns = append(c.conns, x)
+	if err := x.Invariants(); err != nil {
+		c.t.Error(err)
+	}
+}
 func (c *collector) Transaction(x *reconstruct.Transaction) {
 	c.t.Errorf("untagged transaction %s", x.ID)
 }
@@ -39,6 +44,9 @@ func (c *collector) TaggedTransaction(x *reconstruct.Transaction, tags Tags) {
 	}
 	c.txs = append(c.txs, x)
 	c.tags[x.ID] = tags
+	if err := x.Invariants(); err != nil {
+		c.t.Error(err)
+	}
 }
 func (c *collector) Pageview(p *Pageview) {
 	if c.byID[p.ID] != nil {
@@ -54,12 +62,8 @@ func (c *collector) Pageview(p *Pageview) {
 		}
 		c.members[p.ID] = append(c.members[p.ID], tx.ID)
 	}
-	if sum := p.Tconn + p.Tserver + p.Ttransfer + p.Tother; sum != p.Total || p.End-p.Start != p.Total {
-		c.t.Errorf("pageview %s: components %d+%d+%d+%d=%d, total %d, end-start %d", p.ID, p.Tconn, p.Tserver,
-			p.Ttransfer, p.Tother, sum, p.Total, p.End-p.Start)
-	}
-	if p.Tconn < 0 || p.Tserver < 0 || p.Ttransfer < 0 || p.Tother < 0 {
-		c.t.Errorf("pageview %s: negative component %+v", p.ID, p)
+	if err := p.Invariants(); err != nil {
+		c.t.Error(err)
 	}
 }
 

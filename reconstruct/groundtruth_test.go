@@ -56,10 +56,26 @@ func analyze(t *testing.T, opts synth.Options, cfg reconstruct.Config, script fu
 	tr := reconstruct.NewTracker(cfg, out)
 	out.err = tr.ReadFrom(src, nil)
 	out.stats = tr.Stats()
+	checkInvariants(t, out)
 	if st := src.Stats(); st.Decode.SkippedTotal() != 0 {
 		t.Fatalf("decoder skipped packets: %v", st.Decode)
 	}
 	return out
+}
+
+// checkInvariants asserts the record contract on every record.
+func checkInvariants(t testing.TB, out *collected) {
+	t.Helper()
+	for _, tx := range out.txs {
+		if err := tx.Invariants(); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, c := range out.conns {
+		if err := c.Invariants(); err != nil {
+			t.Error(err)
+		}
+	}
 }
 
 func defaultOpts() synth.Options { return synth.Options{Nanosecond: true} }

@@ -1,6 +1,6 @@
 // Package reconstruct rebuilds TCP connections and HTTP/1.x transactions from
 // decoded packets and times them as the client perceived them (see
-// ../shared/DESIGN.md, "Observation point and timing").
+// docs/timing.md in the repository).
 package reconstruct
 
 import (

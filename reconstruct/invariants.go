@@ -1,0 +1,38 @@
+package reconstruct
+
+import "fmt"
+
+// Invariants reports the first rule of the record contract the transaction
+// breaks, or nil: every component >= 0, the components add up to Total,
+// Total == End - Start (so End >= Start). Tests assert it on every record
+// they see; a record that broke it would be a bug, whatever the capture.
+func (t *Transaction) Invariants() error {
+	switch {
+	case t.Tconn < 0 || t.Trequest < 0 || t.Tserver < 0 || t.Ttransfer < 0:
+		return fmt.Errorf("transaction %s: negative component (tconn %d, trequest %d, tserver %d, ttransfer %d)",
+			t.ID, t.Tconn, t.Trequest, t.Tserver, t.Ttransfer)
+	case t.Tconn+t.Trequest+t.Tserver+t.Ttransfer != t.Total:
+		return fmt.Errorf("transaction %s: components %d+%d+%d+%d do not add up to total %d",
+			t.ID, t.Tconn, t.Trequest, t.Tserver, t.Ttransfer, t.Total)
+	case t.End-t.Start != t.Total || t.End < t.Start:
+		return fmt.Errorf("transaction %s: end %d - start %d != total %d", t.ID, t.End, t.Start, t.Total)
+	case t.RTTClient < 0 || t.RetransBytes < 0 || t.HoleBytes < 0:
+		return fmt.Errorf("transaction %s: negative rtt %d, retransmitted %d or hole %d bytes", t.ID, t.RTTClient, t.RetransBytes, t.HoleBytes)
+	}
+	return nil
+}
+
+// Invariants reports the first rule of the record contract the connection
+// breaks, or nil: no negative time, count or gap; LastSeen >= FirstSeen.
+func (c *Connection) Invariants() error {
+	switch {
+	case c.Tconn < 0 || c.RTTClient < 0 || c.RTTServer < 0 || c.SYNLossGap < 0 || c.SYNACKLossGap < 0:
+		return fmt.Errorf("connection %s: negative time (tconn %d, rtt %d/%d, loss gaps %d/%d)",
+			c.ID, c.Tconn, c.RTTClient, c.RTTServer, c.SYNLossGap, c.SYNACKLossGap)
+	case c.SYNLosses < 0 || c.SYNACKLosses < 0 || c.BytesClient < 0 || c.BytesServer < 0 || c.RetransBytes < 0:
+		return fmt.Errorf("connection %s: negative count", c.ID)
+	case c.LastSeen < c.FirstSeen:
+		return fmt.Errorf("connection %s: last seen %d before first %d", c.ID, c.LastSeen, c.FirstSeen)
+	}
+	return nil
+}
