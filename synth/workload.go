@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/rtmon/rtmon/capture"
 )
 
 // Workload describes a synthetic population of browsers loading pages.
@@ -39,6 +41,59 @@ type Workload struct {
 	TargetBytes int64
 	// IPv6 puts clients and servers in 2001:db8::/32 instead of IPv4 ranges.
 	IPv6 bool
+
+	// The options below add what real browsers and lossy paths produce. All
+	// zero, the output is byte for byte what it always was. Any of them set
+	// switches the generator to its extended model, which also: echoes
+	// timestamps as Linux peers do (ConnOptions.ClientRTT), has the server
+	// ACK a connection's first request at once (quickack) and out-of-order
+	// data with SACK blocks, has clients SACK their dupACKs, sends
+	// browser-like request headers (Accept and Sec-Fetch-* by destination),
+	// and times every request as described on TruthRecord.
+
+	// IPID chooses the IPv4 Identification fields; IPIDPerConn is Linux.
+	IPID IPIDMode
+	// AckLossRate: each pure client ACK (not a SYN or FIN, and not a dupACK
+	// reporting a hole, which the DataLossRate model relies on) is lost
+	// before the capture point. A lost ACK of a response's last byte makes
+	// the server retransmit its tail spuriously (see TruthRecord).
+	AckLossRate float64
+	// UpstreamLossRate: each copy of a client data segment is lost before
+	// the capture point; the client recovers as Linux does (RACK, tail loss
+	// probe, RTO with backoff).
+	UpstreamLossRate float64
+	// ReorderRate: the first segment of a multi-segment request reaches the
+	// capture point 0.5-5 ms late, behind the later ones.
+	ReorderRate float64
+	// RequestBodies: when set, a fifth of containers are form POSTs with a
+	// body of a size uniform in [min, max] and a third of clients carry
+	// cookies of 1.5-4 KB, so their requests span several segments. A
+	// request is cut to initCwnd segments, one flight.
+	RequestBodies [2]int
+	// HTML: containers carry a real HTML page that references exactly the
+	// objects the pageview fetches (stylesheets, scripts, images, a
+	// preload, an inline background), with absolute and relative URLs.
+	HTML bool
+	// GzipRate: this fraction of HTML containers (with HTML) is sent
+	// gzip-compressed, half of those with chunked transfer encoding.
+	GzipRate float64
+	// AfterLoad: after a pageview's load event and a render delay of 5-60
+	// ms the browser fetches /favicon.ico and POSTs a beacon on the page's
+	// keep-alive connections (TruthRecord.AfterLoad).
+	AfterLoad bool
+	// NoRefererRate: this fraction of clients never sends Referer, browses
+	// one server with 1-4 s think times and reuses its keep-alive
+	// connections across pageviews until the server's idle timeout.
+	NoRefererRate float64
+	// Redirects: this fraction of pageviews starts with GET /go/<n>, a 302
+	// to the container, fetched next on the same connection.
+	Redirects float64
+}
+
+// extended reports whether any option of the extended model is set.
+func (wl *Workload) extended() bool {
+	return wl.IPID != IPIDCounter || wl.AckLossRate > 0 || wl.UpstreamLossRate > 0 || wl.ReorderRate > 0 ||
+		wl.RequestBodies != [2]int{} || wl.HTML || wl.GzipRate > 0 || wl.AfterLoad || wl.NoRefererRate > 0 || wl.Redirects > 0
 }
 
 func (wl *Workload) defaults() {
@@ -85,11 +140,17 @@ func (wl *Workload) defaults() {
 // model, not estimates:
 //   - Start: the client's first SYN (new connection) or its request send time
 //     (reused connection). End: the client receives the last response byte,
-//     i.e. max over segments of (last transmission's capture time + RTT/2).
+//     i.e. max over segments of the capture time of the first copy that
+//     reached the client, plus RTT/2. A spurious retransmission
+//     (SpuriousRetrans) changes nothing.
 //   - Tconn = handshake-complete at the client (the accepted SYN/ACK's capture
 //     time + RTT/2) - first SYN send; SYN-loss gaps included; 0 when reused.
-//   - Trequest = last request byte sent - first sent (0: one segment).
-//   - Tserver = first response byte at the client - last request byte sent
+//   - Trequest = the request complete at the server (ReqLastCap) - RTT/2 -
+//     the request's first send (connected, on a new connection): the client
+//     time by which it had sent every byte the server needed. So it includes
+//     the waits for lost copies (UpstreamLost) and for a late first segment
+//     (Reordered); 0 for one segment that got through.
+//   - Tserver = first response byte at the client - (ReqLastCap - RTT/2)
 //     = ServerTime + RTT.
 //   - Ttransfer = End - first response byte at the client.
 //
@@ -113,20 +174,44 @@ type TruthRecord struct {
 	RequestBytes  int // request bytes on the wire
 	ResponseBytes int // response head + body bytes
 	BodyBytes     int
-	RetransBytes  int   // response bytes retransmitted
-	ServerTime    int64 // server processing: request captured -> first response byte sent
+	RetransBytes  int   // response bytes retransmitted, spurious ones included
+	ServerTime    int64 // server processing: request complete at the capture point -> first response byte sent
 
 	// Client-perceived, ns since the epoch / ns.
 	Start, End                          int64
 	Tconn, Trequest, Tserver, Ttransfer int64
 
 	// Capture-side times (what rtmon can see).
-	SYNCap       int64 // first SYN (NewConn only)
-	ReqFirstCap  int64
+	SYNCap int64 // first SYN (NewConn only)
+	// ReqFirstCap: the first copy the capture point saw of the segment
+	// carrying the request's first byte (a retransmission when the first
+	// copies were lost, the late segment when reordered).
+	ReqFirstCap int64
+	// ReqLastCap: the request became complete at the capture point (its
+	// last missing byte arrived).
 	ReqLastCap   int64
 	RespFirstCap int64
-	RespLastCap  int64 // last transmission of any response byte
-	AckCap       int64 // client ACK covering the last response byte
+	RespLastCap  int64 // last transmission of any response byte, spurious retransmissions included
+	AckCap       int64 // first captured client packet acknowledging the last response byte
+
+	// Extended model only (see Workload).
+	Redirect  bool // a 302 that starts the pageview; the container follows on the same connection
+	AfterLoad bool // fetched after the load event (favicon, beacon); outside the pageview's span
+	// SpuriousRetrans: the capture shows the server retransmitting response
+	// bytes the client already had (its ACK of the last byte was lost):
+	// a tail loss probe or RTO, each answered by a D-SACK.
+	SpuriousRetrans bool
+	UpstreamLost    int  // copies of request segments lost before the capture point (late spurious ones included)
+	Reordered       bool // the request's first segment reached the capture point behind later ones
+	LostACKs        int  // client pure ACKs of this response lost before the capture point
+	// HandshakeACKLost (NewConn only): the handshake's ACK was lost; the
+	// first request completed the handshake at the server.
+	HandshakeACKLost bool
+	// Preconnected (NewConn only): the first request went out after the
+	// handshake had completed, on a spare connection; the client waited
+	// for no connect, so it is timed as on a reused one (Start is its
+	// send time, Tconn 0).
+	Preconnected bool
 }
 
 // Summary counts what Generate wrote.
@@ -141,6 +226,12 @@ type Summary struct {
 	DataRetrans  int   // retransmitted data segments
 	First, Last  int64 // capture times of the first and last packet
 	Elapsed      time.Duration
+
+	// Extended model only.
+	SpuriousRetrans int // server retransmissions of bytes the client had
+	UpstreamLost    int // client data copies lost before the capture point
+	LostACKs        int // client pure ACKs lost before the capture point
+	Reordered       int // requests whose first segment arrived behind a later one
 }
 
 const (
@@ -171,13 +262,28 @@ const (
 	evSAck
 	evSFIN
 	evCFIN
+	// Extended model.
+	evCLost      // a client packet lost before the capture point
+	evReqAt      // client data at rel (any order)
+	evSAckTo     // server ACK to rel, SACK blocks in payload
+	evCAckSACK   // client ACK to rel, SACK blocks in payload
+	evDupRetrans // server retransmission of bytes the client acknowledged
 )
 
 type event struct {
-	t       int64
-	c       *Conn
-	kind    evKind
-	rel     uint32
+	t    int64
+	c    *Conn
+	kind evKind
+	// idOff shifts a client packet's IP ID from the connection's counter:
+	// a packet captured out of the order it was sent in keeps the ID it
+	// was sent with.
+	idOff int8
+	// lag (µs) is how long a reordered client packet was held up on its
+	// way to the capture point: its timestamps are of its send time.
+	lag uint16
+	rel uint32
+	// payload is the data; for ACKs with SACK blocks the blocks, 8 bytes
+	// each (relative left, right), which keeps events small.
 	payload []byte
 }
 
@@ -193,13 +299,22 @@ type client struct {
 	port uint16
 	ua   string
 	npv  int
+
+	// Extended model.
+	noRef  bool
+	srv    int      // the one server a no-Referer client browses
+	conns  []*pconn // its keep-alive connections (no-Referer clients)
+	cookie string
 }
 
+// item is what the heap orders: a client's next pageview, a stream of
+// planned packets, or a keep-alive connection's pending close.
 type item struct {
 	t   int64
 	seq uint64
 	cl  *client
 	st  *stream
+	pc  *pconn
 }
 
 type itemHeap []*item
@@ -231,6 +346,11 @@ type gen struct {
 	ev      []event // the pageview being built
 	planned int64   // estimated file bytes of every packet planned so far
 	free    [][]event
+	h       itemHeap
+	seq     uint64
+
+	ext  bool          // the extended model (Workload.extended)
+	recs []TruthRecord // the pageview's truth, emitted once it is planned
 }
 
 // Generate writes the workload to w in capture-time order and reports each
@@ -247,28 +367,47 @@ func Generate(w *Writer, wl Workload, truth func(TruthRecord)) (Summary, error) 
 		g.servers = append(g.servers, netip.AddrPortFrom(serverAddr(i, wl.IPv6), 80))
 	}
 	think := g.meanThink()
-	var h itemHeap
-	var seq uint64
+	g.ext = wl.extended()
 	for i := range wl.Clients {
 		cl := &client{idx: i, addr: clientAddr(i, wl.IPv6), rtt: int64(wl.RTTs[i%len(wl.RTTs)]),
 			port: uint16(32768 + g.rng.IntN(20000)), ua: userAgents[i%len(userAgents)]}
-		seq++
-		h = append(h, &item{t: Base + int64(g.rng.Float64()*float64(think)), seq: seq, cl: cl})
+		g.seq++
+		g.h = append(g.h, &item{t: Base + int64(g.rng.Float64()*float64(think)), seq: g.seq, cl: cl})
+		if g.ext {
+			g.newClient(cl)
+		}
 	}
-	heap.Init(&h)
+	heap.Init(&g.h)
 	first := true
-	for len(h) > 0 {
-		it := h[0]
+	for len(g.h) > 0 {
+		it := g.h[0]
 		if it.cl != nil {
 			if g.stop(it.t) {
-				heap.Pop(&h)
+				heap.Pop(&g.h)
 				continue
 			}
-			st := g.pageview(it.cl, it.t)
-			seq++
-			heap.Push(&h, &item{t: st.ev[0].t, seq: seq, st: st})
-			it.t += max(int64(g.rng.ExpFloat64()*float64(think)), int64(time.Second))
-			heap.Fix(&h, 0)
+			var st *stream
+			if g.ext {
+				st = g.pageviewExt(it.cl, it.t)
+			} else {
+				st = g.pageview(it.cl, it.t)
+			}
+			g.push(&item{t: st.ev[0].t, st: st})
+			if it.cl.noRef {
+				// Short think times, so the next page often finds the
+				// connections still open.
+				it.t += int64(time.Second) + g.rng.Int64N(int64(3*time.Second))
+			} else {
+				it.t += max(int64(g.rng.ExpFloat64()*float64(think)), int64(time.Second))
+			}
+			heap.Fix(&g.h, 0)
+			continue
+		}
+		if it.pc != nil {
+			heap.Pop(&g.h)
+			if st := g.lazyClose(it); st != nil {
+				g.push(&item{t: st.ev[0].t, st: st})
+			}
 			continue
 		}
 		st := it.st
@@ -284,9 +423,9 @@ func Generate(w *Writer, wl Workload, truth func(TruthRecord)) (Summary, error) 
 		st.i++
 		if st.i < len(st.ev) {
 			it.t = st.ev[st.i].t
-			heap.Fix(&h, 0)
+			heap.Fix(&g.h, 0)
 		} else {
-			heap.Pop(&h)
+			heap.Pop(&g.h)
 			g.free = append(g.free, st.ev[:0])
 		}
 	}
@@ -294,6 +433,13 @@ func Generate(w *Writer, wl Workload, truth func(TruthRecord)) (Summary, error) 
 	g.sum.Bytes = w.Bytes()
 	g.sum.Elapsed = time.Since(began)
 	return g.sum, nil
+}
+
+// push adds an item to the heap in arrival order for equal times.
+func (g *gen) push(it *item) {
+	g.seq++
+	it.seq = g.seq
+	heap.Push(&g.h, it)
 }
 
 // GenerateFile writes the workload to a new file at path.
@@ -347,6 +493,9 @@ func (g *gen) stop(t int64) bool {
 
 func (g *gen) apply(e *event) {
 	c := e.c
+	off := uint16(int16(e.idOff))
+	c.ClientIPID += off
+	c.lag = int64(e.lag) * 1000
 	switch e.kind {
 	case evSYN:
 		c.SYN(e.t)
@@ -368,7 +517,24 @@ func (g *gen) apply(e *event) {
 		c.ServerFIN(e.t)
 	case evCFIN:
 		c.ClientFIN(e.t)
+	case evCLost:
+		c.ClientLost()
+	case evReqAt:
+		c.ClientAt(e.t, e.rel, e.payload)
+		if end := e.rel + uint32(len(e.payload)); int32(end-c.cNext) > 0 {
+			c.cNext = end // the client's snd_nxt, whatever the capture missed
+		}
+	case evSAckTo:
+		var b [capture.MaxSACKBlocks]capture.SACKBlock
+		c.ServerAckToSACK(e.t, e.rel, decodeSACK(e.payload, &b)...)
+	case evCAckSACK:
+		var b [capture.MaxSACKBlocks]capture.SACKBlock
+		c.ClientAckToSACK(e.t, e.rel, decodeSACK(e.payload, &b)...)
+	case evDupRetrans:
+		c.ServerDupAt(e.t, e.rel, e.payload)
 	}
+	c.ClientIPID -= off
+	c.lag = 0
 }
 
 // pconn is a connection being planned: the generator's own view of the
@@ -386,6 +552,19 @@ type pconn struct {
 	used    bool
 	free    int64 // client time it can send the next request
 	lastCap int64 // capture time of the last packet planned
+
+	// Extended model.
+	srv   netip.AddrPort
+	capSA int64 // capture time of the accepted SYN/ACK
+	// hsAck is the handshake ACK's capture time while it is unplanned: its
+	// loss is decided with the first request, which then completes the
+	// handshake at the server.
+	hsAck      int64
+	crto, srto rtoEst    // the client's and the server's retransmission timers
+	hadData    bool      // the server has had data: its quickack mode is over
+	tail       *tailLoss // the last response's final ACK was lost
+	closeAt    int64     // planned keep-alive close (no-Referer clients)
+	closed     bool
 }
 
 func (g *gen) add(t int64, c *Conn, k evKind, rel uint32, p []byte) {
@@ -399,8 +578,16 @@ func (g *gen) open(cl *client, srv netip.AddrPort, tc int64) *pconn {
 		cl.port = 32768
 	}
 	c := g.w.Conn(netip.AddrPortFrom(cl.addr, cl.port), srv, g.rng.Uint32(), g.rng.Uint32())
-	pc := &pconn{c: c, d: cl.rtt / 2, start: tc}
+	pc := &pconn{c: c, d: cl.rtt / 2, start: tc, srv: srv}
 	g.sum.Connections++
+	answered := int64(-1) // send time of the first SYN the server answered
+	if g.ext {
+		c.Opts.IPID = g.wl.IPID
+		c.Opts.ClientRTT = 2 * pc.d
+		if g.wl.IPID == IPIDPerConn {
+			c.ClientIPID, c.ServerIPID = uint16(g.rng.Uint32()), uint16(g.rng.Uint32())
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		last := attempt == len(synGaps)
 		capSYN := tc + pc.d
@@ -416,6 +603,9 @@ func (g *gen) open(cl *client, srv netip.AddrPort, tc int64) *pconn {
 			continue
 		}
 		capSA := capSYN + int64(synackDelay)
+		if answered < 0 {
+			answered = tc
+		}
 		g.add(capSA, c, evSYNACK, 0, nil)
 		pc.synacks++
 		g.sum.SYNACKs++
@@ -425,8 +615,18 @@ func (g *gen) open(cl *client, srv netip.AddrPort, tc int64) *pconn {
 		}
 		pc.ready = capSA + pc.d
 		pc.lastCap = capSA + 2*pc.d
-		g.add(pc.lastCap, c, evACK, 0, nil)
 		pc.free = pc.ready
+		if g.ext {
+			// The client's RTT sample comes from the SYN/ACK's timestamp
+			// echo, which names the first SYN the server answered: after
+			// a lost SYN/ACK it spans the client's SYN timeout (Linux then
+			// starts with an RTO of about 3 s; with a SYN dropped at the
+			// server the sample is one round trip).
+			pc.capSA, pc.hsAck = capSA, pc.lastCap
+			pc.crto.sample(pc.ready-answered, 0, 0)
+			return pc
+		}
+		g.add(pc.lastCap, c, evACK, 0, nil)
 		return pc
 	}
 }
@@ -450,13 +650,33 @@ func (g *gen) exchange(pc *pconn, req, head []byte, bodyLen int, srvTime int64) 
 	if srvTime > int64(delAckMax) {
 		g.add(capReq+int64(delAckMax), pc.c, evSAck, 0, nil)
 	}
-	total := len(head) + bodyLen
+	respStart := capReq + srvTime
+	g.respond(pc, &tr, -1, head, nil, len(head)+bodyLen, respStart)
+	tr.Trequest = 0
+	tr.Tserver = (respStart + d) - tReq
+	tr.Ttransfer = tr.End - (respStart + d)
+	return tr
+}
+
+// respond plans a response of total bytes (head, then body or filler when
+// body is nil) whose first byte leaves at respStart, and the client's ACKs;
+// it fills tr's response fields and End. rec is tr's index in g.recs
+// (extended model: a lost final ACK leaves a tail to resolve).
+func (g *gen) respond(pc *pconn, tr *TruthRecord, rec int, head, body []byte, total int, respStart int64) {
+	d := pc.d
+	rtt := 2 * d
 	nseg := (total + mss - 1) / mss
 	base := pc.sRel
-	respStart := capReq + srvTime
 	arrive := make([]int64, nseg)
+	var wire []byte
+	if body != nil {
+		wire = append(append(make([]byte, 0, total), head...), body...)
+	}
 	payload := func(i int) []byte {
 		off, end := i*mss, min((i+1)*mss, total)
+		if wire != nil {
+			return wire[off:end]
+		}
 		if off >= len(head) {
 			return filler[off-len(head) : end-len(head)]
 		}
@@ -467,27 +687,37 @@ func (g *gen) exchange(pc *pconn, req, head []byte, bodyLen int, srvTime int64) 
 		}
 		return p
 	}
+	// The extended model needs each segment's first transmission, for the
+	// server's RTT samples (none from retransmitted data: Karn).
+	var tx []int64
+	var retx []bool
+	if g.ext {
+		tx, retx = make([]int64, nseg), make([]bool, nseg)
+	}
 	lastTx := respStart
 	cwnd, seg, round := initCwnd, 0, respStart
 	for seg < nseg {
 		n := min(cwnd, nseg-seg)
 		for i := range n {
 			s := seg + i
-			tx := round + int64(i)*int64(segGap)
+			t := round + int64(i)*int64(segGap)
 			p := payload(s)
-			g.add(tx, pc.c, evData, base+uint32(s*mss), p)
-			final := tx
+			g.add(t, pc.c, evData, base+uint32(s*mss), p)
+			final := t
 			if g.rng.Float64() < g.wl.DataLossRate {
 				// Lost after the capture point: fast retransmit when the
 				// dupACKs of later segments arrive, else an RTO.
 				if s < nseg-1 {
-					final = tx + rtt + int64(segGap)
+					final = t + rtt + int64(segGap)
 				} else {
-					final = tx + max(rtt+int64(minRTO), 2*rtt)
+					final = t + max(rtt+int64(minRTO), 2*rtt)
 				}
 				g.add(final, pc.c, evRetrans, base+uint32(s*mss), p)
 				g.sum.DataRetrans++
 				tr.RetransBytes += len(p)
+			}
+			if tx != nil {
+				tx[s], retx[s] = t, final != t
 			}
 			arrive[s] = final + d
 			lastTx = max(lastTx, final)
@@ -506,6 +736,10 @@ func (g *gen) exchange(pc *pconn, req, head []byte, bodyLen int, srvTime int64) 
 	got := make([]bool, nseg)
 	cum, cnt := 0, 0
 	var end, ackCap int64
+	// The server's view in the extended model: what it has seen acknowledged,
+	// when, and how much it had sent by then.
+	srvAcked, sent, maxGot := 0, 0, -1
+	var lastAck, lastClient int64
 	for _, s := range order {
 		got[s] = true
 		hole := s != cum
@@ -517,23 +751,59 @@ func (g *gen) exchange(pc *pconn, req, head []byte, bodyLen int, srvTime int64) 
 		if hole || cum-before > 1 || cnt%2 == 0 || cum == nseg {
 			ackRel := base + uint32(min(cum*mss, total))
 			t := arrive[s] + d
-			g.add(t, pc.c, evCAckTo, ackRel, nil)
+			if !g.ext {
+				g.add(t, pc.c, evCAckTo, ackRel, nil)
+				if cum == nseg && ackCap == 0 {
+					ackCap = t
+				}
+				end = max(end, arrive[s])
+				continue
+			}
+			maxGot = max(maxGot, s)
+			lastClient = t
+			switch {
+			case maxGot >= cum:
+				// Data above a hole: a dupACK with SACK blocks, never lost
+				// here (the fast retransmits above assume it arrives).
+				g.add(t, pc.c, evCAckSACK, ackRel, sackOf(nseg, func(i int) bool { return got[i] }, cum, s, base, total))
+			case g.wl.AckLossRate > 0 && g.rng.Float64() < g.wl.AckLossRate:
+				g.add(t, pc.c, evCLost, 0, nil)
+				tr.LostACKs++
+				g.sum.LostACKs++
+				end = max(end, arrive[s])
+				continue
+			default:
+				g.add(t, pc.c, evCAckTo, ackRel, nil)
+			}
 			if cum == nseg && ackCap == 0 {
 				ackCap = t
 			}
+			if cum > srvAcked {
+				for sent < nseg && tx[sent] <= t {
+					sent++
+				}
+				if !slices.Contains(retx[srvAcked:cum], true) {
+					pc.srto.sample(t-tx[srvAcked], ackRel, base+uint32(min(sent*mss, total)))
+				}
+				srvAcked, lastAck = cum, t
+			}
+		} else if g.ext {
+			maxGot = max(maxGot, s)
 		}
 		end = max(end, arrive[s])
 	}
 	pc.sRel += uint32(total)
 	pc.free = end
-	pc.lastCap = max(ackCap, lastTx)
-	tr.ResponseBytes, tr.BodyBytes = total, bodyLen
+	pc.lastCap = max(ackCap, lastTx, lastClient)
+	if g.ext && ackCap == 0 {
+		// The ACK of the last byte was lost: the server's timers run from
+		// its last transmission or the last ACK it had.
+		pc.tail = &tailLoss{rec: rec, base: base, total: total, nseg: nseg, acked: srvAcked,
+			t0: max(lastTx, lastAck), payload: payload}
+	}
+	tr.ResponseBytes, tr.BodyBytes = total, total-len(head)
 	tr.RespFirstCap, tr.RespLastCap, tr.AckCap = respStart, lastTx, ackCap
 	tr.End = end
-	tr.Trequest = 0
-	tr.Tserver = (respStart + d) - tReq
-	tr.Ttransfer = end - (respStart + d)
-	return tr
 }
 
 func cmpInt64(a, b int64) int {
@@ -563,6 +833,7 @@ var userAgents = []string{
 type object struct {
 	url, ctype string
 	size       int
+	dest       dest
 }
 
 func (g *gen) uniform(r [2]time.Duration) int64 {
@@ -578,11 +849,7 @@ func (g *gen) pageview(cl *client, tc int64) *stream {
 	g.pvID++
 	g.sum.Pageviews++
 	cl.npv++
-	if n := len(g.free); n > 0 {
-		g.ev, g.free = g.free[n-1], g.free[:n-1]
-	} else {
-		g.ev = nil
-	}
+	g.takeEv()
 	si := g.rng.IntN(len(g.servers))
 	srv := g.servers[si]
 	host := "www" + strconv.Itoa(si+1) + ".example.com"
@@ -638,6 +905,20 @@ func (g *gen) pageview(cl *client, tc int64) *stream {
 	for _, pc := range conns {
 		g.close(pc)
 	}
+	return g.seal()
+}
+
+// takeEv starts planning a new stream in a recycled event slice.
+func (g *gen) takeEv() {
+	if n := len(g.free); n > 0 {
+		g.ev, g.free = g.free[n-1], g.free[:n-1]
+	} else {
+		g.ev = nil
+	}
+}
+
+// seal orders the planned events into a stream and counts their bytes.
+func (g *gen) seal() *stream {
 	slices.SortStableFunc(g.ev, func(a, b event) int { return cmpInt64(a.t, b.t) })
 	// Per-packet overhead: record header, link, IP and TCP headers with
 	// timestamps; close enough for TargetBytes.
@@ -646,7 +927,9 @@ func (g *gen) pageview(cl *client, tc int64) *stream {
 		per += 20
 	}
 	for i := range g.ev {
-		g.planned += per + int64(len(g.ev[i].payload))
+		if g.ev[i].kind != evCLost {
+			g.planned += per + int64(len(g.ev[i].payload))
+		}
 	}
 	return &stream{ev: g.ev}
 }
@@ -655,17 +938,17 @@ func (g *gen) object(k int) object {
 	n := strconv.Itoa(k)
 	switch r := g.rng.IntN(10); {
 	case r < 2:
-		return object{url: "/static/app" + n + ".js", ctype: "application/javascript", size: 2000 + g.rng.IntN(58000)}
+		return object{url: "/static/app" + n + ".js", ctype: "application/javascript", size: 2000 + g.rng.IntN(58000), dest: destScript}
 	case r < 3:
-		return object{url: "/static/style" + n + ".css", ctype: "text/css", size: 2000 + g.rng.IntN(38000)}
+		return object{url: "/static/style" + n + ".css", ctype: "text/css", size: 2000 + g.rng.IntN(38000), dest: destStyle}
 	case r < 9:
 		if r&1 == 0 {
-			return object{url: "/img/photo" + n + ".jpg", ctype: "image/jpeg", size: 1000 + g.rng.IntN(119000)}
+			return object{url: "/img/photo" + n + ".jpg", ctype: "image/jpeg", size: 1000 + g.rng.IntN(119000), dest: destImage}
 		}
-		return object{url: "/img/icon" + n + ".png", ctype: "image/png", size: 500 + g.rng.IntN(20000)}
+		return object{url: "/img/icon" + n + ".png", ctype: "image/png", size: 500 + g.rng.IntN(20000), dest: destImage}
 	default:
 		// The large images the REWRITE EMBEDS what-if is about.
-		return object{url: "/img/hero" + n + ".jpg", ctype: "image/jpeg", size: 240000 + g.rng.IntN(30000)}
+		return object{url: "/img/hero" + n + ".jpg", ctype: "image/jpeg", size: 240000 + g.rng.IntN(30000), dest: destImage}
 	}
 }
 

@@ -10,8 +10,9 @@
 // and Writer.Err/Close report the first failure.
 //
 // Not modelled by Generate: server-side SYN/ACK retransmission timers (a lost
-// SYN/ACK is repaired by the client's SYN retransmission), loss of
-// retransmissions, client-side data loss, request bodies, pipelining, NAT.
+// SYN/ACK is repaired by the client's SYN retransmission), loss of server
+// retransmissions, pipelining, NAT. Client-side losses, reordering, request
+// bodies and real HTML are opt-in Workload options (see Workload).
 package synth
 
 import (
@@ -27,6 +28,7 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
+	"github.com/rtmon/rtmon/capture"
 )
 
 // Format is the capture file format.
@@ -115,6 +117,15 @@ type Segment struct {
 	HopByHop    bool // IPv6 only: insert a hop-by-hop extension header (PadN)
 	ToServer    bool // direction, for link types that record it (SLL packet type)
 	Payload     []byte
+	// SACK blocks (wire sequence numbers), written after the timestamps as
+	// Linux does (NOP, NOP, SACK). The options must fit in 40 bytes: at
+	// most 3 blocks with timestamps, 4 without.
+	SACK    [capture.MaxSACKBlocks]capture.SACKBlock
+	NumSACK int
+	// IPID is the IPv4 Identification field when HasIPID is set; otherwise
+	// the Writer numbers packets with its own counter. Ignored for IPv6.
+	IPID    uint16
+	HasIPID bool
 }
 
 // Writer writes TCP segments to a capture stream. Writes are immediate and in
@@ -140,10 +151,11 @@ type Writer struct {
 	ip6    layers.IPv6
 	hbh    layers.IPv6HopByHop
 	tcp    layers.TCP
-	optbuf [5]layers.TCPOption
+	optbuf [8]layers.TCPOption
 	mssB   [2]byte
 	wsB    [1]byte
 	tsB    [8]byte
+	sackB  [8 * capture.MaxSACKBlocks]byte
 
 	cw      *countWriter
 	err     error // first error; sticky so Conn methods need not return one
@@ -332,6 +344,9 @@ func (w *Writer) WriteSegment(s *Segment) error {
 		w.ip4.SrcIP = as4(s.Src.Addr())
 		w.ip4.DstIP = as4(s.Dst.Addr())
 		w.ip4.Id = uint16(w.packets)
+		if s.HasIPID {
+			w.ip4.Id = s.IPID
+		}
 		w.stack = append(w.stack, &w.ip4)
 		netLayer = &w.ip4
 	} else {
@@ -346,6 +361,10 @@ func (w *Writer) WriteSegment(s *Segment) error {
 		}
 		w.stack = append(w.stack, &w.ip6)
 		netLayer = &w.ip6
+	}
+	if s.NumSACK < 0 || s.NumSACK > capture.MaxSACKBlocks || optionBytes(s) > 40 {
+		w.fail(fmt.Errorf("synth: %v -> %v seq %d: %d SACK blocks do not fit in the TCP options", s.Src, s.Dst, s.Seq, s.NumSACK))
+		return w.err
 	}
 	t := &w.tcp
 	*t = layers.TCP{
@@ -392,8 +411,34 @@ func (w *Writer) WriteSegment(s *Segment) error {
 	return nil
 }
 
+// optionBytes is the length of the TCP options tcpOptions writes for s,
+// before padding.
+func optionBytes(s *Segment) int {
+	n := 0
+	if s.MSS != 0 {
+		n += 4
+	}
+	if s.SACKPerm {
+		n += 2
+	}
+	if s.Timestamps {
+		n += 10
+		if !s.SACKPerm && s.MSS == 0 {
+			n += 2
+		}
+	}
+	if s.NumSACK > 0 {
+		n += 4 + 8*s.NumSACK
+	}
+	if s.WindowScale >= 0 {
+		n += 4
+	}
+	return n
+}
+
 // tcpOptions builds the options in Linux's layout (MSS, SACK_PERM, TS, NOP, WS
-// on SYNs; NOP, NOP, TS otherwise) so third-party dissectors see familiar bytes.
+// on SYNs; NOP, NOP, TS, then NOP, NOP, SACK otherwise) so third-party
+// dissectors see familiar bytes.
 func (w *Writer) tcpOptions(s *Segment) []layers.TCPOption {
 	o := w.optbuf[:0]
 	if s.MSS != 0 {
@@ -410,6 +455,15 @@ func (w *Writer) tcpOptions(s *Segment) []layers.TCPOption {
 		binary.BigEndian.PutUint32(w.tsB[0:4], s.TSVal)
 		binary.BigEndian.PutUint32(w.tsB[4:8], s.TSEcr)
 		o = append(o, layers.TCPOption{OptionType: layers.TCPOptionKindTimestamps, OptionData: w.tsB[:]})
+	}
+	if s.NumSACK > 0 {
+		b := w.sackB[:8*s.NumSACK]
+		for i, blk := range s.SACK[:s.NumSACK] {
+			binary.BigEndian.PutUint32(b[8*i:], blk.Left)
+			binary.BigEndian.PutUint32(b[8*i+4:], blk.Right)
+		}
+		o = append(o, layers.TCPOption{OptionType: layers.TCPOptionKindNop}, layers.TCPOption{OptionType: layers.TCPOptionKindNop},
+			layers.TCPOption{OptionType: layers.TCPOptionKindSACK, OptionData: b})
 	}
 	if s.WindowScale >= 0 {
 		w.wsB[0] = byte(s.WindowScale)

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
@@ -469,5 +471,120 @@ func TestWriterErrors(t *testing.T) {
 	c.SYN(T(0))
 	if w.Close() == nil || w.Packets() != 0 {
 		t.Errorf("mixed families: err %v, packets %d", w.Err(), w.Packets())
+	}
+}
+
+// TestWriterSACKAndIPID round-trips SACK blocks and explicit IP IDs through
+// rtmon's own decoder, and rejects options that do not fit.
+func TestWriterSACKAndIPID(t *testing.T) {
+	cl, sv := netip.MustParseAddrPort("198.51.100.7:51000"), netip.MustParseAddrPort("203.0.113.5:80")
+	blocks := []capture.SACKBlock{{Left: 0xFFFFFF00, Right: 0x10}, {Left: 100, Right: 200}, {Left: 300, Right: 400}, {Left: 500, Right: 600}}
+	for _, tc := range []struct {
+		ts   bool
+		n    int
+		ok   bool
+		ipid uint16
+	}{{true, 1, true, 0}, {true, 3, true, 7}, {true, 4, false, 0}, {false, 4, true, 0xFFFF}} {
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := Segment{Time: T(1), Src: cl, Dst: sv, Seq: 1, Ack: 2, Flags: capture.FlagACK, Window: 502, WindowScale: -1,
+			Timestamps: tc.ts, TSVal: 11, TSEcr: 22, IPID: tc.ipid, HasIPID: true, ToServer: true}
+		s.NumSACK = copy(s.SACK[:], blocks[:tc.n])
+		err = w.WriteSegment(&s)
+		if cerr := w.Close(); (err == nil) != tc.ok || (cerr == nil) != tc.ok {
+			t.Fatalf("%d blocks with timestamps %v: write error %v, close %v", tc.n, tc.ts, err, cerr)
+		}
+		if !tc.ok {
+			continue
+		}
+		lt, pkts := readAll(t, buf.Bytes(), Options{})
+		var p capture.Packet
+		if !capture.NewDecoder().Decode(lt, pkts[0].data, &p) {
+			t.Fatalf("%d blocks: capture cannot decode the packet", tc.n)
+		}
+		if p.NumSACK != tc.n || !slices.Equal(p.SACK[:p.NumSACK], blocks[:tc.n]) || p.IPID != tc.ipid ||
+			p.HasTimestamps != tc.ts || tc.ts && (p.TSVal != 11 || p.TSEcr != 22) {
+			t.Errorf("%d blocks, ts %v: decoded %+v", tc.n, tc.ts, p)
+		}
+		// Linux's layout: NOP, NOP, TS, then NOP, NOP, SACK.
+		opts := pkts[0].data[14+20+20 : 14+20+int(pkts[0].data[14+20+12]>>4)*4]
+		want := []byte{1, 1, 5, byte(2 + 8*tc.n)}
+		if tc.ts {
+			want = append([]byte{1, 1, 8, 10}, append(make([]byte, 8), want...)...)
+			copy(want[4:], []byte{0, 0, 0, 11, 0, 0, 0, 22})
+		}
+		if !bytes.HasPrefix(opts, want) {
+			t.Errorf("%d blocks, ts %v: options % x", tc.n, tc.ts, opts)
+		}
+	}
+}
+
+// TestConnLinuxPeers: per-connection IP IDs (the SYN/ACK carries 0, lost
+// packets take a number), D-SACKs, old duplicates that do not move the
+// client's echo, and the ClientRTT view of what reached the client.
+func TestConnLinuxPeers(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, Options{Nanosecond: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultConnOptions()
+	o.IPID, o.ClientRTT = IPIDPerConn, int64(100*time.Millisecond)
+	c := w.ConnWith(netip.MustParseAddrPort("198.51.100.7:51000"), netip.MustParseAddrPort("203.0.113.5:80"), 1000, 5000, o)
+	c.ClientIPID, c.ServerIPID = 0xFFFE, 300
+	ms := func(x float64) int64 { return T(x / 1000) }
+	c.SYN(ms(0))                                                                 // client 0xFFFE
+	c.SYNACK(ms(50))                                                             // 0
+	c.ClientLost()                                                               // 0xFFFF: the handshake ACK, lost
+	c.Client(ms(100), []byte("GET"))                                             // client 0
+	c.ServerAck(ms(100.1))                                                       // server 300
+	c.ServerMSS(ms(120), Body(2000), 1460, 10)                                   // 301, 302
+	c.ClientAckTo(ms(220), 2000)                                                 // client 1, echo the data at 120 ms
+	c.ServerAt(ms(500), 1460, Body(540))                                         // a probe of the tail: 303, echoed
+	c.ClientAckToSACK(ms(600), 2000, capture.SACKBlock{Left: 1460, Right: 2000}) // client 2
+	c.ServerDupAt(ms(900), 0, Body(1460))                                        // an old duplicate: 304, not echoed
+	c.ClientAckToSACK(ms(1000), 2000, capture.SACKBlock{Left: 0, Right: 1460})   // client 3
+	c.ServerMSS(ms(1200), Body(100), 1460, 0)                                    // 305, not yet at the client at 1250 ms
+	c.Client(ms(1250), []byte("GET"))                                            // client 4: acks 2000 only
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lt, pkts := readAll(t, buf.Bytes(), Options{Nanosecond: true})
+	d := capture.NewDecoder()
+	var got []capture.Packet
+	for _, rb := range pkts {
+		var p capture.Packet
+		if !d.Decode(lt, rb.data, &p) {
+			t.Fatal("undecodable packet")
+		}
+		got = append(got, p)
+	}
+	wantIDs := []uint16{0xFFFE, 0, 0, 300, 301, 302, 1, 303, 2, 304, 3, 305, 4}
+	tsAt := func(x float64, side uint32) uint32 { return uint32(ms(x)/1e6) + side }
+	sOff := uint32(5000) ^ 0xa5a5a5a5
+	for i, p := range got {
+		if p.IPID != wantIDs[i] {
+			t.Errorf("packet %d: IP ID %d, want %d", i, p.IPID, wantIDs[i])
+		}
+	}
+	for _, tc := range []struct {
+		i    int
+		echo uint32
+		ack  uint32
+	}{{6, tsAt(120, sOff), 2000}, {8, tsAt(500, sOff), 2000}, {10, tsAt(500, sOff), 2000}, {12, tsAt(500, sOff), 2000}} {
+		p := got[tc.i]
+		if p.TSEcr != tc.echo || p.Ack != c.ServerSeq(tc.ack) {
+			t.Errorf("packet %d: echo %d ack %d, want %d %d", tc.i, p.TSEcr, p.Ack-c.ServerSeq(0), tc.echo, tc.ack)
+		}
+	}
+	if got[8].NumSACK != 1 || got[8].SACK[0] != (capture.SACKBlock{Left: c.ServerSeq(1460), Right: c.ServerSeq(2000)}) {
+		t.Errorf("D-SACK: %+v", got[8].SACK)
+	}
+	// The SYN/ACK echoes the SYN.
+	if got[1].TSEcr != got[0].TSVal {
+		t.Errorf("SYN/ACK echoes %d, SYN's TSval %d", got[1].TSEcr, got[0].TSVal)
 	}
 }
