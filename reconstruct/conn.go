@@ -55,10 +55,19 @@ type conn struct {
 
 	// Evidence of loss before the capture point (see loss.go).
 	ipid      ipidTrack // the client's IPv4 IDs
-	pktLost   int       // packets the client lost just before the one being processed
-	hsAckLost bool      // the handshake ACK was lost: the first request completed the handshake
-	respDone  int64     // capture time of the last byte of the latest complete response
-	resps     int       // responses completed: the client's round-trip samples since the handshake
+	pktLost   int       // packets the client lost just before the one being processed, less those explained as ACKs
+	pktGap    int       // all packets the client lost just before the one being processed
+	pktNew    bool      // the packet being processed was sent after all before it (IP IDs)
+	srvResent resentLog // server retransmissions since the client's last packet
+	lostCarry int       // client packets lost before pure ACKs that no ACK explains (see explainLost)
+	// oooLost: packets the client lost just before the first segment that
+	// arrived ahead of a hole (at offset oooOff): if they outnumber the
+	// segments before it, that segment was itself a retransmission.
+	oooLost   int
+	oooOff    int64
+	hsAckLost bool  // the handshake ACK was lost: the first request completed the handshake
+	respDone  int64 // capture time of the last byte of the latest complete response
+	resps     int   // responses completed: the client's round-trip samples since the handshake
 
 	lastSeen   int64
 	done       bool
@@ -81,9 +90,11 @@ type txState struct {
 	// capture point; prevRespDone and prevResps are the connection's
 	// respDone and resps when the request started (see requestSent).
 	upLost       int
+	upMulti      bool // upLost counts rounds of a multi-segment flight
+	resent       bool // a segment of the request was resent after a loss before the capture point (see deliverClient)
 	prevRespDone int64
 	prevResps    int
-	rtx          pendingRetrans
+	rtx          []pendingRetrans // nil unless retransmissions await a verdict
 }
 
 func newConn(t *Tracker, p *capture.Packet) *conn {
@@ -168,9 +179,12 @@ func (c *conn) packet(p *capture.Packet, fromClient bool) {
 	if c.done {
 		return // late ACKs and retransmitted FINs of a finished connection
 	}
-	c.pktLost = 0
+	c.pktLost, c.pktGap, c.pktNew = 0, 0, false
 	if fromClient && p.SrcIP.Is4() {
-		c.pktLost = c.ipid.step(p.IPID)
+		completes := c.rec.Established == 0 && p.PayloadLen > 0 && p.Flags&capture.FlagACK != 0
+		c.pktLost = c.ipid.step(p.IPID, completes)
+		c.pktGap = c.pktLost
+		c.pktNew = c.ipid.sent()
 	}
 	if p.Flags&capture.FlagSYN != 0 {
 		c.handshake(p, fromClient)
@@ -194,6 +208,7 @@ func (c *conn) packet(p *capture.Packet, fromClient bool) {
 	if fromClient {
 		c.fromClient(p)
 		c.pktLost = 0 // it described this packet only
+		c.srvResent = resentLog{}
 	} else {
 		c.fromServer(p)
 	}
@@ -266,6 +281,11 @@ func (c *conn) fromClient(p *capture.Packet) {
 				// client's connect time, and one lost packet is explained.
 				c.hsAckLost = true
 				c.pktLost--
+				if c.pktLost == 0 {
+					// The request itself was not lost: sent as the SYN/ACK
+					// arrived, it bounds the round trip from above.
+					c.dataRTT = ts - c.lastSynAck
+				}
 			} else {
 				c.handshakeRTT = ts - c.lastSynAck
 			}
@@ -274,11 +294,7 @@ func (c *conn) fromClient(p *capture.Packet) {
 			c.s2c.setBase(p.Ack) // mid-stream: the client tells where the server's stream is
 		}
 		a := c.clientAckInfo(p)
-		if p.PayloadLen > 0 && c.pktLost > 0 && a.off > c.lastAck {
-			// The client acknowledged more than any ACK we saw: one of its
-			// lost packets was an ACK, not a copy of this data.
-			c.pktLost--
-		}
+		c.explainLost(p, a)
 		c.clientAck(a)
 	}
 	if p.PayloadLen == 0 && p.Flags&capture.FlagFIN == 0 {
@@ -287,9 +303,13 @@ func (c *conn) fromClient(p *capture.Packet) {
 	if !c.c2s.baseKnown {
 		c.c2s.setBase(p.Seq)
 	}
+	hadHole := c.c2s.ooo != nil
 	retrans, reordered := c.c2s.segment(ts, p.Seq, p.Payload, p.PayloadLen, p.Flags&capture.FlagFIN != 0,
 		c.t.cfg.MaxBufferedBytes, c.deliverClient, c.gapClient)
 	c.account(&c.c2s, retrans, reordered)
+	if reordered && !hadHole {
+		c.oooLost, c.oooOff = c.pktLost, c.c2s.offset(p.Seq)
+	}
 	if c.c2s.finReady() {
 		c.c2s.closed = true
 		c.clientFIN = true
@@ -319,6 +339,7 @@ func (c *conn) fromServer(p *capture.Packet) {
 		c.t.cfg.MaxBufferedBytes, c.deliverServer, c.gapServer)
 	c.account(&c.s2c, retrans, reordered)
 	if retrans > 0 {
+		c.srvResent.add(p)
 		c.serverRetransmitted(p, off, off+int64(retrans))
 	}
 	if c.s2c.finReady() {
@@ -362,13 +383,7 @@ func (c *conn) serverRetransmitted(p *capture.Packet, from, to int64) {
 	for _, st := range c.awaiting {
 		if from < st.respEndOff && to > st.respStartOff {
 			if to > c.lastAck {
-				r := &st.rtx
-				if r.at == 0 {
-					r.from, r.to = from, to
-				} else {
-					r.from, r.to = min(r.from, from), max(r.to, to)
-				}
-				r.at, r.hasTS, r.tsVal = p.Timestamp, p.HasTimestamps, p.TSVal
+				c.addRetrans(st, pendingRetrans{at: p.Timestamp, from: from, to: to, hasTS: p.HasTimestamps, tsVal: p.TSVal})
 			} else {
 				st.tx.Flags |= FlagSpuriousRetrans
 			}
@@ -384,8 +399,8 @@ func (c *conn) serverRetransmitted(p *capture.Packet, from, to int64) {
 func (c *conn) clientAck(a ackInfo) {
 	ts, off := a.ts, a.off
 	for _, st := range c.awaiting {
-		if st.rtx.at != 0 && st.rtx.decides(a) {
-			c.settleRetrans(st, st.rtx.verdict(a, c.clientRTT()))
+		if len(st.rtx) > 0 {
+			c.judgeRetrans(st, a)
 		}
 	}
 	if off > c.s2c.next && off <= c.s2c.highest+1 {
@@ -412,9 +427,10 @@ func (c *conn) clientAck(a ackInfo) {
 	}
 }
 
-func (c *conn) deliverClient(ts, off int64, captured []byte, wireLen int) {
+func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen int) {
 	c.curTS = ts
-	c.c2sLog.add(off, off+int64(wireLen), ts, c.pktLost)
+	lost := c.pktLost
+	c.c2sLog.add(off, off+int64(wireLen), ts, lost)
 	c.pktLost = 0 // the losses came before the packet's own bytes, delivered first
 	if c.truncated {
 		c.heuristicClientData(ts, off, captured, wireLen)
@@ -427,9 +443,41 @@ func (c *conn) deliverClient(ts, off int64, captured []byte, wireLen int) {
 		p.Gap(int64(wireLen-len(captured)), &c.reqH)
 	}
 	c.releaseIdleParsers()
+	if n := len(c.pending); n > 0 {
+		st := c.pending[n-1]
+		switch {
+		case off < st.reqStartOff:
+		case arrived < ts:
+			// A later piece of the request overtook its first one: the
+			// client was sending by the time it passed. If what filled the
+			// hole was sent after the pieces that overtook it (IP IDs), it
+			// was a retransmission: the first copy was lost before the
+			// capture point.
+			st.tx.RequestFirst = min(st.tx.RequestFirst, arrived)
+			if c.pktNew {
+				st.resent = true
+			}
+			if c.oooLost > 0 && off <= c.oooOff && c.oooOff < off+int64(wireLen) {
+				// The piece that overtook the hole came after lost packets;
+				// those beyond the request's segments before it were
+				// copies of the flight, so this piece was resent too (a
+				// tail probe resends the last segment first).
+				seg := c.sendMSS()
+				before := int((c.oooOff - st.reqStartOff + seg/2) / seg)
+				if rounds := c.oooLost - before; rounds > 0 && arrived == st.tx.RequestFirst {
+					st.upLost, st.upMulti = rounds, true
+				}
+				c.oooLost = 0
+			}
+		case lost > 0 && off > st.reqStartOff:
+			// A later segment of the request came after lost packets: its
+			// first copy was lost (the wait is in RequestLast already).
+			st.resent = true
+		}
+	}
 }
 
-func (c *conn) deliverServer(ts, off int64, captured []byte, wireLen int) {
+func (c *conn) deliverServer(ts, _, off int64, captured []byte, wireLen int) {
 	c.curTS = ts
 	c.s2cLog.add(off, off+int64(wireLen), ts, 0)
 	c.probes.sent(off+int64(wireLen), ts)
@@ -553,9 +601,10 @@ func (c *conn) end(flags Flags) {
 	c.releaseParsers()
 	for _, st := range c.awaiting {
 		st.tx.Flags |= FlagNoAck | (flags & FlagEvicted)
-		if st.rtx.at != 0 {
-			c.settleRetrans(st, false) // no word from the client: assume it needed the bytes
+		for _, r := range st.rtx {
+			c.settleRetrans(st, r, false) // no word from the client: assume it needed the bytes
 		}
+		st.rtx = nil
 		c.emit(st)
 	}
 	c.awaiting = nil
@@ -608,6 +657,15 @@ func (c *conn) id() string {
 	return c.rec.ID
 }
 
+// sendMSS is the client's payload per full segment: the MSS the server
+// advertised, less the timestamp option most stacks send.
+func (c *conn) sendMSS() int64 {
+	if c.rec.MSSServer > 12 {
+		return int64(c.rec.MSSServer - 12)
+	}
+	return 1448
+}
+
 // key is the table key, rebuilt from the record instead of stored twice.
 func (c *conn) key() flowKey {
 	k, _ := keyOf(c.rec.Client, c.rec.Server, c.rec.ClientPort, c.rec.ServerPort)
@@ -631,11 +689,16 @@ func (c *conn) clientRTT() int64 {
 // rttProbes remembers when recent server segments left, so the client's ACKs
 // yield RTT samples when no handshake was captured. The newest segment an ACK
 // covers gives the sample: the client acknowledges on receipt (or within its
-// delayed-ACK timer, which the minimum over samples filters out).
+// delayed-ACK timer, which the minimum over samples filters out). With more
+// segments in flight than the ring holds (a bulk transfer), the ring's
+// entries are gone before their ACKs come back; one segment is then timed
+// until its ACK arrives (as TCP senders time one segment per round trip),
+// a sample that may include the gap to the segment that triggered the ACK.
 type rttProbes struct {
 	ring [3]struct{ end, ts int64 }
 	head int // next slot to write
 	n    int
+	held struct{ end, ts int64 } // ts 0: none
 }
 
 func (r *rttProbes) sent(end, ts int64) {
@@ -644,11 +707,18 @@ func (r *rttProbes) sent(end, ts int64) {
 	if r.n < len(r.ring) {
 		r.n++
 	}
+	if r.held.ts == 0 {
+		r.held.end, r.held.ts = end, ts
+	}
 }
 
 // acked returns the send time of the newest segment ending at or before off
 // and forgets every segment the ACK covers.
 func (r *rttProbes) acked(off int64) (int64, bool) {
+	held := r.held
+	if held.ts != 0 && held.end <= off {
+		r.held.ts = 0
+	}
 	for i := 0; i < r.n; i++ {
 		slot := (r.head - 1 - i + len(r.ring)) % len(r.ring)
 		if r.ring[slot].end <= off {
@@ -657,10 +727,13 @@ func (r *rttProbes) acked(off int64) (int64, bool) {
 			return ts, true
 		}
 	}
+	if held.ts != 0 && held.end <= off {
+		return held.ts, true
+	}
 	return 0, false
 }
 
-func (r *rttProbes) reset() { r.n = 0 }
+func (r *rttProbes) reset() { r.n, r.held.ts = 0, 0 }
 
 func (c *conn) reqP() *http1.Parser {
 	if c.reqParser == nil {

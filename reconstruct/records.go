@@ -120,7 +120,8 @@ type Transaction struct {
 	Server       netip.Addr `json:"server"`
 	ServerPort   uint16     `json:"server_port"`
 
-	// Capture times.
+	// Capture times. RequestFirst is the request's first byte, or any of
+	// its bytes that overtook the first (reordering before the capture).
 	RequestFirst  int64 `json:"request_first"`
 	RequestLast   int64 `json:"request_last"`
 	ResponseFirst int64 `json:"response_first"`

@@ -14,9 +14,12 @@ type segment struct {
 	wireLen int
 }
 
-// delivery is called for each in-order piece of a stream. captured may be
-// shorter than wireLen when the snap length cut the packet.
-type delivery func(ts, off int64, captured []byte, wireLen int)
+// delivery is called for each in-order piece of a stream. ts is when the
+// receiver could use the piece (when the hole before it filled), arrived
+// when it reached the capture point (earlier, for a piece that overtook
+// one before it). captured may be shorter than wireLen when the snap
+// length cut the packet.
+type delivery func(ts, arrived, off int64, captured []byte, wireLen int)
 
 // halfStream reassembles one direction of a connection into an in-order byte
 // stream, so the HTTP parser sees each byte once and in order whatever
@@ -85,7 +88,7 @@ func (h *halfStream) segment(ts int64, seq uint32, captured []byte, wireLen int,
 		skip := int(h.next - off)
 		retrans = skip
 		h.bytes += int64(wireLen - skip)
-		deliver(ts, h.next, cut(captured, skip), wireLen-skip)
+		deliver(ts, ts, h.next, cut(captured, skip), wireLen-skip)
 		h.next = end
 		h.drain(ts, deliver)
 	default:
@@ -146,7 +149,7 @@ func (h *halfStream) drain(filled int64, deliver delivery) {
 		if end > h.next {
 			skip := int(h.next - s.off)
 			h.bytes -= int64(skip) // counted when buffered, but overlapped
-			deliver(max(s.ts, filled), h.next, cut(s.data, skip), s.wireLen-skip)
+			deliver(max(s.ts, filled), s.ts, h.next, cut(s.data, skip), s.wireLen-skip)
 			h.next = end
 		} else {
 			h.bytes -= int64(s.wireLen)

@@ -49,6 +49,9 @@ func (c *conn) emit(st *txState) {
 	}
 	hasRequest := tx.RequestFirst != 0
 	sent := tx.RequestFirst
+	if st.resent {
+		tx.Flags |= FlagUpstreamLoss
+	}
 	if hasRequest && st.upLost > 0 {
 		if est, ok := c.requestSent(st); ok {
 			sent = est
@@ -125,22 +128,31 @@ func (c *conn) connectedAt() int64 {
 // requestSent estimates when the first copy of st's request, lost before
 // the capture point, would have passed it: the client's retransmission wait
 // (linuxRTO, doubling per lost copy) before the copy seen. The client's
-// round trip is its own: SYN out to SYN/ACK in, the handshake ACK's capture
-// time minus the last SYN's. The estimate must fall after the moment the
-// client could first have sent the request (connected, or the previous
-// response received); if it does not, the lost packets were something else
-// (ACKs) and ok is false.
+// round trip is the sample its stack took from the SYN/ACK's timestamp
+// echo: from the SYN the server first answered (a retransmitted SYN/ACK
+// still echoes that one, so after a lost SYN/ACK the sample spans the
+// client's SYN timeout) to the handshake ACK. The estimate must fall after
+// the moment the client could first have sent the request (connected, or
+// the previous response received); the most lost copies that fit are
+// taken, and if none does, the lost packets were something else (ACKs)
+// and ok is false.
 func (c *conn) requestSent(st *txState) (sent int64, ok bool) {
 	r := &c.rec
 	var crtt int64
 	if r.Established > 0 && len(r.SYNTimes) > 0 && !c.hsAckLost {
-		crtt = r.Established - r.SYNTimes[len(r.SYNTimes)-1]
+		answered := r.SYNTimes[len(r.SYNTimes)-1]
+		if len(r.SYNACKTimes) > 0 {
+			for _, syn := range r.SYNTimes {
+				if syn <= r.SYNACKTimes[0] {
+					answered = syn
+				}
+			}
+		}
+		crtt = r.Established - answered
 	}
 	if crtt <= 0 {
 		crtt = c.clientRTT() + r.RTTServer
 	}
-	wait := lostWait(crtt, 1+st.prevResps, st.upLost)
-	sent = st.tx.RequestFirst - wait
 	earliest := c.connectedAt()
 	if st.prevRespDone > 0 {
 		earliest = max(earliest, st.prevRespDone+c.clientRTT())
@@ -148,9 +160,22 @@ func (c *conn) requestSent(st *txState) (sent int64, ok bool) {
 	if earliest == 0 {
 		return st.tx.RequestFirst, false
 	}
-	// A timer estimate a little too long puts the send just before the
+	// Some of the lost packets may have been ACKs nobody could account
+	// for: the most copies whose wait fits the client's timing win. A
+	// timer estimate a little too long puts the send just before the
 	// client could send: that is rounding, not evidence against loss.
-	if sent < earliest-wait/4 {
+	// Numbering seen for only a step or two (a handshake) is weak
+	// evidence: a host-wide counter passes as easily. The timing must then
+	// corroborate it too: the copy came one wait after the client could
+	// first have sent, as when it sends on connect.
+	weak := c.ipid.steps < 3
+	ok = false
+	for k := st.upLost; k >= 1 && !ok; k-- {
+		wait := lostWait(crtt, 1+st.prevResps, k, st.upMulti)
+		sent = st.tx.RequestFirst - wait
+		ok = sent >= earliest-wait/4 && (!weak || sent <= earliest+wait/4)
+	}
+	if !ok {
 		return st.tx.RequestFirst, false
 	}
 	return min(max(sent, earliest), st.tx.RequestFirst), true

@@ -1,0 +1,178 @@
+package reconstruct_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/rtmon/rtmon/capture"
+	"github.com/rtmon/rtmon/reconstruct"
+	"github.com/rtmon/rtmon/synth"
+)
+
+// linuxConn is a connection whose client numbers its IPv4 packets as Linux
+// does (consecutively, lost ones included).
+func linuxConn(w *synth.Writer, isn uint32) *synth.Conn {
+	o := synth.DefaultConnOptions()
+	o.IPID = synth.IPIDPerConn
+	return w.ConnWith(client, server, isn, isn+1000, o)
+}
+
+// The client's ACK of the last response byte is lost before the capture
+// point; the server's tail probe resends it 200 ms later and the client,
+// which had it, answers with a D-SACK. The response ended at the client
+// with the original: the probe adds nothing.
+func TestSpuriousTailProbe(t *testing.T) {
+	body := synth.Response(200, "image/png", synth.Body(2000))
+	for _, sack := range []bool{true, false} {
+		out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+			c := linuxConn(w, 100)
+			est := handshake(c, synth.T(0))
+			c.Client(est, get("/a.png"))
+			first := est + 5*ms
+			c.ServerMSS(first, body, 1460, 0)
+			c.ClientLost() // its ACK of everything
+			last := uint32(len(body)/1460) * 1460
+			c.ServerAt(first+2*D+200*ms, last, body[last:])
+			if sack {
+				c.ClientAckToSACK(first+4*D+200*ms, uint32(len(body)), capture.SACKBlock{Left: last, Right: uint32(len(body))})
+			} else {
+				c.ClientAck(first + 4*D + 200*ms)
+			}
+		})
+		tx := one(t, "transaction", out.txs)
+		if !sack {
+			// Without a D-SACK (and the probe's timestamp echoed, as Linux
+			// does for a copy ending at its last ACK) nothing tells the
+			// client had the bytes: the probe counts, as before.
+			checkTx(t, tx, want{start: synth.T(0) - D, tconn: 2*D + 100*us, tserver: 5*ms + 2*D, ttransfer: 2*D + 200*ms,
+				total: 2*D + 100*us + 5*ms + 2*D + 2*D + 200*ms})
+			continue
+		}
+		checkTx(t, tx, want{start: synth.T(0) - D, tconn: 2*D + 100*us, tserver: 5*ms + 2*D, ttransfer: 0,
+			total: 2*D + 100*us + 5*ms + 2*D})
+		if tx.Flags&reconstruct.FlagSpuriousRetrans == 0 {
+			t.Errorf("flags %v", tx.FlagNames)
+		}
+	}
+}
+
+// A needed fast retransmission (the segment was lost after the capture
+// point) followed, after the client's ACK of it was lost too, by a
+// spurious tail probe: each copy is judged on its own, so the response
+// ends when the needed copy arrived.
+func TestNeededThenSpuriousCopy(t *testing.T) {
+	body := synth.Response(200, "image/png", synth.Body(4000))
+	out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+		c := linuxConn(w, 200)
+		est := handshake(c, synth.T(0))
+		c.Client(est, get("/b.png"))
+		first := est + 5*ms
+		c.ServerMSS(first, body, 1460, 0)
+		// Segment 2 (of 3) lost downstream: dupACK with SACK, fast retransmit.
+		c.ClientAckToSACK(first+2*D, 1460, capture.SACKBlock{Left: 2920, Right: uint32(len(body))})
+		c.ServerAt(first+2*D+100*us, 1460, body[1460:2920])
+		c.ClientLost() // the ACK of everything, lost
+		probe := first + 2*D + 100*us + 2*D + 200*ms
+		c.ServerAt(probe, 2920, body[2920:])
+		c.ClientAckToSACK(probe+2*D, uint32(len(body)), capture.SACKBlock{Left: 2920, Right: uint32(len(body))})
+	})
+	tx := one(t, "transaction", out.txs)
+	checkTx(t, tx, want{start: synth.T(0) - D, tconn: 2*D + 100*us, tserver: 5*ms + 2*D, ttransfer: 2*D + 100*us,
+		total: 2*D + 100*us + 5*ms + 2*D + 2*D + 100*us})
+	if tx.Flags&reconstruct.FlagSpuriousRetrans == 0 {
+		t.Errorf("flags %v", tx.FlagNames)
+	}
+}
+
+// A request's first copy is lost before the capture point; the client
+// resends it one retransmission timeout later (Linux: RTT + max(2 RTT,
+// 200 ms) after one sample). Its IP IDs show the lost packet: the
+// connection is not taken for a preconnected one, and the wait is request
+// time.
+func TestRequestLostUpstream(t *testing.T) {
+	rtt := 2 * D
+	rto := rtt + max(2*rtt, 200*ms)
+	out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+		c := linuxConn(w, 300)
+		est := handshake(c, synth.T(0))
+		c.ClientLost() // the request's first copy
+		c.Client(est+rto, get("/late"))
+		c.Server(est+rto+3*ms, synth.Response(200, "text/html", synth.Body(100)))
+		c.ClientAck(est + rto + 3*ms + 2*D)
+	})
+	tx := one(t, "transaction", out.txs)
+	// The handshake took 2D+100us at the client; the request was sent then
+	// and reached the server one RTO later.
+	checkTx(t, tx, want{start: synth.T(0) - D, tconn: 2*D + 100*us, trequest: rto, tserver: 3*ms + 2*D,
+		total: 2*D + 100*us + rto + 3*ms + 2*D})
+	if tx.Flags&reconstruct.FlagUpstreamLoss == 0 || tx.Flags&reconstruct.FlagPreconnected != 0 {
+		t.Errorf("flags %v", tx.FlagNames)
+	}
+	// On a reused connection the client sent the request one RTO before
+	// the copy seen: the transaction starts then.
+	out = analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+		c := linuxConn(w, 400)
+		est := handshake(c, synth.T(0))
+		c.Client(est, get("/first"))
+		c.Server(est+2*ms, synth.Response(200, "text/html", synth.Body(100)))
+		c.ClientAck(est + 2*ms + 2*D)
+		next := est + 2*ms + 2*D + 10*ms // the client's next request...
+		c.ClientLost()                   // ...is lost
+		wait := lostWaitAfterSamples(rtt, 2)
+		c.Client(next+wait, get("/second"))
+		c.Server(next+wait+2*ms, synth.Response(200, "text/html", synth.Body(100)))
+		c.ClientAck(next + wait + 2*ms + 2*D)
+	})
+	if len(out.txs) != 2 {
+		t.Fatalf("%d transactions", len(out.txs))
+	}
+	tx = out.txs[1]
+	next := synth.T(0) + 100*us + 2*D + 2*ms + 2*D + 10*ms
+	if tx.Flags&reconstruct.FlagUpstreamLoss == 0 || time.Duration(tx.Start-(next-D)).Abs() > 2*time.Millisecond {
+		t.Errorf("second request: start %v after the truth, flags %v", time.Duration(tx.Start-(next-D)), tx.FlagNames)
+	}
+}
+
+// lostWaitAfterSamples is a Linux client's wait for a lone segment's first
+// retransmission (a tail loss probe, or the RTO if sooner) after n RTT
+// samples of rtt, as tcp_rtt_estimator and tcp_schedule_loss_probe have
+// it: the first sample sets the variance term to max(2 rtt, 200 ms); each
+// later one decays it by a quarter towards max(mdev, 200 ms), mdev
+// shrinking by a quarter per sample.
+func lostWaitAfterSamples(rtt int64, n int) int64 {
+	rttvar, mdev := max(2*rtt, 200*ms), 2*rtt
+	for i := 1; i < n; i++ {
+		mdev -= mdev / 4
+		rttvar -= (rttvar - max(mdev, 200*ms)) / 4
+	}
+	return min(rtt+rttvar, 2*rtt+200*ms)
+}
+
+// A client whose IP IDs come from a host-wide counter (Windows) shows
+// steps that are not losses: rtmon must not read them as such when the
+// timing does not bear them out either (a spare connection used 700 ms
+// after its handshake: no retransmission schedule of the client explains
+// that).
+func TestHostWideIPIDsAreNoEvidence(t *testing.T) {
+	out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+		o := synth.DefaultConnOptions()
+		o.IPID = synth.IPIDPerConn
+		c := w.ConnWith(client, server, 500, 600, o)
+		est := handshake(c, synth.T(0))
+		for i := range 3 { // other connections' packets in between
+			c.ClientLost()
+			_ = i
+		}
+		late := est + 700*ms
+		c.Client(late, get("/spare"))
+		c.Server(late+ms, synth.Response(200, "text/html", synth.Body(10)))
+		for range 5 {
+			c.ClientLost()
+		}
+		c.ClientAck(late + ms + 2*D)
+	})
+	tx := one(t, "transaction", out.txs)
+	if tx.Flags&reconstruct.FlagUpstreamLoss != 0 || tx.Flags&reconstruct.FlagPreconnected == 0 {
+		t.Errorf("flags %v", tx.FlagNames)
+	}
+}
