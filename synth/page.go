@@ -290,8 +290,10 @@ func (g *gen) finish(cl *client, conns []*pconn) *stream {
 			cl.conns = append(cl.conns, pc)
 		}
 	}
+	cl.lastEnd = 0
 	for _, tr := range g.recs {
 		g.sum.Transactions++
+		cl.lastEnd = max(cl.lastEnd, tr.End)
 		if g.truth != nil {
 			g.truth(tr)
 		}

@@ -301,10 +301,13 @@ type client struct {
 	npv  int
 
 	// Extended model.
-	noRef  bool
-	srv    int      // the one server a no-Referer client browses
-	conns  []*pconn // its keep-alive connections (no-Referer clients)
-	cookie string
+	noRef bool
+	// lastEnd: when the client's latest page, after-load fetches
+	// included, ended at the client (extended model).
+	lastEnd int64
+	srv     int      // the one server a no-Referer client browses
+	conns   []*pconn // its keep-alive connections (no-Referer clients)
+	cookie  string
 }
 
 // item is what the heap orders: a client's next pageview, a stream of
@@ -394,9 +397,12 @@ func Generate(w *Writer, wl Workload, truth func(TruthRecord)) (Summary, error) 
 			}
 			g.push(&item{t: st.ev[0].t, st: st})
 			if it.cl.noRef {
-				// Short think times, so the next page often finds the
-				// connections still open.
-				it.t += int64(time.Second) + g.rng.Int64N(int64(3*time.Second))
+				// Short think times after the page (and its after-load
+				// fetches) ended, so the next page often finds the
+				// connections still open. A browser tab loads one page at
+				// a time: without a Referer, overlapping loads could not be
+				// told apart by anyone.
+				it.t = max(it.t, it.cl.lastEnd) + int64(time.Second) + g.rng.Int64N(int64(3*time.Second))
 			} else {
 				it.t += max(int64(g.rng.ExpFloat64()*float64(think)), int64(time.Second))
 			}
