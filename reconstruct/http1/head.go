@@ -1,0 +1,306 @@
+package http1
+
+import "bytes"
+
+// The start line and the header section.
+
+type headResult uint8
+
+const (
+	hsMore headResult = iota
+	hsDone
+	hsFail
+)
+
+// headStep advances a header section. The section's bytes are hdr followed
+// by data; when hdr is empty they are parsed in place.
+func (p *Parser) headStep(data []byte, h Handler) int {
+	if len(p.hdr) == 0 {
+		buf := data
+		if len(buf) > p.max {
+			buf = buf[:p.max]
+		}
+		r, end := p.scanHead(buf, h)
+		switch r {
+		case hsDone:
+			p.headersDone(buf[:end], h)
+			return end
+		case hsFail:
+			p.failHead(h)
+			p.off = p.hdrStart + 1
+			return 1
+		}
+		if len(buf) == p.max {
+			if p.overLimit(buf, h) {
+				return len(buf)
+			}
+			p.off = p.hdrStart + 1
+			return 1
+		}
+		if p.hdrp == nil {
+			p.hdrp = bufPool.Get().(*[]byte)
+			p.hdr = (*p.hdrp)[:0]
+		}
+		p.hdr = append(p.hdr, buf...)
+		p.off += int64(len(buf))
+		return len(buf)
+	}
+	old := len(p.hdr)
+	k := min(len(data), p.max-old)
+	p.hdr = append(p.hdr, data[:k]...)
+	r, end := p.scanHead(p.hdr, h)
+	switch r {
+	case hsDone:
+		p.headersDone(p.hdr[:end], h)
+		return end - old
+	case hsFail:
+		p.failHead(h)
+		p.replayHdr(h)
+		return k
+	}
+	if len(p.hdr) == p.max {
+		if !p.overLimit(p.hdr, h) {
+			p.replayHdr(h)
+		}
+		return k
+	}
+	p.off += int64(k)
+	return k
+}
+
+// failHead handles a start line that turned out invalid: report it if we
+// were in sync, then hunt from the byte after the candidate's first byte.
+func (p *Parser) failHead(h Handler) {
+	if !p.tentative {
+		if p.kind == Request {
+			h.Desync(p.hdrStart, ReasonBadRequestLine)
+		} else {
+			h.Desync(p.hdrStart, ReasonBadStatusLine)
+		}
+	}
+	p.hunt(false)
+}
+
+// replayHdr re-parses the buffered bytes after a failed candidate's first
+// byte: a real message start may hide inside them. The bytes are no more
+// than the header limit and each is replayed at most once per failed
+// candidate, so hunting stays linear.
+func (p *Parser) replayHdr(h Handler) {
+	buf, bp := p.hdr, p.hdrp
+	p.hdr, p.hdrp = nil, nil
+	p.off = p.hdrStart + 1
+	p.Feed(buf[1:], h)
+	*bp = buf[:0]
+	bufPool.Put(bp)
+}
+
+// overLimit handles a header section that reached the limit without its
+// blank line; buf holds the first p.max bytes of it. It returns false for
+// an unconfirmed candidate, which the caller must retry from its second
+// byte; else it reports the message as HeaderTooLarge and consumes buf.
+func (p *Parser) overLimit(buf []byte, h Handler) bool {
+	if !p.started && p.tentative {
+		p.hunt(false)
+		return false
+	}
+	if !p.started {
+		// The start line alone is longer than the limit: report what we have.
+		p.startMessage(buf, h)
+		if p.kind == Request {
+			p.urlSpan(buf)
+		}
+	}
+	p.values(buf)
+	p.msg.HeaderTooLarge = true
+	p.msg.Incomplete = true
+	p.off = p.hdrStart + int64(len(buf))
+	p.end(h)
+	h.Desync(p.off, ReasonHeaderTooLarge)
+	p.releaseHdr()
+	p.hunt(false)
+	return true
+}
+
+// scanHead looks for the end of the header section in buf (the section's
+// bytes so far), validating the start line when it completes.
+func (p *Parser) scanHead(buf []byte, h Handler) (headResult, int) {
+	if !p.prefixOK {
+		switch p.checkPrefix(buf) {
+		case hsFail:
+			return hsFail, 0
+		case hsMore:
+			return hsMore, 0
+		}
+		p.prefixOK = true
+	}
+	for {
+		j := bytes.IndexByte(buf[p.scan:], '\n')
+		if j < 0 {
+			p.scan = len(buf)
+			return hsMore, 0
+		}
+		nl := p.scan + j
+		if !p.started {
+			if !p.validStartLine(buf[:nl]) {
+				return hsFail, 0
+			}
+			p.startMessage(buf[:nl], h)
+			if p.kind == Request {
+				p.urlSpan(buf[:nl])
+			}
+		} else if nl == p.lineStart || (nl == p.lineStart+1 && buf[p.lineStart] == '\r') {
+			return hsDone, nl + 1
+		} else {
+			p.headerLine(buf, p.lineStart, nl)
+		}
+		p.lineStart = nl + 1
+		p.scan = nl + 1
+	}
+}
+
+// checkPrefix decides early whether buf can start a message, so garbage is
+// rejected without buffering it: "HTTP/1.d ddd" for responses, a method
+// token and SP for requests (only known methods while hunting).
+func (p *Parser) checkPrefix(buf []byte) headResult {
+	if p.kind == Response {
+		const pat = "HTTP/1.0 000"
+		for i := 0; i < len(pat); i++ {
+			if i == len(buf) {
+				return hsMore
+			}
+			c := buf[i]
+			switch {
+			case i < 7:
+				if c != pat[i] {
+					return hsFail
+				}
+			case i == 8:
+				if c != ' ' {
+					return hsFail
+				}
+			default:
+				if c < '0' || c > '9' {
+					return hsFail
+				}
+			}
+		}
+		return hsDone
+	}
+	if p.tentative {
+		more := false
+		for _, m := range knownMethods {
+			n := min(len(buf), len(m)+1)
+			if string(buf[:min(n, len(m))]) != m[:min(n, len(m))] {
+				continue
+			}
+			if n <= len(m) {
+				more = true
+				continue
+			}
+			if buf[len(m)] == ' ' {
+				return hsDone
+			}
+		}
+		if more {
+			return hsMore
+		}
+		return hsFail
+	}
+	for i := 0; i < 33; i++ {
+		if i == len(buf) {
+			return hsMore
+		}
+		if buf[i] == ' ' && i > 0 {
+			return hsDone
+		}
+		if !isTchar(buf[i]) {
+			return hsFail
+		}
+	}
+	return hsFail
+}
+
+func isTchar(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	switch c {
+	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
+		return true
+	}
+	return false
+}
+
+func trimCR(b []byte) []byte {
+	if len(b) > 0 && b[len(b)-1] == '\r' {
+		return b[:len(b)-1]
+	}
+	return b
+}
+
+// validStartLine checks a complete start line (without its LF).
+func (p *Parser) validStartLine(line []byte) bool {
+	line = trimCR(line)
+	if p.kind == Response {
+		// Prefix already checked "HTTP/1.d ddd"; a reason phrase is optional.
+		return (len(line) == 12 || line[12] == ' ') && line[9] != '0'
+	}
+	sp := bytes.IndexByte(line, ' ')
+	if sp <= 0 || len(line) < sp+1+1+9 {
+		return false
+	}
+	v := line[len(line)-9:]
+	if string(v[:8]) != " HTTP/1." || v[8] < '0' || v[8] > '9' {
+		return false
+	}
+	return len(bytes.Trim(line[sp+1:len(line)-9], " ")) > 0
+}
+
+// startMessage resets the message from its (possibly cut) start line and
+// calls MessageStart.
+func (p *Parser) startMessage(line []byte, h Handler) {
+	line = trimCR(line)
+	p.msg = Message{Kind: p.kind, Start: p.hdrStart, ContentLength: -1}
+	m := &p.msg
+	p.started = true
+	p.tentative = false
+	if p.kind == Response {
+		if line[7] >= '0' && line[7] <= '9' {
+			m.Proto = protos[line[7]-'0']
+		}
+		m.Status = int(line[9]-'0')*100 + int(line[10]-'0')*10 + int(line[11]-'0')
+		m.Interim = m.Status >= 100 && m.Status < 200 && m.Status != 101
+		if !m.Interim {
+			if p.mN == 0 {
+				m.NoRequest = true
+			} else {
+				c := p.methods[p.mHead]
+				p.mHead = (p.mHead + 1) % len(p.methods)
+				p.mN--
+				if c != mOther {
+					m.Method = knownMethods[c-1]
+				}
+			}
+		}
+	} else {
+		sp := bytes.IndexByte(line, ' ')
+		if sp < 0 {
+			sp = len(line)
+		}
+		m.Method = internMethod(line[:sp])
+		if n := len(line); n >= 9 && string(line[n-9:n-1]) == " HTTP/1." && line[n-1] >= '0' && line[n-1] <= '9' {
+			m.Proto = protos[line[n-1]-'0']
+		}
+	}
+	h.MessageStart(m)
+}
+
+func internMethod(b []byte) string {
+	for _, m := range knownMethods {
+		if string(b) == m {
+			return m
+		}
+	}
+	return string(b)
+}
