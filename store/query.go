@@ -728,11 +728,11 @@ func (q *querier) Search(ctx context.Context, sq SearchQuery) (SearchResult, err
 	}
 	w := baseWhere(sq.Range, sq.Class)
 	if sq.Client != "" {
-		lo, hi, err := clientRange(sq.Client)
+		cond, args, err := clientCond(sq.Client)
 		if err != nil {
 			return res, err
 		}
-		w.add("client >= ? AND client <= ?", lo, hi)
+		w.add(cond, args...)
 	}
 	if sq.URLContains != "" {
 		w.add(q.d.strpos+"(url, ?) > 0", sq.URLContains)

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/rtmon/rtmon/addrpattern"
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
 )
@@ -144,53 +145,50 @@ func keyAddr(s string) netip.Addr {
 	return netip.AddrFrom16(b).Unmap()
 }
 
-// clientRange turns an address, CIDR prefix or trailing-wildcard form
-// (10.4.*.*) into the inclusive key range [lo, hi].
-func clientRange(s string) (lo, hi string, err error) {
-	s = strings.TrimSpace(s)
-	if strings.Contains(s, "*") {
-		parts := strings.Split(s, ".")
-		if len(parts) != 4 {
-			return "", "", fmt.Errorf("client %q: wildcard form needs four IPv4 parts", s)
+// clientCond is the search condition for a client pattern (package
+// addrpattern, as classes and what-if rules read it) over the 32-hex-digit
+// address keys: a prefix is a key range, an RLM wildcard with inner "*"
+// octets a LIKE with "_" for their digits; IPv6 patterns leave out the
+// ::ffff: range IPv4 keys live in, and "!=" negates the whole.
+func clientCond(pattern string) (string, []any, error) {
+	p, err := addrpattern.Parse(pattern)
+	if err != nil {
+		return "", nil, fmt.Errorf("client %q: %w", pattern, err)
+	}
+	k := p.Key()
+	var cond string
+	var args []any
+	switch {
+	case k.All:
+		cond = "1 = 1"
+	case k.Prefix:
+		var hi [16]byte
+		for i := range hi {
+			hi[i] = k.Value[i] | ^k.Mask[i]
 		}
-		bits, seenStar := 0, false
-		for i, p := range parts {
-			if p == "*" {
-				seenStar = true
-				parts[i] = "0"
-				continue
+		cond, args = "client >= ? AND client <= ?", []any{hex.EncodeToString(k.Value[:]), hex.EncodeToString(hi[:])}
+	default:
+		var like strings.Builder
+		for i, m := range k.Mask {
+			switch m {
+			case 0xff:
+				like.WriteString(hex.EncodeToString(k.Value[i : i+1]))
+			case 0:
+				like.WriteString("__")
+			default:
+				return "", nil, fmt.Errorf("client %q: a mask only whole octets may leave open", pattern)
 			}
-			if seenStar {
-				return "", "", fmt.Errorf("client %q: wildcards must be trailing", s)
-			}
-			bits += 8
 		}
-		s = fmt.Sprintf("%s/%d", strings.Join(parts, "."), bits)
+		cond, args = "client LIKE ?", []any{like.String()}
 	}
-	var p netip.Prefix
-	if strings.Contains(s, "/") {
-		p, err = netip.ParsePrefix(s)
-		if err != nil {
-			return "", "", fmt.Errorf("client prefix %q: %w", s, err)
-		}
-	} else {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return "", "", fmt.Errorf("client address %q: %w", s, err)
-		}
-		p = netip.PrefixFrom(a, a.BitLen())
+	if k.IPv6 {
+		cond = "(" + cond + ") AND NOT (client >= ? AND client <= ?)"
+		args = append(args, "00000000000000000000ffff00000000", "00000000000000000000ffffffffffff")
 	}
-	p = p.Masked()
-	bits := p.Bits()
-	if p.Addr().Is4() {
-		bits += 96
+	if k.Negated {
+		cond = "NOT (" + cond + ")"
 	}
-	l := p.Addr().As16()
-	h := l
-	for i := bits; i < 128; i++ {
-		h[i/8] |= 1 << (7 - i%8)
-	}
-	return hex.EncodeToString(l[:]), hex.EncodeToString(h[:]), nil
+	return cond, args, nil
 }
 
 func dayOf(ns int64) time.Time {

@@ -207,7 +207,7 @@ type TopRow struct {
 type SearchQuery struct {
 	Kind        Kind
 	Range       TimeRange
-	Client      string // address, CIDR prefix or wildcard form 10.4.*.*
+	Client      string // an address pattern as classes and rules write it (package addrpattern): 10.4.*.*, CIDR, != ...
 	Class       string
 	URLContains string // case-sensitive substring of the URL
 	Status      int    // 0 = any

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/rtmon/rtmon/addrpattern"
 )
 
 // Bounds on rule sources, so a rule file or a form field cannot make the
@@ -285,7 +287,7 @@ func (p *parser) prim() (Cond, error) {
 		if v.kind != tWord {
 			return nil, p.errAt(v, "an address pattern (*, 10.4.*.*, CIDR or address)")
 		}
-		pat, err := ParseAddrPattern(v.text)
+		pat, err := addrpattern.ParseAddr(v.text)
 		if err != nil {
 			return nil, &ParseError{p.line, v.col, "an address pattern (*, 10.4.*.*, CIDR or address)", v.describe()}
 		}

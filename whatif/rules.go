@@ -1,12 +1,12 @@
 package whatif
 
 import (
-	"encoding/binary"
-	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rtmon/rtmon/addrpattern"
 )
 
 // Rule is one RLM rule: IF Cond THEN Actions. Actions of a rule apply to a
@@ -62,7 +62,7 @@ func wrapOr(c Cond) string {
 // AddrCond is IP.SRC == PATTERN or IP.SRC != PATTERN.
 type AddrCond struct {
 	Neg     bool
-	Pattern AddrPattern
+	Pattern addrpattern.Pattern // the operand alone (addrpattern.ParseAddr)
 }
 
 func (*AddrCond) isCond() {}
@@ -71,7 +71,7 @@ func (c *AddrCond) String() string {
 	if c.Neg {
 		op = "!="
 	}
-	return "IP.SRC " + op + " " + c.Pattern.Text
+	return "IP.SRC " + op + " " + c.Pattern.String()
 }
 
 // Match reports whether the client address satisfies the condition.
@@ -184,91 +184,6 @@ func formatSize(n int64) string {
 		return strconv.FormatInt(n>>10, 10) + "KB"
 	}
 	return strconv.FormatInt(n, 10) + "B"
-}
-
-// AddrPattern is a client address pattern: "*" (every address), the RLM
-// wildcard form of four IPv4 octets where any octet may be "*" ("10.4.*.*";
-// matches IPv4 clients only, as in the pageview class rules), a CIDR prefix
-// or a single address (v4 or v6). IPv4-mapped IPv6 clients match as IPv4.
-type AddrPattern struct {
-	Text string
-	any  bool
-	v6   bool
-	mask [2]uint64
-	val  [2]uint64
-}
-
-// ParseAddrPattern compiles one pattern.
-func ParseAddrPattern(s string) (AddrPattern, error) {
-	p := AddrPattern{Text: s}
-	if s == "*" {
-		p.any = true
-		return p, nil
-	}
-	var b, m [16]byte
-	switch {
-	case strings.Contains(s, "*"):
-		parts := strings.Split(s, ".")
-		if len(parts) != 4 {
-			return p, fmt.Errorf("wildcard pattern %q: want four dotted octets", s)
-		}
-		b[10], b[11] = 0xff, 0xff
-		for i := range m[:12] {
-			m[i] = 0xff
-		}
-		for i, part := range parts {
-			if part == "*" {
-				continue
-			}
-			n, err := strconv.ParseUint(part, 10, 8)
-			if err != nil || (len(part) > 1 && part[0] == '0') {
-				return p, fmt.Errorf("wildcard pattern %q: bad octet %q", s, part)
-			}
-			b[12+i], m[12+i] = byte(n), 0xff
-		}
-	default:
-		pre, err := netip.ParsePrefix(s)
-		if err != nil {
-			a, aerr := netip.ParseAddr(s)
-			if aerr != nil || a.Zone() != "" {
-				return p, fmt.Errorf("address pattern %q: want *, a.b.*.*, a CIDR prefix or an address", s)
-			}
-			pre = netip.PrefixFrom(a, a.BitLen())
-		}
-		if pre.Addr().Zone() != "" {
-			return p, fmt.Errorf("address pattern %q: zones not allowed", s)
-		}
-		bits := pre.Bits()
-		if pre.Addr().Is4() {
-			bits += 96
-		} else {
-			p.v6 = true
-		}
-		b = pre.Masked().Addr().As16()
-		for i := range bits {
-			m[i/8] |= 0x80 >> (i % 8)
-		}
-	}
-	p.mask = [2]uint64{binary.BigEndian.Uint64(m[:8]), binary.BigEndian.Uint64(m[8:])}
-	p.val = [2]uint64{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
-	return p, nil
-}
-
-// Match reports whether a matches the pattern.
-func (p AddrPattern) Match(a netip.Addr) bool {
-	if !a.IsValid() {
-		return false
-	}
-	if p.any {
-		return true
-	}
-	a = a.Unmap()
-	if a.Is6() != p.v6 {
-		return false
-	}
-	b := a.As16()
-	hi, lo := binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
-	return hi&p.mask[0] == p.val[0] && lo&p.mask[1] == p.val[1]
 }
 
 // ActionKind names an RLM management action.

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rtmon/rtmon/addrpattern"
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
 	"github.com/rtmon/rtmon/store"
@@ -293,29 +294,12 @@ func (r *Ref) TopSlow(q store.TopQuery) []store.TopRow {
 // Search per the SearchQuery doc; client must be valid.
 func (r *Ref) Search(q store.SearchQuery) store.SearchResult {
 	var match []row
-	var pfx netip.Prefix
+	var pat addrpattern.Pattern
 	if q.Client != "" {
-		s := q.Client
-		if strings.Contains(s, "*") {
-			parts := strings.Split(s, ".")
-			bits := 0
-			for i, p := range parts {
-				if p == "*" {
-					parts[i] = "0"
-				} else {
-					bits += 8
-				}
-			}
-			pfx = netip.PrefixFrom(netip.MustParseAddr(strings.Join(parts, ".")), bits)
-		} else if strings.Contains(s, "/") {
-			pfx = netip.MustParsePrefix(s)
-		} else {
-			a := netip.MustParseAddr(s)
-			pfx = netip.PrefixFrom(a, a.BitLen())
-		}
+		pat, _ = addrpattern.Parse(q.Client)
 	}
 	for _, x := range r.rows(q.Kind, q.Range, q.Class) {
-		if q.Client != "" && !pfx.Contains(x.client) {
+		if q.Client != "" && !pat.Match(x.client) {
 			continue
 		}
 		if q.URLContains != "" && !strings.Contains(x.url, q.URLContains) {

@@ -363,6 +363,13 @@ func checkQueries(t *testing.T, s store.Store, ref *Ref) {
 		{Range: ranges()[0], Client: "10.2.*.*", Status: 500},
 		{Range: ranges()[0], Client: "2001:db8::/32", URLContains: "page-1"},
 		{Range: ranges()[0], Client: ref.Txs[10].Client.String()},
+		// The forms classes and what-if rules take, read the same way.
+		{Range: ranges()[0], Client: "10.*.0.*"},
+		{Range: ranges()[0], Client: "IP.SRC != 10.2.*.*"},
+		{Range: ranges()[0], Client: "::ffff:10.1.0.0/112"},
+		{Range: ranges()[0], Client: "!= 2001:db8::/32"},
+		{Range: ranges()[0], Client: "::/0"},
+		{Kind: store.Pageviews, Range: ranges()[0], Client: "*"},
 		{Range: ranges()[0], Class: "silver", MinTotal: 200e6, Limit: 7, Offset: 3},
 		{Range: ranges()[0], URLContains: "ünïcode"},
 		{Range: ranges()[0], URLContains: "100%25"},
