@@ -178,7 +178,7 @@ func harEntryOf(tx *reconstruct.Transaction, pageref string, conns map[string]*r
 	server := tx.Server.String()
 	u := harURL(tx.Host, tx.URL, server)
 	e := harEntry{Pageref: pageref, StartedDateTime: harTime(tx.Start), ServerIPAddress: server,
-		Connection: tx.ConnectionID, TransferSize: tx.ResponseBytes, Flags: tx.FlagNames}
+		Connection: tx.ConnectionID, TransferSize: tx.ResponseBytes, Flags: tx.Flags.Names()}
 	method := tx.Method
 	if method == "" {
 		method = "GET" // a response without its request: the likeliest

@@ -18,7 +18,7 @@ func sampleTx() *reconstruct.Transaction {
 		ID: "c1-0", ConnectionID: "c1", Client: netip.MustParseAddr("198.51.100.1"), ClientPort: 40000,
 		Server: netip.MustParseAddr("203.0.113.1"), ServerPort: 80, Start: 10, End: 110, Tconn: 20, Trequest: 5,
 		Tserver: 50, Ttransfer: 25, Total: 100, Method: "GET", URL: "=HYPERLINK(\"http://evil\")",
-		UserAgent: "<script>alert(1)</script>", Status: 200, FlagNames: []string{"hole"},
+		UserAgent: "<script>alert(1)</script>", Status: 200, Flags: reconstruct.FlagHole,
 	}
 }
 
@@ -46,7 +46,7 @@ func TestRecordWriterJSONL(t *testing.T) {
 	if err := json.Unmarshal(sc.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Total != 100 || got.URL != sampleTx().URL || got.Client != sampleTx().Client || got.FlagNames[0] != "hole" {
+	if got.Total != 100 || got.URL != sampleTx().URL || got.Client != sampleTx().Client || got.Flags != reconstruct.FlagHole {
 		t.Errorf("round trip: %+v", got)
 	}
 	// Captured text stays as it was in JSON: escaping is the reader's job,

@@ -99,7 +99,7 @@ func (s *Summary) Connection(c *reconstruct.Connection) {
 
 func (s *Summary) Transaction(t *reconstruct.Transaction) {
 	s.Transactions++
-	for _, f := range t.FlagNames {
+	for _, f := range t.Flags.Names() {
 		s.FlagCounts[f]++
 	}
 	if t.Flags&(reconstruct.FlagIncomplete|reconstruct.FlagNoResponse|reconstruct.FlagNoRequest) != 0 {

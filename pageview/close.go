@@ -48,7 +48,6 @@ func (g *Grouper) close(p *pv) {
 
 func (g *Grouper) emit(p *pv) {
 	p.emitted = true
-	p.rec.FlagNames = p.rec.Flags.Names()
 	all := make([]*reconstruct.Transaction, 0, len(p.members)+len(p.redirs))
 	all = append(all, p.members[0])
 	all = append(all, p.redirs...)
@@ -84,12 +83,20 @@ func (g *Grouper) shed() {
 	}
 }
 
-// parserSlack is how long after the load seemed over an object the HTML
-// does not name as blocking may start and still count, if it is of a kind
-// a page waits for (image, script, style, font, frame): a script inserts
-// objects only once it ran, and the load event waits for them. Beacons,
-// XHR and pings get no slack: browsers send them after the load event.
-const parserSlack = int64(100 * time.Millisecond)
+// scriptSlack and parserSlack are how long after the load seemed over an
+// object the HTML does not name as blocking may start and still count, if
+// it is of a kind a page waits for (image, script, style, font, frame).
+// With the HTML read, such an object was inserted by a script, which does
+// so as soon as it ran, within milliseconds of its own arrival. Without
+// it, the page's own objects are undeclared too, and a browser finds those
+// behind a blocking script only once the script ran: more slack. Beacons,
+// XHR and pings get none (browsers send them after the load event), and an
+// image beacon a page's script delays past the load (a 50 ms timer, say)
+// starts later than the slack.
+const (
+	scriptSlack = int64(20 * time.Millisecond)
+	parserSlack = int64(100 * time.Millisecond)
+)
 
 // finish decides the pageview's load end, flags its after-load members and
 // fills its totals (see Grouper for the rules).
@@ -172,6 +179,8 @@ func (g *Grouper) inLoad(p *pv, tx *reconstruct.Transaction, loadEnd int64) bool
 		return false
 	case g.declares(p, tx):
 		return tx.End <= loadEnd
+	case subresource(tx) && p.htmlRead:
+		return tx.Start <= loadEnd+scriptSlack
 	case subresource(tx):
 		return tx.Start <= loadEnd+parserSlack
 	}

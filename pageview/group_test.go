@@ -164,7 +164,10 @@ func TestCriticalPath(t *testing.T) {
 	// Container [0,1000): connect 100, server 600, transfer 300.
 	// A [900,1500) reused: server 400, transfer 200 (starts while the HTML streams).
 	// B [1600,2000) fresh: connect 200, server 100, transfer 100.
+	// The page names both objects: B, though it starts 100 ms after the
+	// rest is over, is part of the load.
 	cont := html("c1", 0, "/index.html", 0, 100, 600, 300)
+	cont.Body = []byte(`<img src="/a.png"><img src="/b.png">`)
 	a := obj("c1", 1, "/a.png", page, 900, 0, 400, 200)
 	b := obj("c2", 0, "/b.png", page, 1600, 200, 100, 100)
 	c, _ := run(t, Config{}, a, cont, b)
@@ -381,7 +384,7 @@ func TestConnectionLosses(t *testing.T) {
 	}
 	p := c.pvs[0]
 	if p.SYNLosses != 2 || p.SYNACKLosses != 1 || p.Flags&reconstruct.FlagIncomplete != 0 {
-		t.Errorf("losses %d %d flags %v", p.SYNLosses, p.SYNACKLosses, p.FlagNames)
+		t.Errorf("losses %d %d flags %v", p.SYNLosses, p.SYNACKLosses, p.Flags)
 	}
 	if len(c.conns) != 2 || c.conns[0].Class != "default" {
 		t.Errorf("connections %d", len(c.conns))

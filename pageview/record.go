@@ -60,8 +60,7 @@ type Pageview struct {
 	SYNACKLosses int    `json:"synack_losses"`
 	RetransBytes int64  `json:"retrans_bytes"`
 
-	Flags     reconstruct.Flags `json:"-"`
-	FlagNames []string          `json:"flags,omitempty"`
+	Flags reconstruct.Flags `json:"flags,omitempty"`
 
 	// Transactions are the pageview's transactions (container first, then
 	// redirects, then objects in Start order; after-load ones carry

@@ -114,7 +114,7 @@ func siteTruth(t *testing.T, wl synth.Workload) {
 			if m.AfterLoad != (tx.Flags&reconstruct.FlagAfterLoad != 0) {
 				afterWrong++
 				if afterWrong <= 5 {
-					t.Logf("%s %s: after-load %v, flags %v", m.Client, m.URL, m.AfterLoad, tx.FlagNames)
+					t.Logf("%s %s: after-load %v, flags %v", m.Client, m.URL, m.AfterLoad, tx.Flags)
 				}
 			}
 		}

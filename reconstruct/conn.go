@@ -29,9 +29,15 @@ type conn struct {
 	serverISN           uint32
 	firstSynAckAfterSyn int64
 	lastSynAck          int64
-	handshakeRTT        int64
-	dataRTT             int64
-	probes              rttProbes
+	// synackTS: the two latest SYN/ACKs' timestamp values and times, so the
+	// handshake ACK's echo names the one it answers.
+	synackTS [2]struct {
+		at    int64
+		tsval uint32
+	}
+	handshakeRTT int64
+	dataRTT      int64
+	probes       rttProbes
 
 	// The parsers exist only while a direction is inside a message: idle
 	// keep-alive connections keep just the offsets (see http1.Acquire).
@@ -263,6 +269,10 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 		c.rec.SYNACKTimes = append(c.rec.SYNACKTimes, ts)
 		c.synackSinceSyn = true
 		c.lastSynAck = ts
+		if p.HasTimestamps {
+			c.synackTS[0] = c.synackTS[1]
+			c.synackTS[1].at, c.synackTS[1].tsval = ts, p.TSVal
+		}
 	}
 }
 
@@ -287,7 +297,7 @@ func (c *conn) fromClient(p *capture.Packet) {
 					c.dataRTT = ts - c.lastSynAck
 				}
 			} else {
-				c.handshakeRTT = ts - c.lastSynAck
+				c.handshakeRTT = ts - c.answeredSynAck(p)
 			}
 		}
 		if !c.s2c.baseKnown {
@@ -655,6 +665,22 @@ func (c *conn) id() string {
 		}
 	}
 	return c.rec.ID
+}
+
+// answeredSynAck is the capture time of the SYN/ACK a handshake ACK
+// answers: the one whose timestamp it echoes, else the latest. After a
+// lost SYN/ACK the server may send two close together (its own timer's and
+// the answer to the client's retransmitted SYN); the client answers the
+// first to arrive.
+func (c *conn) answeredSynAck(p *capture.Packet) int64 {
+	if p.HasTimestamps {
+		for _, s := range c.synackTS {
+			if s.at != 0 && s.tsval == p.TSEcr {
+				return s.at
+			}
+		}
+	}
+	return c.lastSynAck
 }
 
 // sendMSS is the client's payload per full segment: the MSS the server

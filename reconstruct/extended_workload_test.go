@@ -122,22 +122,22 @@ func lossyWorkload(t *testing.T, wl synth.Workload) {
 			n.outside++
 			t.Logf("%s %s: total %v, truth %v (%+v): spurious %v upstream lost %d reordered %v hs-ack lost %v flags %v",
 				r.Client, r.URL, time.Duration(tx.Total), time.Duration(want), r, r.SpuriousRetrans, r.UpstreamLost,
-				r.Reordered, r.HandshakeACKLost, tx.FlagNames)
+				r.Reordered, r.HandshakeACKLost, tx.Flags)
 		}
 		errs = append(errs, float64(d.Abs())/float64(max(want, 1)))
 		if r.SpuriousRetrans && tx.Flags&reconstruct.FlagSpuriousRetrans == 0 {
 			n.flagMiss++
-			t.Logf("%s %s: spurious retransmission not flagged: %v", r.Client, r.URL, tx.FlagNames)
+			t.Logf("%s %s: spurious retransmission not flagged: %v", r.Client, r.URL, tx.Flags)
 		}
 		if r.UpstreamLost > 0 && tx.Flags&reconstruct.FlagUpstreamLoss == 0 && d.Abs() > max(2*time.Millisecond, time.Duration(0.05*float64(want))) {
 			n.flagMiss++
-			t.Logf("%s %s: upstream loss not flagged: %v", r.Client, r.URL, tx.FlagNames)
+			t.Logf("%s %s: upstream loss not flagged: %v", r.Client, r.URL, tx.Flags)
 		}
 		if r.UpstreamLost == 0 && tx.Flags&reconstruct.FlagUpstreamLoss != 0 {
 			n.falseFlag++
 		}
 		if (r.Preconnected) != (tx.Flags&reconstruct.FlagPreconnected != 0) {
-			t.Errorf("%s %s: preconnected %v, flags %v", r.Client, r.URL, r.Preconnected, tx.FlagNames)
+			t.Errorf("%s %s: preconnected %v, flags %v", r.Client, r.URL, r.Preconnected, tx.Flags)
 		}
 	}
 	slices.Sort(errs)

@@ -102,7 +102,7 @@ func checkTx(t *testing.T, tx *reconstruct.Transaction, w want) {
 	if got != w {
 		t.Errorf("transaction %s %s:\n got  start=%d tconn=%d treq=%d tserver=%d ttransfer=%d total=%d\n want start=%d tconn=%d treq=%d tserver=%d ttransfer=%d total=%d (flags %v)",
 			tx.ID, tx.URL, got.start-synth.Base, got.tconn, got.trequest, got.tserver, got.ttransfer, got.total,
-			w.start-synth.Base, w.tconn, w.trequest, w.tserver, w.ttransfer, w.total, tx.FlagNames)
+			w.start-synth.Base, w.tconn, w.trequest, w.tserver, w.ttransfer, w.total, tx.Flags)
 	}
 	if sum := tx.Tconn + tx.Trequest + tx.Tserver + tx.Ttransfer; sum != tx.Total || tx.End-tx.Start != tx.Total {
 		t.Errorf("components do not add up: %d+%d+%d+%d != %d (end-start %d)", tx.Tconn, tx.Trequest, tx.Tserver, tx.Ttransfer, tx.Total, tx.End-tx.Start)
@@ -155,7 +155,7 @@ func TestFreshConnection(t *testing.T) {
 		t.Errorf("http fields: %+v", tx)
 	}
 	if tx.BodyBytes != 3000 || tx.Flags != 0 {
-		t.Errorf("body %d flags %v", tx.BodyBytes, tx.FlagNames)
+		t.Errorf("body %d flags %v", tx.BodyBytes, tx.Flags)
 	}
 	c := one(t, "connection", out.conns)
 	if c.Tconn != 2*D+100*us || c.RTTClient != 2*D || c.SYNLosses != 0 || c.Closed == 0 || c.Transactions != 1 {
@@ -283,7 +283,7 @@ func TestLastSegmentRetransmitted(t *testing.T) {
 	checkTx(t, tx, want{start: synth.T(0) - D, tconn: 2*D + 100*us, tserver: 5*ms + 2*D, ttransfer: 200 * ms,
 		total: 2*D + 100*us + 5*ms + 2*D + 200*ms})
 	if tx.RetransBytes == 0 || tx.Flags != 0 {
-		t.Errorf("retrans bytes %d flags %v", tx.RetransBytes, tx.FlagNames)
+		t.Errorf("retrans bytes %d flags %v", tx.RetransBytes, tx.Flags)
 	}
 }
 
@@ -314,7 +314,7 @@ func TestReorderedAndOverlapping(t *testing.T) {
 	checkTx(t, tx, want{start: synth.T(0) - D, tconn: 2*D + 100*us, tserver: 3*ms + 2*D, ttransfer: 400 * us,
 		total: 2*D + 100*us + 3*ms + 2*D + 400*us})
 	if tx.BodyBytes != 3500 || tx.Flags != 0 || tx.Status != 200 {
-		t.Errorf("body %d status %d flags %v", tx.BodyBytes, tx.Status, tx.FlagNames)
+		t.Errorf("body %d status %d flags %v", tx.BodyBytes, tx.Status, tx.Flags)
 	}
 }
 
@@ -413,7 +413,7 @@ func TestMidStreamStart(t *testing.T) {
 	}
 	checkTx(t, after, want{start: synth.T(0.1) - D, tserver: 4*ms + 2*D, total: 4*ms + 2*D})
 	if after.Flags&reconstruct.FlagMidStream == 0 || after.Flags&reconstruct.FlagRTTEstimated == 0 {
-		t.Errorf("flags %v", after.FlagNames)
+		t.Errorf("flags %v", after.Flags)
 	}
 	c := one(t, "connection", out.conns)
 	if c.Client != client.Addr() || c.ServerPort != 80 {
@@ -463,12 +463,12 @@ func TestCaptureHole(t *testing.T) {
 	}
 	tx := out.txs[0]
 	if tx.Flags&reconstruct.FlagHole == 0 || tx.HoleBytes != 1000 || tx.Status != 200 {
-		t.Errorf("hole not recorded: %v hole=%d status=%d", tx.FlagNames, tx.HoleBytes, tx.Status)
+		t.Errorf("hole not recorded: %v hole=%d status=%d", tx.Flags, tx.HoleBytes, tx.Status)
 	}
 	checkTx(t, tx, want{start: synth.T(0) - D, tconn: 2*D + 100*us, tserver: 2*ms + 2*D, ttransfer: 200 * us,
 		total: 2*D + 100*us + 2*ms + 2*D + 200*us})
 	if out.txs[1].URL != "/next" || out.txs[1].Flags != 0 {
-		t.Errorf("after the hole: %s %v", out.txs[1].URL, out.txs[1].FlagNames)
+		t.Errorf("after the hole: %s %v", out.txs[1].URL, out.txs[1].Flags)
 	}
 }
 
@@ -484,7 +484,7 @@ func TestShortSnaplen(t *testing.T) {
 	tx := one(t, "transaction", out.txs)
 	checkTx(t, tx, w)
 	if tx.Flags&reconstruct.FlagTruncatedPayload == 0 || tx.Status != 200 || tx.Method != "GET" {
-		t.Errorf("flags %v status %d method %q", tx.FlagNames, tx.Status, tx.Method)
+		t.Errorf("flags %v status %d method %q", tx.Flags, tx.Status, tx.Method)
 	}
 }
 
@@ -540,8 +540,8 @@ func TestIdleExpiryAndEviction(t *testing.T) {
 	if len(out.conns) != 4 || len(out.txs) != 3 {
 		t.Fatalf("conns %d txs %d", len(out.conns), len(out.txs))
 	}
-	if !strings.Contains(strings.Join(out.conns[0].FlagNames, ","), "evicted") {
-		t.Errorf("first connection flags %v", out.conns[0].FlagNames)
+	if !strings.Contains(out.conns[0].Flags.String(), "evicted") {
+		t.Errorf("first connection flags %v", out.conns[0].Flags)
 	}
 }
 
@@ -556,7 +556,7 @@ func TestUnmatchedAndIncomplete(t *testing.T) {
 	})
 	tx := one(t, "transaction", out.txs)
 	if tx.Flags&reconstruct.FlagIncomplete == 0 || tx.Status != 200 {
-		t.Errorf("flags %v status %d", tx.FlagNames, tx.Status)
+		t.Errorf("flags %v status %d", tx.Flags, tx.Status)
 	}
 	out = analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
 		c := w.Conn(client, server, 5, 6)
@@ -566,10 +566,10 @@ func TestUnmatchedAndIncomplete(t *testing.T) {
 	})
 	tx = one(t, "transaction", out.txs)
 	if tx.Flags&reconstruct.FlagNoResponse == 0 || tx.URL != "/y" {
-		t.Errorf("flags %v url %s", tx.FlagNames, tx.URL)
+		t.Errorf("flags %v url %s", tx.Flags, tx.URL)
 	}
 	if c := one(t, "connection", out.conns); c.Flags&reconstruct.FlagReset == 0 {
-		t.Errorf("connection flags %v", c.FlagNames)
+		t.Errorf("connection flags %v", c.Flags)
 	}
 }
 
@@ -613,7 +613,7 @@ func TestHTTP10CloseDelimitedAndHead(t *testing.T) {
 	r := synth.T(0) + 100*us + 2*D + 100*ms
 	checkTx(t, old, want{start: r - D, tserver: 3*ms + 2*D, ttransfer: 2 * ms, total: 3*ms + 2*D + 2*ms})
 	if old.BodyBytes != 1500 || old.Status != 200 || old.Flags != 0 {
-		t.Errorf("HTTP/1.0: body %d status %d flags %v", old.BodyBytes, old.Status, old.FlagNames)
+		t.Errorf("HTTP/1.0: body %d status %d flags %v", old.BodyBytes, old.Status, old.Flags)
 	}
 }
 
@@ -633,7 +633,7 @@ func TestPreconnectedConnection(t *testing.T) {
 	r := synth.T(0) + 100*us + 2*D + 2*int64(time.Second)
 	checkTx(t, tx, want{start: r - D, tserver: ms + 2*D, total: ms + 2*D})
 	if tx.Flags&reconstruct.FlagPreconnected == 0 {
-		t.Errorf("flags %v", tx.FlagNames)
+		t.Errorf("flags %v", tx.Flags)
 	}
 	if c := one(t, "connection", out.conns); c.Tconn != 2*D+100*us {
 		t.Errorf("the connection still records its connect time: %d", c.Tconn)

@@ -51,7 +51,7 @@ func TestSpuriousTailProbe(t *testing.T) {
 		checkTx(t, tx, want{start: synth.T(0) - D, tconn: 2*D + 100*us, tserver: 5*ms + 2*D, ttransfer: 0,
 			total: 2*D + 100*us + 5*ms + 2*D})
 		if tx.Flags&reconstruct.FlagSpuriousRetrans == 0 {
-			t.Errorf("flags %v", tx.FlagNames)
+			t.Errorf("flags %v", tx.Flags)
 		}
 	}
 }
@@ -80,7 +80,7 @@ func TestNeededThenSpuriousCopy(t *testing.T) {
 	checkTx(t, tx, want{start: synth.T(0) - D, tconn: 2*D + 100*us, tserver: 5*ms + 2*D, ttransfer: 2*D + 100*us,
 		total: 2*D + 100*us + 5*ms + 2*D + 2*D + 100*us})
 	if tx.Flags&reconstruct.FlagSpuriousRetrans == 0 {
-		t.Errorf("flags %v", tx.FlagNames)
+		t.Errorf("flags %v", tx.Flags)
 	}
 }
 
@@ -106,7 +106,7 @@ func TestRequestLostUpstream(t *testing.T) {
 	checkTx(t, tx, want{start: synth.T(0) - D, tconn: 2*D + 100*us, trequest: rto, tserver: 3*ms + 2*D,
 		total: 2*D + 100*us + rto + 3*ms + 2*D})
 	if tx.Flags&reconstruct.FlagUpstreamLoss == 0 || tx.Flags&reconstruct.FlagPreconnected != 0 {
-		t.Errorf("flags %v", tx.FlagNames)
+		t.Errorf("flags %v", tx.Flags)
 	}
 	// On a reused connection the client sent the request one RTO before
 	// the copy seen: the transaction starts then.
@@ -129,7 +129,7 @@ func TestRequestLostUpstream(t *testing.T) {
 	tx = out.txs[1]
 	next := synth.T(0) + 100*us + 2*D + 2*ms + 2*D + 10*ms
 	if tx.Flags&reconstruct.FlagUpstreamLoss == 0 || time.Duration(tx.Start-(next-D)).Abs() > 2*time.Millisecond {
-		t.Errorf("second request: start %v after the truth, flags %v", time.Duration(tx.Start-(next-D)), tx.FlagNames)
+		t.Errorf("second request: start %v after the truth, flags %v", time.Duration(tx.Start-(next-D)), tx.Flags)
 	}
 }
 
@@ -173,6 +173,6 @@ func TestHostWideIPIDsAreNoEvidence(t *testing.T) {
 	})
 	tx := one(t, "transaction", out.txs)
 	if tx.Flags&reconstruct.FlagUpstreamLoss != 0 || tx.Flags&reconstruct.FlagPreconnected == 0 {
-		t.Errorf("flags %v", tx.FlagNames)
+		t.Errorf("flags %v", tx.Flags)
 	}
 }

@@ -1,6 +1,11 @@
 package reconstruct
 
-import "net/netip"
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"strings"
+)
 
 // All times are int64 nanoseconds since the Unix epoch (capture clock); all
 // durations are int64 nanoseconds. Zero means "not observed".
@@ -55,7 +60,7 @@ var flagNames = []string{"incomplete", "mid_stream", "rtt_estimated", "hole", "n
 	"no_response", "truncated_payload", "evicted", "reset", "no_ack", "header_too_large", "parse_error",
 	"preconnected", "spurious_retrans", "upstream_loss", "after_load"}
 
-// Names lists the set flags by name, for output formats.
+// Names lists the set flags by name.
 func (f Flags) Names() []string {
 	var out []string
 	for i, n := range flagNames {
@@ -64,6 +69,39 @@ func (f Flags) Names() []string {
 		}
 	}
 	return out
+}
+
+// String is the flags' names, comma-separated.
+func (f Flags) String() string { return strings.Join(f.Names(), ",") }
+
+// MarshalJSON writes the flags as a list of names: records carry the bits,
+// and names exist only where they are shown or exported.
+func (f Flags) MarshalJSON() ([]byte, error) {
+	names := f.Names()
+	if names == nil {
+		names = []string{}
+	}
+	return json.Marshal(names)
+}
+
+// UnmarshalJSON reads a list of names; an unknown name is an error.
+func (f *Flags) UnmarshalJSON(b []byte) error {
+	var names []string
+	if err := json.Unmarshal(b, &names); err != nil {
+		return fmt.Errorf("flags: %w", err)
+	}
+	*f = 0
+	for _, n := range names {
+		i := 0
+		for i < len(flagNames) && flagNames[i] != n {
+			i++
+		}
+		if i == len(flagNames) {
+			return fmt.Errorf("flags: unknown flag %q", n)
+		}
+		*f |= 1 << i
+	}
+	return nil
 }
 
 // Connection is one TCP connection as seen at the capture point.
@@ -104,9 +142,8 @@ type Connection struct {
 	MSSClient    int   `json:"mss_client,omitempty"`
 	MSSServer    int   `json:"mss_server,omitempty"`
 	// Class is the client's class, set by the pageview stage.
-	Class     string   `json:"class,omitempty"`
-	Flags     Flags    `json:"-"`
-	FlagNames []string `json:"flags,omitempty"`
+	Class string `json:"class,omitempty"`
+	Flags Flags  `json:"flags,omitempty"`
 }
 
 // Transaction is one HTTP request/response exchange.
@@ -168,8 +205,7 @@ type Transaction struct {
 
 	// PageviewID and Class are set by the pageview stage; a transaction that
 	// belongs to no pageview keeps an empty PageviewID.
-	PageviewID string   `json:"pageview_id,omitempty"`
-	Class      string   `json:"class,omitempty"`
-	Flags      Flags    `json:"-"`
-	FlagNames  []string `json:"flags,omitempty"`
+	PageviewID string `json:"pageview_id,omitempty"`
+	Class      string `json:"class,omitempty"`
+	Flags      Flags  `json:"flags,omitempty"`
 }

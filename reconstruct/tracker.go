@@ -299,14 +299,12 @@ func (t *Tracker) finish(c *conn, flags Flags) {
 func (t *Tracker) emitConnection(c *conn) {
 	c.finalizeConnection()
 	rec := c.rec
-	rec.FlagNames = rec.Flags.Names()
 	t.sink.Connection(&rec)
 }
 
 func (t *Tracker) emitTransaction(tx *Transaction) {
 	t.stats.Transactions++
 	t.bodyBytes -= len(tx.Body) // the body now belongs to the sink
-	tx.FlagNames = tx.Flags.Names()
 	t.sink.Transaction(tx)
 }
 

@@ -53,7 +53,7 @@ func TestWorkloadMatchesTruth(t *testing.T) {
 					mismatches++
 					if mismatches <= 5 {
 						t.Errorf("%s %s (new conn %v, SYNs %d, SYN/ACKs %d, retrans %d):\n got  %+v\n want %+v flags %v",
-							r.Client, r.URL, r.NewConn, r.SYNs, r.SYNACKs, r.RetransBytes, g, exp, tx.FlagNames)
+							r.Client, r.URL, r.NewConn, r.SYNs, r.SYNACKs, r.RetransBytes, g, exp, tx.Flags)
 					}
 				}
 				if tx.URL != r.URL || tx.Status != r.Status || tx.Referer != r.Referer || tx.BodyBytes != int64(r.BodyBytes) {

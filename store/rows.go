@@ -485,7 +485,6 @@ func scanConn(r rowScanner, sensor *string) (*reconstruct.Connection, error) {
 	c.SYNTimes, c.SYNACKTimes = syn, synack
 	c.SYNLosses, c.SYNACKLosses, c.Transactions, c.MSSClient, c.MSSServer = int(synl), int(synackl), int(ntx), int(mssc), int(msss)
 	c.Flags = reconstruct.Flags(flags)
-	c.FlagNames = c.Flags.Names()
 	return c, nil
 }
 
@@ -503,7 +502,6 @@ func scanTx(r rowScanner, sensor *string) (*reconstruct.Transaction, error) {
 	}
 	t.Index, t.Interface, t.Client, t.ClientPort, t.Server, t.ServerPort = int(idx), int(iface), keyAddr(client), uint16(cport), keyAddr(server), uint16(sport)
 	t.Status, t.Flags = int(status), reconstruct.Flags(flags)
-	t.FlagNames = t.Flags.Names()
 	return t, nil
 }
 
@@ -521,7 +519,6 @@ func scanPv(r rowScanner, sensor *string) (*pageview.Pageview, error) {
 	p.Objects, p.Connections, p.SYNLosses, p.SYNACKLosses = int(objs), int(conns), int(synl), int(synackl)
 	p.AfterLoad, p.Redirects = int(after), int(redirs)
 	p.Flags = reconstruct.Flags(flags)
-	p.FlagNames = p.Flags.Names()
 	return p, nil
 }
 

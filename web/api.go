@@ -476,7 +476,6 @@ func (s *Server) apiSearch(c *gin.Context) {
 		bad(c, fmt.Errorf("search: %w", err))
 		return
 	}
-	nameFlags(res.Transactions, res.Pageviews)
 	out := SearchResponse{Kind: q.Kind, Total: res.Total, Offset: q.Offset, Limit: q.Limit, Transactions: res.Transactions, Pageviews: res.Pageviews}
 	for _, t := range res.Transactions {
 		out.Links = append(out.Links, txPageviewLink(t))
@@ -498,10 +497,6 @@ func (s *Server) apiPageview(c *gin.Context) {
 		}
 		fail(c, err)
 		return
-	}
-	nameFlags(det.Transactions, []*pageview.Pageview{det.Pageview})
-	for _, cn := range det.Connections {
-		cn.FlagNames = cn.Flags.Names()
 	}
 	det.Transactions = nonNil(det.Transactions)
 	det.Connections = nonNil(det.Connections)
@@ -607,18 +602,6 @@ func (s *Server) apiLive(c *gin.Context) {
 				return
 			}
 			w.Flush()
-		}
-	}
-}
-
-// nameFlags fills the JSON flag names the store does not keep.
-func nameFlags(txs []*reconstruct.Transaction, pvs []*pageview.Pageview) {
-	for _, t := range txs {
-		t.FlagNames = t.Flags.Names()
-	}
-	for _, p := range pvs {
-		if p != nil {
-			p.FlagNames = p.Flags.Names()
 		}
 	}
 }

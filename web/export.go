@@ -170,13 +170,11 @@ func (s *Server) exportSearchJSON(c *gin.Context) {
 	}
 	err := eachMatch(c.Request.Context(), s.cfg.Store, q, s.cfg.MaxExportRows, func(res store.SearchResult) error {
 		for _, t := range res.Transactions {
-			t.FlagNames = t.Flags.Names()
 			if err := item(t); err != nil {
 				return err
 			}
 		}
 		for _, p := range res.Pageviews {
-			p.FlagNames = p.Flags.Names()
 			if err := item(p); err != nil {
 				return err
 			}

@@ -169,7 +169,6 @@ func (g *Gen) Next(nTx int) store.Batch {
 			if g.rng.IntN(100) == 0 {
 				tx.Flags |= reconstruct.FlagNoResponse
 			}
-			tx.FlagNames = tx.Flags.Names()
 			if j > 0 {
 				tx.Referer = "http://" + pvTx[0].Host + pvTx[0].URL
 			}
@@ -182,7 +181,6 @@ func (g *Gen) Next(nTx int) store.Batch {
 		c.Transactions = ntx
 		c.LastSeen = t
 		c.Closed = t + c.RTTClient
-		c.FlagNames = c.Flags.Names()
 		b.Connections = append(b.Connections, c)
 		if bare {
 			continue
@@ -207,7 +205,6 @@ func (g *Gen) Next(nTx int) store.Batch {
 		if c.Flags&reconstruct.FlagIncomplete != 0 {
 			pv.Flags |= reconstruct.FlagIncomplete
 		}
-		pv.FlagNames = pv.Flags.Names()
 		b.Pageviews = append(b.Pageviews, pv)
 	}
 	return b

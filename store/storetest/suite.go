@@ -411,7 +411,6 @@ func normTx(ts []*reconstruct.Transaction) []reconstruct.Transaction {
 	out := []reconstruct.Transaction{}
 	for _, t := range ts {
 		c := *t
-		c.FlagNames = c.Flags.Names()
 		out = append(out, c)
 	}
 	return out
@@ -421,7 +420,6 @@ func normPv(ps []*pageview.Pageview) []pageview.Pageview {
 	out := []pageview.Pageview{}
 	for _, p := range ps {
 		c := *p
-		c.FlagNames = c.Flags.Names()
 		out = append(out, c)
 	}
 	return out
@@ -431,7 +429,6 @@ func normConn(cs []*reconstruct.Connection) []reconstruct.Connection {
 	out := []reconstruct.Connection{}
 	for _, x := range cs {
 		c := *x
-		c.FlagNames = c.Flags.Names()
 		if len(c.SYNTimes) == 0 {
 			c.SYNTimes = nil
 		}
