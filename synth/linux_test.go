@@ -78,9 +78,18 @@ func TestUpstreamTimers(t *testing.T) {
 			req := Request("GET", "www1.example.com", "/", "User-Agent: test")
 			t0 := pc.free
 			i := g.exchangeExt(pc, req, ResponseHeader(200, "text/plain", 10), nil, 10, ms)
+			// Each timer fires on the wheel's granule (fire), late by up to
+			// 32 ms at 250 Hz.
 			rto := tc.m + max(2*tc.m, 200*ms)
 			first := min(2*tc.m+200*ms, rto)
-			want := []int64{0, first, first + rto, first + 3*rto, first + 7*rto}
+			at := []int64{t0, fire(t0, first)}
+			for k := range 3 {
+				at = append(at, fire(at[len(at)-1], rto<<k))
+			}
+			want := make([]int64, len(at))
+			for k := range at {
+				want[k] = at[k] - t0
+			}
 			var got []int64
 			for _, e := range g.ev {
 				if e.c == pc.c && (e.kind == evReqAt || e.kind == evCLost && e.t > t0+pc.d-ms) && e.t >= t0 {
@@ -106,7 +115,8 @@ func TestUpstreamTimers(t *testing.T) {
 
 // TestTailProbes pins the server's schedule when every client ACK is lost:
 // a probe of the last segment two RTTs (+2 ms) after it, then RTOs of the
-// first segment doubling, each answered by a lost D-SACK but the last.
+// first segment doubling, each answered by a lost D-SACK but the last; each
+// timer fires on the timer wheel's granule.
 func TestTailProbes(t *testing.T) {
 	g, cl := newTestGen(t, Workload{RTTs: []time.Duration{160 * time.Millisecond}, AckLossRate: 1})
 	pc := g.open(cl, g.servers[0], Base)
@@ -120,9 +130,9 @@ func TestTailProbes(t *testing.T) {
 	r := g.recs[i]
 	rtt := 160 * ms
 	rto := 3 * rtt // the handshake's sample only: every later ACK was lost
-	want := []int64{last + 2*rtt + 2*ms}
+	want := []int64{fire(last, 2*rtt+2*ms)}
 	for k := range maxCopies - 1 {
-		want = append(want, want[k]+rto<<k)
+		want = append(want, fire(want[k], rto<<k))
 	}
 	var got []int64
 	var kinds []evKind
@@ -161,5 +171,22 @@ func TestPageviewsHelper(t *testing.T) {
 	if len(pvs) != 2 || pvs[0].PageviewID != 1 || pvs[0].Start != 10 || pvs[0].End != 60 || pvs[0].URL != "/a" ||
 		len(pvs[0].Members) != 4 || pvs[1].Start != 50 || pvs[1].End != 90 {
 		t.Fatalf("%+v", pvs)
+	}
+}
+
+// The wheel fires late, never early, by less than a granule: a jiffy (4 ms
+// at 250 Hz) up to 63 jiffies, then 8, 64, ... jiffies.
+func TestTimerWheel(t *testing.T) {
+	for _, d := range []int64{ms, 200 * ms, 252 * ms, 256 * ms, 300 * ms, 2040 * ms, 2100 * ms, 9000 * ms} {
+		for _, now := range []int64{Base, Base + 1, Base + 3*ms + 7, Base + 123456789} {
+			at := fire(now, d)
+			gran := jiffy
+			for j := d / jiffy; j >= 64; j >>= 3 {
+				gran <<= 3
+			}
+			if late := at - (now + d); late < 0 || late > gran+jiffy || at%jiffy != 0 {
+				t.Errorf("fire(+%v) late by %v, granule %v", time.Duration(d), time.Duration(late), time.Duration(gran))
+			}
+		}
 	}
 }

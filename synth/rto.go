@@ -87,3 +87,28 @@ func (e *rtoEst) probeTimeout(outstanding int) int64 {
 	}
 	return min(pto, e.rto())
 }
+
+// Linux's timer wheel at 250 Hz (Debian's kernels): a timer fires on a
+// jiffy, and one set more than 63 jiffies ahead only on the boundary of its
+// wheel level's granularity (8 jiffies up to 511, 64 up to 4095, ...): late,
+// never early, by how much depending on the wheel's clock.
+const jiffy = int64(4 * time.Millisecond)
+
+// TimerFires is fire for scripts outside the package: when a Linux client's
+// timer set at now for d goes off.
+func TimerFires(now, d int64) int64 { return fire(now, d) }
+
+// fire is when a timer set at now to expire d later goes off
+// (calc_wheel_index: the expiry in jiffies, plus a granule, rounded down to
+// the granule).
+func fire(now, d int64) int64 {
+	exp := (now + d + jiffy - 1) / jiffy
+	gran := int64(1)
+	for j := d / jiffy; j >= 64; j >>= 3 {
+		gran <<= 3
+	}
+	if gran > 1 {
+		exp = (exp + gran) / gran * gran
+	}
+	return exp * jiffy
+}

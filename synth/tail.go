@@ -38,7 +38,7 @@ func (g *gen) resolveTail(pc *pconn, next int64) {
 	tl := pc.tail
 	pc.tail = nil
 	tr := &g.recs[tl.rec]
-	at := tl.t0 + pc.srto.probeTimeout(tl.nseg-tl.acked)
+	at := fire(tl.t0, pc.srto.probeTimeout(tl.nseg-tl.acked))
 	for k := 0; at < next; k++ {
 		s := tl.nseg - 1
 		if k > 0 {
@@ -67,9 +67,9 @@ func (g *gen) resolveTail(pc *pconn, next int64) {
 			break
 		}
 		if k == 0 {
-			at += pc.srto.rto()
+			at = fire(at, pc.srto.rto())
 		} else {
-			at += pc.srto.backedOff(k)
+			at = fire(at, pc.srto.backedOff(k))
 		}
 	}
 	if next != noNext && (tr.AckCap == 0 || next < tr.AckCap) {

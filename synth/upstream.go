@@ -122,8 +122,8 @@ func (g *gen) sendRequest(pc *pconn, t0 int64, req []byte, srvTime, reorder int6
 	for i := range r.segs {
 		r.send(i, t0+int64(i)*int64(segGap))
 	}
-	r.rtoAt = r.lastSend + pc.crto.rto()
-	r.tlpAt = r.lastSend + pc.crto.probeTimeout(len(r.segs))
+	r.rtoAt = fire(r.lastSend, pc.crto.rto())
+	r.tlpAt = fire(r.lastSend, pc.crto.probeTimeout(len(r.segs)))
 	r.arm()
 	for len(r.q) > 0 {
 		e := r.pop()
@@ -229,7 +229,7 @@ func (r *reqSim) resend(now int64) {
 		if s := &r.segs[j]; s.lost && !s.done {
 			r.send(j, now)
 			if j == r.una {
-				r.rtoAt = now + r.pc.crto.backedOff(r.backoff)
+				r.rtoAt = fire(now, r.pc.crto.backedOff(r.backoff))
 			}
 			now += int64(segGap)
 		}
@@ -334,7 +334,7 @@ func (r *reqSim) ackIn(e simEv) {
 	}
 	r.rack(e.t)
 	if advanced {
-		r.rtoAt = e.t + r.pc.crto.rto()
+		r.rtoAt = fire(e.t, r.pc.crto.rto())
 		if r.rtoFired {
 			r.resend(e.t)
 		}
@@ -345,7 +345,7 @@ func (r *reqSim) ackIn(e simEv) {
 					out++
 				}
 			}
-			r.tlpAt = e.t + r.pc.crto.probeTimeout(out)
+			r.tlpAt = fire(e.t, r.pc.crto.probeTimeout(out))
 		}
 	}
 	r.arm()
@@ -429,7 +429,7 @@ func (r *reqSim) fire(now int64) {
 			last--
 		}
 		r.send(last, now)
-		r.rtoAt = now + r.pc.crto.backedOff(r.backoff)
+		r.rtoAt = fire(now, r.pc.crto.backedOff(r.backoff))
 	case now >= r.rtoAt:
 		r.rtoFired = true
 		r.backoff++
@@ -439,7 +439,7 @@ func (r *reqSim) fire(now int64) {
 			}
 		}
 		r.send(r.una, now)
-		r.rtoAt = now + r.pc.crto.backedOff(r.backoff)
+		r.rtoAt = fire(now, r.pc.crto.backedOff(r.backoff))
 	}
 	r.arm()
 }
