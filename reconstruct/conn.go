@@ -60,12 +60,23 @@ type conn struct {
 	clientFIN bool
 
 	// Evidence of loss before the capture point (see loss.go).
-	ipid      ipidTrack // the client's IPv4 IDs
-	pktLost   int       // packets the client lost just before the one being processed, less those explained as ACKs
-	pktGap    int       // all packets the client lost just before the one being processed
-	pktNew    bool      // the packet being processed was sent after all before it (IP IDs)
-	srvResent resentLog // server retransmissions since the client's last packet
-	lostCarry int       // client packets lost before pure ACKs that no ACK explains (see explainLost)
+	ipid    ipidTrack // the client's IPv4 IDs
+	pktLost int       // packets the client lost just before the one being processed, less those explained as ACKs
+	pktGap  int       // all packets the client lost just before the one being processed
+	pktNew  bool      // the packet being processed was sent after all before it (IP IDs)
+	// pktAckOrCopy: the packet's lost predecessors may have been ACKs or
+	// its own first copy (see explainLost).
+	pktAckOrCopy bool
+	srvResent    resentLog // server retransmissions since the client's last packet
+	// timer is the client's retransmission timer (see clientTimer);
+	// reqAck the latest complete request the server has not acknowledged
+	// yet: its end offset and capture time, for the client's next sample.
+	timer  clientTimer
+	reqAck struct{ end, at int64 }
+	// aheadOff: a client pure ACK's sequence number said it had sent the
+	// stream up to here (by aheadAt) when the capture had not seen it.
+	aheadOff, aheadAt int64
+	lostCarry         int // client packets lost before pure ACKs that no ACK explains (see explainLost)
 	// oooLost: packets the client lost just before the first segment that
 	// arrived ahead of a hole (at offset oooOff): if they outnumber the
 	// segments before it, that segment was itself a retransmission.
@@ -73,7 +84,6 @@ type conn struct {
 	oooOff    int64
 	hsAckLost bool  // the handshake ACK was lost: the first request completed the handshake
 	respDone  int64 // capture time of the last byte of the latest complete response
-	resps     int   // responses completed: the client's round-trip samples since the handshake
 
 	lastSeen   int64
 	done       bool
@@ -93,13 +103,15 @@ type txState struct {
 	heuristic    bool // timed from sequence numbers, not parsed
 
 	// upLost: copies of the request's first segment lost before the
-	// capture point; prevRespDone and prevResps are the connection's
-	// respDone and resps when the request started (see requestSent).
+	// capture point; prevRespDone is the connection's
+	// respDone when the request started (see requestSent).
 	upLost       int
-	upMulti      bool // upLost counts rounds of a multi-segment flight
-	resent       bool // a segment of the request was resent after a loss before the capture point (see deliverClient)
+	upMulti      bool        // upLost counts rounds of a multi-segment flight
+	upAckOrCopy  bool        // the lost packets may have been ACKs: timing must decide
+	timer        clientTimer // the client's retransmission timer when the request started
+	sentBy       int64       // the client had sent the request by then (a later pure ACK's sequence number)
+	resent       bool        // a segment of the request was resent after a loss before the capture point (see deliverClient)
 	prevRespDone int64
-	prevResps    int
 	rtx          []pendingRetrans // nil unless retransmissions await a verdict
 }
 
@@ -185,7 +197,7 @@ func (c *conn) packet(p *capture.Packet, fromClient bool) {
 	if c.done {
 		return // late ACKs and retransmitted FINs of a finished connection
 	}
-	c.pktLost, c.pktGap, c.pktNew = 0, 0, false
+	c.pktLost, c.pktGap, c.pktNew, c.pktAckOrCopy = 0, 0, false, false
 	if fromClient && p.SrcIP.Is4() {
 		completes := c.rec.Established == 0 && p.PayloadLen > 0 && p.Flags&capture.FlagACK != 0
 		c.pktLost = c.ipid.step(p.IPID, completes)
@@ -298,6 +310,7 @@ func (c *conn) fromClient(p *capture.Packet) {
 				}
 			} else {
 				c.handshakeRTT = ts - c.answeredSynAck(p)
+				c.timer.sample(ts - c.answeredSyn())
 			}
 		}
 		if !c.s2c.baseKnown {
@@ -308,6 +321,13 @@ func (c *conn) fromClient(p *capture.Packet) {
 		c.clientAck(a)
 	}
 	if p.PayloadLen == 0 && p.Flags&capture.FlagFIN == 0 {
+		if c.c2s.baseKnown {
+			// A pure ACK whose sequence number is past every byte seen:
+			// the client had sent bytes the capture never got.
+			if off := c.c2s.offset(p.Seq); off > c.c2s.highest && off > c.aheadOff {
+				c.aheadOff, c.aheadAt = off, ts
+			}
+		}
 		return
 	}
 	if !c.c2s.baseKnown {
@@ -333,6 +353,11 @@ func (c *conn) fromServer(p *capture.Packet) {
 	if p.Flags&capture.FlagACK != 0 {
 		if !c.c2s.baseKnown {
 			c.c2s.setBase(p.Ack)
+		}
+		if c.reqAck.end > 0 && c.c2s.offset(p.Ack) >= c.reqAck.end {
+			// The client's sample for its request: out, and this ACK back.
+			c.timer.sample(ts - c.reqAck.at + c.clientRTT())
+			c.reqAck.end = 0
 		}
 		if off := c.c2s.offset(p.Ack); off > c.c2s.next {
 			c.c2s.acked(off, c.deliverClient, c.gapClient)
@@ -440,7 +465,7 @@ func (c *conn) clientAck(a ackInfo) {
 func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen int) {
 	c.curTS = ts
 	lost := c.pktLost
-	c.c2sLog.add(off, off+int64(wireLen), ts, lost)
+	c.c2sLog.add(off, off+int64(wireLen), ts, lost, c.pktAckOrCopy)
 	c.pktLost = 0 // the losses came before the packet's own bytes, delivered first
 	if c.truncated {
 		c.heuristicClientData(ts, off, captured, wireLen)
@@ -489,7 +514,7 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 
 func (c *conn) deliverServer(ts, _, off int64, captured []byte, wireLen int) {
 	c.curTS = ts
-	c.s2cLog.add(off, off+int64(wireLen), ts, 0)
+	c.s2cLog.add(off, off+int64(wireLen), ts, 0, false)
 	c.probes.sent(off+int64(wireLen), ts)
 	if c.truncated {
 		c.heuristicServerData(ts, off, captured, wireLen)
@@ -581,7 +606,6 @@ func (c *conn) completeResponse(st *txState) {
 		c.resp = nil
 	}
 	c.respDone = st.tx.ResponseLast
-	c.resps++
 	if st.respEndOff <= c.lastAck {
 		st.tx.ResponseAcked = c.curTS
 		c.emit(st)
@@ -681,6 +705,23 @@ func (c *conn) answeredSynAck(p *capture.Packet) int64 {
 		}
 	}
 	return c.lastSynAck
+}
+
+// answeredSyn is the capture time of the SYN the server first answered: the
+// client's round-trip sample runs from it, for Linux takes the sample from
+// the SYN/ACK's timestamp echo, and a retransmitted SYN/ACK still echoes
+// that SYN (so after a lost SYN/ACK the sample spans the SYN timeout).
+func (c *conn) answeredSyn() int64 {
+	r := &c.rec
+	answered := r.SYNTimes[len(r.SYNTimes)-1]
+	if len(r.SYNACKTimes) > 0 {
+		for _, syn := range r.SYNTimes {
+			if syn <= r.SYNACKTimes[0] {
+				answered = syn
+			}
+		}
+	}
+	return answered
 }
 
 // sendMSS is the client's payload per full segment: the MSS the server

@@ -14,8 +14,13 @@ type requestEvents struct{ c *conn }
 func (h *requestEvents) MessageStart(m *http1.Message) {
 	c := h.c
 	st := c.newTx()
-	st.tx.RequestFirst, st.upLost = c.c2sLog.at(m.Start, c.curTS)
-	st.prevRespDone, st.prevResps = c.respDone, c.resps
+	st.tx.RequestFirst, st.upLost, st.upAckOrCopy = c.c2sLog.at(m.Start, c.curTS)
+	st.prevRespDone, st.timer = c.respDone, c.timer
+	if m.Start < c.aheadOff && c.aheadAt < st.tx.RequestFirst {
+		// A pure ACK had already shown these bytes sent: the copy now
+		// here is a retransmission.
+		st.upLost, st.sentBy = max(st.upLost, 1), c.aheadAt
+	}
 	st.reqStartOff = m.Start
 	c.addPending(st)
 	c.respP().PushRequestMethod(m.Method)
@@ -49,6 +54,7 @@ func (h *requestEvents) MessageEnd(m *http1.Message) {
 	st.tx.RequestLast = c.curTS
 	st.reqEndOff = m.End
 	st.tx.RequestBytes = m.End - m.Start
+	c.reqAck.end, c.reqAck.at = m.End, c.curTS
 	if m.Incomplete {
 		st.tx.Flags |= FlagIncomplete
 	}

@@ -24,7 +24,7 @@ import (
 //     retransmission, one retransmission timeout late. Linux numbers each
 //     connection's IPv4 packets consecutively, so a step larger than one in
 //     the client's IP IDs right before a request shows the lost copies; the
-//     client's timeout follows from its round-trip time (linuxRTO).
+//     client's timeout follows from its own round-trip samples (clientTimer).
 
 // ipidTrack follows one sender's IPv4 Identification values. Only a sender
 // whose IDs have stepped by exactly one (a per-connection counter, as Linux
@@ -108,56 +108,98 @@ const (
 	linuxTimeoutMin = int64(2 * time.Millisecond)
 )
 
-// linuxRTO is the retransmission timeout of a Linux sender for a lone
-// outstanding segment, after samples round-trip samples of about rtt each
-// (the handshake's first; tcp_rtt_estimator and tcp_set_rto): the first
-// sample sets the variance term to max(2*rtt, RTO_MIN); each later round
-// decays it by a quarter towards max(mdev, RTO_MIN), mdev shrinking by a
-// quarter per sample of a steady path. A tail loss probe for one segment
-// (tcp_schedule_loss_probe: 2*srtt + RTO_MIN) fires instead when sooner.
-func linuxRTO(rtt int64, samples int) int64 {
-	rto := rtoOf(rtt, samples)
-	return probeAfter(rtt, rto)
+// clientTimer is the client's retransmission timer as a Linux sender keeps
+// it (tcp_rtt_estimator, tcp_set_rto), fed the round-trip samples the
+// client itself took: the handshake's, and one per request, when the
+// server's first packet acknowledging it arrived. Values are scaled as the
+// kernel scales them (srtt x8, mdev and rttvar x4).
+type clientTimer struct {
+	srtt, mdev, mdevMax, rttvar int64
 }
 
-// rtoOf is the retransmission timeout alone (see linuxRTO).
-func rtoOf(rtt int64, samples int) int64 {
-	if rtt <= 0 {
-		return int64(time.Second) // TCP_TIMEOUT_INIT: no sample at all
+// sample adds one round-trip sample m.
+func (c *clientTimer) sample(m int64) {
+	if m <= 0 {
+		return
 	}
-	rttvar := max(2*rtt, linuxRTOMin)
-	mdev := 2 * rtt
-	for i := 1; i < samples && rttvar > linuxRTOMin; i++ {
-		mdev -= mdev / 4
-		rttvar -= (rttvar - max(mdev, linuxRTOMin)) / 4
+	if c.srtt == 0 {
+		c.srtt = m << 3
+		c.mdev = m << 1 // make sure rto = 3*rtt
+		c.rttvar = max(c.mdev, linuxRTOMin)
+		c.mdevMax = c.rttvar
+		return
 	}
-	return min(rtt+rttvar, linuxRTOMax)
+	m -= c.srtt >> 3
+	c.srtt += m
+	if m < 0 {
+		m = -m
+		m -= c.mdev >> 2
+		if m > 0 {
+			m >>= 3
+		}
+	} else {
+		m -= c.mdev >> 2
+	}
+	c.mdev += m
+	if c.mdev > c.mdevMax {
+		c.mdevMax = c.mdev
+		c.rttvar = max(c.rttvar, c.mdevMax)
+	}
+	// Each request is a new round: the variance bound decays once.
+	if c.mdevMax < c.rttvar {
+		c.rttvar -= (c.rttvar - c.mdevMax) >> 2
+	}
+	c.mdevMax = linuxRTOMin
 }
 
-// probeAfter is when a tail loss probe for one outstanding segment fires:
-// 2*srtt + RTO_MIN, no later than the retransmission timer.
-func probeAfter(rtt, rto int64) int64 {
-	if rtt <= 0 {
-		return rto
+// rtt is the smoothed round trip, 0 before any sample.
+func (c *clientTimer) rtt() int64 { return c.srtt >> 3 }
+
+// rto is the retransmission timeout (TCP_TIMEOUT_INIT before any sample).
+func (c *clientTimer) rto() int64 {
+	if c.srtt == 0 {
+		return int64(time.Second)
 	}
-	return min(rto, 2*rtt+linuxRTOMin)
+	return min(c.srtt>>3+c.rttvar, linuxRTOMax)
 }
 
-// lostWait is how long a sender waited for a copy to get through when the
+// lostWait is how long the client waited for a copy to get through when the
 // first lost copies of a lone segment (or lost rounds of a flight of
 // several, multi) were lost: Linux resends first as a tail loss probe,
-// then on the retransmission timer, which doubles at each expiry.
-func lostWait(rtt int64, samples, lost int, multi bool) int64 {
-	rto := rtoOf(rtt, samples)
-	wait := probeAfter(rtt, rto)
-	if multi {
-		wait = min(rto, 2*rtt+linuxTimeoutMin)
+// after 2*srtt plus RTO_MIN for one segment (a delayed ACK may be pending)
+// or TCP_TIMEOUT_MIN for a flight, no later than the RTO; then on the
+// retransmission timer, which doubles at each expiry.
+func (c *clientTimer) lostWait(lost int, multi bool) int64 {
+	rto := c.rto()
+	first := rto
+	if rtt := c.rtt(); rtt > 0 {
+		extra := linuxRTOMin
+		if multi {
+			extra = linuxTimeoutMin
+		}
+		first = min(rto, 2*rtt+extra)
 	}
+	wait := first + timerLate(first)
 	for i := 1; i < lost; i++ {
-		wait += rto
+		wait += rto + timerLate(rto)
 		rto = min(2*rto, linuxRTOMax)
 	}
 	return wait
+}
+
+// Linux's timer wheel fires a timer late, never early: its expiry is
+// rounded up to a jiffy and, past 63 jiffies, to the granularity of the
+// wheel level it lands in (8 jiffies up to 511, 64 up to 4095, ...). At
+// the 250 Hz of Debian's and most distributions' kernels, a 300 ms RTO
+// fires 0-32 ms late. timerLate is the mean lateness of a timeout d.
+const linuxJiffy = int64(4 * time.Millisecond) // HZ=250
+
+func timerLate(d int64) int64 {
+	gran := linuxJiffy
+	for j := d / linuxJiffy; j >= 64; j >>= 3 {
+		gran <<= 3
+	}
+	return linuxJiffy/2 + gran/2
 }
 
 // resentLog remembers the server's retransmissions since the client's
@@ -205,20 +247,32 @@ func (c *conn) explainLost(p *capture.Packet, a ackInfo) {
 	if pure && explained > 0 {
 		explained--
 	}
+	acks := 0
 	if a.off > c.lastAck && c.s2c.baseKnown {
 		mss := int64(1448)
 		if c.rec.MSSClient > 12 {
 			mss = int64(c.rec.MSSClient - 12)
 		}
 		segs := (a.off - c.lastAck + mss - 1) / mss
-		explained += int(min((segs+1)/2, maxIPIDGap))
+		acks = int(min((segs+1)/2, maxIPIDGap))
 	}
-	left := max(c.pktLost-explained, 0)
 	if pure {
+		left := max(c.pktLost-explained-acks, 0)
+		// Carried only from a quiet moment: the ACK covers all the server
+		// sent. Packets lost amid a transfer are ACKs (duplicate ACKs of a
+		// recovery, window updates), not a request.
+		if a.off < c.s2c.highest {
+			left = 0
+		}
 		c.lostCarry = min(c.lostCarry+left, maxIPIDGap)
 		c.pktLost = 0
 		return
 	}
+	// A request that acknowledges data no captured ACK covered may have
+	// lost an ACK before it, or its own first copy (which carried that
+	// acknowledgement): only the timing can tell (requestSent).
+	left := max(c.pktLost-explained, 0)
+	c.pktAckOrCopy = acks > 0 && left > 0 && left <= acks
 	c.pktLost = left + c.lostCarry
 	c.lostCarry = 0
 }

@@ -221,32 +221,34 @@ type deliveryLog struct {
 	ring [2]struct {
 		off, end, ts int64
 		lost         int
+		ackOrCopy    bool
 	}
 	head int
 }
 
-func (l *deliveryLog) add(off, end, ts int64, lost int) {
+func (l *deliveryLog) add(off, end, ts int64, lost int, ackOrCopy bool) {
 	e := &l.ring[l.head]
-	e.off, e.end, e.ts, e.lost = off, end, ts, lost
+	e.off, e.end, e.ts, e.lost, e.ackOrCopy = off, end, ts, lost, ackOrCopy
 	l.head = (l.head + 1) % len(l.ring)
 }
 
 // timeAt returns the capture time of the piece holding offset off, or
 // fallback when it is older than the log remembers.
 func (l *deliveryLog) timeAt(off, fallback int64) int64 {
-	ts, _ := l.at(off, fallback)
+	ts, _, _ := l.at(off, fallback)
 	return ts
 }
 
-// at is timeAt that also returns the packets lost just before that piece.
-func (l *deliveryLog) at(off, fallback int64) (ts int64, lost int) {
+// at is timeAt that also returns the packets lost just before that piece,
+// and whether they may have been ACKs rather than copies of it.
+func (l *deliveryLog) at(off, fallback int64) (ts int64, lost int, ackOrCopy bool) {
 	for i := 1; i <= len(l.ring); i++ {
 		e := &l.ring[(l.head-i+len(l.ring))%len(l.ring)]
 		if e.off <= off && off < e.end {
-			return e.ts, e.lost
+			return e.ts, e.lost, e.ackOrCopy
 		}
 	}
-	return fallback, 0
+	return fallback, 0, false
 }
 
 // last is the capture time of the newest piece, 0 before any.

@@ -127,31 +127,18 @@ func (c *conn) connectedAt() int64 {
 
 // requestSent estimates when the first copy of st's request, lost before
 // the capture point, would have passed it: the client's retransmission wait
-// (linuxRTO, doubling per lost copy) before the copy seen. The client's
-// round trip is the sample its stack took from the SYN/ACK's timestamp
-// echo: from the SYN the server first answered (a retransmitted SYN/ACK
-// still echoes that one, so after a lost SYN/ACK the sample spans the
-// client's SYN timeout) to the handshake ACK. The estimate must fall after
+// (clientTimer, as the request started) before the copy seen. The estimate
+// must fall after
 // the moment the client could first have sent the request (connected, or
 // the previous response received); the most lost copies that fit are
 // taken, and if none does, the lost packets were something else (ACKs)
 // and ok is false.
 func (c *conn) requestSent(st *txState) (sent int64, ok bool) {
-	r := &c.rec
-	var crtt int64
-	if r.Established > 0 && len(r.SYNTimes) > 0 && !c.hsAckLost {
-		answered := r.SYNTimes[len(r.SYNTimes)-1]
-		if len(r.SYNACKTimes) > 0 {
-			for _, syn := range r.SYNTimes {
-				if syn <= r.SYNACKTimes[0] {
-					answered = syn
-				}
-			}
-		}
-		crtt = r.Established - answered
-	}
-	if crtt <= 0 {
-		crtt = c.clientRTT() + r.RTTServer
+	timer := st.timer
+	if timer.srtt == 0 {
+		// No sample of the client's own (its handshake ACK was lost): the
+		// round trip to it and on to the server stands in.
+		timer.sample(c.clientRTT() + c.rec.RTTServer)
 	}
 	earliest := c.connectedAt()
 	if st.prevRespDone > 0 {
@@ -164,22 +151,46 @@ func (c *conn) requestSent(st *txState) (sent int64, ok bool) {
 	// for: the most copies whose wait fits the client's timing win. A
 	// timer estimate a little too long puts the send just before the
 	// client could send: that is rounding, not evidence against loss.
-	// Numbering seen for only a step or two (a handshake) is weak
-	// evidence: a host-wide counter passes as easily. The timing must then
-	// corroborate it too: the copy came one wait after the client could
-	// first have sent, as when it sends on connect.
-	weak := c.ipid.steps < 3
+	//
+	// Weaker evidence must be corroborated by the timing: the copy came
+	// one wait after the client could first have sent, within the error of
+	// the timer estimate. That is so for numbering seen for only a step or
+	// two (a handshake; a host-wide counter passes as easily), and for a
+	// loss an ACK explains as well: a request that carries an ACK of new
+	// data was sent within the client's delayed-ACK time of that data's
+	// arrival, else the client would have sent a pure ACK first.
+	weak := c.ipid.steps < 3 && st.sentBy == 0
+	ackOrCopy := st.upAckOrCopy && st.sentBy == 0
 	ok = false
 	for k := st.upLost; k >= 1 && !ok; k-- {
-		wait := lostWait(crtt, 1+st.prevResps, k, st.upMulti)
+		wait := timer.lostWait(k, st.upMulti)
 		sent = st.tx.RequestFirst - wait
-		ok = sent >= earliest-wait/4 && (!weak || sent <= earliest+wait/4)
+		switch {
+		case ackOrCopy:
+			ok = sent >= earliest-max(estimateSlack, wait/8) && sent <= earliest+linuxDelAck
+		case weak:
+			ok = sent >= earliest-max(estimateSlack, wait/8) && sent <= earliest+wait/4
+		default:
+			ok = sent >= earliest-wait/4
+		}
 	}
-	if !ok {
+	if !ok && st.sentBy == 0 {
 		return st.tx.RequestFirst, false
+	}
+	if st.sentBy != 0 {
+		sent = min(sent, st.sentBy) // it left before the ACK that showed it
 	}
 	return min(max(sent, earliest), st.tx.RequestFirst), true
 }
+
+// estimateSlack is how far the client's retransmission wait may be
+// misjudged (its timer samples, the timer wheel's granule), and
+// linuxDelAck the delayed-ACK time within which a request carries the
+// client's acknowledgement of data just received (TCP_DELACK_MIN).
+const (
+	estimateSlack = int64(25 * time.Millisecond)
+	linuxDelAck   = int64(40 * time.Millisecond)
+)
 
 // preconnectIdle is how long a connection may sit between its handshake and
 // its first request before the connect is no longer counted in that
