@@ -32,9 +32,12 @@ type Config struct {
 	// of the connections it opened (they carry the SYN loss counts).
 	ConnWait time.Duration
 
-	MaxHeld      int // transactions held for reordering
-	MaxOpen      int // open pageviews
-	MaxPerClient int // open pageviews per client (address + User-Agent)
+	MaxHeld int // transactions held for reordering
+	MaxOpen int // open pageviews
+	// MaxPerClient bounds the open pageviews of one client (address +
+	// User-Agent): generously, since a NAT address of one office, or a load
+	// generator, loads many pages at once with one User-Agent.
+	MaxPerClient int
 	MaxObjects   int // transactions per pageview
 	// MaxMembers bounds the transactions held in open and pending pageviews
 	// altogether (they are kept for timing and HAR output until emitted).
@@ -53,7 +56,7 @@ const (
 	DefaultConnWait     = 15 * time.Second
 	DefaultMaxHeld      = 1 << 20
 	DefaultMaxOpen      = 1 << 18
-	DefaultMaxPerClient = 8
+	DefaultMaxPerClient = 64
 	DefaultMaxObjects   = 2000
 	DefaultMaxMembers   = 1 << 21
 	DefaultMaxOrphans   = 1 << 17
@@ -251,6 +254,9 @@ type client struct {
 	open    []*pv // by container Start
 	orphans int   // objects and redirects waiting
 	redirs  []*redirect
+	// referers counts the client's requests that carried a Referer: a
+	// client that sends them sends none only for a page that asks so.
+	referers int
 }
 
 type refKey struct {
@@ -318,16 +324,20 @@ type pv struct {
 	// declared holds what the container's HTML and the page's stylesheets
 	// reference, by urlHash; nil when none could be read. htmlRead says the
 	// container's own HTML was read.
-	declared map[uint64]embeds.Kind
-	htmlRead bool
-	referer  bool // some object joined by Referer
-	end      int64
-	prev     *pv
-	next     *pv
-	missing  int
-	closed   bool
-	emitted  bool
-	closedAt int64
+	declared   map[uint64]embeds.Kind
+	htmlRead   bool
+	noReferrer bool // the page's HTML asks for no Referer on its objects
+	referer    bool // some object joined by Referer
+	// firstByte: when the container's first response byte reached the
+	// client; objects found in the HTML start no earlier.
+	firstByte int64
+	end       int64
+	prev      *pv
+	next      *pv
+	missing   int
+	closed    bool
+	emitted   bool
+	closedAt  int64
 }
 
 // maxURLKeys bounds the object URLs of one pageview that Referers may name.

@@ -167,3 +167,39 @@ func TestIframeIsAnObject(t *testing.T) {
 		t.Errorf("navigation to an embedded URL: %d pageviews", len(c.pvs))
 	}
 }
+
+// A browser with two tabs: page A asks for no Referer, page B (opened
+// later) does not. A's image beacon, which carries no Referer and which
+// neither page names, is A's: a browser that sends Referers sends none only
+// for a page that asks so. And on one tab, a beacon the old page's timer
+// sends while the next navigation is under way (the new page's HTML not
+// yet at the client) stays with the old page.
+func TestUndeclaredObjectsAcrossTabsAndNavigations(t *testing.T) {
+	a := withHTML(t, html("a1", 0, "/a.html", 0, 100, 100, 100), false, `<meta name="referrer" content="no-referrer">`, `<img src="/a1.png">`)
+	a1 := obj("a1", 1, "/a1.png", "", 310, 0, 20, 20)
+	b := withHTML(t, html("b1", 0, "/b.html", 350, 100, 100, 100), false, `<img src="/b1.png">`)
+	b1 := obj("b1", 1, "/b1.png", "http://www.example.com/b.html", 660, 0, 20, 20)
+	beaconA := obj("a1", 2, "/pixel.gif?a", "", 700, 0, 20, 20)
+	c, _ := run(t, Config{}, a, a1, b, b1, beaconA)
+	same(t, c, a.ID, a1.ID, beaconA.ID)
+	same(t, c, b.ID, b1.ID)
+	if !afterLoad(c, beaconA.ID) {
+		t.Error("the beacon is not after A's load")
+	}
+
+	// One tab: page X loads, then the next navigation (Y) starts; X's
+	// beacon leaves before Y's HTML reached the client.
+	x := withHTML(t, html("x1", 0, "/x.html", 0, 100, 100, 100), false, `<img src="/x1.png">`)
+	x1 := obj("x1", 1, "/x1.png", "", 310, 0, 20, 20)
+	y := withHTML(t, html("x1", 2, "/y.html", 400, 0, 200, 100), false, `<img src="/y1.png">`)
+	beaconX := obj("x2", 0, "/beacon", "", 420, 50, 20, 0)
+	beaconX.Method, beaconX.ContentType, beaconX.Status = "POST", "", 204
+	for _, tx := range []*reconstruct.Transaction{x, x1, y} {
+		tx.Referer = ""
+	}
+	c, _ = run(t, Config{}, x, x1, y, beaconX)
+	same(t, c, x.ID, x1.ID, beaconX.ID)
+	if !afterLoad(c, beaconX.ID) || c.pv(y.ID) == c.pv(x.ID) {
+		t.Error("the old page's beacon went to the next page")
+	}
+}

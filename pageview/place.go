@@ -36,6 +36,9 @@ func (g *Grouper) process(h heldTx) {
 	if tx.Referer != "" {
 		host, path := splitReferer(tx.Referer, tx.Host)
 		ref = urlHash(host, path)
+		if c != nil {
+			c.referers++
+		}
 	}
 	if c != nil {
 		if p := g.place(c, tx, ref); p != nil {
@@ -75,9 +78,23 @@ func (g *Grouper) place(c *client, tx *reconstruct.Transaction, ref uint64) *pv 
 	if ref != 0 {
 		return nil // it names a page we have not seen (yet): an orphan
 	}
-	if n := len(c.open); n > 0 && g.canTake(c.open[n-1], tx, true) {
-		g.stats.ByWindow++
-		return c.open[n-1]
+	// By time alone: the newest page whose HTML had begun to reach the
+	// client when the object started (a browser finds a page's objects in
+	// its HTML); an object that started earlier belongs to an older page
+	// still open, such as a beacon its timer sends while the next page's
+	// navigation is under way. A client that sends Referers sent this one
+	// without for a page whose HTML asked so, not for one that did not;
+	// only the favicon, which some browsers fetch themselves, is exempt.
+	strict := c.referers > 0 && !isFavicon(tx)
+	for i := len(c.open) - 1; i >= 0; i-- {
+		p := c.open[i]
+		if strict && p.htmlRead && !p.noReferrer {
+			continue
+		}
+		if tx.Start >= p.firstByte && g.canTake(p, tx, true) {
+			g.stats.ByWindow++
+			return p
+		}
 	}
 	return nil
 }
@@ -246,13 +263,13 @@ func (g *Grouper) open(c *client, h heldTx) {
 	}
 	g.stats.Pageviews++
 	name, prio := g.classes.Classify(tx.Client)
-	p := &pv{c: c, end: tx.End, rec: Pageview{
+	p := &pv{c: c, end: tx.End, firstByte: tx.Start + tx.Tconn + tx.Trequest + tx.Tserver, rec: Pageview{
 		ID: ID(tx.ID), Interface: tx.Interface, Client: tx.Client, UserAgent: tx.UserAgent,
 		Class: name, Priority: prio, Server: tx.Server, Host: tx.Host, URL: tx.URL,
 		Status: tx.Status, ContainerID: tx.ID, Start: tx.Start,
 	}}
 	if h.refs != nil {
-		p.declared, p.htmlRead = h.refs.urls, true
+		p.declared, p.htmlRead, p.noReferrer = h.refs.urls, true, h.refs.noReferrer
 	}
 	if r := g.claimRedirect(c, tx); r != nil {
 		p.redirs = r

@@ -5,9 +5,11 @@ import (
 	"github.com/rtmon/rtmon/reconstruct"
 )
 
-// pageRefs is what one HTML or CSS body references, by urlHash.
+// pageRefs is what one HTML or CSS body references, by urlHash, and
+// whether the page suppresses Referer.
 type pageRefs struct {
-	urls map[uint64]embeds.Kind
+	urls       map[uint64]embeds.Kind
+	noReferrer bool
 }
 
 // readPage reads a transaction's body for the objects it references; nil
@@ -20,7 +22,8 @@ func (g *Grouper) readPage(tx *reconstruct.Transaction) *pageRefs {
 		host = tx.Server.String()
 	}
 	h, path := splitURL(tx.URL, host)
-	refs, err := embeds.Extract(tx.Body, tx.ContentType, tx.ContentEncoding, "http://"+h+path)
+	page, err := embeds.Extract(tx.Body, tx.ContentType, tx.ContentEncoding, "http://"+h+path)
+	refs := page.Refs
 	g.stats.PagesRead++
 	if err != nil || tx.BodyCut {
 		g.stats.PageReadErrors++
@@ -38,5 +41,5 @@ func (g *Grouper) readPage(tx *reconstruct.Transaction) *pageRefs {
 			m[k] = r.Kind
 		}
 	}
-	return &pageRefs{urls: m}
+	return &pageRefs{urls: m, noReferrer: page.NoReferrer}
 }

@@ -10,8 +10,8 @@
 // attacker-controlled: output is bounded (MaxRefs, MaxDecoded) and errors
 // are returned with what could be read before them.
 //
-//	refs, err := embeds.Extract(body, "text/html; charset=utf-8", "gzip", "http://example.com/news/")
-//	for _, r := range refs {
+//	page, err := embeds.Extract(body, "text/html; charset=utf-8", "gzip", "http://example.com/news/")
+//	for _, r := range page.Refs {
 //		fmt.Println(r.URL, r.Kind) // http://example.com/static/site.css blocking
 //	}
 package embeds
@@ -54,6 +54,15 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
+// Page is what a body says about the page.
+type Page struct {
+	Refs []Ref
+	// NoReferrer: the page tells browsers to send no Referer for its
+	// subresources (<meta name="referrer" content="no-referrer">), so its
+	// objects arrive without one even from browsers that send them.
+	NoReferrer bool
+}
+
 // Ref is one referenced object: an absolute URL ("http://host/path?query",
 // fragment dropped) and how the load event treats it.
 type Ref struct {
@@ -81,14 +90,14 @@ var (
 )
 
 // Extract returns the objects body references, resolved against base (the
-// page's absolute URL). contentType selects HTML or CSS; contentEncoding is
-// the Content-Encoding header. On a body that is cut short, or too large
-// once decoded, it returns what it read and an error wrapping ErrTruncated
-// or ErrTooLarge.
-func Extract(body []byte, contentType, contentEncoding, base string) ([]Ref, error) {
+// page's absolute URL), and what else it says about the page. contentType
+// selects HTML or CSS; contentEncoding is the Content-Encoding header. On a
+// body that is cut short, or too large once decoded, it returns what it
+// read and an error wrapping ErrTruncated or ErrTooLarge.
+func Extract(body []byte, contentType, contentEncoding, base string) (Page, error) {
 	baseURL, err := url.Parse(base)
 	if err != nil {
-		return nil, fmt.Errorf("embeds: base %q: %w", base, err)
+		return Page{}, fmt.Errorf("embeds: base %q: %w", base, err)
 	}
 	var css bool
 	switch mediaType(contentType) {
@@ -96,11 +105,11 @@ func Extract(body []byte, contentType, contentEncoding, base string) ([]Ref, err
 	case "text/css":
 		css = true
 	default:
-		return nil, fmt.Errorf("%w: %q", ErrNotPage, contentType)
+		return Page{}, fmt.Errorf("%w: %q", ErrNotPage, contentType)
 	}
 	plain, derr := Decode(body, contentEncoding)
 	if plain == nil && derr != nil {
-		return nil, derr
+		return Page{}, derr
 	}
 	c := collector{base: baseURL, seen: map[string]int{}}
 	if css {
@@ -108,7 +117,7 @@ func Extract(body []byte, contentType, contentEncoding, base string) ([]Ref, err
 	} else {
 		c.html(plain)
 	}
-	return c.refs, derr
+	return Page{Refs: c.refs, NoReferrer: c.noReferrer}, derr
 }
 
 // Decode undoes a Content-Encoding (a list is undone last coding first).
@@ -161,8 +170,9 @@ func mediaType(ct string) string {
 // collector resolves and deduplicates references.
 type collector struct {
 	base *url.URL
-	refs []Ref
-	seen map[string]int // URL -> index in refs
+	refs       []Ref
+	seen       map[string]int // URL -> index in refs
+	noReferrer bool
 }
 
 // add resolves ref against base; a URL seen before keeps the stronger kind.
@@ -226,6 +236,10 @@ func (c *collector) html(b []byte) {
 			c.css([]byte(s), base)
 		}
 		switch tag {
+		case "meta":
+			if strings.EqualFold(a["name"], "referrer") && strings.EqualFold(strings.TrimSpace(a["content"]), "no-referrer") {
+				c.noReferrer = true
+			}
 		case "base":
 			if h, ok := a["href"]; ok && !baseSet {
 				if u, err := c.base.Parse(strings.TrimSpace(h)); err == nil {

@@ -36,9 +36,13 @@ const page = `<!DOCTYPE html><html><head>
 </body></html>`
 
 func TestExtractHTML(t *testing.T) {
-	refs, err := Extract([]byte(page), "text/html; charset=utf-8", "", "http://example.com/index.html")
+	pg, err := Extract([]byte(page), "text/html; charset=utf-8", "", "http://example.com/index.html")
 	if err != nil {
 		t.Fatal(err)
+	}
+	refs := pg.Refs
+	if pg.NoReferrer {
+		t.Error("no referrer policy in the page, yet NoReferrer")
 	}
 	got := map[string]Kind{}
 	for _, r := range refs {
@@ -86,10 +90,11 @@ func TestExtractCSS(t *testing.T) {
 	css := `@import url("base.css"); @import 'theme.css';
 	@font-face { src: url(/fonts/a.woff2) format("woff2"), url('/fonts/a.woff') }
 	.x { background: url(data:image/gif;base64,R0lG) } .y{background:url( "../img/y.png" )}`
-	refs, err := Extract([]byte(css), "text/css", "", "http://example.com/static/css/site.css")
+	pg, err := Extract([]byte(css), "text/css", "", "http://example.com/static/css/site.css")
 	if err != nil {
 		t.Fatal(err)
 	}
+	refs := pg.Refs
 	var urls []string
 	for _, r := range refs {
 		urls = append(urls, r.URL)
@@ -100,6 +105,17 @@ func TestExtractCSS(t *testing.T) {
 	want := "http://example.com/static/css/base.css http://example.com/static/css/theme.css http://example.com/fonts/a.woff2 http://example.com/fonts/a.woff http://example.com/static/img/y.png"
 	if strings.Join(urls, " ") != want {
 		t.Errorf("got  %s\nwant %s", strings.Join(urls, " "), want)
+	}
+}
+
+func TestReferrerPolicy(t *testing.T) {
+	pg, err := Extract([]byte(`<html><head><META NAME="Referrer" CONTENT=" No-Referrer "><img src=/a.png>`), "text/html", "", "http://h/")
+	if err != nil || !pg.NoReferrer || len(pg.Refs) != 1 {
+		t.Errorf("%+v %v", pg, err)
+	}
+	pg, _ = Extract([]byte(`<meta name="referrer" content="origin">`), "text/html", "", "http://h/")
+	if pg.NoReferrer {
+		t.Error("origin is not no-referrer")
 	}
 }
 
@@ -139,15 +155,15 @@ func TestContentCodings(t *testing.T) {
 		if coding == "raw-deflate" {
 			header = "deflate"
 		}
-		refs, err := Extract(compress(t, coding, plain), "text/html", header, "http://h/")
-		if err != nil || len(refs) != 2 {
-			t.Errorf("%s: %v, %v", coding, refs, err)
+		pg, err := Extract(compress(t, coding, plain), "text/html", header, "http://h/")
+		if err != nil || len(pg.Refs) != 2 {
+			t.Errorf("%s: %v, %v", coding, pg.Refs, err)
 		}
 	}
 	// gzip then br, as "Content-Encoding: gzip, br" says.
 	both := compress(t, "br", compress(t, "gzip", plain))
-	if refs, err := Extract(both, "text/html", "gzip, br", "http://h/"); err != nil || len(refs) != 2 {
-		t.Errorf("gzip, br: %v, %v", refs, err)
+	if pg, err := Extract(both, "text/html", "gzip, br", "http://h/"); err != nil || len(pg.Refs) != 2 {
+		t.Errorf("gzip, br: %v, %v", pg.Refs, err)
 	}
 	if _, err := Extract(plain, "text/html", "compress", "http://h/"); !errors.Is(err, ErrEncoding) {
 		t.Errorf("unknown coding: %v", err)
@@ -166,9 +182,9 @@ func TestTruncatedBody(t *testing.T) {
 		b.WriteString(`<img src="/img/` + strings.Repeat("x", i%7) + `-` + string(rune('a'+i%26)) + `.png"> filler text to compress less well 0123456789 `)
 	}
 	z := compress(t, "gzip", []byte(b.String()))
-	refs, err := Extract(z[:len(z)/2], "text/html", "gzip", "http://h/")
-	if !errors.Is(err, ErrTruncated) || len(refs) == 0 {
-		t.Fatalf("cut gzip: %d refs, %v", len(refs), err)
+	pg, err := Extract(z[:len(z)/2], "text/html", "gzip", "http://h/")
+	if !errors.Is(err, ErrTruncated) || len(pg.Refs) == 0 {
+		t.Fatalf("cut gzip: %d refs, %v", len(pg.Refs), err)
 	}
 }
 
@@ -182,9 +198,9 @@ func TestBounds(t *testing.T) {
 		b.WriteString(`<img src="/` + strings.Repeat("a", 1+i%50) + string(rune('0'+i%10)) + `/` + string(rune('A'+i%26)) + `.png">`)
 		b.WriteString(`<img src="/n` + string(rune('a'+i%26)) + string(rune('a'+(i/26)%26)) + `.png">`)
 	}
-	refs, _ := Extract([]byte(b.String()), "text/html", "", "http://h/")
-	if len(refs) > MaxRefs {
-		t.Errorf("%d refs, bound %d", len(refs), MaxRefs)
+	pg, _ := Extract([]byte(b.String()), "text/html", "", "http://h/")
+	if len(pg.Refs) > MaxRefs {
+		t.Errorf("%d refs, bound %d", len(pg.Refs), MaxRefs)
 	}
 }
 
@@ -194,7 +210,8 @@ func FuzzExtract(f *testing.F) {
 	f.Add([]byte("\x1f\x8b\x08\x00"), "text/html", "gzip")
 	f.Add([]byte("<img src=\"\x00\">"), "application/xhtml+xml", "br")
 	f.Fuzz(func(t *testing.T, body []byte, ct, ce string) {
-		refs, _ := Extract(body, ct, ce, "http://example.com/a/b.html")
+		pg, _ := Extract(body, ct, ce, "http://example.com/a/b.html")
+		refs := pg.Refs
 		if len(refs) > MaxRefs {
 			t.Fatalf("%d refs", len(refs))
 		}
