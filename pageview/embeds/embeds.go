@@ -169,7 +169,7 @@ func mediaType(ct string) string {
 
 // collector resolves and deduplicates references.
 type collector struct {
-	base *url.URL
+	base       *url.URL
 	refs       []Ref
 	seen       map[string]int // URL -> index in refs
 	noReferrer bool
