@@ -88,6 +88,13 @@ type Frame struct {
 // BridgeStats count frames per direction.
 type BridgeStats struct {
 	Forwarded, Lost, QueueDrops, HookDrops, Injected, SendErrors [2]int64
+	// LateReads count frames read more than a millisecond after the
+	// kernel received them, LateSends frames written more than a
+	// millisecond after their release time; MaxReadLag and MaxSendLag are
+	// the largest such delays (ns). A late read does not delay a frame
+	// (its release counts from the kernel's time); a late send does.
+	LateReads, LateSends   [2]int64
+	MaxReadLag, MaxSendLag [2]int64
 }
 
 // Bridge forwards Ethernet frames between two interfaces of the link
@@ -100,14 +107,21 @@ type Bridge struct {
 	fds   [2]int // [ToServer] reads the client side, writes the server side's fd
 	names [2]string
 
-	mu    sync.Mutex
-	q     [2]frameHeap
-	wake  [2]chan struct{}
-	txEnd [2]time.Time // end of the last frame's serialization
-	rnd   [2]*rand.Rand
-	seq   uint64
+	// lk guards q, txEnd and seq of one direction, so a direction's
+	// reader and sender are the only ones to contend for it.
+	lk [2]sync.Mutex
+	q  [2]frameHeap
+	// wake: an eventfd per direction, written when a frame is queued. The
+	// sender blocks in the kernel on it (ppoll), never on a Go channel:
+	// a locked real-time goroutine woken through the Go scheduler waited
+	// for a P's hand-off, seen up to 33 ms when the queue had been empty.
+	wake  [2]int
+	txEnd [2]time.Time  // end of the last frame's serialization
+	rnd   [2]*rand.Rand // per direction, used by that direction's reader only
+	seq   [2]uint64
 
 	stats  [6][2]atomic.Int64
+	lags   [4][2]atomic.Int64 // late reads, late sends, max read lag, max send lag
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 }
@@ -139,10 +153,15 @@ func StartBridge(ns, clientSide, serverSide string, opts LinkOptions) (*Bridge, 
 	if opts.MaxQueue == 0 {
 		opts.MaxQueue = time.Second
 	}
-	b := &Bridge{opts: opts, fds: [2]int{-1, -1}, names: [2]string{clientSide, serverSide}}
+	b := &Bridge{opts: opts, fds: [2]int{-1, -1}, wake: [2]int{-1, -1}, names: [2]string{clientSide, serverSide}}
 	for d := range 2 {
-		b.wake[d] = make(chan struct{}, 1)
 		b.rnd[d] = rand.New(rand.NewPCG(opts.Seed, uint64(d)+1))
+		fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err != nil {
+			b.closeFDs()
+			return nil, fmt.Errorf("bridge eventfd: %w", err)
+		}
+		b.wake[d] = fd
 	}
 	err := inNS(ns, func() error {
 		for i, name := range b.names {
@@ -158,6 +177,7 @@ func StartBridge(ns, clientSide, serverSide string, opts LinkOptions) (*Bridge, 
 		b.closeFDs()
 		return nil, fmt.Errorf("bridge in %s: %w", ns, err)
 	}
+	ensureSpareProcs()
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
 	for _, d := range []Direction{ToServer, ToClient} {
@@ -202,6 +222,8 @@ func openPacket(name string) (int, error) {
 	}
 	// Room for bursts while the sender goroutine is scheduled late.
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20)
+	// The kernel's receive time of each frame (see frameTime).
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
 	return fd, nil
 }
 
@@ -225,6 +247,12 @@ func (b *Bridge) closeFDs() {
 			b.fds[i] = -1
 		}
 	}
+	for i, fd := range b.wake {
+		if fd >= 0 {
+			unix.Close(fd)
+			b.wake[i] = -1
+		}
+	}
 }
 
 // Stats returns the counters so far.
@@ -237,6 +265,8 @@ func (b *Bridge) Stats() BridgeStats {
 		s.HookDrops[d] = b.stats[stHook][d].Load()
 		s.Injected[d] = b.stats[stInj][d].Load()
 		s.SendErrors[d] = b.stats[stSendErr][d].Load()
+		s.LateReads[d], s.LateSends[d] = b.lags[0][d].Load(), b.lags[1][d].Load()
+		s.MaxReadLag[d], s.MaxSendLag[d] = b.lags[2][d].Load(), b.lags[3][d].Load()
 	}
 	return s
 }
@@ -258,13 +288,39 @@ func (b *Bridge) oneWay(c netip.Addr) time.Duration {
 // the thread that forked them (Pdeathsig), which may have been this one.
 func realtime() (undo func()) {
 	runtime.LockOSThread()
-	err := unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: bridgeRTPriority}, 0)
+	// Reset on fork: the Go runtime starts new threads from whichever
+	// thread needs one, and a thread cloned from this one must not run
+	// ordinary goroutines at the bridge's priority.
+	err := unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: bridgeRTPriority,
+		Flags: unix.SCHED_FLAG_RESET_ON_FORK}, 0)
 	return func() {
 		if err == nil {
 			_ = unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_NORMAL}, 0)
 		}
 		runtime.UnlockOSThread()
 	}
+}
+
+// minProcs is the GOMAXPROCS the bridge needs. Its threads run Go code,
+// so besides the CPU (SCHED_FIFO gets them that) each needs one of the
+// runtime's Ps whenever it returns from a blocking read or a sleep. With
+// GOMAXPROCS at the machine's 2 cores, the Go clients, the analysis and
+// the garbage collector of the same process held both Ps often enough that
+// a frame left the bridge up to 50 ms late (measured with MeasureLink: p95
+// 7 ms): network delay the clients saw and the server could not. 16 were
+// not enough for the overloaded scenario's burst of two dozen clients
+// (sends up to 20 ms late). With spare Ps a woken bridge thread finds one,
+// and the kernel's real-time scheduling alone decides when it runs.
+const minProcs = 64
+
+var procsOnce sync.Once
+
+func ensureSpareProcs() {
+	procsOnce.Do(func() {
+		if runtime.GOMAXPROCS(0) < minProcs {
+			runtime.GOMAXPROCS(minProcs)
+		}
+	})
 }
 
 // bridgeRTPriority is above curl's (10) so the network stays ahead of the
@@ -281,8 +337,9 @@ func (b *Bridge) read(ctx context.Context, d Direction) {
 	defer realtime()()
 	fd := b.fds[d]
 	buf := make([]byte, maxFrame)
+	oob := make([]byte, 256)
 	for ctx.Err() == nil {
-		n, from, err := unix.Recvfrom(fd, buf, 0)
+		n, oobn, _, from, err := unix.Recvmsg(fd, buf, oob, 0)
 		if err != nil {
 			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 				continue
@@ -293,12 +350,11 @@ func (b *Bridge) read(ctx context.Context, d Direction) {
 		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
 			continue
 		}
-		f := &Frame{Dir: d, At: time.Now(), Data: append([]byte(nil), buf[:n]...)}
+		f := &Frame{Dir: d, At: frameTime(oob[:oobn]), Data: append([]byte(nil), buf[:n]...)}
+		b.noteLag(0, d, time.Since(f.At))
 		parseFrame(f)
-		b.mu.Lock()
 		lost := b.opts.Loss > 0 && !(b.opts.LossSparesSYN && f.SYN) && !(b.opts.LossToClientOnly && d == ToServer) &&
 			b.rnd[d].Float64() < b.opts.Loss
-		b.mu.Unlock()
 		if lost {
 			b.stats[stLost][d].Add(1)
 			continue
@@ -325,14 +381,14 @@ func (b *Bridge) Inject(d Direction, data []byte, at time.Time) {
 
 func (b *Bridge) enqueue(f *Frame, at time.Time) {
 	d := f.Dir
-	b.mu.Lock()
+	b.lk[d].Lock()
 	start := at
 	if b.opts.RateBytes > 0 {
 		if b.txEnd[d].After(start) {
 			start = b.txEnd[d]
 		}
 		if start.Sub(at) > b.opts.MaxQueue {
-			b.mu.Unlock()
+			b.lk[d].Unlock()
 			b.stats[stQueue][d].Add(1)
 			return
 		}
@@ -340,38 +396,61 @@ func (b *Bridge) enqueue(f *Frame, at time.Time) {
 		start = start.Add(ser)
 		b.txEnd[d] = start
 	}
-	b.seq++
-	heap.Push(&b.q[d], queued{f: f, release: start.Add(b.oneWay(f.Client)), seq: b.seq})
-	b.mu.Unlock()
-	select {
-	case b.wake[d] <- struct{}{}:
-	default:
+	b.seq[d]++
+	heap.Push(&b.q[d], queued{f: f, release: start.Add(b.oneWay(f.Client)), seq: b.seq[d]})
+	b.lk[d].Unlock()
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	_, _ = unix.Write(b.wake[d], one[:])
+}
+
+// frameTime is when the kernel received a frame (SO_TIMESTAMPNS), so a
+// reader thread scheduled late does not delay the frame; time.Now() if the
+// stamp is missing or implausible.
+func frameTime(oob []byte) time.Time {
+	now := time.Now()
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return now
 	}
+	for _, m := range msgs {
+		if m.Header.Level != unix.SOL_SOCKET || m.Header.Type != unix.SO_TIMESTAMPNS || len(m.Data) < 16 {
+			continue
+		}
+		ts := time.Unix(int64(binary.NativeEndian.Uint64(m.Data[0:8])), int64(binary.NativeEndian.Uint64(m.Data[8:16])))
+		if d := now.Sub(ts); d >= 0 && d < 100*time.Millisecond {
+			return ts
+		}
+	}
+	return now
 }
 
 // send releases frames when due. It sleeps in the kernel on its real-time
-// thread (nanosleep) rather than on a Go timer, so waking up does not depend
-// on the Go scheduler's timer handling; it blocks on the channel only while
-// the queue is empty.
+// thread (nanosleep, or ppoll on the wake eventfd while the queue is
+// empty) rather than on a Go timer or channel, so waking up does not
+// depend on the Go scheduler.
 func (b *Bridge) send(ctx context.Context, d Direction) {
 	defer b.done.Done()
 	defer realtime()()
 	out := b.fds[1-d]
+	var drain [8]byte
 	for ctx.Err() == nil {
-		b.mu.Lock()
+		b.lk[d].Lock()
 		if len(b.q[d]) == 0 {
-			b.mu.Unlock()
-			select {
-			case <-ctx.Done():
-				return
-			case <-b.wake[d]:
-			}
+			b.lk[d].Unlock()
+			pfd := []unix.PollFd{{Fd: int32(b.wake[d]), Events: unix.POLLIN}}
+			// A fresh timeout each time: the ppoll system call writes
+			// the time left back into it (once zero, it would spin).
+			idle := unix.NsecToTimespec(rcvTimeout.Nanoseconds())
+			_, _ = unix.Ppoll(pfd, &idle, nil)
+			_, _ = unix.Read(b.wake[d], drain[:])
 			continue
 		}
 		wait := time.Until(b.q[d][0].release)
 		if wait <= 0 {
+			b.noteLag(1, d, -wait)
 			f := heap.Pop(&b.q[d]).(queued).f
-			b.mu.Unlock()
+			b.lk[d].Unlock()
 			if _, err := unix.Write(out, f.Data); err != nil {
 				b.stats[stSendErr][d].Add(1)
 			} else {
@@ -379,9 +458,20 @@ func (b *Bridge) send(ctx context.Context, d Direction) {
 			}
 			continue
 		}
-		b.mu.Unlock()
+		b.lk[d].Unlock()
 		ts := unix.NsecToTimespec(min(wait, maxSleep).Nanoseconds())
 		_ = unix.Nanosleep(&ts, nil)
+	}
+}
+
+// noteLag counts a late read (kind 0) or send (kind 1).
+func (b *Bridge) noteLag(kind int, d Direction, lag time.Duration) {
+	if lag <= time.Millisecond {
+		return
+	}
+	b.lags[kind][d].Add(1)
+	m := &b.lags[2+kind][d]
+	for old := m.Load(); int64(lag) > old && !m.CompareAndSwap(old, int64(lag)); old = m.Load() {
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -33,6 +34,8 @@ type Chromium struct {
 	browser context.Context
 	cancel  context.CancelFunc
 	closed  bool
+	// Tabs: the first one opens with the browser, NewTab adds more.
+	Tabs []*ChromiumTab
 }
 
 // chromiumFlags: no background traffic (the capture must hold the page
@@ -85,16 +88,84 @@ func (tb *Testbed) StartChromium(ctx context.Context, local netip.Addr) (*Chromi
 	// timer bounds the start instead.
 	watchdog := time.AfterFunc(30*time.Second, bcancel)
 	defer watchdog.Stop()
-	startCtx := bctx
-	if _, err := chromedp.Call(startCtx, network.Enable, network.EnableParams{}); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("start chromium in %s: %w", tb.Client.NS, err)
-	}
-	if _, err := chromedp.Call(startCtx, network.SetCacheDisabled, network.SetCacheDisabledParams{CacheDisabled: true}); err != nil {
+	if _, err := c.initTab(bctx, nil); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("start chromium in %s: %w", tb.Client.NS, err)
 	}
 	return c, nil
+}
+
+// ChromiumTab is one tab (target) of the browser. It records every request
+// its documents make (DevTools Network.requestWillBeSent), which is how the
+// browser says what belongs to a page, favicon and beacons included.
+type ChromiumTab struct {
+	c      *Chromium
+	ctx    context.Context
+	cancel context.CancelFunc
+	Index  int
+
+	mu     sync.Mutex
+	events []netEvent
+	pages  []*chromePage
+}
+
+// netEvent is one request a tab's document made.
+type netEvent struct {
+	RequestID   string
+	LoaderID    string
+	DocumentURL string
+	Method      string
+	URL         string
+	Type        string
+	Redirected  bool  // a redirect hop's follow-up (same request id)
+	WallTime    int64 // Unix ns, browser clock
+}
+
+// chromePage is a navigation of a tab, completed by Pages.
+type chromePage struct {
+	pt       PageTruth
+	firstEv  int // index of the first event after the navigation was issued
+	loaderID string
+	jsAfter  map[string]ObjectTruth // Resource Timing entries ending after load
+}
+
+// initTab enables the Network domain (events, no cache) on a tab context
+// and starts recording its requests.
+func (c *Chromium) initTab(ctx context.Context, cancel context.CancelFunc) (*ChromiumTab, error) {
+	t := &ChromiumTab{c: c, ctx: ctx, cancel: cancel, Index: len(c.Tabs)}
+	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
+		return nil, err
+	}
+	if _, err := chromedp.Call(ctx, network.SetCacheDisabled, network.SetCacheDisabledParams{CacheDisabled: true}); err != nil {
+		return nil, err
+	}
+	if err := chromedp.Listen(ctx, func(ev any) {
+		e, ok := ev.(*network.EventRequestWillBeSent)
+		if !ok || e.Request == nil {
+			return
+		}
+		t.mu.Lock()
+		t.events = append(t.events, netEvent{RequestID: string(e.RequestID), LoaderID: string(e.LoaderID),
+			DocumentURL: e.DocumentURL, Method: e.Request.Method, URL: e.Request.URL, Type: string(e.Type),
+			Redirected: e.RedirectResponse != nil, WallTime: int64(math.Round(float64(e.WallTime) * 1e9))})
+		t.mu.Unlock()
+	}); err != nil {
+		return nil, err
+	}
+	c.Tabs = append(c.Tabs, t)
+	return t, nil
+}
+
+// NewTab opens another tab (a second target of the same browser, sharing
+// its connections).
+func (c *Chromium) NewTab() (*ChromiumTab, error) {
+	ctx, cancel := chromedp.NewContext(c.browser)
+	t, err := c.initTab(ctx, cancel)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("chromium new tab: %w", err)
+	}
+	return t, nil
 }
 
 // Close ends the browser and then, by PID, any of its processes that
@@ -105,6 +176,11 @@ func (c *Chromium) Close() error {
 		return nil
 	}
 	c.closed = true
+	for _, t := range c.Tabs {
+		if t.cancel != nil {
+			t.cancel()
+		}
+	}
 	c.cancel()
 	c.alloc()
 	want := []byte("--user-data-dir=" + c.dataDir)
@@ -171,6 +247,8 @@ type navTiming struct {
 	resTiming
 	LoadEventStart float64 `json:"loadEventStart"`
 	LoadEventEnd   float64 `json:"loadEventEnd"`
+	RedirectCount  int     `json:"redirectCount"`
+	RedirectStart  float64 `json:"redirectStart"`
 }
 
 type perfDump struct {
@@ -186,23 +264,29 @@ const perfJS = `(() => {
     res: performance.getEntriesByType('resource').map(r => r.toJSON())});
 })()`
 
-// Load navigates to url, waits for the load event, and returns the page's
-// Navigation and Resource Timing as truth.
-//
-// Pageview truth: Start is the navigation's connectStart on a fresh
-// connection (its requestStart on a reused one); End is the largest
-// responseEnd of the document and every resource. That is what a server-side
-// monitor can see: the first SYN and the last byte delivered. loadEventStart
-// is kept too (LoadEventNS, from navigation start) but not compared: it adds
-// what no packet shows — the browser's own work before the first SYN and
-// after the last byte (parsing, running scripts, decoding images). DNS is 0
-// (IP literals) and there are no redirects.
+// Load navigates the first tab (see ChromiumTab.Load).
 func (c *Chromium) Load(ctx context.Context, url string) (PageTruth, error) {
-	pt := PageTruth{Source: "chromium", Client: c.Local.String(), URL: pathOf(url)}
-	lctx, cancel := context.WithTimeout(c.browser, 30*time.Second)
+	return c.Tabs[0].Load(ctx, url)
+}
+
+// Load navigates the tab to url, waits for the load event and returns the
+// page as Navigation and Resource Timing report it. Those timestamps are
+// the browser's own (they lag when the machine is busy) and serve only to
+// say which requests make up the page, when the load event fired, and for
+// logging how far they are from the wire: the resources whose responseEnd
+// is at or before loadEventStart are the page's in-load objects. What the
+// page's documents request later (favicon, beacons) is added by Pages, from
+// the tab's DevTools events.
+func (t *ChromiumTab) Load(ctx context.Context, url string) (PageTruth, error) {
+	pt := PageTruth{Source: BrowserChromium, Client: t.c.Local.String(), URL: pathOf(url), NavURL: pathOf(url), Tab: t.Index}
+	lctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
+	t.mu.Lock()
+	cp := &chromePage{firstEv: len(t.events)}
+	t.mu.Unlock()
+	pt.NavIssued = time.Now().UnixNano()
 	if err := chromedp.Do(lctx, chromedp.Navigate(url)); err != nil {
 		return pt, fmt.Errorf("chromium load %s: %w", url, err)
 	}
@@ -230,7 +314,7 @@ func (c *Chromium) Load(ctx context.Context, url string) (PageTruth, error) {
 		return int64(math.Round((d.Origin + ms) * 1e6))
 	}
 	conv := func(r resTiming) ObjectTruth {
-		return ObjectTruth{URL: pathOf(r.Name), Status: r.Status, Bytes: r.BodySize,
+		return ObjectTruth{URL: pathOf(r.Name), Method: "GET", Status: r.Status, Bytes: r.BodySize,
 			// A reused connection reports connectStart == connectEnd
 			// (both equal to fetchStart/domainLookupEnd).
 			Reused:       r.ConnectEnd == r.ConnectStart,
@@ -238,18 +322,98 @@ func (c *Chromium) Load(ctx context.Context, url string) (PageTruth, error) {
 			RequestStart: abs(r.RequestStart), ResponseFirst: abs(r.ResponseStart), ResponseEnd: abs(r.ResponseEnd)}
 	}
 	pt.Container = conv(d.Nav.resTiming)
+	pt.Container.Role = RoleContainer
+	pt.URL = pt.Container.URL
 	pt.Start = pt.Container.Begin()
+	if d.Nav.RedirectCount > 0 && d.Nav.RedirectStart > 0 {
+		pt.Start = abs(d.Nav.RedirectStart)
+	}
 	pt.End = pt.Container.ResponseEnd
+	cp.jsAfter = map[string]ObjectTruth{}
 	for _, r := range d.Res {
 		o := conv(r)
+		if r.ResponseEnd > d.Nav.LoadEventStart {
+			o.Role = RoleAfterLoad
+			cp.jsAfter[o.URL] = o
+			continue
+		}
+		o.Role = RoleObject
 		pt.Objects = append(pt.Objects, o)
 		pt.End = max(pt.End, o.ResponseEnd)
 	}
 	pt.TotalNS = pt.End - pt.Start
 	pt.LoadEventNS = int64(math.Round(d.Nav.LoadEventStart * 1e6))
-	pt.Extra = map[string]any{"protocol": d.Nav.Protocol}
+	pt.LoadEventAt = abs(d.Nav.LoadEventStart)
+	pt.Extra = map[string]any{"protocol": d.Nav.Protocol, "redirect_count": d.Nav.RedirectCount}
 	if d.Nav.Protocol != "http/1.1" {
 		return pt, fmt.Errorf("chromium load %s: protocol %q, want http/1.1", url, d.Nav.Protocol)
 	}
+	cp.pt = pt
+	t.mu.Lock()
+	t.pages = append(t.pages, cp)
+	t.mu.Unlock()
 	return pt, nil
+}
+
+// Pages returns the tab's page loads completed with what the browser says
+// belongs to each: the navigation's redirect hops and, after the load
+// event, whatever the page's document requested (favicon, beacons). Call it
+// once the pages have had time for their after-load requests.
+func (t *ChromiumTab) Pages() []PageTruth {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []PageTruth
+	for i, cp := range t.pages {
+		pt := cp.pt
+		pt.Redirects = nil
+		pt.AfterLoad = nil
+		end := len(t.events)
+		if i+1 < len(t.pages) {
+			end = t.pages[i+1].firstEv
+		}
+		// The navigation's document request is the first Document-type
+		// request after it was issued; its loader id names every request
+		// the page's document makes, also after the next navigation began.
+		loader := ""
+		var chain []netEvent
+		for _, e := range t.events[cp.firstEv:end] {
+			if e.Type == string(network.ResourceTypeDocument) && (loader == "" || e.LoaderID == loader) {
+				if loader == "" && e.Redirected {
+					continue
+				}
+				loader = e.LoaderID
+				chain = append(chain, e)
+			}
+		}
+		cp.loaderID = loader
+		for _, e := range chain[:max(0, len(chain)-1)] {
+			pt.Redirects = append(pt.Redirects, ObjectTruth{URL: pathOf(e.URL), Method: e.Method, Role: RoleRedirect})
+		}
+		if len(chain) > 0 {
+			pt.NavURL = pathOf(chain[0].URL)
+		}
+		inLoad := map[string]bool{}
+		for _, o := range pt.Objects {
+			inLoad[o.URL] = true
+		}
+		seen := map[string]bool{}
+		for _, e := range t.events[cp.firstEv:] {
+			if loader == "" || e.LoaderID != loader || e.Type == string(network.ResourceTypeDocument) {
+				continue
+			}
+			u := pathOf(e.URL)
+			if inLoad[u] || seen[e.Method+" "+u] {
+				continue
+			}
+			seen[e.Method+" "+u] = true
+			o, ok := cp.jsAfter[u]
+			if !ok {
+				o = ObjectTruth{URL: u}
+			}
+			o.Method, o.Role = e.Method, RoleAfterLoad
+			pt.AfterLoad = append(pt.AfterLoad, o)
+		}
+		out = append(out, pt)
+	}
+	return out
 }

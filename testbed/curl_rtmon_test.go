@@ -20,7 +20,7 @@ import (
 
 // keepDir, when set, receives a copy of each test's capture, so an rtmon
 // mismatch can be replayed (rtmon analyze) or read with tshark.
-var keepDir = flag.String("testbed.keep", "", "copy each test's server-side pcap into this directory")
+var keepDir = flag.String("testbed.keep", "", "copy each test's pcaps (server side; client side and truth for scenarios) into this directory")
 
 // scenario is what one test does on the testbed.
 type scenario struct {

@@ -33,6 +33,12 @@ type NginxOptions struct {
 	// Backlog is the listen backlog (0: nginx's default, 511). A tiny one
 	// makes the kernel drop SYNs under load (scenario "overloaded").
 	Backlog int
+	// WebSite configures what a generated Site needs beyond static files:
+	// HTML gzip-compressed (nginx then sends it chunked), also when
+	// proxied from the back end; the beacon (POST /beacon answered 204);
+	// redirects /r/pN -> /pN.html (302), /old/pN.html -> /pN.html (301)
+	// and /ra/pN?ms= -> /app/pN.html?ms= (302).
+	WebSite bool
 }
 
 // DefaultFiles are the bodies served when NginxOptions.Files is empty.
@@ -83,6 +89,8 @@ http {
         text/css css;
         application/javascript js;
         image/png png;
+        image/gif gif;
+        image/x-icon ico;
         application/octet-stream bin;
     }
     default_type application/octet-stream;
@@ -94,9 +102,22 @@ http {
     scgi_temp_path {{.Dir}}/tmp/scgi;
     keepalive_timeout {{.KeepaliveSeconds}}s;
     keepalive_requests 1000;
+{{- if .WebSite}}
+    gzip on;
+    gzip_types text/html;
+    gzip_min_length 0;
+    gzip_proxied any;
+    gzip_vary on;
+{{- end}}
     server {
         listen {{.Listen}}{{if .Backlog}} backlog={{.Backlog}}{{end}};
         root {{.Dir}}/www;
+{{- if .WebSite}}
+        location = /beacon { return 204; }
+        location ~ ^/r/(p[0-9]+)$ { return 302 /$1.html; }
+        location ~ ^/old/(p[0-9]+\.html)$ { return 301 /$1; }
+        location ~ ^/ra/(p[0-9]+)$ { return 302 /app/$1.html$is_args$args; }
+{{- end}}
 {{- if .Backend}}
         location /app/ {
             proxy_pass http://{{.Backend}};
@@ -165,7 +186,7 @@ func (tb *Testbed) StartNginx(ctx context.Context, opts NginxOptions) (*Nginx, e
 		return nil, fmt.Errorf("nginx config: %w", err)
 	}
 	err = nginxConf.Execute(f, map[string]any{"Dir": dir, "Listen": listen,
-		"Backlog": opts.Backlog, "Backend": opts.Backend,
+		"Backlog": opts.Backlog, "Backend": opts.Backend, "WebSite": opts.WebSite,
 		"KeepaliveSeconds": int(opts.KeepaliveTimeout.Round(time.Second) / time.Second)})
 	if cerr := f.Close(); err == nil {
 		err = cerr

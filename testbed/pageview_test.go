@@ -2,90 +2,176 @@ package testbed
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"math"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 )
 
-// rtmonPageview is the part of pageview.Pageview (pageviews.jsonl) used here.
-type rtmonPageview struct {
-	Client    string `json:"client"`
-	URL       string `json:"url"`
-	Start     int64  `json:"start"`
-	End       int64  `json:"end"`
-	Total     int64  `json:"total_ns"`
-	Objects   int    `json:"objects"`
-	SYNLosses int    `json:"syn_losses"`
+// rtmonTxnRec is a transactions.jsonl record. Fields rtmon may not write
+// yet decode to their zero value.
+type rtmonTxnRec struct {
+	ID           string   `json:"id"`
+	ConnectionID string   `json:"connection_id"`
+	Client       string   `json:"client"`
+	ClientPort   int      `json:"client_port"`
+	Index        int      `json:"index"`
+	Method       string   `json:"method"`
+	URL          string   `json:"url"`
+	Status       int      `json:"status"`
+	Start        int64    `json:"start"`
+	End          int64    `json:"end"`
+	Total        int64    `json:"total_ns"`
+	Tconn        int64    `json:"tconn_ns"`
+	Trequest     int64    `json:"trequest_ns"`
+	Tserver      int64    `json:"tserver_ns"`
+	Ttransfer    int64    `json:"ttransfer_ns"`
+	RTTClient    int64    `json:"rtt_client_ns"`
+	RequestFirst int64    `json:"request_first"`
+	PageviewID   string   `json:"pageview_id"`
+	Flags        []string `json:"flags"`
 }
 
-// rtmonTxnTimes adds the absolute times of a transaction.
-type rtmonTxnTimes struct {
-	rtmonTxn
-	Start        int64 `json:"start"`
-	End          int64 `json:"end"`
-	RequestFirst int64 `json:"request_first"`
-	RTTClient    int64 `json:"rtt_client_ns"`
+func (x *rtmonTxnRec) has(flag string) bool { return slices.Contains(x.Flags, flag) }
+
+// rtmonPV is a pageviews.jsonl record. AfterLoad, Redirects and Evidence
+// are new (nil or "" while rtmon does not write them).
+type rtmonPV struct {
+	ID          string   `json:"id"`
+	Client      string   `json:"client"`
+	URL         string   `json:"url"`
+	ContainerID string   `json:"container_id"`
+	Start       int64    `json:"start"`
+	End         int64    `json:"end"`
+	Total       int64    `json:"total_ns"`
+	Tconn       int64    `json:"tconn_ns"`
+	Tserver     int64    `json:"tserver_ns"`
+	Ttransfer   int64    `json:"ttransfer_ns"`
+	Tother      int64    `json:"tother_ns"`
+	Objects     int      `json:"objects"`
+	AfterLoad   *int     `json:"after_load"`
+	Redirects   *int     `json:"redirects"`
+	Evidence    string   `json:"evidence"`
+	Flags       []string `json:"flags"`
 }
 
-// Tolerances. Pageviews (the issue's acceptance bound): the median error of
-// rtmon's pageview total against the browser's must be within
-// max(10 ms, 2 %), the 95th percentile within 5 % of the browser's total.
-// Objects: at least 95 % of transactions within max(10 ms, 10 %) of the
-// client's own duration for them. A single object is short and carries the
-// browser's scheduling jitter whole, and with link loss some errors are
-// beyond any server-side monitor: a request segment lost before the capture
-// point leaves no trace, its retransmission looks like a late request.
-// Chromium objects are compared from the request on (see compareObjects),
-// and with a wider bound, at least 90 % within max(20 ms, 15 %): Resource
-// Timing stamps responseEnd when the data has passed from Chromium's
-// network service to the renderer, which adds browser-internal delays no
-// packet shows (seen: four images of one page all ~55 ms late together,
-// while the Go client's objects on the same link stay within 3 ms).
+// Acceptance bounds (truth: the client's wire).
+//   - Transactions: at least txnWithin of them within max(txnFloor,
+//     txnRel x truth) of the wire's total.
+//   - Pageviews, per browser and Referer group: median |error| at most
+//     max(pvMedianFloor, pvMedianRel x median truth total), 95th
+//     percentile of the relative error at most pvP95Rel.
+//   - Objects (in load and after load): at least memberWithin in the
+//     pageview holding their page's container, after-load ones (only
+//     they) flagged after_load.
 const (
+	txnFloor      = 2 * time.Millisecond
+	txnRel        = 0.05
+	txnWithin     = 0.97
 	pvMedianFloor = 10 * time.Millisecond
 	pvMedianRel   = 0.02
 	pvP95Rel      = 0.05
-	objFloor      = 10 * time.Millisecond
-	objRel        = 0.10
-	objOutliers   = 0.05
-
-	chromeObjFloor    = 20 * time.Millisecond
-	chromeObjRel      = 0.15
-	chromeObjOutliers = 0.10
+	memberWithin  = 0.98
+	// flagRecall: share of the transactions the wire shows with an
+	// upstream request loss or a duplicate response arrival that rtmon
+	// must flag upstream_loss or spurious_retrans.
+	flagRecall = 0.90
+	// flagPrecision: share of rtmon's upstream_loss flags the wire
+	// confirms (a flag costs the SRE a wrong explanation).
+	flagPrecision = 0.90
+	// ownClockMedian and ownClockP95 bound loosely, on scenario runs
+	// without the CPU hog, how far the Go clients' own clocks may be from
+	// the wire (they share the CPUs with Chromium and are not real-time;
+	// TestWireTruthMatchesGoClient is the strict check).
+	ownClockMedian = 2 * time.Millisecond
+	ownClockP95    = 25 * time.Millisecond
+	ownClockMax    = 20 * time.Millisecond // logged beyond this
 )
 
-// TestPageviewsMatchChromium loads generated pages in headless Chromium and
-// the Go client over the emulated link, captures at the server, runs rtmon
-// on the capture and compares its transactions and pageviews with what the
-// clients measured themselves.
-func TestPageviewsMatchChromium(t *testing.T) {
+// TestScenarios runs every named scenario twice, on a quiet machine and
+// beside a CPU hog pinned to one core, captures at the server and at the
+// client, and compares rtmon's analysis of the server capture with the
+// truth from the client's wire (ReadClientWire, AttachWireTruth). The
+// same assertions hold for both runs: the truth is kernel timestamps, so
+// how busy the machine is may change the traffic but never the truth.
+func TestScenarios(t *testing.T) {
 	needChromium(t)
+	needPackage(t, "/usr/bin/taskset", "util-linux")
 	bin, err := buildRtmon()
 	if err != nil {
 		t.Fatalf("rtmon is not buildable: %v", err)
 	}
-	for _, name := range []string{"baseline", "mixed-rtt", "syn-drops", "data-loss"} {
+	all := &acceptance{}
+	for _, name := range ScenarioNames {
 		t.Run(name, func(t *testing.T) {
-			res, out := runAndAnalyze(t, bin, name, 6)
-			txns := readJSONL[rtmonTxnTimes](t, filepath.Join(out, "transactions.jsonl"))
-			compareObjects(t, res.Truth, txns)
-			comparePageviews(t, "composed from rtmon transactions", res.Truth, composePageviews(res.Truth, txns))
-			pvPath := filepath.Join(out, "pageviews.jsonl")
-			if _, err := os.Stat(pvPath); errors.Is(err, fs.ErrNotExist) {
-				t.Errorf("rtmon analyze wrote no pageviews.jsonl (pageview output not wired into analyze yet)")
-				return
+			for _, hog := range []bool{false, true} {
+				run := "clean"
+				if hog {
+					run = "hog"
+				}
+				t.Run(run, func(t *testing.T) {
+					start := time.Now()
+					a := &acceptance{}
+					for attempt := 1; ; attempt++ {
+						a.merge(runScenarioTest(t, bin, name, hog))
+						if a.judgedEnough() {
+							break
+						}
+						if attempt == maxScenarioRuns {
+							t.Errorf("testbed: after %d runs, link off spec for %d of %d transactions and %d of %d pageviews: the machine was too busy to judge rtmon",
+								attempt, a.txnAll-a.txnN, a.txnAll, a.pvAll-a.pvN, a.pvAll)
+							break
+						}
+						t.Logf("link off spec for more than %.0f%% of what this run held (the VM's vCPUs were taken): running again", 100*linkOffSpec)
+					}
+					a.report(t, fmt.Sprintf("%s/%s", name, run), true)
+					all.merge(a)
+					t.Logf("%s/%s took %v", name, run, time.Since(start).Round(100*time.Millisecond))
+				})
 			}
-			comparePageviews(t, "rtmon pageviews.jsonl", res.Truth, readJSONL[rtmonPageview](t, pvPath))
 		})
 	}
+	all.report(t, "all scenarios", true)
+}
+
+// runScenarioTest runs one scenario on a fresh testbed, checks the harness
+// and compares rtmon's records with the wire truth.
+func runScenarioTest(t *testing.T, bin, name string, hog bool) *acceptance {
+	t.Helper()
+	sc, err := NamedScenario(name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.CPUHog = hog
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	tb := New(t, sc.Options())
+	res, err := RunScenario(ctx, tb, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keepCapture(t, res)
+	srv, err := ReadClientWire(res.Capture)
+	if err != nil {
+		t.Fatalf("server capture: %v", err)
+	}
+	checkScenarioHarness(t, sc, res, srv)
+	link := checkLink(t, sc, res)
+	checkWireAgainstClients(t, res, !hog)
+	out := t.TempDir()
+	actx, acancel := context.WithTimeout(ctx, 60*time.Second)
+	defer acancel()
+	if b, err := exec.CommandContext(actx, bin, "analyze", "--out", out, res.Capture).CombinedOutput(); err != nil {
+		t.Fatalf("rtmon analyze: %v\n%s", err, b)
+	}
+	return compareWithRtmon(t, sc, res, srv, link, out)
 }
 
 // needChromium installs Debian's chromium (and ethtool, for the link) if
@@ -113,291 +199,715 @@ func needPackage(t *testing.T, bin, pkg string) {
 	}
 }
 
-func keepCapture(t *testing.T, pcap string) {
+// keepCapture copies the run's captures and truth into -testbed.keep.
+func keepCapture(t *testing.T, res ScenarioResult) {
 	if *keepDir == "" {
 		return
 	}
-	b, err := os.ReadFile(pcap)
-	if err == nil {
-		err = os.WriteFile(filepath.Join(*keepDir, filepath.Base(filepath.Dir(t.Name()))+"-"+filepath.Base(t.Name())+".pcap"), b, 0o644)
-	}
-	if err == nil {
-		b, err = os.ReadFile(filepath.Join(filepath.Dir(pcap), "truth.json"))
+	name := strings.ReplaceAll(strings.TrimPrefix(t.Name(), "TestScenarios/"), "/", "-")
+	dir := filepath.Dir(res.Capture)
+	for src, dst := range map[string]string{
+		res.Capture:                      name + ".pcap",
+		res.ClientCapture:                name + "-client.pcap",
+		filepath.Join(dir, "truth.json"): name + "-truth.json",
+		filepath.Join(dir, "wire.json"):  name + "-wire.json",
+	} {
+		b, err := os.ReadFile(src)
 		if err == nil {
-			err = os.WriteFile(filepath.Join(*keepDir, filepath.Base(t.Name())+"-truth.json"), b, 0o644)
+			err = os.WriteFile(filepath.Join(*keepDir, dst), b, 0o644)
 		}
-	}
-	if err != nil {
-		t.Errorf("keep capture: %v", err)
+		if err != nil {
+			t.Errorf("keep capture: %v", err)
+		}
 	}
 }
 
 // checkScenarioHarness checks the run itself, before rtmon: every load
-// happened, the capture is complete, the link and drops did what the
-// scenario says.
-func checkScenarioHarness(t *testing.T, sc Scenario, res ScenarioResult) {
+// happened and has wire truth, both captures are complete and hold only
+// documentation addresses, the link and drops did what the scenario says,
+// and every client transaction on the wire belongs to a page.
+func checkScenarioHarness(t *testing.T, sc Scenario, res ScenarioResult, srv *ClientWire) {
 	t.Helper()
-	if len(res.Truth) != len(sc.Loads)+len(sc.Concurrent) {
-		t.Errorf("%d page loads recorded, scenario has %d", len(res.Truth), len(sc.Loads)+len(sc.Concurrent))
+	if len(res.Truth) != sc.Loads() {
+		t.Errorf("%d page loads recorded, scenario has %d", len(res.Truth), sc.Loads())
 	}
-	if res.Dropped != 0 {
-		t.Errorf("tcpdump dropped %d packets", res.Dropped)
+	if res.Dropped != 0 || res.ClientDropped != 0 {
+		t.Errorf("tcpdump dropped %d packets at the server, %d at the client", res.Dropped, res.ClientDropped)
 	}
 	b := res.Bridge
 	if b.SendErrors != [2]int64{} || b.QueueDrops != [2]int64{} {
 		t.Errorf("bridge: %+v: want no send errors or queue drops", b)
 	}
-	if (sc.Link.Loss > 0) != (b.Lost[0]+b.Lost[1] > 0) {
-		t.Errorf("bridge lost %v frames with loss %v", b.Lost, sc.Link.Loss)
+	if sc.Link.Loss > 0 && (b.Lost[ToServer] == 0 || b.Lost[ToClient] == 0) {
+		t.Errorf("bridge lost %v frames with loss %v in both directions", b.Lost, sc.Link.Loss)
 	}
-	w, err := readWire(res.Capture)
+	if sc.Link.Loss == 0 && b.Lost != [2]int64{} {
+		t.Errorf("bridge lost %v frames without loss", b.Lost)
+	}
+	for _, w := range []*ClientWire{res.Wire, srv} {
+		if len(w.ForeignIPs) > 0 {
+			t.Errorf("capture has addresses outside the documentation ranges: %v", w.ForeignIPs)
+		}
+		for _, c := range w.Conns {
+			if c.Err != "" {
+				t.Errorf("%s:%d: %s", c.Client, c.ClientPort, c.Err)
+			}
+		}
+	}
+	if res.ClientCaptured != res.Wire.Packets {
+		t.Errorf("client tcpdump says %d packets captured, file has %d", res.ClientCaptured, res.Wire.Packets)
+	}
+	for _, u := range res.Unattributed {
+		t.Errorf("wire transaction of no page: %s:%d #%d %s %s", u.Client, u.Port, u.Index, u.Method, u.URL)
+	}
+	kinds := map[string]int{}
+	for i := range res.Truth {
+		p := &res.Truth[i]
+		pw := p.Wire
+		if pw == nil || !pw.Valid {
+			t.Errorf("%s: no usable wire truth: %+v", p, pw)
+			continue
+		}
+		kinds[pageGroup(p)]++
+		if pw.ByWindow > 0 {
+			t.Logf("%s: %d after-load transactions by the window rule", p, pw.ByWindow)
+		}
+		t.Logf("%s: wire total %v (client's own %v, load event %v), %d in load, %d after load, %d redirects",
+			p, time.Duration(pw.Total), time.Duration(p.TotalNS), time.Duration(p.LoadEventNS), len(pw.InLoad),
+			len(pw.AfterLoad), len(pw.Chain)-1)
+	}
+	t.Logf("pages by group: %v", kinds)
+	// What each scenario is for must have happened.
+	retransSYN := 0
+	for _, c := range res.Wire.Conns {
+		if len(c.SYNs) > 1 {
+			retransSYN++
+		}
+	}
+	switch {
+	case sc.DropSYNMod > 0 || sc.DropSYNACKMod > 0:
+		if res.NFTDrops == 0 || retransSYN == 0 {
+			t.Errorf("%d SYNs or SYN/ACKs dropped, %d client connections retransmitted a SYN; want both > 0", res.NFTDrops, retransSYN)
+		}
+	case sc.Backlog > 0:
+		t.Logf("overloaded: %d client connections retransmitted a SYN", retransSYN)
+	}
+	var redirects, noRef, afterLoad, reqRetrans, respDup, reused int
+	for i := range res.Truth {
+		pw := res.Truth[i].Wire
+		if pw == nil {
+			continue
+		}
+		redirects += len(pw.Chain) - 1
+		afterLoad += len(pw.AfterLoad)
+		if res.Truth[i].NoReferer {
+			noRef++
+		}
+	}
+	for _, r := range res.Wire.Txns() {
+		if r.Txn.ReqRetrans {
+			reqRetrans++
+		}
+		if r.Txn.RespDup {
+			respDup++
+		}
+		if r.Txn.Index > 0 {
+			reused++
+		}
+	}
+	t.Logf("wire: %d connections, %d transactions (%d on reused connections), %d redirect hops, %d pages without Referer, %d after-load transactions, %d with request retransmissions, %d with duplicate response bytes; bridge lost %v",
+		len(res.Wire.Conns), len(res.Wire.Txns()), reused, redirects, noRef, afterLoad, reqRetrans, respDup, b.Lost)
+	if sc.Link.Loss > 0 && (reqRetrans == 0 || respDup == 0) {
+		t.Errorf("loss scenario without request retransmissions (%d) or duplicate response bytes (%d)", reqRetrans, respDup)
+	}
+	hasBrowser := map[string]bool{}
+	for _, ph := range sc.Phases {
+		for _, s := range ph {
+			hasBrowser[s.Browser] = true
+		}
+	}
+	if hasBrowser[BrowserChromium] || hasBrowser[BrowserGo] {
+		if afterLoad == 0 || redirects == 0 && !hasBrowser[BrowserPipeline] && sc.Backlog == 0 {
+			t.Errorf("%d after-load transactions, %d redirect hops: the site's after-load requests or redirects did not happen", afterLoad, redirects)
+		}
+	}
+	if hasBrowser[BrowserPipeline] {
+		// Every pipelined page rides one connection.
+		for i := range res.Truth {
+			p := &res.Truth[i]
+			ports := map[uint16]bool{}
+			for _, x := range append(append([]WireID(nil), p.Wire.Chain...), p.Wire.InLoad...) {
+				ports[x.Port] = true
+			}
+			if len(ports) != 1 {
+				t.Errorf("%s: pipelined page on %d connections", p, len(ports))
+			}
+		}
+	}
+}
+
+// checkLink measures the emulated link's one-way delays from the two
+// captures. They must be the nominal ones, or the wire truth at the client
+// would hold delays that are the testbed's. The bridge runs at real-time
+// priority with spare Ps and no GC during the run (see bridge.go and
+// RunScenario), but the machine is a VM whose vCPUs the host sometimes
+// takes away for tens to hundreds of ms (steal time, more with the CPU
+// hog), and then frames leave late whatever the bridge does. Such
+// transactions and pageviews are set aside from rtmon's accuracy (see
+// linkSpec), and the share of them is bounded here.
+func checkLink(t *testing.T, sc Scenario, res ScenarioResult) *LinkDelays {
+	t.Helper()
+	t.Logf("steal time during the run: %v (the VM's vCPUs taken by the host)", time.Duration(res.StealNS))
+	b := res.Bridge
+	t.Logf("bridge: late reads %v (max %v, %v), late sends %v (max %v, %v)", b.LateReads,
+		time.Duration(b.MaxReadLag[0]), time.Duration(b.MaxReadLag[1]), b.LateSends,
+		time.Duration(b.MaxSendLag[0]), time.Duration(b.MaxSendLag[1]))
+	d, err := MeasureLink(res.ClientCapture, res.Capture, func(c netip.Addr) time.Duration {
+		if rtt, ok := sc.Link.RTT[c]; ok {
+			return rtt / 2
+		}
+		return sc.Link.DefaultRTT / 2
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(w.foreignIPs) > 0 {
-		t.Errorf("capture has addresses outside the documentation ranges: %v", w.foreignIPs)
+	for _, w := range d.Worst {
+		t.Logf("link: %s", w)
 	}
-	for _, p := range res.Truth {
-		n := len(p.Objects)
-		t.Logf("%s %s %s: total %v (load event %v), %d objects", p.Source, p.Client, p.URL,
-			time.Duration(p.TotalNS), time.Duration(p.LoadEventNS), n)
-		if p.TotalNS <= 0 || p.Start == 0 {
-			t.Errorf("%s %s: no usable truth: %+v", p.Source, p.URL, p)
+	for _, dir := range []Direction{ToServer, ToClient} {
+		ex := d.Excess[dir]
+		t.Logf("link %s: delay beyond nominal: %s (p99 %v); %d packets of one side missing at the other",
+			dir, errStats(ex), pctDur(absAll(ex), 0.99), d.Unmatched[dir])
+		if len(ex) == 0 {
+			t.Errorf("link %s: no packet seen on both sides", dir)
 		}
+
 	}
-	if sc.DropSYNMod > 0 {
-		if res.NFTDrops == 0 {
-			t.Errorf("nft dropped no SYN")
-		}
-		if !secondConnLostSYN(w, res.Truth) {
-			t.Errorf("no Chromium pageview whose second connection lost a SYN")
-		}
-	}
+	return d
 }
 
-// secondConnLostSYN reports whether some Chromium pageview's second
-// connection (by first SYN) shows a retransmitted SYN. Scenario syn-drops
-// uses one client address, so the client port identifies a connection.
-func secondConnLostSYN(w *wire, truth []PageTruth) bool {
-	for _, p := range truth {
-		if p.Source != BrowserChromium {
+// Link bounds. linkSpec: a transaction whose defining packets (first SYN
+// and handshake ACK on a fresh connection, else the request's first byte;
+// the packet completing the response: WireRef.StartInstants, EndInstants)
+// all crossed the link within linkSpec of the nominal delay saw the link
+// as specified and counts for
+// rtmon's accuracy; a pageview counts when the packets defining its start
+// and end did, within pvLinkSpec. At most linkOffSpec of either may be set
+// aside, or the run says nothing about rtmon and fails as a testbed
+// failure. The bridge itself is precise (real-time threads, kernel receive
+// timestamps, no Go scheduler in its wake-ups, see bridge.go), but this
+// VM's kernel does not preempt kernel code (PREEMPT_NONE) and its host
+// steals vCPU time, so with Chromium, other tests and the CPU hog on two
+// cores a real-time thread still wakes milliseconds late now and then
+// (seen: a few % of transactions, up to ~20% in a bad run).
+const (
+	linkSpec    = time.Millisecond
+	pvLinkSpec  = 2 * time.Millisecond
+	linkOffSpec = 0.25
+	// maxScenarioRuns bounds the runs of one scenario that together must
+	// judge enough (acceptance.judgedEnough).
+	maxScenarioRuns = 3
+)
+
+// pageGroup is the comparison group of a page: its browser, and whether
+// its objects carried a Referer.
+func pageGroup(p *PageTruth) string {
+	src := p.Source
+	if src == "go-fresh" {
+		src = BrowserGo
+	}
+	if p.NoReferer {
+		return src + " no-referer"
+	}
+	return src + " referer"
+}
+
+// checkWireAgainstClients is the analyzer's self-check: the Go and
+// pipeline clients' own clocks (run under SCHED_FIFO) must agree with the
+// wire within a few ms for every transaction on a quiet machine, which
+// shows the analyzer's message boundaries and instants are right before
+// rtmon is involved. Chromium's Resource Timing is compared too, and only
+// logged: it is the browser's clock, which lags under load.
+func checkWireAgainstClients(t *testing.T, res ScenarioResult, assert bool) {
+	t.Helper()
+	var goStart, goEnd, jsReq, jsEnd, pageJS, loadAfter []time.Duration
+	for i := range res.Truth {
+		p := &res.Truth[i]
+		if p.Wire == nil {
 			continue
 		}
-		var conns []*wireConn
-		for _, c := range w.conns {
-			// Chromium may open the container's connection, and a spare
-			// one, a little before navigation timing starts.
-			if len(c.syns) > 0 && c.syns[0].UnixNano() >= p.Start-int64(200*time.Millisecond) && c.syns[0].UnixNano() <= p.End {
-				conns = append(conns, c)
-			}
-		}
-		sort.Slice(conns, func(i, j int) bool { return conns[i].syns[0].Before(conns[j].syns[0]) })
-		if len(conns) >= 2 && len(conns[1].syns) >= 2 {
-			return true
-		}
-	}
-	return false
-}
-
-// objKey identifies one fetch: client address and path with query.
-type objKey struct{ client, url string }
-
-// matchObjects pairs every fetch in the truth with rtmon's transaction for
-// it: per client and URL, the n-th fetch in time with the n-th transaction.
-func matchObjects(truth []PageTruth, txns []rtmonTxnTimes) map[*ObjectTruth]*rtmonTxnTimes {
-	byKey := map[objKey][]*rtmonTxnTimes{}
-	for i := range txns {
-		x := &txns[i]
-		k := objKey{x.Client, pathOf(x.URL)}
-		byKey[k] = append(byKey[k], x)
-	}
-	for _, xs := range byKey {
-		sort.Slice(xs, func(i, j int) bool { return xs[i].Start < xs[j].Start })
-	}
-	want := map[objKey][]*ObjectTruth{}
-	for i := range truth {
-		p := &truth[i]
-		want[objKey{p.Client, p.Container.URL}] = append(want[objKey{p.Client, p.Container.URL}], &p.Container)
-		for j := range p.Objects {
-			o := &p.Objects[j]
-			want[objKey{p.Client, o.URL}] = append(want[objKey{p.Client, o.URL}], o)
-		}
-	}
-	m := map[*ObjectTruth]*rtmonTxnTimes{}
-	for k, os := range want {
-		sort.Slice(os, func(i, j int) bool { return os[i].RequestStart < os[j].RequestStart })
-		xs := byKey[k]
-		for i, o := range os {
-			if i < len(xs) {
-				m[o] = xs[i]
-			}
-		}
-	}
-	return m
-}
-
-// clientDuration is what the client measured for one fetch, in the terms of
-// rtmon's transaction: from connect start on a fresh connection (rtmon's
-// Tconn > 0), else from the request start, to the last byte.
-func clientDuration(o *ObjectTruth, x *rtmonTxnTimes) time.Duration {
-	if x.Tconn > 0 && o.ConnectStart != 0 && !o.Reused {
-		return time.Duration(o.ResponseEnd - o.ConnectStart)
-	}
-	return time.Duration(o.ResponseEnd - o.RequestStart)
-}
-
-func rtmonDuration(x *rtmonTxnTimes) time.Duration {
-	if x.Tconn > 0 {
-		return time.Duration(x.Total)
-	}
-	return time.Duration(x.Trequest + x.Tserver + x.Ttransfer)
-}
-
-// compareObjects checks every fetch against rtmon's transaction.
-func compareObjects(t *testing.T, truth []PageTruth, txns []rtmonTxnTimes) {
-	t.Helper()
-	m := matchObjects(truth, txns)
-	errs := map[string][]time.Duration{}
-	outliers := map[string]int{}
-	for pi := range truth {
-		p := &truth[pi]
-		all := []*ObjectTruth{&p.Container}
-		for j := range p.Objects {
-			all = append(all, &p.Objects[j])
-		}
-		for _, o := range all {
-			x := m[o]
-			name := fmt.Sprintf("%s %s %s", p.Source, p.Client, o.URL)
-			if x == nil {
-				t.Errorf("%s: no rtmon transaction", name)
+		for _, x := range slices.Concat(p.Wire.Chain, p.Wire.InLoad, p.Wire.AfterLoad) {
+			if !x.Complete || x.OwnEnd == 0 {
 				continue
 			}
-			if x.Status != 200 {
-				t.Errorf("%s: rtmon status %d", name, x.Status)
-			}
-			cd, rd := clientDuration(o, x), rtmonDuration(x)
-			if p.Source == BrowserChromium || (x.Tconn > 0) != (!o.Reused && o.ConnectStart != 0) {
-				// Chromium binds a request to whichever socket is ready
-				// first (late binding): the connect timing in its Resource
-				// Timing may belong to a connection started for another
-				// request or as a spare, which is then reported as reused
-				// though on the wire it carries its first request after an
-				// idle gap (rtmon's Trequest). Only the part from the
-				// request on is unambiguous: compare that, with the
-				// request's client send time estimated as half an RTT
-				// before the capture saw its first byte.
-				cd = time.Duration(o.ResponseEnd - o.RequestStart)
-				rd = time.Duration(x.End - (x.RequestFirst - x.RTTClient/2))
-			}
-			d := rd - cd
-			errs[p.Source] = append(errs[p.Source], d)
-			floor, rel := objFloor, objRel
 			if p.Source == BrowserChromium {
-				floor, rel = chromeObjFloor, chromeObjRel
+				if x.OwnRequest != 0 {
+					jsReq = append(jsReq, time.Duration(x.OwnRequest-x.ReqFirst))
+				}
+				jsEnd = append(jsEnd, time.Duration(x.OwnEnd-x.End))
+				continue
 			}
-			if tol := max(floor, time.Duration(rel*float64(cd))); d.Abs() > tol {
-				outliers[p.Source]++
-				t.Logf("%s (port %d #%d): rtmon %v (tconn %v trequest %v tserver %v ttransfer %v), client %v (reused %v): off by %v (tolerance %v)",
-					name, x.ClientPort, x.Index, rd, time.Duration(x.Tconn), time.Duration(x.Trequest), time.Duration(x.Tserver),
-					time.Duration(x.Ttransfer), cd, o.Reused, d, tol)
+			ds, de := time.Duration(x.Start-x.OwnStart), time.Duration(x.OwnEnd-x.End)
+			if x.OwnStart != 0 {
+				goStart = append(goStart, ds)
+			}
+			goEnd = append(goEnd, de)
+			if x.OwnStart != 0 && ds.Abs() > ownClockMax || de.Abs() > ownClockMax {
+				t.Logf("%s %s:%d #%d %s: wire start-own %v, own end-wire %v", p.Source, x.Client, x.Port, x.Index, x.URL, ds, de)
+			}
+		}
+		if p.Source == BrowserChromium && p.Wire.Valid {
+			pageJS = append(pageJS, time.Duration(p.TotalNS-p.Wire.Total))
+			if p.LoadEventAt != 0 {
+				loadAfter = append(loadAfter, time.Duration(p.LoadEventAt-p.Wire.End))
 			}
 		}
 	}
-	for src, e := range errs {
-		t.Logf("objects %s: %s; %d outside tolerance", src, errStats(e), outliers[src])
-		floor, rel, frac := objFloor, objRel, objOutliers
-		if src == BrowserChromium {
-			floor, rel, frac = chromeObjFloor, chromeObjRel, chromeObjOutliers
-		}
-		if float64(outliers[src]) > frac*float64(len(e)) {
-			t.Errorf("objects %s: %d of %d outside max(%v, %.0f%%), more than %.0f%%", src, outliers[src], len(e),
-				floor, 100*rel, 100*frac)
+	t.Logf("Go clients' own clock vs wire: start %s; end %s", errStats(goStart), errStats(goEnd))
+	t.Logf("Chromium timing API vs wire (logged only): requestStart %s; responseEnd %s; page total (JS - wire) %s; load event after the page's last in-load byte on the wire: %s",
+		errStats(jsReq), errStats(jsEnd), errStats(pageJS), errStats(loadAfter))
+	if !assert || len(goStart) == 0 {
+		return
+	}
+	for _, d := range [][]time.Duration{goStart, goEnd} {
+		if med, p95 := pctDur(absAll(d), 0.5), pctDur(absAll(d), 0.95); med > ownClockMedian || p95 > ownClockP95 {
+			t.Errorf("Go client clock vs wire: median %v (want <= %v), p95 %v (want <= %v)", med, ownClockMedian, p95, ownClockP95)
 		}
 	}
 }
 
-// composePageviews builds, from rtmon's transactions alone, the pageview
-// each truth page corresponds to: the container's start to the last end of
-// its objects. It shows how far transaction timing carries before the
-// pageview stage's own grouping is involved.
-func composePageviews(truth []PageTruth, txns []rtmonTxnTimes) []rtmonPageview {
-	m := matchObjects(truth, txns)
-	var out []rtmonPageview
-	for i := range truth {
-		p := &truth[i]
-		c := m[&p.Container]
-		if c == nil {
-			continue
-		}
-		pv := rtmonPageview{Client: p.Client, URL: c.URL, Start: c.Start, End: c.End, Objects: len(p.Objects)}
-		for j := range p.Objects {
-			if x := m[&p.Objects[j]]; x != nil {
-				pv.End = max(pv.End, x.End)
-			}
-		}
-		pv.Total = pv.End - pv.Start
-		out = append(out, pv)
-	}
-	return out
+// acceptance accumulates the numbers the acceptance bounds apply to.
+type acceptance struct {
+	txnN, txnOK   int
+	pvErr         map[string][]time.Duration // by group
+	pvRel         map[string][]float64
+	pvTruth       map[string][]time.Duration
+	memberN       int
+	memberOK      int
+	flagN, flagOK map[string]int
+	flagFalse     map[string]int // flagged where the wire shows no such event
+	// txnAll and pvAll count what the runs held, judged or set aside
+	// (txnN, pvN: judged); runs counts the runs merged.
+	txnAll, pvAll, pvN, runs int
 }
 
-// comparePageviews matches each page load to a pageview (client address,
-// container URL, n-th in time) and checks the totals.
-func comparePageviews(t *testing.T, src string, truth []PageTruth, pvs []rtmonPageview) {
+// judgedEnough reports whether the runs merged judged at least
+// 1-linkOffSpec of one run's transactions and pageviews: a run the
+// machine disturbed (link off spec) is made up by another.
+func (a *acceptance) judgedEnough() bool {
+	runs := float64(max(a.runs, 1))
+	return float64(a.txnN) >= (1-linkOffSpec)*float64(a.txnAll)/runs &&
+		float64(a.pvN) >= (1-linkOffSpec)*float64(a.pvAll)/runs
+}
+
+func (a *acceptance) init() {
+	if a.pvErr == nil {
+		a.pvErr, a.pvRel, a.pvTruth = map[string][]time.Duration{}, map[string][]float64{}, map[string][]time.Duration{}
+		a.flagN, a.flagOK, a.flagFalse = map[string]int{}, map[string]int{}, map[string]int{}
+	}
+}
+
+func (a *acceptance) merge(b *acceptance) {
+	a.init()
+	b.init()
+	a.txnN += b.txnN
+	a.txnOK += b.txnOK
+	a.txnAll += b.txnAll
+	a.pvAll += b.pvAll
+	a.pvN += b.pvN
+	a.runs += max(b.runs, 1)
+	a.memberN += b.memberN
+	a.memberOK += b.memberOK
+	for g := range b.pvErr {
+		a.pvErr[g] = append(a.pvErr[g], b.pvErr[g]...)
+		a.pvRel[g] = append(a.pvRel[g], b.pvRel[g]...)
+		a.pvTruth[g] = append(a.pvTruth[g], b.pvTruth[g]...)
+	}
+	for f := range b.flagN {
+		a.flagN[f] += b.flagN[f]
+		a.flagOK[f] += b.flagOK[f]
+	}
+	for f := range b.flagFalse {
+		a.flagFalse[f] += b.flagFalse[f]
+	}
+}
+
+// report logs the numbers and, with assert, checks the bounds.
+func (a *acceptance) report(t *testing.T, what string, assert bool) {
 	t.Helper()
-	byKey := map[objKey][]rtmonPageview{}
-	for _, pv := range pvs {
-		k := objKey{pv.Client, pathOf(pv.URL)}
-		byKey[k] = append(byKey[k], pv)
-	}
-	for _, v := range byKey {
-		sort.Slice(v, func(i, j int) bool { return v[i].Start < v[j].Start })
-	}
-	seen := map[objKey]int{}
-	type pair struct {
-		truth PageTruth
-		pv    rtmonPageview
-	}
-	bySrc := map[string][]pair{}
-	sorted := slices.Clone(truth)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Start < sorted[j].Start })
-	for _, p := range sorted {
-		k := objKey{p.Client, p.URL}
-		n := seen[k]
-		seen[k]++
-		if n >= len(byKey[k]) {
-			t.Errorf("%s: no pageview for %s load of %s from %s (#%d)", src, p.Source, p.URL, p.Client, n)
-			continue
-		}
-		pv := byKey[k][n]
-		bySrc[p.Source] = append(bySrc[p.Source], pair{p, pv})
-		if pv.Objects != len(p.Objects) {
-			t.Errorf("%s: %s %s: %d objects, the client fetched %d", src, p.Source, p.URL, pv.Objects, len(p.Objects))
+	a.init()
+	fail := func(format string, args ...any) {
+		if assert {
+			t.Errorf(what+": "+format, args...)
+		} else {
+			t.Logf(what+": NOT MET: "+format, args...)
 		}
 	}
-	for s, ps := range bySrc {
-		var abs []time.Duration
-		var rel []float64
-		var truthTotals []time.Duration
-		for _, pr := range ps {
-			d := time.Duration(pr.pv.Total - pr.truth.TotalNS)
-			abs = append(abs, d)
-			rel = append(rel, math.Abs(float64(d))/float64(pr.truth.TotalNS))
-			truthTotals = append(truthTotals, time.Duration(pr.truth.TotalNS))
-			t.Logf("%s %s %s %s: rtmon %v, client %v, error %v", src, s, pr.truth.Client, pr.truth.URL,
-				time.Duration(pr.pv.Total), time.Duration(pr.truth.TotalNS), d)
+	if a.txnN > 0 {
+		share := float64(a.txnOK) / float64(a.txnN)
+		t.Logf("%s: transactions within max(%v, %.0f%%) of the wire: %d of %d (%.1f%%)", what, txnFloor, 100*txnRel,
+			a.txnOK, a.txnN, 100*share)
+		if share < txnWithin {
+			fail("%.1f%% of transactions within tolerance, want >= %.0f%%", 100*share, 100*txnWithin)
 		}
-		med := pctDur(absAll(abs), 0.5)
-		allow := max(pvMedianFloor, time.Duration(pvMedianRel*float64(pctDur(truthTotals, 0.5))))
-		p95 := pct(rel, 0.95)
-		t.Logf("pageviews %s %s: %s; relative p95 %.1f%%", src, s, errStats(abs), 100*p95)
+	}
+	groups := make([]string, 0, len(a.pvErr))
+	for g := range a.pvErr {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	for _, g := range groups {
+		errs := a.pvErr[g]
+		med := pctDur(absAll(errs), 0.5)
+		allow := max(pvMedianFloor, time.Duration(pvMedianRel*float64(pctDur(a.pvTruth[g], 0.5))))
+		p95 := pct(a.pvRel[g], 0.95)
+		t.Logf("%s: pageviews %s: %s; median |error| %v (bound %v), relative p95 %.1f%% (bound %.0f%%)", what, g,
+			errStats(errs), med, allow, 100*p95, 100*pvP95Rel)
 		if med > allow {
-			t.Errorf("%s %s: median pageview error %v > %v", src, s, med, allow)
+			fail("pageviews %s: median |error| %v > %v", g, med, allow)
 		}
 		if p95 > pvP95Rel {
-			t.Errorf("%s %s: 95th percentile pageview error %.1f%% > %.0f%%", src, s, 100*p95, 100*pvP95Rel)
+			fail("pageviews %s: 95th percentile relative error %.1f%% > %.0f%%", g, 100*p95, 100*pvP95Rel)
 		}
 	}
+	if a.memberN > 0 {
+		share := float64(a.memberOK) / float64(a.memberN)
+		t.Logf("%s: objects in their page's pageview (after-load ones flagged after_load): %d of %d (%.1f%%)", what,
+			a.memberOK, a.memberN, 100*share)
+		if share < memberWithin {
+			fail("%.1f%% of objects in the right pageview, want >= %.0f%%", 100*share, 100*memberWithin)
+		}
+	}
+	for _, f := range []string{"upstream_loss", "spurious_retrans"} {
+		if n := a.flagN[f]; n > 0 {
+			share := float64(a.flagOK[f]) / float64(n)
+			t.Logf("%s: transactions the wire shows as %s flagged so: %d of %d (%.1f%%)", what, f, a.flagOK[f], n, 100*share)
+			if share < flagRecall {
+				fail("%.1f%% of %s transactions flagged, want >= %.0f%%", 100*share, f, 100*flagRecall)
+			}
+		}
+		if flagged := a.flagOK[f] + a.flagFalse[f]; f == "upstream_loss" && flagged > 0 {
+			precision := float64(a.flagOK[f]) / float64(flagged)
+			t.Logf("%s: %s flags the wire confirms: %d of %d (%.1f%%)", what, f, a.flagOK[f], flagged, 100*precision)
+			if precision < flagPrecision {
+				fail("%.1f%% of %s flags confirmed by the wire, want >= %.0f%%", 100*precision, f, 100*flagPrecision)
+			}
+		}
+	}
+}
+
+// wireKey identifies a transaction on both sides: client address and
+// port, the connection's rank among those with that port (reuse), index.
+type wireKey struct {
+	client string
+	port   int
+	seq    int
+	index  int
+}
+
+func key(x WireID) wireKey { return wireKey{x.Client, int(x.Port), x.Seq, x.Index} }
+
+// compareWithRtmon checks rtmon's records against the wire truth and
+// returns the acceptance numbers of the run.
+func compareWithRtmon(t *testing.T, sc Scenario, res ScenarioResult, srv *ClientWire, link *LinkDelays, out string) *acceptance {
+	t.Helper()
+	a := &acceptance{}
+	a.init()
+	txns := readJSONL[rtmonTxnRec](t, filepath.Join(out, "transactions.jsonl"))
+	pvs := readJSONL[rtmonPV](t, filepath.Join(out, "pageviews.jsonl"))
+	conns := readJSONL[rtmonConn](t, filepath.Join(out, "connections.jsonl"))
+	checkRecords(t, txns, pvs)
+
+	// rtmon's transactions by (client, port, connection rank, index): the
+	// connections of one port ranked by their first transaction's start.
+	type cp struct {
+		client string
+		port   int
+	}
+	firstStart := map[string]int64{}
+	for _, x := range txns {
+		if s, ok := firstStart[x.ConnectionID]; !ok || x.Start < s {
+			firstStart[x.ConnectionID] = x.Start
+		}
+	}
+	connsOf := map[cp][]string{}
+	for id := range firstStart {
+		var x *rtmonTxnRec
+		for i := range txns {
+			if txns[i].ConnectionID == id {
+				x = &txns[i]
+				break
+			}
+		}
+		connsOf[cp{x.Client, x.ClientPort}] = append(connsOf[cp{x.Client, x.ClientPort}], id)
+	}
+	rank := map[string]int{}
+	for _, ids := range connsOf {
+		sort.Slice(ids, func(i, j int) bool { return firstStart[ids[i]] < firstStart[ids[j]] })
+		for i, id := range ids {
+			rank[id] = i
+		}
+	}
+	byKey := map[wireKey]*rtmonTxnRec{}
+	for i := range txns {
+		x := &txns[i]
+		byKey[wireKey{x.Client, x.ClientPort, rank[x.ConnectionID], x.Index}] = x
+	}
+	pvByID := map[string]*rtmonPV{}
+	for i := range pvs {
+		pvByID[pvs[i].ID] = &pvs[i]
+	}
+	// The server-side view of each transaction, for the upstream-loss truth.
+	type srvTxn struct {
+		conn *WireTruthConn
+		txn  *WireTruthTxn
+	}
+	srvBy := map[wireKey]*srvTxn{}
+	for _, r := range srv.Txns() {
+		srvBy[wireKey{r.Conn.Client.String(), int(r.Conn.ClientPort), r.Conn.Seq, r.Txn.Index}] = &srvTxn{r.Conn, r.Txn}
+	}
+
+	// Transactions: every complete one on the client's wire.
+	var outliers []string
+	offSpec, complete := 0, 0
+	for _, r := range res.Wire.Txns() {
+		w := r.Txn
+		if !w.Complete {
+			continue
+		}
+		complete++
+		k := wireKey{r.Conn.Client.String(), int(r.Conn.ClientPort), r.Conn.Seq, w.Index}
+		x := byKey[k]
+		name := fmt.Sprintf("%s:%d #%d %s %s", k.client, k.port, k.index, w.Method, w.URL)
+		late, _ := link.LateAt(r.Conn.Client, r.Conn.ClientPort, slices.Concat(r.StartInstants(), r.EndInstants())...)
+		if late > linkSpec {
+			offSpec++
+			if x != nil {
+				t.Logf("%s: link off spec by %v: set aside (rtmon total %v, wire %v, off by %v)", name, late,
+					time.Duration(x.Total), time.Duration(w.Total), time.Duration(x.Total-w.Total))
+			}
+		} else {
+			a.txnN++
+		}
+		if x == nil {
+			outliers = append(outliers, name+": no rtmon transaction")
+			continue
+		}
+		if pathOf(x.URL) != w.URL || x.Status != w.Status {
+			t.Errorf("%s: rtmon has %s status %d, the wire %s status %d", name, x.URL, x.Status, w.URL, w.Status)
+		}
+		d := time.Duration(x.Total - w.Total)
+		if tol := max(txnFloor, time.Duration(txnRel*float64(w.Total))); late > linkSpec {
+		} else if d.Abs() <= tol {
+			a.txnOK++
+		} else {
+			outliers = append(outliers, fmt.Sprintf("%s: rtmon total %v (start %+v, end %+v; tconn %v trequest %v tserver %v ttransfer %v, flags %v), wire %v (fresh %v, req retrans %v, resp dup %v): off by %v",
+				name, time.Duration(x.Total), time.Duration(x.Start-w.Start), time.Duration(x.End-w.End), time.Duration(x.Tconn),
+				time.Duration(x.Trequest), time.Duration(x.Tserver), time.Duration(x.Ttransfer), x.Flags, time.Duration(w.Total),
+				w.Fresh, w.ReqRetrans, w.RespDup, d))
+		}
+		// Flags whose truth the two captures give.
+		s := srvBy[k]
+		switch lost := s != nil && w.ReqRetrans && r.Conn.FirstRequestCopyLost(w, s.conn, s.txn); {
+		case lost && x.has("upstream_loss"):
+			a.flagN["upstream_loss"]++
+			a.flagOK["upstream_loss"]++
+		case lost:
+			a.flagN["upstream_loss"]++
+			t.Logf("%s: request's first transmission lost upstream, not flagged upstream_loss (flags %v)", name, x.Flags)
+		case x.has("upstream_loss"):
+			a.flagFalse["upstream_loss"]++
+			t.Logf("%s: flagged upstream_loss, but the request's first transmission reached the capture", name)
+		}
+		if w.RespDup {
+			a.flagN["spurious_retrans"]++
+			if x.has("spurious_retrans") {
+				a.flagOK["spurious_retrans"]++
+			} else {
+				t.Logf("%s: response bytes arrived twice, not flagged spurious_retrans (flags %v)", name, x.Flags)
+			}
+		}
+	}
+	for _, o := range outliers {
+		t.Logf("transaction outside tolerance: %s", o)
+	}
+	t.Logf("transactions: %d complete on the wire, %d set aside (link off spec by more than %v)", complete, offSpec, linkSpec)
+	a.txnAll = complete
+
+	refs := map[wireKey]WireRef{}
+	for _, r := range res.Wire.Txns() {
+		refs[wireKey{r.Conn.Client.String(), int(r.Conn.ClientPort), r.Conn.Seq, r.Txn.Index}] = r
+	}
+	// Pageviews: the one holding each page's container.
+	evidence := map[string]int{}
+	pvOff, pvAll := 0, 0
+	for i := range res.Truth {
+		p := &res.Truth[i]
+		pw := p.Wire
+		if pw == nil || !pw.Valid {
+			continue
+		}
+		g := pageGroup(p)
+		cont := pw.Chain[len(pw.Chain)-1]
+		cx := byKey[key(cont)]
+		var pv *rtmonPV
+		if cx != nil {
+			pv = pvByID[cx.PageviewID]
+		}
+		if pv == nil {
+			t.Errorf("%s: no rtmon pageview holds the container (transaction %v)", p, cx != nil)
+			a.pvErr[g] = append(a.pvErr[g], time.Duration(pw.Total))
+			a.pvRel[g] = append(a.pvRel[g], 1)
+			a.pvTruth[g] = append(a.pvTruth[g], time.Duration(pw.Total))
+			a.memberN += len(pw.InLoad) + len(pw.AfterLoad)
+			continue
+		}
+		d := time.Duration(pv.Total - pw.Total)
+		// The link's lateness for the packets that define the page's
+		// span: its first transaction's start, its last one's end.
+		first, last := refs[key(pw.Chain[0])], refs[key(cont)]
+		for _, x := range slices.Concat(pw.Chain, pw.InLoad) {
+			if x.End == pw.End {
+				last = refs[key(x)]
+			}
+		}
+		ls, _ := link.LateAt(first.Conn.Client, first.Conn.ClientPort, first.StartInstants()...)
+		le, _ := link.LateAt(last.Conn.Client, last.Conn.ClientPort, last.EndInstants()...)
+		late := max(ls, le)
+		pvAll++
+		if late > pvLinkSpec {
+			pvOff++
+			t.Logf("pageview %s: link off spec by %v: set aside (rtmon %v, wire %v, error %v)", p, late,
+				time.Duration(pv.Total), time.Duration(pw.Total), d)
+		} else {
+			a.pvErr[g] = append(a.pvErr[g], d)
+			a.pvRel[g] = append(a.pvRel[g], math.Abs(float64(d))/float64(pw.Total))
+			a.pvTruth[g] = append(a.pvTruth[g], time.Duration(pw.Total))
+			t.Logf("pageview %s: rtmon %v (start %+v, end %+v), wire %v: error %v", p, time.Duration(pv.Total),
+				time.Duration(pv.Start-pw.Start), time.Duration(pv.End-pw.End), time.Duration(pw.Total), d)
+		}
+		// The pageview's own fields.
+		if pathOf(pv.URL) != p.URL {
+			t.Errorf("%s: pageview url %q, want the final container %q", p, pv.URL, p.URL)
+		}
+		if pv.Objects != len(pw.InLoad) {
+			t.Errorf("%s: pageview objects %d, want %d in-load objects", p, pv.Objects, len(pw.InLoad))
+		}
+		switch {
+		case pv.AfterLoad == nil:
+			t.Errorf("%s: pageview has no after_load count (want %d)", p, len(pw.AfterLoad))
+		case *pv.AfterLoad != len(pw.AfterLoad):
+			t.Errorf("%s: pageview after_load %d, want %d", p, *pv.AfterLoad, len(pw.AfterLoad))
+		}
+		switch {
+		case pv.Redirects == nil:
+			t.Errorf("%s: pageview has no redirects count (want %d)", p, len(pw.Chain)-1)
+		case *pv.Redirects != len(pw.Chain)-1:
+			t.Errorf("%s: pageview redirects %d, want %d", p, *pv.Redirects, len(pw.Chain)-1)
+		}
+		evidence[g+" "+pv.Evidence]++
+		withRef := 0
+		for _, x := range pw.InLoad {
+			if x.Referer {
+				withRef++
+			}
+		}
+		switch {
+		case pv.Evidence != "html" && pv.Evidence != "referer" && pv.Evidence != "timing":
+			t.Errorf("%s: pageview evidence %q, want html, referer or timing", p, pv.Evidence)
+		case len(pw.InLoad) > 0 && withRef == 0 && pv.Evidence == "referer":
+			t.Errorf("%s: evidence referer, but no object of the page carried a Referer", p)
+		case withRef == len(pw.InLoad) && len(pw.InLoad) > 0 && pv.Evidence == "timing":
+			t.Errorf("%s: evidence timing, but every object carried the page's Referer", p)
+		}
+		for _, x := range pw.Chain[:len(pw.Chain)-1] {
+			if hx := byKey[key(x)]; hx == nil || hx.PageviewID != pv.ID {
+				t.Errorf("%s: redirect hop %s not in the container's pageview", p, x.URL)
+			}
+		}
+		// Membership.
+		for _, x := range slices.Concat(pw.InLoad, pw.AfterLoad) {
+			a.memberN++
+			ox := byKey[key(x)]
+			after := x.Role == RoleAfterLoad
+			switch {
+			case ox == nil:
+				t.Logf("%s: object %s %s: no rtmon transaction", p, x.Method, x.URL)
+			case ox.PageviewID != pv.ID:
+				t.Logf("%s: %s object %s %s in pageview %q, not the container's %q", p, x.Role, x.Method, x.URL, ox.PageviewID, pv.ID)
+			case ox.has("after_load") != after:
+				t.Logf("%s: %s object %s %s: after_load flag %v", p, x.Role, x.Method, x.URL, ox.has("after_load"))
+			default:
+				a.memberOK++
+			}
+		}
+	}
+	t.Logf("pageview evidence by group: %v; %d of %d set aside (link off spec by more than %v)", evidence, pvOff, pvAll, pvLinkSpec)
+	a.pvAll, a.pvN = pvAll, pvAll-pvOff
+
+	// Connection-level purposes.
+	var synLoss, synackLoss int
+	for _, c := range conns {
+		synLoss += c.SYNLosses
+		synackLoss += c.SYNACKLosses
+	}
+	switch {
+	case sc.DropSYNMod > 0 && synLoss == 0:
+		t.Errorf("nft dropped %d SYNs, rtmon reports no SYN loss", res.NFTDrops)
+	case sc.DropSYNACKMod > 0 && synackLoss == 0:
+		t.Errorf("link dropped %d SYN/ACKs, rtmon reports no SYN/ACK loss", res.NFTDrops)
+	}
+	if len(conns) != len(res.Wire.Conns) {
+		t.Errorf("rtmon reports %d connections, the client's wire has %d", len(conns), len(res.Wire.Conns))
+	}
+	return a
+}
+
+// checkRecords asserts what holds for every record: no negative component,
+// End >= Start, components adding up to a transaction's total, and a
+// pageview's total within its span.
+func checkRecords(t *testing.T, txns []rtmonTxnRec, pvs []rtmonPV) {
+	t.Helper()
+	bad := 0
+	for _, x := range txns {
+		var errs []string
+		for name, v := range map[string]int64{"tconn": x.Tconn, "trequest": x.Trequest, "tserver": x.Tserver,
+			"ttransfer": x.Ttransfer, "total": x.Total} {
+			if v < 0 {
+				errs = append(errs, fmt.Sprintf("%s %v", name, time.Duration(v)))
+			}
+		}
+		if x.End < x.Start {
+			errs = append(errs, "end before start")
+		}
+		if s := x.Tconn + x.Trequest + x.Tserver + x.Ttransfer; s != x.Total {
+			errs = append(errs, fmt.Sprintf("components add up to %v, total %v", time.Duration(s), time.Duration(x.Total)))
+		}
+		if len(errs) > 0 {
+			bad++
+			t.Errorf("transaction %s (%s:%d #%d %s): %s", x.ID, x.Client, x.ClientPort, x.Index, x.URL, strings.Join(errs, "; "))
+		}
+	}
+	for _, p := range pvs {
+		var errs []string
+		for name, v := range map[string]int64{"tconn": p.Tconn, "tserver": p.Tserver, "ttransfer": p.Ttransfer,
+			"tother": p.Tother, "total": p.Total} {
+			if v < 0 {
+				errs = append(errs, fmt.Sprintf("%s %v", name, time.Duration(v)))
+			}
+		}
+		if p.End < p.Start {
+			errs = append(errs, "end before start")
+		}
+		if p.Total > p.End-p.Start {
+			errs = append(errs, fmt.Sprintf("total %v > end - start %v", time.Duration(p.Total), time.Duration(p.End-p.Start)))
+		}
+		if len(errs) > 0 {
+			bad++
+			t.Errorf("pageview %s (%s %s): %s", p.ID, p.Client, p.URL, strings.Join(errs, "; "))
+		}
+	}
+	t.Logf("rtmon: %d transactions, %d pageviews, %d records with inconsistent numbers", len(txns), len(pvs), bad)
 }
 
 func absAll(ds []time.Duration) []time.Duration {
@@ -424,8 +934,11 @@ func errStats(ds []time.Duration) string {
 		pctDur(a, 1).Round(10*time.Microsecond), (sum / time.Duration(len(ds))).Round(10*time.Microsecond))
 }
 
-// pctDur is the nearest-rank percentile.
+// pctDur is the nearest-rank percentile (0 for none).
 func pctDur(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	i := int(math.Ceil(q*float64(len(s)))) - 1
@@ -433,111 +946,11 @@ func pctDur(ds []time.Duration, q float64) time.Duration {
 }
 
 func pct(v []float64, q float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
 	s := slices.Clone(v)
 	slices.Sort(s)
 	i := int(math.Ceil(q*float64(len(s)))) - 1
 	return s[max(0, min(i, len(s)-1))]
-}
-
-// TestScenariosRun runs the scenarios the Chromium comparison does not
-// cover and checks what each is for: lost SYN/ACKs show in rtmon's
-// connections, pipelined requests share one connection and their pageviews
-// match the raw client's clock, and an overloaded server still completes
-// every load. Their pageview error distributions are logged.
-func TestScenariosRun(t *testing.T) {
-	needChromium(t)
-	bin, err := buildRtmon()
-	if err != nil {
-		t.Fatalf("rtmon is not buildable: %v", err)
-	}
-	for _, name := range []string{"synack-loss", "keepalive-pipelining", "overloaded"} {
-		t.Run(name, func(t *testing.T) {
-			res, out := runAndAnalyze(t, bin, name, 3)
-			conns := readJSONL[rtmonConn](t, filepath.Join(out, "connections.jsonl"))
-			txns := readJSONL[rtmonTxnTimes](t, filepath.Join(out, "transactions.jsonl"))
-			switch name {
-			case "synack-loss":
-				lost := 0
-				for _, c := range conns {
-					lost += c.SYNACKLosses
-				}
-				if res.NFTDrops == 0 || lost == 0 {
-					t.Errorf("link dropped %d SYN/ACKs, rtmon reports %d SYN/ACK losses; want both > 0", res.NFTDrops, lost)
-				}
-			case "keepalive-pipelining":
-				reqs := 0
-				for _, p := range res.Truth {
-					reqs += 1 + len(p.Objects)
-				}
-				if len(conns) != len(res.Truth) || len(txns) != reqs {
-					t.Errorf("rtmon: %d connections, %d transactions; the client made %d connections, %d requests",
-						len(conns), len(txns), len(res.Truth), reqs)
-				}
-			}
-			if _, err := os.Stat(filepath.Join(out, "pageviews.jsonl")); err != nil {
-				t.Errorf("rtmon analyze wrote no pageviews.jsonl: %v", err)
-				return
-			}
-			pvs := readJSONL[rtmonPageview](t, filepath.Join(out, "pageviews.jsonl"))
-			if name == "overloaded" {
-				// Logged, not asserted yet: what rtmon can know about
-				// accept-queue overflow is still open (see the report).
-				logPageviewErrors(t, res.Truth, pvs)
-				return
-			}
-			comparePageviews(t, "rtmon pageviews.jsonl", res.Truth, pvs)
-		})
-	}
-}
-
-// logPageviewErrors logs the distribution comparePageviews would check.
-func logPageviewErrors(t *testing.T, truth []PageTruth, pvs []rtmonPageview) {
-	byKey := map[objKey][]rtmonPageview{}
-	for _, pv := range pvs {
-		k := objKey{pv.Client, pathOf(pv.URL)}
-		byKey[k] = append(byKey[k], pv)
-	}
-	for _, v := range byKey {
-		sort.Slice(v, func(i, j int) bool { return v[i].Start < v[j].Start })
-	}
-	sorted := slices.Clone(truth)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Start < sorted[j].Start })
-	seen := map[objKey]int{}
-	var errs []time.Duration
-	for _, p := range sorted {
-		k := objKey{p.Client, p.URL}
-		n := seen[k]
-		seen[k]++
-		if n < len(byKey[k]) {
-			errs = append(errs, time.Duration(byKey[k][n].Total-p.TotalNS))
-		}
-	}
-	t.Logf("pageviews (not asserted): %d of %d matched; %s", len(errs), len(truth), errStats(errs))
-}
-
-// runAndAnalyze runs a named scenario with n pageviews per client on a
-// fresh testbed, checks the harness itself, keeps the capture as an
-// artifact and returns the result with the directory rtmon analyze wrote.
-func runAndAnalyze(t *testing.T, bin, name string, n int) (ScenarioResult, string) {
-	t.Helper()
-	sc, err := NamedScenario(name, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	tb := New(t, sc.Options())
-	res, err := RunScenario(ctx, tb, sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keepCapture(t, res.Capture)
-	checkScenarioHarness(t, sc, res)
-	out := t.TempDir()
-	actx, acancel := context.WithTimeout(ctx, 30*time.Second)
-	defer acancel()
-	if b, err := exec.CommandContext(actx, bin, "analyze", "--out", out, res.Capture).CombinedOutput(); err != nil {
-		t.Fatalf("rtmon analyze: %v\n%s", err, b)
-	}
-	return res, out
 }

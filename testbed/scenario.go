@@ -1,18 +1,19 @@
 package testbed
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -32,28 +33,48 @@ const (
 	BrowserPipeline = "pipeline"
 )
 
-// Load is one page load of a scenario.
+// Load is one page load of a session.
 type Load struct {
-	Browser  string
-	Client   netip.Addr
 	Page     int // index into the site's pages
 	ServerMS int // >0: the container comes from the back end after this server time
+	// Redirect: the load starts at a URL nginx redirects to the container
+	// (/r/pN, or /ra/pN?ms= for a back-end container).
+	Redirect bool
+	// Tab (Chromium): loads of one tab run back to back, tabs at once.
+	Tab int
+}
+
+// Session is one client program on one client address: a Chromium (one or
+// more tabs, each navigating back to back: the next navigation right after
+// the load event), a Go client, or the pipelining client.
+type Session struct {
+	Browser string
+	Client  netip.Addr
+	Loads   []Load
+	// Gap is the think time between a Go or pipeline session's loads.
+	Gap time.Duration
+	// Go client options (see GoClient): no Referer, keep connections
+	// across pages, accept br, favicon and beacon after load.
+	NoReferer, KeepConnections, Brotli, AfterLoad bool
+	// Concurrent: every load at once, each with its own Go client.
+	Concurrent bool
+	// Realtime runs a Go or pipeline session's threads under SCHED_FIFO
+	// (clientRealtime), so its own clock notices data as the kernel gets
+	// it: for checking the wire truth against that clock. Scenarios leave
+	// it off (see runSession).
+	Realtime bool
 }
 
 // Scenario is a named, repeatable experiment: a link, drops, a server set-up
-// and a sequence of page loads.
+// and client sessions.
 type Scenario struct {
 	Name  string
 	Link  LinkOptions
 	Pages int    // pages in the generated site
 	Seed  uint64 // site and loss seed
-	// Loads run one after another, Gap apart (Gap above nginx's keep-alive
-	// timeout, so every pageview starts on fresh connections).
-	Loads []Load
-	Gap   time.Duration
-	// Concurrent loads run all at once after the sequential ones (Go
-	// client), to overload a small listen backlog.
-	Concurrent []Load
+	// Phases run one after another; a phase's sessions run at once (at
+	// most one Chromium per phase: it takes the client's source route).
+	Phases [][]Session
 	// DropSYNMod/DropSYNAt: the server drops incoming client SYNs whose
 	// running count (nft numgen inc) mod DropSYNMod equals DropSYNAt.
 	DropSYNMod, DropSYNAt int
@@ -63,6 +84,8 @@ type Scenario struct {
 	DropSYNACKMod int
 	Backlog       int // nginx listen backlog, 0 = default
 	KeepAlive     time.Duration
+	// CPUHog runs a busy process pinned to one CPU during the loads.
+	CPUHog bool
 }
 
 // Options are the testbed options the scenario needs (its link).
@@ -85,18 +108,41 @@ func (sc Scenario) Options() Options {
 	return Options{Link: &l}
 }
 
-// ScenarioResult is what a run left: the capture and the clients' truth.
+// Loads counts the scenario's page loads.
+func (sc Scenario) Loads() int {
+	n := 0
+	for _, ph := range sc.Phases {
+		for _, s := range ph {
+			n += len(s.Loads)
+		}
+	}
+	return n
+}
+
+// ScenarioResult is what a run left: both captures, the clients' pages with
+// their wire truth, and the run's statistics.
 type ScenarioResult struct {
-	Name    string      `json:"name"`
-	Capture string      `json:"capture"` // server-side pcap
-	Truth   []PageTruth `json:"truth"`
-	Bridge  BridgeStats `json:"bridge"`
+	Name          string      `json:"name"`
+	Capture       string      `json:"capture"`        // server-side pcap (rtmon's input)
+	ClientCapture string      `json:"client_capture"` // client-side pcap (the truth)
+	Truth         []PageTruth `json:"truth"`
+	// Unattributed are client wire transactions no page claimed.
+	Unattributed []WireID    `json:"unattributed,omitempty"`
+	Wire         *ClientWire `json:"-"`
+	Bridge       BridgeStats `json:"bridge"`
 	// NFTDrops counts packets dropped by the scenario's nft rule.
 	NFTDrops int `json:"nft_drops"`
-	// Captured and Dropped are tcpdump's statistics.
-	Captured int    `json:"captured"`
-	Dropped  int    `json:"dropped"`
-	Server   string `json:"server"`
+	// Captured and Dropped are tcpdump's statistics (server side, then
+	// client side).
+	Captured       int    `json:"captured"`
+	Dropped        int    `json:"dropped"`
+	ClientCaptured int    `json:"client_captured"`
+	ClientDropped  int    `json:"client_dropped"`
+	Server         string `json:"server"`
+	CPUHog         bool   `json:"cpu_hog,omitempty"`
+	// StealNS is the CPU time the VM's host took from its vCPUs during
+	// the loads (/proc/stat steal), 0 on bare metal.
+	StealNS int64 `json:"steal_ns"`
 }
 
 // defaultRTTs: the three client groups of every scenario.
@@ -106,71 +152,123 @@ func defaultRTTs() map[netip.Addr]time.Duration {
 }
 
 // ScenarioNames lists the named scenarios.
-var ScenarioNames = []string{"baseline", "mixed-rtt", "syn-drops", "synack-loss", "data-loss",
+var ScenarioNames = []string{"baseline", "mixed-rtt", "syn-drops", "synack-loss", "loss",
 	"overloaded", "keepalive-pipelining"}
 
-// NamedScenario returns a predefined scenario. loads scales the number of
-// page loads (0: the default, a few per browser).
+// NamedScenario returns a predefined scenario. loads is the number of page
+// loads per client session (0: the default, 8).
+//
+// Every scenario serves the realistic site (GenerateSite) and, unless it
+// is about something else, has the same three kinds of clients at once on
+// the three RTT groups: a Chromium navigating back to back in one tab
+// (next navigation right after the load event, so keep-alive connections
+// and the previous page's beacon overlap the next page), a Go client with
+// Referer on fresh connections per page, and a Go client without Referer
+// keeping its connections from page to page. Some loads start at a
+// redirect, every other container comes from the back end with server
+// time, and the site has pages whose subresources carry no Referer.
 func NamedScenario(name string, loads int) (Scenario, error) {
 	if loads <= 0 {
-		loads = 6
+		loads = 8
 	}
 	sc := Scenario{Name: name, Link: LinkOptions{RTT: defaultRTTs(), DefaultRTT: 80 * time.Millisecond, Seed: 42},
-		Pages: 12, Seed: 42, Gap: 1500 * time.Millisecond, KeepAlive: time.Second}
-	seq := func(browser string, clients []netip.Addr, n, first int) []Load {
+		Pages: 16, Seed: 42, KeepAlive: 5 * time.Second}
+	// seq: n loads starting at page first, stepping through the site so
+	// that no page repeats within a session.
+	seq := func(n, first, step int) []Load {
 		var ls []Load
 		for i := range n {
-			l := Load{Browser: browser, Client: clients[i*len(clients)/n], Page: (first + i*5) % sc.Pages}
-			// Every other container is dynamic, with some server time.
+			l := Load{Page: (first + i*step) % sc.Pages}
 			if i%2 == 1 {
 				l.ServerMS = 20 + 30*(i%4)
 			}
+			l.Redirect = i%3 == 2
 			ls = append(ls, l)
 		}
 		return ls
 	}
-	one := []netip.Addr{Client80}
-	all := []netip.Addr{Client80, Client110, Client150}
+	chrome := func(c netip.Addr, first int) Session {
+		return Session{Browser: BrowserChromium, Client: c, Loads: seq(loads, first, 5)}
+	}
+	goRef := func(c netip.Addr, first int) Session {
+		return Session{Browser: BrowserGo, Client: c, Loads: seq(loads, first, 3), Gap: 300 * time.Millisecond, AfterLoad: true}
+	}
+	goKeep := func(c netip.Addr, first int) Session {
+		return Session{Browser: BrowserGo, Client: c, Loads: seq(loads, first, 7), Gap: 300 * time.Millisecond,
+			AfterLoad: true, NoReferer: true, KeepConnections: true}
+	}
 	switch name {
 	case "baseline":
-		sc.Loads = append(seq(BrowserChromium, one, loads, 0), seq(BrowserGo, one, loads/2, 1)...)
+		sc.Phases = [][]Session{{chrome(Client80, 0), goRef(Client110, 1), goKeep(Client150, 2)}}
 	case "mixed-rtt":
-		sc.Loads = append(seq(BrowserChromium, all, loads, 2), seq(BrowserGo, all, loads/2, 3)...)
+		// Chromium with two tabs loading at once, the Go clients asking
+		// for brotli.
+		c := chrome(Client150, 3)
+		for i := range c.Loads {
+			c.Loads[i].Tab = i % 2
+		}
+		g1, g2 := goRef(Client80, 4), goKeep(Client110, 5)
+		g1.Brotli, g2.Brotli = true, true
+		sc.Phases = [][]Session{{c, g1, g2}}
 	case "syn-drops":
-		// Pageviews open their container connection first, then up to
-		// five more: of every 7 SYNs the second one is dropped, so the
-		// first pageview's second connection loses its SYN and later ones
-		// lose others as the count drifts with retransmissions.
+		// Of every 7 SYNs at the server the second is dropped, so some
+		// pageviews lose a SYN on a secondary connection and the count
+		// drifts over the others.
 		sc.DropSYNMod, sc.DropSYNAt = 7, 1
-		sc.Loads = append(seq(BrowserChromium, one, loads, 4), seq(BrowserGo, one, loads/2, 5)...)
+		sc.Phases = [][]Session{{chrome(Client80, 4), goRef(Client110, 5)}}
 	case "synack-loss":
 		sc.DropSYNACKMod = 5
-		sc.Loads = append(seq(BrowserChromium, one, loads, 6), seq(BrowserGo, one, loads/2, 7)...)
-	case "data-loss":
-		sc.Link.Loss = 0.015
+		sc.Phases = [][]Session{{chrome(Client80, 6), goRef(Client110, 7)}}
+	case "loss":
+		// 2% of frames lost in each direction, ACK-only segments and
+		// requests included; handshakes spared (a SYN lost before the
+		// server-side capture leaves no trace there; handshake losses
+		// have their own scenarios).
+		sc.Link.Loss = 0.02
 		sc.Link.LossSparesSYN = true
-		sc.Link.LossToClientOnly = true
-		sc.Loads = append(seq(BrowserChromium, all, loads, 8), seq(BrowserGo, all, loads/2, 9)...)
+		sc.Phases = [][]Session{{chrome(Client80, 8), goRef(Client110, 9), goKeep(Client150, 10)}}
 	case "overloaded":
 		sc.Backlog = 4
-		for i := range 4 * loads {
-			sc.Concurrent = append(sc.Concurrent, Load{Browser: BrowserGo, Client: all[i%3], Page: i % sc.Pages, ServerMS: 50})
+		s := Session{Browser: BrowserGo, Client: Client80, Concurrent: true, AfterLoad: true}
+		for i := range loads + loads/2 {
+			s.Loads = append(s.Loads, Load{Page: i % sc.Pages, ServerMS: 50})
 		}
+		s2 := s
+		s2.Client, s2.Loads = Client110, nil
+		for i := range loads + loads/2 {
+			s2.Loads = append(s2.Loads, Load{Page: (i + 8) % sc.Pages, ServerMS: 50})
+		}
+		sc.Phases = [][]Session{{s, s2}}
 	case "keepalive-pipelining":
 		sc.KeepAlive = 10 * time.Second
-		sc.Loads = seq(BrowserPipeline, all, loads, 10)
+		p := func(c netip.Addr, first int) Session {
+			return Session{Browser: BrowserPipeline, Client: c, Loads: seq(loads, first, 5), Gap: 300 * time.Millisecond}
+		}
+		ph := []Session{p(Client80, 10), p(Client110, 11), p(Client150, 12)}
+		for _, s := range ph {
+			for i := range s.Loads {
+				s.Loads[i].Redirect = false // the raw client follows none
+			}
+		}
+		sc.Phases = [][]Session{ph}
 	default:
 		return sc, fmt.Errorf("unknown scenario %q (known: %v)", name, ScenarioNames)
 	}
 	return sc, nil
 }
 
+// afterLoadDwell is how long a Chromium session stays after its last load
+// event, so the last page's favicon and beacon (50 ms after load) are sent
+// and answered.
+const afterLoadDwell = 1200 * time.Millisecond
+
 // RunScenario runs sc on tb, which must have been opened with sc.Options():
-// site, back end and nginx in the server namespace, drops, a server-side
-// capture, then the loads. It writes truth.json next to the capture in
-// tb.Dir and returns the clients' truth.
+// site, back end and nginx in the server namespace, drops, captures on the
+// server's and the client's veth, then the sessions. It reads the truth
+// from the client capture (AttachWireTruth), writes truth.json next to the
+// server capture in tb.Dir and returns the result.
 func RunScenario(ctx context.Context, tb *Testbed, sc Scenario) (ScenarioResult, error) {
-	res := ScenarioResult{Name: sc.Name, Server: tb.Server.Addr.String()}
+	res := ScenarioResult{Name: sc.Name, Server: tb.Server.Addr.String(), CPUHog: sc.CPUHog}
 	if tb.Link == nil {
 		return res, fmt.Errorf("scenario %s: testbed has no emulated link (open it with Scenario.Options)", sc.Name)
 	}
@@ -180,7 +278,7 @@ func RunScenario(ctx context.Context, tb *Testbed, sc Scenario) (ScenarioResult,
 		return res, err
 	}
 	ng, err := tb.StartNginx(ctx, NginxOptions{Content: site.Content, Backend: be.Addr.String(),
-		Backlog: sc.Backlog, KeepaliveTimeout: sc.KeepAlive})
+		Backlog: sc.Backlog, KeepaliveTimeout: sc.KeepAlive, WebSite: true})
 	if err != nil {
 		return res, err
 	}
@@ -199,103 +297,68 @@ func RunScenario(ctx context.Context, tb *Testbed, sc Scenario) (ScenarioResult,
 		return res, err
 	}
 	res.Capture = capt.Path
-	base := "http://" + tb.Server.Addr.String()
-	url := func(l Load) string {
-		p := site.Pages[l.Page%len(site.Pages)]
-		if l.ServerMS > 0 {
-			return base + p.AppPath(l.ServerMS)
-		}
-		return base + p.Path
+	ccapt, err := tb.StartCapture(ctx, tb.Client, sc.Name+"-client")
+	if err != nil {
+		return res, err
 	}
-	var chrome *Chromium
-	defer func() {
-		if chrome != nil {
-			chrome.Close()
+	res.ClientCapture = ccapt.Path
+	// The bridge runs in this process: a garbage collection's
+	// stop-the-world waits for every goroutine of the process, also one
+	// on a thread the kernel has descheduled for the CPU hog or Chromium,
+	// and stalls the bridge with it (seen: frames 25 ms late). The loads
+	// allocate little, so the collector waits until the run is over.
+	defer holdGC()()
+	var hog *Proc
+	if sc.CPUHog {
+		if hog, err = tb.StartCPUHog(1); err != nil {
+			return res, err
 		}
-	}()
+	}
+	base := "http://" + tb.Server.Addr.String()
+	steal0 := stealTime()
 	runErr := func() error {
-		for i, l := range sc.Loads {
-			if i > 0 {
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(sc.Gap):
-				}
-			}
-			var pt PageTruth
-			var err error
-			switch l.Browser {
-			case BrowserChromium:
-				if chrome == nil || chrome.Local != l.Client {
-					if chrome != nil {
-						if err := chrome.Close(); err != nil {
-							return err
-						}
-					}
-					if chrome, err = tb.StartChromium(ctx, l.Client); err != nil {
-						return err
-					}
-					// Chromium's start-up traffic (none expected) and ours
-					// must not overlap: give it the same gap.
-					time.Sleep(sc.Gap)
-				}
-				pt, err = chrome.Load(ctx, url(l))
-			case BrowserGo:
-				undo := clientRealtime()
-				pt, err = tb.NewGoClient(l.Client, base).Load(ctx, pathOf(url(l)))
-				undo()
-			case BrowserPipeline:
-				undo := clientRealtime()
-				pt, err = tb.Pipeline(ctx, l.Client, base, pathOf(url(l)), site.Pages[l.Page%len(site.Pages)])
-				undo()
-			default:
-				err = fmt.Errorf("unknown browser %q", l.Browser)
-			}
-			if err != nil {
-				return fmt.Errorf("load %d (%s from %s): %w", i, l.Browser, l.Client, err)
-			}
-			res.Truth = append(res.Truth, pt)
-		}
-		if len(sc.Concurrent) > 0 {
-			out := make([]PageTruth, len(sc.Concurrent))
-			errs := make([]error, len(sc.Concurrent))
-			undo := clientRealtime()
-			defer undo()
+		for _, phase := range sc.Phases {
+			out := make([][]PageTruth, len(phase))
+			errs := make([]error, len(phase))
 			var wg sync.WaitGroup
-			for i, l := range sc.Concurrent {
+			for i, s := range phase {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					out[i], errs[i] = tb.NewGoClient(l.Client, base).Load(ctx, pathOf(url(l)))
+					out[i], errs[i] = runSession(ctx, tb, site, base, s)
 				}()
 			}
 			wg.Wait()
 			for i, e := range errs {
 				if e != nil {
-					return fmt.Errorf("concurrent load %d: %w", i, e)
+					return fmt.Errorf("%s session on %s: %w", phase[i].Browser, phase[i].Client, e)
 				}
+				res.Truth = append(res.Truth, out[i]...)
 			}
-			res.Truth = append(res.Truth, out...)
 		}
 		return nil
 	}()
-	if chrome != nil {
-		if err := chrome.Close(); err != nil && runErr == nil {
-			runErr = err
+	res.StealNS = stealTime() - steal0
+	if hog != nil {
+		if err := hog.Stop(syscall.SIGKILL); err != nil && runErr == nil {
+			runErr = fmt.Errorf("cpu hog: %w", err)
 		}
 	}
 	if ng.Exited() && runErr == nil {
 		runErr = fmt.Errorf("nginx exited during the scenario: %s", ng.ReadStderr())
 	}
 	// Let the last connections close (keep-alive timeout) so their FINs
-	// are in the capture.
+	// are in the captures.
 	if runErr == nil {
 		time.Sleep(min(sc.KeepAlive, 2*time.Second) + 300*time.Millisecond)
 	}
-	if err := capt.Stop(); err != nil && runErr == nil {
-		runErr = err
+	for _, c := range []*Capture{capt, ccapt} {
+		if err := c.Stop(); err != nil && runErr == nil {
+			runErr = err
+		}
 	}
 	res.Captured, res.Dropped = capt.Captured, capt.Dropped
+	res.ClientCaptured, res.ClientDropped = ccapt.Captured, ccapt.Dropped
 	res.Bridge = tb.Link.Bridge.Stats()
 	if drop != nil {
 		if n, err := drop.Counters(ctx); err == nil && len(n) > 0 {
@@ -305,11 +368,196 @@ func RunScenario(ctx context.Context, tb *Testbed, sc Scenario) (ScenarioResult,
 	if sc.DropSYNACKMod > 0 {
 		res.NFTDrops = int(res.Bridge.HookDrops[ToClient])
 	}
+	if runErr == nil {
+		w, err := ReadClientWire(ccapt.Path)
+		if err != nil {
+			runErr = err
+		} else {
+			res.Wire = w
+			res.Unattributed = AttachWireTruth(res.Truth, w)
+		}
+	}
 	sort.SliceStable(res.Truth, func(i, j int) bool { return res.Truth[i].Start < res.Truth[j].Start })
-	if err := writeJSON(filepath.Join(filepath.Dir(capt.Path), "truth.json"), res); err != nil && runErr == nil {
+	dir := filepath.Dir(capt.Path)
+	if err := writeJSON(filepath.Join(dir, "truth.json"), res); err != nil && runErr == nil {
 		runErr = err
 	}
+	if res.Wire != nil {
+		if err := writeJSON(filepath.Join(dir, "wire.json"), res.Wire); err != nil && runErr == nil {
+			runErr = err
+		}
+	}
 	return res, runErr
+}
+
+// stealTime reads the machine's total steal time (ns; 0 if unknown).
+func stealTime() int64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	ticks, err := strconv.ParseInt(f[8], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return ticks * int64(10*time.Millisecond) // USER_HZ is 100 on Linux
+}
+
+// holdGC turns the garbage collector off (up to gcHoldLimit of heap)
+// until the returned function runs.
+func holdGC() (undo func()) {
+	pct := debug.SetGCPercent(-1)
+	lim := debug.SetMemoryLimit(gcHoldLimit)
+	return func() {
+		debug.SetGCPercent(pct)
+		debug.SetMemoryLimit(lim)
+	}
+}
+
+const gcHoldLimit = 2 << 30
+
+// runSession runs one client program's loads.
+func runSession(ctx context.Context, tb *Testbed, site *Site, base string, s Session) ([]PageTruth, error) {
+	url := func(l Load) string {
+		p := site.Pages[l.Page%len(site.Pages)]
+		switch {
+		case l.Redirect && l.ServerMS > 0:
+			return base + p.AppRedirectPath(l.ServerMS)
+		case l.Redirect:
+			return base + p.RedirectPath()
+		case l.ServerMS > 0:
+			return base + p.AppPath(l.ServerMS)
+		}
+		return base + p.Path
+	}
+	page := func(l Load) Page { return site.Pages[l.Page%len(site.Pages)] }
+	wait := func(d time.Duration) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+			return nil
+		}
+	}
+	var out []PageTruth
+	switch s.Browser {
+	case BrowserChromium:
+		chrome, err := tb.StartChromium(ctx, s.Client)
+		if err != nil {
+			return nil, err
+		}
+		defer chrome.Close()
+		byTab := map[int][]Load{}
+		ntabs := 0
+		for _, l := range s.Loads {
+			byTab[l.Tab] = append(byTab[l.Tab], l)
+			ntabs = max(ntabs, l.Tab+1)
+		}
+		for len(chrome.Tabs) < ntabs {
+			if _, err := chrome.NewTab(); err != nil {
+				return nil, err
+			}
+		}
+		errs := make([]error, ntabs)
+		var wg sync.WaitGroup
+		for ti := range ntabs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for _, l := range byTab[ti] {
+					if _, err := chrome.Tabs[ti].Load(ctx, url(l)); err != nil {
+						errs[ti] = err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+		if err := wait(afterLoadDwell); err != nil {
+			return nil, err
+		}
+		byPath := map[string]Page{}
+		for _, p := range site.Pages {
+			byPath[p.Path] = p
+			byPath["/app"+p.Path] = p
+		}
+		for _, t := range chrome.Tabs {
+			for _, pt := range t.Pages() {
+				u, _, _ := strings.Cut(pt.URL, "?")
+				pt.NoReferer = byPath[u].NoReferrer
+				out = append(out, pt)
+			}
+		}
+		return out, chrome.Close()
+	case BrowserGo:
+		// Real-time only when asked: the truth is the wire, not the
+		// client's clock, and real-time client threads beside a busy
+		// Chromium starved the kernel's network processing (ksoftirqd),
+		// which made the emulated link late by tens of ms (MeasureLink).
+		if s.Realtime {
+			defer clientRealtime()()
+		}
+		newClient := func() *GoClient {
+			g := tb.NewGoClient(s.Client, base)
+			g.NoReferer, g.KeepConnections, g.AcceptBrotli, g.AfterLoad = s.NoReferer, s.KeepConnections, s.Brotli, s.AfterLoad
+			return g
+		}
+		if s.Concurrent {
+			out = make([]PageTruth, len(s.Loads))
+			errs := make([]error, len(s.Loads))
+			var wg sync.WaitGroup
+			for i, l := range s.Loads {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					out[i], errs[i] = newClient().Load(ctx, pathOf(url(l)))
+				}()
+			}
+			wg.Wait()
+			return out, errors.Join(errs...)
+		}
+		g := newClient()
+		defer g.Close()
+		for i, l := range s.Loads {
+			if i > 0 {
+				if err := wait(s.Gap); err != nil {
+					return out, err
+				}
+			}
+			pt, err := g.Load(ctx, pathOf(url(l)))
+			if err != nil {
+				return out, fmt.Errorf("load %d: %w", i, err)
+			}
+			out = append(out, pt)
+		}
+		return out, nil
+	case BrowserPipeline:
+		if s.Realtime {
+			defer clientRealtime()()
+		}
+		for i, l := range s.Loads {
+			if i > 0 {
+				if err := wait(s.Gap); err != nil {
+					return out, err
+				}
+			}
+			pt, err := tb.Pipeline(ctx, s.Client, base, pathOf(url(l)), page(l))
+			if err != nil {
+				return out, fmt.Errorf("load %d: %w", i, err)
+			}
+			out = append(out, pt)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("unknown browser %q", s.Browser)
 }
 
 func writeJSON(path string, v any) error {
@@ -321,104 +569,4 @@ func writeJSON(path string, v any) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
-}
-
-// Pipeline loads a page over one connection with HTTP/1.1 pipelining: it
-// writes the container request, reads the container, then writes every
-// object request back to back before reading the responses in order,
-// timing each response's first and last byte with its own clock.
-func (tb *Testbed) Pipeline(ctx context.Context, local netip.Addr, base, path string, page Page) (PageTruth, error) {
-	pt := PageTruth{Source: BrowserPipeline, Client: local.String(), URL: path}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	host := base[len("http://"):]
-	connStart := time.Now().UnixNano()
-	c, err := Dialer(tb, local).DialContext(ctx, "tcp4", net.JoinHostPort(host, "80"))
-	if err != nil {
-		return pt, fmt.Errorf("pipeline dial: %w", err)
-	}
-	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl)
-	}
-	connEnd := time.Now().UnixNano()
-	port := c.LocalAddr().(*net.TCPAddr).Port
-	fr := &firstByteReader{r: c}
-	br := bufio.NewReaderSize(fr, 64<<10)
-	roundTrip := func(paths []string) ([]ObjectTruth, error) {
-		var buf []byte
-		for _, p := range paths {
-			buf = fmt.Appendf(buf, "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: rtmon-testbed-pipeline/1\r\nReferer: %s\r\n\r\n", p, host, base+path)
-		}
-		reqStart := time.Now().UnixNano()
-		if _, err := c.Write(buf); err != nil {
-			return nil, fmt.Errorf("pipeline write: %w", err)
-		}
-		var out []ObjectTruth
-		for _, p := range paths {
-			o := ObjectTruth{URL: p, Reused: true, LocalPort: port, RequestStart: reqStart}
-			// The first byte of a response is the first byte read after the
-			// previous response ended (or the one already buffered).
-			fr.mark(br.Buffered() > 0)
-			resp, err := http.ReadResponse(br, nil)
-			if err != nil {
-				return out, fmt.Errorf("pipeline response %s: %w", p, err)
-			}
-			n, err := io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			o.ResponseEnd = time.Now().UnixNano()
-			o.ResponseFirst = fr.first()
-			o.Status, o.Bytes = resp.StatusCode, n
-			if err != nil || resp.StatusCode != http.StatusOK {
-				return out, fmt.Errorf("pipeline %s: status %d, %v", p, resp.StatusCode, err)
-			}
-			out = append(out, o)
-		}
-		return out, nil
-	}
-	cont, err := roundTrip([]string{path})
-	if err != nil {
-		return pt, err
-	}
-	pt.Container = cont[0]
-	pt.Container.Reused, pt.Container.ConnectStart, pt.Container.ConnectEnd = false, connStart, connEnd
-	var paths []string
-	for _, o := range page.Objects {
-		paths = append(paths, o.Path)
-	}
-	if pt.Objects, err = roundTrip(paths); err != nil {
-		return pt, err
-	}
-	pt.Start = connStart
-	pt.End = pt.Container.ResponseEnd
-	for _, o := range pt.Objects {
-		pt.End = max(pt.End, o.ResponseEnd)
-	}
-	pt.TotalNS = pt.End - pt.Start
-	return pt, nil
-}
-
-// firstByteReader notes when the first read after mark returned data.
-type firstByteReader struct {
-	r       io.Reader
-	waiting bool
-	at      int64
-}
-
-func (f *firstByteReader) mark(buffered bool) {
-	f.waiting = !buffered
-	if buffered {
-		f.at = time.Now().UnixNano()
-	}
-}
-
-func (f *firstByteReader) first() int64 { return f.at }
-
-func (f *firstByteReader) Read(p []byte) (int, error) {
-	n, err := f.r.Read(p)
-	if n > 0 && f.waiting {
-		f.at = time.Now().UnixNano()
-		f.waiting = false
-	}
-	return n, err
 }

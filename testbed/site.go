@@ -15,11 +15,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/andybalholm/brotli"
 )
 
-// Site is a generated web site: container pages, each embedding 1..11
-// objects (stylesheets, scripts, images) referenced from its HTML so that a
-// browser fetches all of them.
+// Site is a generated web site shaped like a real one: container pages
+// embedding 1..11 objects (stylesheets, scripts, images) referenced the ways
+// real pages do (preload, async and defer scripts, srcset, an inline style
+// url()), HTML served gzip-compressed (brotli from the back end to clients
+// that ask for it), a favicon.ico that no page declares (browsers ask for it
+// anyway, after the load event), a beacon after load, redirects to the
+// containers and some pages whose subresource requests carry no Referer.
 type Site struct {
 	Pages []Page
 	// Content holds every body by URL path, for NginxOptions.Content.
@@ -30,12 +36,44 @@ type Site struct {
 type Page struct {
 	Path    string // static copy served by nginx, "/p3.html"
 	Objects []Object
+	// Index is the page's number (p3: 3).
+	Index int
+	// NoReferrer pages declare <meta name="referrer" content="no-referrer">:
+	// browsers send no Referer for their subresources and beacons.
+	NoReferrer bool
+	// Beacon is what the page's script sends 50 ms after its load event:
+	// BeaconPost (navigator.sendBeacon to /beacon?p=N, answered 204) or
+	// BeaconImage (new Image().src = /b.gif?p=N); "" for none.
+	Beacon string
 }
+
+// Beacon kinds.
+const (
+	BeaconPost  = "post"
+	BeaconImage = "image"
+)
 
 // AppPath is the page's URL through the back end, which answers after ms
 // milliseconds of server time.
 func (p Page) AppPath(ms int) string {
 	return "/app" + p.Path + "?ms=" + strconv.Itoa(ms)
+}
+
+// RedirectPath is a URL nginx answers with 302 to the page's static copy.
+func (p Page) RedirectPath() string { return fmt.Sprintf("/r/p%d", p.Index) }
+
+// AppRedirectPath is a URL nginx answers with 302 to AppPath(ms).
+func (p Page) AppRedirectPath(ms int) string { return fmt.Sprintf("/ra/p%d?ms=%d", p.Index, ms) }
+
+// BeaconPath is the URL of the page's beacon ("" without one).
+func (p Page) BeaconPath() string {
+	switch p.Beacon {
+	case BeaconPost:
+		return fmt.Sprintf("/beacon?p=%d", p.Index)
+	case BeaconImage:
+		return fmt.Sprintf("/b.gif?p=%d", p.Index)
+	}
+	return ""
 }
 
 // Object is one embedded object.
@@ -51,13 +89,24 @@ var objectSizes = []int{600, 1500, 3 << 10, 8 << 10, 14 << 10, 30 << 10, 64 << 1
 // BigImage is the size of the large image every third page embeds.
 const BigImage = 256 << 10
 
+// Site-wide paths: the undeclared favicon and the image beacon's body.
+const (
+	FaviconPath = "/favicon.ico"
+	BeaconGIF   = "/b.gif"
+)
+
 // GenerateSite makes n pages deterministically from seed. Page i has
-// 1 + i%11 objects when n >= 11, so all counts 1..11 occur.
+// 1 + i%11 objects when n >= 11, so all counts 1..11 occur. Pages 3, 7, 11,
+// ... have no Referer; even pages post a beacon, odd ones load a beacon
+// image.
 func GenerateSite(n int, seed uint64) *Site {
 	r := rand.New(rand.NewPCG(seed, 0x5173))
 	s := &Site{Content: map[string][]byte{}}
 	for i := range n {
-		p := Page{Path: fmt.Sprintf("/p%d.html", i)}
+		p := Page{Path: fmt.Sprintf("/p%d.html", i), Index: i, NoReferrer: i%4 == 3, Beacon: BeaconImage}
+		if i%2 == 0 {
+			p.Beacon = BeaconPost
+		}
 		nobj := 1 + i%11
 		for k := range nobj {
 			ext := []string{"css", "js", "png", "png"}[k%4]
@@ -68,39 +117,100 @@ func GenerateSite(n int, seed uint64) *Site {
 			o := Object{Path: fmt.Sprintf("/o/p%d-%d.%s", i, k, ext), Size: size}
 			p.Objects = append(p.Objects, o)
 			s.Content[o.Path] = objectBody(o.Path, ext, size)
+			if k == 2 {
+				// The srcset's 2x candidate: served, never fetched at
+				// device pixel ratio 1.
+				s.Content[hiDPI(o.Path)] = objectBody(hiDPI(o.Path), ext, 2*size)
+			}
 		}
 		s.Content[p.Path] = pageHTML(p)
 		s.Pages = append(s.Pages, p)
 	}
+	s.Content[FaviconPath] = icoBody(1150)
+	s.Content[BeaconGIF] = gifBody()
 	return s
 }
 
-// pageHTML references stylesheets and scripts from the head and images
-// from the body. The empty data: icon stops Chromium from asking for
-// /favicon.ico after the load event, a request the pageview would absorb.
+// hiDPI is the 2x variant's path of an image.
+func hiDPI(path string) string {
+	return strings.TrimSuffix(path, ".png") + "@2x.png"
+}
+
+// pageHTML writes a page the way real ones reference their objects: the
+// first object preloaded from the head, stylesheets, scripts in turn plain,
+// async and defer, the first image (object 2) with a srcset, the second
+// (object 3) as an inline style's background url(), others as <img>. No
+// icon is declared, so browsers fetch /favicon.ico after the load event. A
+// script sends the page's beacon 50 ms after the load event.
 func pageHTML(p Page) []byte {
 	var b strings.Builder
-	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>%s</title>\n<link rel=\"icon\" href=\"data:,\">\n", p.Path)
-	for _, o := range p.Objects {
-		switch {
-		case strings.HasSuffix(o.Path, ".css"):
+	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>%s</title>\n", p.Path)
+	if p.NoReferrer {
+		b.WriteString("<meta name=\"referrer\" content=\"no-referrer\">\n")
+	}
+	if len(p.Objects) > 0 {
+		o := p.Objects[0]
+		as := map[string]string{"css": "style", "js": "script", "png": "image"}[objectExt(o.Path)]
+		fmt.Fprintf(&b, "<link rel=\"preload\" href=\"%s\" as=\"%s\">\n", o.Path, as)
+	}
+	for k, o := range p.Objects {
+		switch objectExt(o.Path) {
+		case "css":
 			fmt.Fprintf(&b, "<link rel=\"stylesheet\" href=\"%s\">\n", o.Path)
-		case strings.HasSuffix(o.Path, ".js"):
-			fmt.Fprintf(&b, "<script src=\"%s\"></script>\n", o.Path)
+		case "js":
+			attr := []string{"", " async", " defer"}[(k/4)%3]
+			fmt.Fprintf(&b, "<script src=\"%s\"%s></script>\n", o.Path, attr)
 		}
+	}
+	if path := p.BeaconPath(); path != "" {
+		send := fmt.Sprintf("navigator.sendBeacon('%s', 'loaded')", path)
+		if p.Beacon == BeaconImage {
+			send = fmt.Sprintf("new Image().src = '%s'", path)
+		}
+		fmt.Fprintf(&b, "<script>window.addEventListener('load', function () { setTimeout(function () { %s; }, 50); });</script>\n", send)
 	}
 	b.WriteString("</head><body>\n")
-	for _, o := range p.Objects {
-		if strings.HasSuffix(o.Path, ".png") {
-			fmt.Fprintf(&b, "<img src=\"%s\" width=\"10\" height=\"10\">\n", o.Path)
+	for k, o := range p.Objects {
+		if objectExt(o.Path) != "png" {
+			continue
+		}
+		switch k {
+		case 2:
+			fmt.Fprintf(&b, "<img src=\"%s\" srcset=\"%s 1x, %s 2x\" width=\"10\" height=\"10\" alt=\"\">\n", o.Path, o.Path, hiDPI(o.Path))
+		case 3:
+			fmt.Fprintf(&b, "<div style=\"width:10px;height:10px;background-image:url('%s')\"></div>\n", o.Path)
+		default:
+			fmt.Fprintf(&b, "<img src=\"%s\" width=\"10\" height=\"10\" alt=\"\">\n", o.Path)
 		}
 	}
-	// Some text so the container itself spans a few segments.
+	// Some text so the container itself spans a few segments (before
+	// compression).
 	for i := range 40 {
 		fmt.Fprintf(&b, "<p>paragraph %d of the rtmon testbed page %s</p>\n", i, p.Path)
 	}
 	b.WriteString("</body></html>\n")
 	return []byte(b.String())
+}
+
+// icoBody is a Windows icon holding one PNG image, size bytes long.
+func icoBody(size int) []byte {
+	img := pngBody(FaviconPath, size-22)
+	var b bytes.Buffer
+	b.Write([]byte{0, 0, 1, 0, 1, 0}) // reserved, type icon, one image
+	var e [16]byte
+	e[0], e[1] = 1, 1                        // 1x1 pixel
+	binary.LittleEndian.PutUint16(e[4:], 1)  // planes
+	binary.LittleEndian.PutUint16(e[6:], 32) // bits per pixel
+	binary.LittleEndian.PutUint32(e[8:], uint32(len(img)))
+	binary.LittleEndian.PutUint32(e[12:], 22)
+	b.Write(e[:])
+	b.Write(img)
+	return b.Bytes()
+}
+
+// gifBody is the classic 1x1 transparent GIF of beacons (43 bytes).
+func gifBody() []byte {
+	return []byte("GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")
 }
 
 // objectBody is valid CSS or JavaScript (one long comment), or a valid PNG:
@@ -124,7 +234,8 @@ func objectBody(path, ext string, size int) []byte {
 }
 
 // Backend is a Go HTTP server inside the server namespace that nginx
-// proxies /app/ to. It serves the site's pages after sleeping ?ms=.
+// proxies /app/ to. It serves the site's pages after sleeping ?ms=,
+// brotli-compressed for clients that accept br.
 type Backend struct {
 	Addr netip.AddrPort
 	srv  *http.Server
@@ -157,6 +268,17 @@ func (tb *Testbed) StartBackend(site *Site) (*Backend, error) {
 			}
 		}
 		w.Header().Set("Content-Type", "text/html")
+		w.Header().Set("Vary", "Accept-Encoding")
+		if acceptsBrotli(r.Header.Get("Accept-Encoding")) {
+			// Compressed here; nginx leaves an encoded response alone
+			// (and gzips the plain one for clients without br).
+			var z bytes.Buffer
+			bw := brotli.NewWriterLevel(&z, 5)
+			bw.Write(body)
+			bw.Close()
+			body = z.Bytes()
+			w.Header().Set("Content-Encoding", "br")
+		}
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		w.Write(body)
 	})
@@ -171,6 +293,17 @@ func (tb *Testbed) StartBackend(site *Site) (*Backend, error) {
 		return nil
 	})
 	return b, nil
+}
+
+// acceptsBrotli reports whether an Accept-Encoding value allows br.
+func acceptsBrotli(v string) bool {
+	for _, part := range strings.Split(v, ",") {
+		name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(name), "br") && strings.ReplaceAll(params, " ", "") != "q=0" {
+			return true
+		}
+	}
+	return false
 }
 
 // pngBody is a 1x1 grey PNG of exactly size bytes (at least pngMinSize):

@@ -3,21 +3,26 @@ package testbed
 import (
 	"bytes"
 	"image/png"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// TestSite: every object is the size the generator chose and every image
-// decodes (Chromium aborts downloads of images that fail to decode).
+// TestSite: every object is the size the generator chose, every image
+// decodes (Chromium aborts downloads of images that fail to decode), the
+// pages reference their objects the ways real pages do, and what the Go
+// client parses from each page is exactly its objects.
 func TestSite(t *testing.T) {
 	s := GenerateSite(12, 1)
 	counts := map[int]bool{}
 	big := 0
+	features := map[string]int{}
 	for _, p := range s.Pages {
 		counts[len(p.Objects)] = true
 		html := string(s.Content[p.Path])
 		for _, o := range p.Objects {
-			if !strings.Contains(html, `"`+o.Path+`"`) {
+			if !strings.Contains(html, o.Path) {
 				t.Errorf("%s does not reference %s", p.Path, o.Path)
 			}
 			b := s.Content[o.Path]
@@ -33,8 +38,41 @@ func TestSite(t *testing.T) {
 				}
 			}
 		}
+		for name, marker := range map[string]string{"preload": `rel="preload"`, "async": " async>", "defer": " defer>",
+			"srcset": "srcset=", "style url": "background-image:url(", "no-referrer": `content="no-referrer"`,
+			"sendBeacon": "navigator.sendBeacon(", "image beacon": "new Image().src", "icon": `rel="icon"`} {
+			if strings.Contains(html, marker) {
+				features[name]++
+			}
+		}
+		page, _ := url.Parse("http://203.0.113.2" + p.Path)
+		var want []string
+		for _, o := range p.Objects {
+			want = append(want, o.Path)
+		}
+		got := embeddedObjects(s.Content[p.Path], page)
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: the Go client parses %v, the page has %v", p.Path, got, want)
+		}
 	}
 	if len(counts) != 11 || big == 0 {
 		t.Errorf("object counts %v, %d big images; want all of 1..11 and some %d-byte images", counts, big, BigImage)
+	}
+	for _, f := range []string{"preload", "async", "defer", "srcset", "style url", "no-referrer", "sendBeacon", "image beacon"} {
+		if features[f] == 0 {
+			t.Errorf("no page has %s", f)
+		}
+	}
+	if features["icon"] != 0 {
+		t.Errorf("%d pages declare an icon; browsers must find /favicon.ico themselves", features["icon"])
+	}
+	if len(s.Content[FaviconPath]) == 0 || len(s.Content[BeaconGIF]) != 43 {
+		t.Errorf("favicon %d bytes, beacon gif %d bytes", len(s.Content[FaviconPath]), len(s.Content[BeaconGIF]))
+	}
+	// The srcset's 2x candidates are served but never part of a page.
+	if _, ok := s.Content[hiDPI(s.Pages[3].Objects[2].Path)]; !ok {
+		t.Errorf("no 2x variant of %s", s.Pages[3].Objects[2].Path)
 	}
 }

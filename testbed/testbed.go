@@ -27,10 +27,21 @@
 // (198.51.100.10/.11/.12 in the named scenarios); offloads are off on all
 // veths so frames and the server-side capture are MTU-sized, and ARP entries
 // are pinned so no ARP exchange crosses the link. Scenarios (scenario.go)
-// add nginx with a generated site and a Go back end with server time,
-// Chromium and Go-client page loads that record their own timing (truth),
-// and nft drops; `go run ./cmd/testbed run --scenario NAME --out DIR` runs
-// one and keeps capture.pcap and truth.json.
+// add nginx with a generated site shaped like a real one (site.go) and a Go
+// back end with server time, Chromium and Go-client sessions, nft drops and
+// optionally a CPU hog, and capture on both hosts' veths.
+//
+// # Truth
+//
+// The truth of every transaction and page comes from the client's own wire
+// (clientwire.go: the capture in the client namespace, kernel timestamps,
+// reassembled and cut into HTTP messages independently of rtmon), so it
+// does not depend on how busy the machine is. The clients only say which
+// requests make up a page and when Chromium's load event fired (truth.go);
+// their own clocks are kept for comparison. MeasureLink checks from the two
+// captures that the emulated link delayed every packet as specified.
+// `go run ./cmd/testbed run --scenario NAME --out DIR` runs one scenario and
+// keeps both captures, truth.json and wire.json.
 //
 // # Safety rules (shared/DESIGN.md, "Tests that use the network")
 //
@@ -132,6 +143,7 @@ var tools = map[string]string{
 	"sysctl":  "procps",
 	"chrt":    "util-linux",
 	"ethtool": "ethtool",
+	"taskset": "util-linux",
 }
 
 // toolPath finds a binary, checking sbin directories too because PATH in CI

@@ -2,10 +2,15 @@
 // an emulated link, nginx, Chromium and Go clients) and leaves the
 // server-side capture and the clients' own timings in a directory:
 //
-//	go run ./cmd/testbed run --scenario baseline --out DIR
+//	go run ./cmd/testbed run --scenario baseline --out DIR [--hog]
 //
-// writes DIR/capture.pcap and DIR/truth.json. Needs root and the Debian
-// packages listed in package testbed's documentation.
+// writes DIR/capture.pcap (the server side, rtmon's input),
+// DIR/client.pcap (the client side), DIR/truth.json (every page load: what
+// the client says belongs to it, its own timings, and the truth from the
+// client's wire) and DIR/wire.json (every connection and transaction of the
+// client capture). --hog runs the scenario beside a busy process pinned to
+// one CPU. Needs root and the Debian packages listed in package testbed's
+// documentation.
 package main
 
 import (
@@ -32,13 +37,14 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 || args[0] != "run" {
-		return fmt.Errorf("usage: testbed run --scenario NAME --out DIR [--loads N]\nscenarios: %s",
+		return fmt.Errorf("usage: testbed run --scenario NAME --out DIR [--loads N] [--hog]\nscenarios: %s",
 			strings.Join(testbed.ScenarioNames, ", "))
 	}
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	name := fs.String("scenario", "baseline", "scenario: "+strings.Join(testbed.ScenarioNames, ", "))
 	out := fs.String("out", "", "output directory (capture.pcap, truth.json)")
-	loads := fs.Int("loads", 0, "page loads per browser (0: the scenario's default)")
+	loads := fs.Int("loads", 0, "page loads per client session (0: the scenario's default)")
+	hog := fs.Bool("hog", false, "run beside a CPU hog pinned to one CPU")
 	timeout := fs.Duration("timeout", 5*time.Minute, "bound on the whole run")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -50,6 +56,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	sc.CPUHog = *hog
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return fmt.Errorf("output directory: %w", err)
 	}
@@ -74,8 +81,14 @@ func run(args []string) error {
 		if err := copyFile(res.Capture, filepath.Join(*out, "capture.pcap")); err != nil && runErr == nil {
 			runErr = err
 		}
-		if err := copyFile(filepath.Join(filepath.Dir(res.Capture), "truth.json"), filepath.Join(*out, "truth.json")); err != nil && runErr == nil {
-			runErr = err
+		for src, dst := range map[string]string{
+			res.ClientCapture: "client.pcap",
+			filepath.Join(filepath.Dir(res.Capture), "truth.json"): "truth.json",
+			filepath.Join(filepath.Dir(res.Capture), "wire.json"):  "wire.json",
+		} {
+			if err := copyFile(src, filepath.Join(*out, dst)); err != nil && runErr == nil {
+				runErr = err
+			}
 		}
 	}
 	if runErr != nil {
@@ -84,8 +97,15 @@ func run(args []string) error {
 	if closeErr != nil {
 		return fmt.Errorf("teardown: %w", closeErr)
 	}
-	fmt.Printf("%s: %d page loads, %d packets captured (%d dropped), bridge %+v, drops %d; wrote %s\n",
-		sc.Name, len(res.Truth), res.Captured, res.Dropped, res.Bridge, res.NFTDrops, *out)
+	valid := 0
+	for _, p := range res.Truth {
+		if p.Wire != nil && p.Wire.Valid {
+			valid++
+		}
+	}
+	fmt.Printf("%s: %d page loads (%d with wire truth), %d transactions on the client's wire (%d of no page), %d+%d packets captured (%d+%d dropped), bridge %+v, drops %d; wrote %s\n",
+		sc.Name, len(res.Truth), valid, len(res.Wire.Txns()), len(res.Unattributed), res.Captured, res.ClientCaptured,
+		res.Dropped, res.ClientDropped, res.Bridge, res.NFTDrops, *out)
 	return nil
 }
 

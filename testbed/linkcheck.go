@@ -1,0 +1,189 @@
+package testbed
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+)
+
+// LinkDelays measures the emulated link from the two captures: every
+// packet seen on both sides, matched by its IP and TCP headers, gives one
+// transit time, less the link's nominal one-way delay for its client. The
+// truth of a scenario is taken at the client and rtmon works at the
+// server, so a link that is late (a bridge thread waiting for the CPU)
+// would show as an error that is the testbed's, not rtmon's.
+type LinkDelays struct {
+	// Excess is transit minus nominal one-way delay, per direction
+	// (ToServer, ToClient), for every matched packet.
+	Excess [2][]time.Duration
+	// Worst describes the latest packets (for logs).
+	Worst []string
+	// byConn: per connection and client capture time, the largest
+	// |excess| of the packets captured at that instant.
+	byConn map[connKey]map[int64]time.Duration
+	// Unmatched counts packets of one capture missing from the other
+	// (lost on the link, or not captured).
+	Unmatched [2]int
+}
+
+type connKey struct {
+	client netip.Addr
+	port   uint16
+}
+
+// LateAt is how late the link was (largest |excess|) for the packets of
+// client:port's connection that the client sent or received at the given
+// instants (client capture times), and whether all of them were found.
+func (d *LinkDelays) LateAt(client netip.Addr, port uint16, ats ...int64) (time.Duration, bool) {
+	var m time.Duration
+	found := true
+	byAt := d.byConn[connKey{client, port}]
+	for _, at := range ats {
+		ex, ok := byAt[at]
+		found = found && ok
+		m = max(m, ex)
+	}
+	return m, found
+}
+
+type pktKey struct {
+	src, dst     netip.Addr
+	sport, dport uint16
+	seq, ack     uint32
+	id           uint16
+	flags        uint8
+	n            int
+}
+
+// MeasureLink compares the client and server captures of a run.
+func MeasureLink(clientPcap, serverPcap string, oneWay func(client netip.Addr) time.Duration) (*LinkDelays, error) {
+	read := func(path string) (map[pktKey][]int64, error) {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r, err := pcapgo.NewReader(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		var eth layers.Ethernet
+		var ip4 layers.IPv4
+		var tcp layers.TCP
+		var pl gopacket.Payload
+		p := gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &eth, &ip4, &tcp, &pl)
+		p.IgnoreUnsupported = true
+		var dec []gopacket.LayerType
+		out := map[pktKey][]int64{}
+		for {
+			data, ci, err := r.ReadPacketData()
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			if p.DecodeLayers(data, &dec) != nil || len(dec) < 3 {
+				continue
+			}
+			src, _ := netip.AddrFromSlice(ip4.SrcIP.To4())
+			dst, _ := netip.AddrFromSlice(ip4.DstIP.To4())
+			k := pktKey{src, dst, uint16(tcp.SrcPort), uint16(tcp.DstPort), tcp.Seq, tcp.Ack, ip4.Id,
+				data[14+int(ip4.IHL)*4+13], len(tcp.Payload)}
+			out[k] = append(out[k], ci.Timestamp.UnixNano())
+		}
+	}
+	cli, err := read(clientPcap)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := read(serverPcap)
+	if err != nil {
+		return nil, err
+	}
+	d := &LinkDelays{byConn: map[connKey]map[int64]time.Duration{}}
+	type late struct {
+		ex  time.Duration
+		at  int64
+		key pktKey
+	}
+	var worst []late
+	for k, cts := range cli {
+		up := ClientRange.Contains(k.src)
+		client := k.src
+		if !up {
+			client = k.dst
+		}
+		nominal := oneWay(client)
+		sts := slices.Clone(srv[k])
+		for _, ct := range cts {
+			// Identical packets (a SYN/ACK and its retransmission) may
+			// have lost copies on one side: each copy is matched with the
+			// unused one on the other side nearest to nominal.
+			best := -1
+			var bestEx time.Duration
+			for j, st := range sts {
+				if st == 0 {
+					continue
+				}
+				ex := time.Duration(ct-st) - nominal
+				if up {
+					ex = time.Duration(st-ct) - nominal
+				}
+				if best < 0 || ex.Abs() < bestEx.Abs() {
+					best, bestEx = j, ex
+				}
+			}
+			if best < 0 {
+				if up {
+					d.Unmatched[ToServer]++
+				} else {
+					d.Unmatched[ToClient]++
+				}
+				continue
+			}
+			st := sts[best]
+			sts[best] = 0
+			ex := bestEx
+			if up {
+				d.Excess[ToServer] = append(d.Excess[ToServer], ex)
+			} else {
+				d.Excess[ToClient] = append(d.Excess[ToClient], ex)
+			}
+			worst = append(worst, late{ex, min(ct, st), k})
+			ck := connKey{k.src, k.sport}
+			if !up {
+				ck = connKey{k.dst, k.dport}
+			}
+			if d.byConn[ck] == nil {
+				d.byConn[ck] = map[int64]time.Duration{}
+			}
+			d.byConn[ck][ct] = max(d.byConn[ck][ct], ex.Abs())
+		}
+	}
+	for k, sts := range srv {
+		if n := len(sts) - len(cli[k]); n > 0 {
+			if ClientRange.Contains(k.src) {
+				d.Unmatched[ToServer] += n
+			} else {
+				d.Unmatched[ToClient] += n
+			}
+		}
+	}
+	sort.Slice(worst, func(i, j int) bool { return worst[i].ex > worst[j].ex })
+	for _, w := range worst[:min(len(worst), 8)] {
+		k := w.key
+		d.Worst = append(d.Worst, fmt.Sprintf("%v late: %s:%d -> %s:%d seq %d len %d flags %#x at %s",
+			w.ex, k.src, k.sport, k.dst, k.dport, k.seq, k.n, k.flags, time.Unix(0, w.at).Format("15:04:05.000000")))
+	}
+	return d, nil
+}

@@ -1,0 +1,255 @@
+package testbed
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+)
+
+// PageWire is a page's truth from the client's wire: its transactions and
+// its span, timed by the client capture.
+//
+// A page is its navigation chain (redirect hops, then the container) and
+// the objects that belong to it: in load (Chromium: in Resource Timing with
+// responseEnd at or before loadEventStart; Go client: what it parsed from
+// the HTML) and after load (favicon, beacons, anything else the page
+// requested later). Start is the Start of its first transaction, End the
+// largest End of the chain and the in-load objects; after-load ones are
+// outside the span.
+type PageWire struct {
+	Start int64 `json:"start"`
+	End   int64 `json:"end"`
+	Total int64 `json:"total_ns"`
+	// Chain: redirect hops, then the container.
+	Chain     []WireID `json:"chain"`
+	InLoad    []WireID `json:"in_load"`
+	AfterLoad []WireID `json:"after_load,omitempty"`
+	// Missing lists requests the client reported that the wire does not
+	// hold ("GET /path"); Incomplete ones whose response did not arrive
+	// whole. A page with either in its chain or in-load objects has no
+	// usable truth (Valid false); an after-load request the next
+	// navigation cancelled (an image beacon) is only counted.
+	Missing    []string `json:"missing,omitempty"`
+	Incomplete []string `json:"incomplete,omitempty"`
+	Valid      bool     `json:"valid"`
+	// AfterLoadIncomplete counts after-load transactions without their
+	// whole response.
+	AfterLoadIncomplete int `json:"after_load_incomplete,omitempty"`
+	// ByWindow counts after-load transactions given to the page by the
+	// window rule (no word from the browser).
+	ByWindow int `json:"by_window,omitempty"`
+}
+
+// WireID is one wire transaction of a page, with the client's own view of
+// it when there is one (Own*: its clock or the browser's timing API).
+type WireID struct {
+	Client    string `json:"client"`
+	Port      uint16 `json:"port"`
+	Seq       int    `json:"seq,omitempty"` // connection with this port (reuse)
+	Index     int    `json:"index"`
+	Method    string `json:"method"`
+	URL       string `json:"url"`
+	Status    int    `json:"status"`
+	Referer   bool   `json:"referer"`
+	Fresh     bool   `json:"fresh"`
+	Start     int64  `json:"start"`
+	End       int64  `json:"end"`
+	Total     int64  `json:"total_ns"`
+	ReqFirst  int64  `json:"req_first"`
+	ReqRetran bool   `json:"req_retrans,omitempty"`
+	RespDup   bool   `json:"resp_dup,omitempty"`
+	Complete  bool   `json:"complete"`
+	Role      string `json:"role"`
+
+	OwnStart   int64 `json:"own_start,omitempty"`
+	OwnRequest int64 `json:"own_request,omitempty"`
+	OwnEnd     int64 `json:"own_end,omitempty"`
+}
+
+func wireID(r WireRef, role string) WireID {
+	c, x := r.Conn, r.Txn
+	return WireID{Client: c.Client.String(), Port: c.ClientPort, Seq: c.Seq, Index: x.Index, Method: x.Method,
+		URL: x.URL, Status: x.Status, Referer: x.Referer != "", Fresh: x.Fresh, Start: x.Start, End: x.End,
+		Total: x.Total, ReqFirst: x.ReqFirst, ReqRetran: x.ReqRetrans, RespDup: x.RespDup, Complete: x.Complete,
+		Role: role}
+}
+
+// AttachWireTruth finds every request of every page on the client's wire
+// and sets each page's Wire. It returns the wire transactions no page
+// claimed (none expected).
+//
+// Matching: a Go or pipeline client knows the local port of each request,
+// so a request is the first unclaimed transaction with its method and URL
+// on that port (exact). Chromium cannot say which socket it used: its
+// pages are taken in the order their navigations were issued, and each
+// request is the earliest unclaimed transaction of that client, not from
+// another client program, with its method and URL, sent after the
+// navigation was issued. The site gives every page's objects and beacons
+// their own URLs, so only the favicon is shared, and that is fetched at
+// the load event of the first page of a browser session. A Chromium
+// transaction the browser did not name for any page goes, by the window
+// rule, to the last page of that client whose navigation was issued before
+// it (counted in ByWindow).
+func AttachWireTruth(pages []PageTruth, w *ClientWire) []WireID {
+	type key struct {
+		client netip.Addr
+		port   uint16
+	}
+	all := w.Txns()
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Txn.ReqFirst < all[j].Txn.ReqFirst })
+	byPort := map[key][]int{}
+	byClient := map[netip.Addr][]int{}
+	for i, r := range all {
+		byPort[key{r.Conn.Client, r.Conn.ClientPort}] = append(byPort[key{r.Conn.Client, r.Conn.ClientPort}], i)
+		byClient[r.Conn.Client] = append(byClient[r.Conn.Client], i)
+	}
+	claimed := make([]bool, len(all))
+	isChromium := func(r WireRef) bool {
+		ua := r.Txn.UserAgent
+		return ua != GoClientUA && !strings.HasPrefix(ua, "rtmon-testbed-")
+	}
+	find := func(p *PageTruth, o *ObjectTruth) int {
+		client, err := netip.ParseAddr(p.Client)
+		if err != nil {
+			return -1
+		}
+		method := o.Method
+		if method == "" {
+			method = "GET"
+		}
+		var cands []int
+		if p.Source == BrowserChromium {
+			cands = byClient[client]
+		} else {
+			cands = byPort[key{client, uint16(o.LocalPort)}]
+		}
+		for _, i := range cands {
+			r := all[i]
+			if claimed[i] || r.Txn.Method != method || r.Txn.URL != o.URL {
+				continue
+			}
+			if p.Source == BrowserChromium && (!isChromium(r) || r.Txn.ReqFirst < p.NavIssued) {
+				continue
+			}
+			claimed[i] = true
+			return i
+		}
+		return -1
+	}
+	order := make([]int, len(pages))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		pa, pb := &pages[order[a]], &pages[order[b]]
+		return pa.NavIssued < pb.NavIssued
+	})
+	own := func(id *WireID, o *ObjectTruth) {
+		if o.Begin() == 0 && o.ResponseEnd == 0 {
+			return
+		}
+		id.OwnRequest, id.OwnEnd = o.RequestStart, o.ResponseEnd
+		switch {
+		case id.Fresh && o.ConnectStart != 0:
+			id.OwnStart = o.ConnectStart
+		case !id.Fresh:
+			id.OwnStart = o.RequestStart
+		}
+		// Else the client did not time this connection's start: Go's
+		// transport may give a connection dialled for one request to
+		// another, whose trace then has no ConnectStart.
+	}
+	resolve := func(p *PageTruth, o *ObjectTruth, role string, into *[]WireID) {
+		i := find(p, o)
+		if i < 0 {
+			m := o.Method
+			if m == "" {
+				m = "GET"
+			}
+			p.Wire.Missing = append(p.Wire.Missing, m+" "+o.URL)
+			return
+		}
+		id := wireID(all[i], role)
+		own(&id, o)
+		switch {
+		case id.Complete:
+		case role == RoleAfterLoad:
+			p.Wire.AfterLoadIncomplete++
+		default:
+			p.Wire.Incomplete = append(p.Wire.Incomplete, id.Method+" "+id.URL)
+		}
+		*into = append(*into, id)
+	}
+	// Chains and in-load objects first, then after-load requests, so a
+	// late beacon of one page never takes another page's object.
+	for _, pi := range order {
+		p := &pages[pi]
+		p.Wire = &PageWire{}
+		for k := range p.Redirects {
+			resolve(p, &p.Redirects[k], RoleRedirect, &p.Wire.Chain)
+		}
+		resolve(p, &p.Container, RoleContainer, &p.Wire.Chain)
+		for k := range p.Objects {
+			resolve(p, &p.Objects[k], RoleObject, &p.Wire.InLoad)
+		}
+	}
+	for _, pi := range order {
+		p := &pages[pi]
+		for k := range p.AfterLoad {
+			resolve(p, &p.AfterLoad[k], RoleAfterLoad, &p.Wire.AfterLoad)
+		}
+	}
+	// The window rule for Chromium transactions nobody named.
+	var rest []WireID
+	for i, r := range all {
+		if claimed[i] {
+			continue
+		}
+		var best *PageTruth
+		if isChromium(r) {
+			for _, pi := range order {
+				p := &pages[pi]
+				if p.Source == BrowserChromium && p.Client == r.Conn.Client.String() && p.NavIssued <= r.Txn.ReqFirst {
+					best = p
+				}
+			}
+		}
+		id := wireID(r, RoleAfterLoad)
+		if best == nil {
+			rest = append(rest, id)
+			continue
+		}
+		claimed[i] = true
+		best.Wire.AfterLoad = append(best.Wire.AfterLoad, id)
+		best.Wire.ByWindow++
+		if !id.Complete {
+			best.Wire.AfterLoadIncomplete++
+		}
+	}
+	for i := range pages {
+		pw := pages[i].Wire
+		pw.Valid = len(pw.Chain) == 1+len(pages[i].Redirects) && len(pw.Missing) == 0 && len(pw.Incomplete) == 0
+		if len(pw.Chain) == 0 {
+			continue
+		}
+		pw.Start = pw.Chain[0].Start
+		for _, x := range append(append([]WireID(nil), pw.Chain...), pw.InLoad...) {
+			pw.End = max(pw.End, x.End)
+		}
+		pw.Total = pw.End - pw.Start
+	}
+	return rest
+}
+
+// String is a short description of a page for logs.
+func (p *PageTruth) String() string {
+	s := fmt.Sprintf("%s %s %s", p.Source, p.Client, p.URL)
+	if p.NavURL != "" && p.NavURL != p.URL {
+		s = fmt.Sprintf("%s %s %s->%s", p.Source, p.Client, p.NavURL, p.URL)
+	}
+	if p.Source == BrowserChromium {
+		s += fmt.Sprintf(" (tab %d)", p.Tab)
+	}
+	return s
+}

@@ -1,0 +1,99 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// Bounds of TestWireTruthMatchesGoClient: a real-time Go client alone on
+// the machine notices each step within this of its kernel.
+const (
+	selfCheckP95 = 2 * time.Millisecond
+	selfCheckMax = 15 * time.Millisecond
+)
+
+// TestWireTruthMatchesGoClient is the wire analyzer's own check, before
+// rtmon is involved: Go clients (real-time, nothing else running) load the
+// realistic site — redirects, gzip and brotli containers, chunked
+// responses, keep-alive across pages without Referer, favicon and beacon
+// POSTs after load — and every transaction's wire truth (client capture:
+// first SYN or request's first byte sent, last response byte in order)
+// must agree with the client's own clock within a few ms, with the same
+// requests, in the same order, with the same statuses.
+func TestWireTruthMatchesGoClient(t *testing.T) {
+	needPackage(t, "/usr/sbin/ethtool", "ethtool")
+	sc, err := NamedScenario("baseline", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Name = "wire-selfcheck"
+	var sessions []Session
+	for _, s := range sc.Phases[0] {
+		if s.Browser == BrowserGo {
+			s.Realtime = true
+			sessions = append(sessions, s)
+		}
+	}
+	sessions[0].Brotli = true
+	sc.Phases = [][]Session{sessions[:1], sessions[1:]}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tb := New(t, sc.Options())
+	res, err := RunScenario(ctx, tb, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range res.Unattributed {
+		t.Errorf("wire transaction of no page: %s:%d #%d %s %s", u.Client, u.Port, u.Index, u.Method, u.URL)
+	}
+	var starts, ends []time.Duration
+	requests, encodings := 0, map[string]int{}
+	for i := range res.Truth {
+		p := &res.Truth[i]
+		encodings[p.Encoding]++
+		own := slices.Concat(p.Redirects, []ObjectTruth{p.Container}, p.Objects, p.AfterLoad)
+		requests += len(own)
+		if p.Wire == nil || !p.Wire.Valid {
+			t.Errorf("%s: no usable wire truth: %+v", p, p.Wire)
+			continue
+		}
+		ws := slices.Concat(p.Wire.Chain, p.Wire.InLoad, p.Wire.AfterLoad)
+		if len(ws) != len(own) {
+			t.Errorf("%s: %d requests on the wire, the client made %d", p, len(ws), len(own))
+			continue
+		}
+		for k, x := range ws {
+			o := own[k]
+			name := fmt.Sprintf("%s %s:%d #%d %s %s", p, x.Client, x.Port, x.Index, x.Method, x.URL)
+			if x.URL != o.URL || x.Status != o.Status || x.Port != uint16(o.LocalPort) {
+				t.Errorf("%s: wire %s status %d port %d, client %s status %d port %d", name, x.URL, x.Status, x.Port,
+					o.URL, o.Status, o.LocalPort)
+			}
+			if x.OwnStart != 0 {
+				starts = append(starts, time.Duration(x.Start-x.OwnStart))
+			}
+			ends = append(ends, time.Duration(x.OwnEnd-x.End))
+			if d := time.Duration(x.OwnEnd - x.End); d.Abs() > selfCheckP95 {
+				t.Logf("%s: client saw the last byte %v after the wire (fresh %v)", name, d, x.Fresh)
+			}
+		}
+	}
+	t.Logf("%d pages, %d requests, container encodings %v", len(res.Truth), requests, encodings)
+	t.Logf("wire start - client's: %s", errStats(starts))
+	t.Logf("client's end - wire: %s", errStats(ends))
+	if encodings["gzip"] == 0 || encodings["br"] == 0 {
+		t.Errorf("container encodings %v: want gzip and br", encodings)
+	}
+	for name, d := range map[string][]time.Duration{"start": starts, "end": ends} {
+		if len(d) == 0 {
+			t.Errorf("no %s compared", name)
+			continue
+		}
+		if p95, mx := pctDur(absAll(d), 0.95), pctDur(absAll(d), 1); p95 > selfCheckP95 || mx > selfCheckMax {
+			t.Errorf("%s: client clock vs wire p95 %v (want <= %v), max %v (want <= %v)", name, p95, selfCheckP95, mx, selfCheckMax)
+		}
+	}
+}
