@@ -58,6 +58,7 @@ type conn struct {
 	lastAck   int64 // client's highest acknowledged server offset
 	serverFIN bool
 	clientFIN bool
+	rttSaved  bool // the client's RTT went to the tracker's rttCache
 
 	// Evidence of loss before the capture point (see loss.go).
 	ipid    ipidTrack // the client's IPv4 IDs
@@ -82,8 +83,8 @@ type conn struct {
 	// segments before it, that segment was itself a retransmission.
 	oooLost   int
 	oooOff    int64
-	hsAckLost bool  // the handshake ACK was lost: the first request completed the handshake
-	respDone  int64 // capture time of the last byte of the latest complete response
+	hsAckLost bool     // the handshake ACK was lost: the first request completed the handshake
+	lastResp  *txState // the latest complete response (see requestSent)
 
 	lastSeen   int64
 	done       bool
@@ -103,16 +104,17 @@ type txState struct {
 	heuristic    bool // timed from sequence numbers, not parsed
 
 	// upLost: copies of the request's first segment lost before the
-	// capture point; prevRespDone is the connection's
-	// respDone when the request started (see requestSent).
-	upLost       int
-	upMulti      bool        // upLost counts rounds of a multi-segment flight
-	upAckOrCopy  bool        // the lost packets may have been ACKs: timing must decide
-	timer        clientTimer // the client's retransmission timer when the request started
-	sentBy       int64       // the client had sent the request by then (a later pure ACK's sequence number)
-	resent       bool        // a segment of the request was resent after a loss before the capture point (see deliverClient)
-	prevRespDone int64
-	rtx          []pendingRetrans // nil unless retransmissions await a verdict
+	// capture point; prev is the connection's latest complete response
+	// when the request started, read when the request is timed (a verdict
+	// on its retransmissions may come later; see requestSent).
+	upLost      int
+	upMulti     bool        // upLost counts rounds of a multi-segment flight
+	upAckOrCopy bool        // the lost packets may have been ACKs: timing must decide
+	timer       clientTimer // the client's retransmission timer when the request started
+	sentBy      int64       // the client had sent the request by then (a later pure ACK's sequence number)
+	resent      bool        // a segment of the request was resent after a loss before the capture point (see deliverClient)
+	prev        *txState
+	rtx         []pendingRetrans // nil unless retransmissions await a verdict
 }
 
 func newConn(t *Tracker, p *capture.Packet) *conn {
@@ -230,11 +232,19 @@ func (c *conn) packet(p *capture.Packet, fromClient bool) {
 	} else {
 		c.fromServer(p)
 	}
+	if c.clientFIN && !c.rttSaved && (c.serverFIN || !fromClient) {
+		// The client's FIN is acknowledged (the server ACKs it at once):
+		// the client stores its RTT for the destination now.
+		c.rttSaved = true
+		c.t.rtts.save(c.addrs(), c.timer.srtt, ts)
+	}
 	if c.clientFIN && c.serverFIN && !c.done {
 		c.rec.Closed = ts
 		c.end(0)
 	}
 }
+
+func (c *conn) addrs() addrPair { return addrPair{c.rec.Client, c.rec.Server} }
 
 func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 	ts := p.Timestamp
@@ -312,6 +322,7 @@ func (c *conn) fromClient(p *capture.Packet) {
 				c.handshakeRTT = ts - c.answeredSynAck(p)
 				c.timer.sample(ts - c.answeredSyn())
 			}
+			c.timer.initRTO = c.t.rtts.initialRTO(c.addrs(), &c.timer, ts)
 		}
 		if !c.s2c.baseKnown {
 			c.s2c.setBase(p.Ack) // mid-stream: the client tells where the server's stream is
@@ -605,7 +616,7 @@ func (c *conn) completeResponse(st *txState) {
 	if c.resp == st {
 		c.resp = nil
 	}
-	c.respDone = st.tx.ResponseLast
+	c.lastResp = st
 	if st.respEndOff <= c.lastAck {
 		st.tx.ResponseAcked = c.curTS
 		c.emit(st)

@@ -15,7 +15,7 @@ func (h *requestEvents) MessageStart(m *http1.Message) {
 	c := h.c
 	st := c.newTx()
 	st.tx.RequestFirst, st.upLost, st.upAckOrCopy = c.c2sLog.at(m.Start, c.curTS)
-	st.prevRespDone, st.timer = c.respDone, c.timer
+	st.prev, st.timer = c.lastResp, c.timer
 	if m.Start < c.aheadOff && c.aheadAt < st.tx.RequestFirst {
 		// A pure ACK had already shown these bytes sent: the copy now
 		// here is a retransmission.

@@ -115,6 +115,9 @@ const (
 // kernel scales them (srtt x8, mdev and rttvar x4).
 type clientTimer struct {
 	srtt, mdev, mdevMax, rttvar int64
+	// initRTO, when set, is the timeout a fresh connection took from the
+	// client's memory of the destination (rttCache), until the next sample.
+	initRTO int64
 }
 
 // sample adds one round-trip sample m.
@@ -122,6 +125,7 @@ func (c *clientTimer) sample(m int64) {
 	if m <= 0 {
 		return
 	}
+	c.initRTO = 0
 	if c.srtt == 0 {
 		c.srtt = m << 3
 		c.mdev = m << 1 // make sure rto = 3*rtt
@@ -157,6 +161,9 @@ func (c *clientTimer) rtt() int64 { return c.srtt >> 3 }
 
 // rto is the retransmission timeout (TCP_TIMEOUT_INIT before any sample).
 func (c *clientTimer) rto() int64 {
+	if c.initRTO > 0 {
+		return c.initRTO
+	}
 	if c.srtt == 0 {
 		return int64(time.Second)
 	}
@@ -169,7 +176,10 @@ func (c *clientTimer) rto() int64 {
 // after 2*srtt plus RTO_MIN for one segment (a delayed ACK may be pending)
 // or TCP_TIMEOUT_MIN for a flight, no later than the RTO; then on the
 // retransmission timer, which doubles at each expiry.
-func (c *clientTimer) lostWait(lost int, multi bool) int64 {
+//
+// spread is how far the true wait may be from it either way: the timer
+// wheel fires anywhere in a granule, and wait takes the middle.
+func (c *clientTimer) lostWait(lost int, multi bool) (wait, spread int64) {
 	rto := c.rto()
 	first := rto
 	if rtt := c.rtt(); rtt > 0 {
@@ -179,19 +189,22 @@ func (c *clientTimer) lostWait(lost int, multi bool) int64 {
 		}
 		first = min(rto, 2*rtt+extra)
 	}
-	wait := first + timerLate(first)
+	spread = timerLate(first)
+	wait = first + spread
 	for i := 1; i < lost; i++ {
-		wait += rto + timerLate(rto)
+		late := timerLate(rto)
+		wait, spread = wait+rto+late, spread+late
 		rto = min(2*rto, linuxRTOMax)
 	}
-	return wait
+	return wait, spread
 }
 
 // Linux's timer wheel fires a timer late, never early: its expiry is
 // rounded up to a jiffy and, past 63 jiffies, to the granularity of the
 // wheel level it lands in (8 jiffies up to 511, 64 up to 4095, ...). At
 // the 250 Hz of Debian's and most distributions' kernels, a 300 ms RTO
-// fires 0-32 ms late. timerLate is the mean lateness of a timeout d.
+// fires 0-36 ms late. timerLate is the mean lateness of a timeout d, and
+// as lateness is spread evenly, also how far it may be off the mean.
 const linuxJiffy = int64(4 * time.Millisecond) // HZ=250
 
 func timerLate(d int64) int64 {

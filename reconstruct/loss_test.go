@@ -1,6 +1,8 @@
 package reconstruct_test
 
 import (
+	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -134,6 +136,88 @@ func TestRequestLostUpstream(t *testing.T) {
 	// the client's timer fired: it takes the middle.
 	if tx.Flags&reconstruct.FlagUpstreamLoss == 0 || time.Duration(tx.Start-(next-D)).Abs() > 18*time.Millisecond {
 		t.Errorf("second request: start %v after the truth, flags %v", time.Duration(tx.Start-(next-D)), tx.Flags)
+	}
+}
+
+// The previous response needed a retransmission (its first copy was lost
+// after the capture point); the client's ACK of the copy that reached it
+// and its next request were both lost before the capture point. The
+// client could send the request only once that copy arrived, and did so
+// then: the request's wait is counted from there, not from the lost first
+// copy (seen on a testbed path with 2% loss each way).
+func TestRequestLostAfterNeededRetransmission(t *testing.T) {
+	rtt := 2 * D
+	resp := synth.Response(200, "text/html", synth.Body(300))
+	var sent int64
+	out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+		c := linuxConn(w, 500)
+		est := handshake(c, synth.T(0))
+		c.Client(est, get("/p.html"))
+		c.ServerAck(est + 100*us) // the client's second RTT sample
+		first := est + 1*ms
+		c.Server(first, resp) // lost on the way to the client
+		copy2 := first + 250*ms
+		c.ServerAt(copy2, 0, resp)
+		sent = copy2 + D // the client has the page and asks for the next object
+		c.ClientLost()   // its ACK of the page
+		c.ClientLost()   // the request's first copy
+		again := synth.TimerFires(sent, lostWaitAfterSamples(rtt, 2))
+		c.Client(again+D, get("/o.css"))
+		c.Server(again+D+2*ms, synth.Response(200, "text/css", synth.Body(100)))
+		c.ClientAck(again + 2*ms + 3*D)
+	})
+	if len(out.txs) != 2 {
+		t.Fatalf("%d transactions", len(out.txs))
+	}
+	tx := out.txs[1]
+	if tx.Flags&reconstruct.FlagUpstreamLoss == 0 || time.Duration(tx.Start-sent).Abs() > 18*time.Millisecond {
+		t.Errorf("second request: start %v after the truth, flags %v", time.Duration(tx.Start-sent), tx.Flags)
+	}
+}
+
+// A Linux client remembers a destination's RTT from its last closed
+// connection and starts a new one's timeout from it when it is longer than
+// the handshake's sample. Here an earlier connection's requests met a slow
+// server (each sample 2D+400 ms), so the new connection's lone request,
+// lost before the capture point, is resent by the tail loss probe (2 srtt
+// + 200 ms) rather than the 250 ms RTO the handshake alone gives: the
+// request was sent as the connection opened, not later.
+func TestRequestLostOnFreshConnectionAfterSlowOne(t *testing.T) {
+	rtt := 2 * D
+	var resent int64
+	out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+		c := linuxConn(w, 600)
+		at := handshake(c, synth.T(0))
+		for i := range 4 {
+			c.Client(at, get(fmt.Sprintf("/slow%d", i)))
+			c.Server(at+400*ms, synth.Response(200, "text/html", synth.Body(100)))
+			c.ClientAck(at + 400*ms + 2*D)
+			at += 400*ms + 2*D + 5*ms
+		}
+		c.ServerFIN(at)
+		c.ClientFIN(at + 2*D)
+		c.ServerAck(at + 2*D + 100*us)
+
+		c2 := linuxConn(w, 700)
+		c2.ClientAddr = netip.AddrPortFrom(c.ClientAddr.Addr(), c.ClientAddr.Port()+1)
+		start := at + 2*D + 10*ms
+		ready := handshake(c2, start)
+		c2.ClientLost() // the request, sent as the handshake completed
+		resent = synth.TimerFires(ready-D, 2*rtt+200*ms) + D
+		c2.Client(resent, get("/next"))
+		c2.Server(resent+2*ms, synth.Response(200, "text/html", synth.Body(100)))
+		c2.ClientAck(resent + 2*ms + 2*D)
+	})
+	tx := out.txs[len(out.txs)-1]
+	if tx.URL != "/next" {
+		t.Fatalf("last transaction %s", tx.URL)
+	}
+	if tx.Flags&reconstruct.FlagUpstreamLoss == 0 || tx.Flags&reconstruct.FlagPreconnected != 0 {
+		t.Fatalf("flags %v: want upstream_loss, not preconnected", tx.Flags)
+	}
+	// Timed from the SYN: connect, then the whole wait for the resend.
+	if want := (resent - D) - (tx.Start + D + 100*us + 2*D - D); time.Duration(tx.Trequest-want).Abs() > time.Millisecond {
+		t.Errorf("Trequest %v, want %v", time.Duration(tx.Trequest), time.Duration(want))
 	}
 }
 

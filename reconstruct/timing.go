@@ -49,17 +49,24 @@ func (c *conn) emit(st *txState) {
 	}
 	hasRequest := tx.RequestFirst != 0
 	sent := tx.RequestFirst
+	defer func() { st.prev = nil }() // no chain of past transactions stays reachable
 	if st.resent {
 		tx.Flags |= FlagUpstreamLoss
 	}
+	var spread int64 // how far an estimated send time may be off
 	if hasRequest && st.upLost > 0 {
-		if est, ok := c.requestSent(st); ok {
-			sent = est
+		if est, off, ok := c.requestSent(st); ok {
+			sent, spread = est, off
 			tx.Flags |= FlagUpstreamLoss
 		}
 	}
 	connected := c.connectedAt()
 	freshConn := hasRequest && tx.Index == 0 && len(r.SYNTimes) > 0
+	if freshConn && connected > 0 && sent-connected <= spread {
+		// An estimate that cannot be told from the connect: the client
+		// sent as it connected, as clients that connect to send do.
+		sent = connected
+	}
 	if freshConn && connected > 0 && sent-connected > preconnectIdle {
 		// The client opened this connection ahead of need (a browser's
 		// preconnect or spare socket) and used it later: the wait for the
@@ -133,7 +140,7 @@ func (c *conn) connectedAt() int64 {
 // the previous response received); the most lost copies that fit are
 // taken, and if none does, the lost packets were something else (ACKs)
 // and ok is false.
-func (c *conn) requestSent(st *txState) (sent int64, ok bool) {
+func (c *conn) requestSent(st *txState) (sent, spread int64, ok bool) {
 	timer := st.timer
 	if timer.srtt == 0 {
 		// No sample of the client's own (its handshake ACK was lost): the
@@ -141,11 +148,13 @@ func (c *conn) requestSent(st *txState) (sent int64, ok bool) {
 		timer.sample(c.clientRTT() + c.rec.RTTServer)
 	}
 	earliest := c.connectedAt()
-	if st.prevRespDone > 0 {
-		earliest = max(earliest, st.prevRespDone+c.clientRTT())
+	if st.prev != nil && st.prev.tx.ResponseLast > 0 {
+		// The copy of the previous response that reached the client, as
+		// judged by now (a copy still unjudged is not assumed needed).
+		earliest = max(earliest, st.prev.tx.ResponseLast+c.clientRTT())
 	}
 	if earliest == 0 {
-		return st.tx.RequestFirst, false
+		return st.tx.RequestFirst, 0, false
 	}
 	// Some of the lost packets may have been ACKs nobody could account
 	// for: the most copies whose wait fits the client's timing win. A
@@ -163,7 +172,8 @@ func (c *conn) requestSent(st *txState) (sent int64, ok bool) {
 	ackOrCopy := st.upAckOrCopy && st.sentBy == 0
 	ok = false
 	for k := st.upLost; k >= 1 && !ok; k-- {
-		wait := timer.lostWait(k, st.upMulti)
+		var wait int64
+		wait, spread = timer.lostWait(k, st.upMulti)
 		sent = st.tx.RequestFirst - wait
 		switch {
 		case ackOrCopy:
@@ -175,12 +185,12 @@ func (c *conn) requestSent(st *txState) (sent int64, ok bool) {
 		}
 	}
 	if !ok && st.sentBy == 0 {
-		return st.tx.RequestFirst, false
+		return st.tx.RequestFirst, 0, false
 	}
 	if st.sentBy != 0 {
 		sent = min(sent, st.sentBy) // it left before the ACK that showed it
 	}
-	return min(max(sent, earliest), st.tx.RequestFirst), true
+	return min(max(sent, earliest), st.tx.RequestFirst), spread, true
 }
 
 // estimateSlack is how far the client's retransmission wait may be

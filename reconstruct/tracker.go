@@ -159,6 +159,8 @@ type Tracker struct {
 	// bodyBytes is what the bodies of responses in flight hold (see
 	// Config.MaxBodyBudget).
 	bodyBytes int
+	// rtts is the clients' per-destination RTT memory (see rttCache).
+	rtts rttCache
 }
 
 type instantKey struct {
@@ -169,6 +171,7 @@ type instantKey struct {
 // NewTracker returns a tracker that emits records to sink.
 func NewTracker(cfg Config, sink Sink) *Tracker {
 	t := &Tracker{cfg: cfg.withDefaults(), sink: sink, conns: make(map[flowKey]*conn)}
+	t.rtts.limit = t.cfg.MaxConnections
 	t.lru.prev, t.lru.next = &t.lru, &t.lru
 	return t
 }

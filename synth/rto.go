@@ -21,12 +21,16 @@ type rtoEst struct {
 	// rttSeq ends the current window of data: rttvar decays towards the
 	// window's largest deviation once per window, not per sample.
 	rttSeq uint32
+	// initRTO is a fresh connection's timeout from the destination's
+	// remembered RTT (rttMemory), until the next sample.
+	initRTO int64
 }
 
 // sample feeds one RTT measurement m taken when the ACK reached una (the
 // sender's sequence numbers) with nxt sent.
 func (e *rtoEst) sample(m int64, una, nxt uint32) {
 	m = max(m, 1)
+	e.initRTO = 0
 	if e.minRTT == 0 || m < e.minRTT {
 		e.minRTT = m
 	}
@@ -63,7 +67,12 @@ func (e *rtoEst) sample(m int64, una, nxt uint32) {
 }
 
 // rto is the retransmission timeout before any backoff.
-func (e *rtoEst) rto() int64 { return min(e.srtt+e.rttvar, int64(rtoMax)) }
+func (e *rtoEst) rto() int64 {
+	if e.initRTO > 0 {
+		return e.initRTO
+	}
+	return min(e.srtt+e.rttvar, int64(rtoMax))
+}
 
 // backedOff is the timeout after n consecutive expiries (each doubles it).
 func (e *rtoEst) backedOff(n int) int64 {

@@ -354,6 +354,7 @@ type gen struct {
 
 	ext  bool          // the extended model (Workload.extended)
 	recs []TruthRecord // the pageview's truth, emitted once it is planned
+	mem  map[destKey]*rttMemory
 }
 
 // Generate writes the workload to w in capture-time order and reports each
@@ -630,6 +631,9 @@ func (g *gen) open(cl *client, srv netip.AddrPort, tc int64) *pconn {
 			// server the sample is one round trip).
 			pc.capSA, pc.hsAck = capSA, pc.lastCap
 			pc.crto.sample(pc.ready-answered, 0, 0)
+			if crtt := g.recalled(destKey{cl.addr, srv.Addr()}, pc.ready); crtt > pc.crto.srtt {
+				pc.crto.initRTO = crtt + max(2*crtt, int64(minRTO))
+			}
 			return pc
 		}
 		g.add(pc.lastCap, c, evACK, 0, nil)
@@ -828,6 +832,10 @@ func (g *gen) close(pc *pconn) {
 	g.add(t, pc.c, evSFIN, 0, nil)
 	g.add(t+2*pc.d, pc.c, evCFIN, 0, nil)
 	g.add(t+2*pc.d+int64(synackDelay), pc.c, evSAck, 0, nil)
+	if g.ext {
+		// That ACK reaches the client one way later: it stores its RTT.
+		g.remember(destKey{pc.c.ClientAddr.Addr(), pc.srv.Addr()}, t+3*pc.d+int64(synackDelay), pc.crto.srtt)
+	}
 }
 
 var userAgents = []string{
