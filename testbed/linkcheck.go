@@ -55,6 +55,22 @@ func (d *LinkDelays) LateAt(client netip.Addr, port uint16, ats ...int64) (time.
 	return m, found
 }
 
+// LateBefore is how late the link was (largest |excess|) for any packet
+// of client:port's connections that the client sent or received up to
+// until (client capture time). A client's retransmission timer carries
+// every RTT sample of its connection, so a request the client resent is
+// timed by the link's whole history on that connection, not only by its
+// own packets.
+func (d *LinkDelays) LateBefore(client netip.Addr, port uint16, until int64) time.Duration {
+	var m time.Duration
+	for at, ex := range d.byConn[connKey{client, port}] {
+		if at <= until {
+			m = max(m, ex)
+		}
+	}
+	return m
+}
+
 type pktKey struct {
 	src, dst     netip.Addr
 	sport, dport uint16

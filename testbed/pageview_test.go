@@ -680,6 +680,11 @@ func compareWithRtmon(t *testing.T, sc Scenario, res ScenarioResult, srv *Client
 		x := byKey[k]
 		name := fmt.Sprintf("%s:%d #%d %s %s", k.client, k.port, k.index, w.Method, w.URL)
 		late, _ := link.LateAt(r.Conn.Client, r.Conn.ClientPort, slices.Concat(r.StartInstants(), r.EndInstants())...)
+		if w.ReqRetrans {
+			// rtmon estimates a lost request's wait from the client's
+			// timer, which every earlier packet of the connection set.
+			late = max(late, link.LateBefore(r.Conn.Client, r.Conn.ClientPort, w.ReqLast))
+		}
 		if late > linkSpec {
 			offSpec++
 			if x != nil {
