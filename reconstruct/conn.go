@@ -59,6 +59,11 @@ type conn struct {
 	serverFIN bool
 	clientFIN bool
 	rttSaved  bool // the client's RTT went to the tracker's rttCache
+	// srvDataAt is the capture time of the server's latest new data;
+	// srvQuickFrom the offset where its data resumed after a silence the
+	// client answers with an immediate ACK (see noteServerData), -1 none.
+	srvDataAt    int64
+	srvQuickFrom int64
 
 	// Evidence of loss before the capture point (see loss.go).
 	ipid    ipidTrack // the client's IPv4 IDs
@@ -118,7 +123,7 @@ type txState struct {
 }
 
 func newConn(t *Tracker, p *capture.Packet) *conn {
-	c := &conn{t: t, firstSeq: p.Seq}
+	c := &conn{t: t, firstSeq: p.Seq, srvQuickFrom: -1}
 	c.reqH.c, c.respH.c = c, c
 	senderIsClient := t.senderIsClient(p)
 	_, fromA := makeKey(p)
@@ -381,6 +386,9 @@ func (c *conn) fromServer(p *capture.Packet) {
 		c.s2c.setBase(p.Seq)
 	}
 	off := c.s2c.offset(p.Seq)
+	if p.PayloadLen > 0 && off >= c.s2c.highest {
+		c.noteServerData(ts, off)
+	}
 	retrans, reordered := c.s2c.segment(ts, p.Seq, p.Payload, p.PayloadLen, p.Flags&capture.FlagFIN != 0,
 		c.t.cfg.MaxBufferedBytes, c.deliverServer, c.gapServer)
 	c.account(&c.s2c, retrans, reordered)
@@ -429,7 +437,8 @@ func (c *conn) serverRetransmitted(p *capture.Packet, from, to int64) {
 	for _, st := range c.awaiting {
 		if from < st.respEndOff && to > st.respStartOff {
 			if to > c.lastAck {
-				c.addRetrans(st, pendingRetrans{at: p.Timestamp, from: from, to: to, hasTS: p.HasTimestamps, tsVal: p.TSVal})
+				c.addRetrans(st, pendingRetrans{at: p.Timestamp, from: from, to: to, hasTS: p.HasTimestamps, tsVal: p.TSVal,
+					tail: to >= st.respEndOff})
 			} else {
 				st.tx.Flags |= FlagSpuriousRetrans
 			}

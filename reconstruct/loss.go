@@ -88,8 +88,12 @@ func (t *ipidTrack) step(id uint16, first bool) int {
 	// a lost handshake ACK leaves no step of one to see first), the very
 	// first step if small. A host-wide counter that happens to pass is
 	// caught by requestSent's check against the client's timing.
-	trusted := !t.wild && (t.steps >= 1 && 4*int(t.gaps) <= int(t.steps) || first && t.steps == 0 && t.gaps == 0 && d <= 4)
-	if t.gaps < 0xffff {
+	completes := first && t.steps == 0 && t.gaps == 0 && d <= 4
+	trusted := !t.wild && (t.steps >= 1 && 4*int(t.gaps) <= int(t.steps) || completes)
+	if t.gaps < 0xffff && !completes {
+		// The gap before a request that completes the handshake is its
+		// lost ACK, known for what it is: it does not count against the
+		// numbering's trust.
 		t.gaps++
 	}
 	if !trusted {
@@ -283,11 +287,29 @@ func (c *conn) explainLost(p *capture.Packet, a ackInfo) {
 	}
 	// A request that acknowledges data no captured ACK covered may have
 	// lost an ACK before it, or its own first copy (which carried that
-	// acknowledgement): only the timing can tell (requestSent).
+	// acknowledgement): only the timing can tell (requestSent). Unless the
+	// client acknowledged that data at once, on its own (noteServerData):
+	// then the ACKs were sent, and lost.
 	left := max(c.pktLost-explained, 0)
+	if acks > 0 && c.srvQuickFrom >= c.lastAck && c.srvQuickFrom < a.off {
+		// An answer to a retransmission is the same ACK.
+		left, acks = max(left-max(acks-explained, 0), 0), 0
+	}
 	c.pktAckOrCopy = acks > 0 && left > 0 && left <= acks
 	c.pktLost = left + c.lostCarry
 	c.lostCarry = 0
+}
+
+// noteServerData follows the server's new data as the client's receiver
+// sees it: Linux acknowledges at once the first data of a connection and
+// data that arrives after a silence longer than its retransmission timeout
+// (tcp_event_data_recv: quick ACK mode), instead of delaying the ACK to ride
+// on the application's next request.
+func (c *conn) noteServerData(ts, off int64) {
+	if c.srvDataAt == 0 || ts-c.srvDataAt > c.timer.rto() {
+		c.srvQuickFrom = off
+	}
+	c.srvDataAt = ts
 }
 
 // ackInfo is what one client ACK says about the server's stream.
@@ -331,6 +353,7 @@ type pendingRetrans struct {
 	from, to int64 // the bytes it carried, as stream offsets
 	hasTS    bool
 	tsVal    uint32
+	tail     bool // it ends at the response's end (a tail loss probe, or the RTO's copy of the last segment)
 }
 
 // maxPendingRetrans bounds the copies awaiting a verdict per response; the
@@ -379,7 +402,7 @@ func (c *conn) judgeRetrans(st *txState, a ackInfo) {
 		case i == dup, i < dup && allAnswered:
 			c.settleRetrans(st, r, true)
 		case older, a.off >= r.to:
-			c.settleRetrans(st, r, r.answered(a, rtt))
+			c.settleRetrans(st, r, r.answered(a, rtt, c.pktGap))
 		default:
 			kept = append(kept, r)
 		}
@@ -394,8 +417,19 @@ func (c *conn) judgeRetrans(st *txState, a ackInfo) {
 // the timestamp echo is older than the copy's (the original's ACK, which
 // the copy overtook: Eifel) or when the ACK came back sooner than half the
 // round trip to the client allows; else needed.
-func (r pendingRetrans) answered(a ackInfo, rtt int64) (spurious bool) {
+//
+// An echo of the copy's own timestamp says nothing for a copy of the
+// tail: a receiver echoes a duplicate that ends where it has acknowledged
+// (RFC 7323's check passes it) as it echoes new data. Then, when client
+// packets were lost right before this ACK (lost, the client's gap says),
+// two lost packets - its ACK of the original tail and its D-SACK of the
+// copy - explain what was seen with fewer losses than a needed copy,
+// which also takes the original lost on the way to the client.
+func (r pendingRetrans) answered(a ackInfo, rtt int64, lostBefore int) (spurious bool) {
 	if a.hasTS && r.hasTS {
+		if a.tsEcr == r.tsVal && r.tail && lostBefore >= 2 {
+			return true
+		}
 		return int32(a.tsEcr-r.tsVal) < 0
 	}
 	return rtt > 0 && a.ts-r.at < rtt/2
