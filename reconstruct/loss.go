@@ -37,6 +37,11 @@ type ipidTrack struct {
 	gaps  uint16 // steps of 2..maxIPIDGap
 	wild  bool   // a step no per-connection counter makes: untrusted for good
 	back  bool   // the last packet was older than one before it (reordered)
+	// jumpFrom is the ID before the step that made the numbering wild,
+	// while packets from inside that step may still arrive: then the step
+	// was reordering (a burst overtaken on the way), not another numbering.
+	jumpFrom uint16
+	jumped   bool
 }
 
 // sent reports whether the last packet was sent after every one before it,
@@ -70,7 +75,13 @@ func (t *ipidTrack) step(id uint16, first bool) int {
 		}
 		return 0
 	case d >= 0x8000:
-		return 0 // an older packet, reordered before the capture point
+		// An older packet, reordered before the capture point. One from
+		// inside the step that made the numbering wild shows that step
+		// was a burst overtaken, not another numbering.
+		if t.jumped && id-t.jumpFrom < t.last-t.jumpFrom {
+			t.wild, t.jumped = false, false
+		}
+		return 0
 	case d == 1:
 		t.last = id
 		if t.steps < 0xffff {
@@ -78,6 +89,9 @@ func (t *ipidTrack) step(id uint16, first bool) int {
 		}
 		return 0
 	case d > maxIPIDGap:
+		if !t.wild {
+			t.jumped, t.jumpFrom = true, t.last
+		}
 		t.last = id
 		t.wild = true
 		return 0
@@ -201,6 +215,27 @@ func (c *clientTimer) lostWait(lost int, multi bool) (wait, spread int64) {
 		rto = min(2*rto, linuxRTOMax)
 	}
 	return wait, spread
+}
+
+// firstWaitRange bounds the wait for the first resend of a lone segment
+// (or flight, multi) whatever the client remembered of the destination: at
+// least the RTO its samples give, or the tail loss probe if sooner; at
+// most the probe (a longer RTO never fires first), as late as the timer
+// wheel fires it.
+func (c *clientTimer) firstWaitRange(multi bool) (lo, hi int64) {
+	base := *c
+	base.initRTO = 0
+	rto := base.rto()
+	rtt := c.rtt()
+	if rtt == 0 {
+		return rto, rto + 2*timerLate(rto)
+	}
+	extra := linuxRTOMin
+	if multi {
+		extra = linuxTimeoutMin
+	}
+	tlp := 2*rtt + extra
+	return min(rto, tlp), tlp + 2*timerLate(tlp)
 }
 
 // Linux's timer wheel fires a timer late, never early: its expiry is

@@ -53,16 +53,16 @@ func (c *conn) emit(st *txState) {
 	if st.resent {
 		tx.Flags |= FlagUpstreamLoss
 	}
-	var spread int64 // how far an estimated send time may be off
+	var from, to int64 // when an estimated send may really have been
 	if hasRequest && st.upLost > 0 {
-		if est, off, ok := c.requestSent(st); ok {
-			sent, spread = est, off
+		if est, lo, hi, ok := c.requestSent(st); ok {
+			sent, from, to = est, lo, hi
 			tx.Flags |= FlagUpstreamLoss
 		}
 	}
 	connected := c.connectedAt()
 	freshConn := hasRequest && tx.Index == 0 && len(r.SYNTimes) > 0
-	if freshConn && connected > 0 && sent-connected <= spread {
+	if freshConn && connected > 0 && to > 0 && connected >= from-estimateSlack/8 && connected <= to+estimateSlack/8 {
 		// An estimate that cannot be told from the connect: the client
 		// sent as it connected, as clients that connect to send do.
 		sent = connected
@@ -140,7 +140,13 @@ func (c *conn) connectedAt() int64 {
 // the previous response received); the most lost copies that fit are
 // taken, and if none does, the lost packets were something else (ACKs)
 // and ok is false.
-func (c *conn) requestSent(st *txState) (sent, spread int64, ok bool) {
+//
+// [from, to] is when the send may really have been: the timer wheel's
+// spread around the estimate, and for one lost copy every wait the client
+// could have had (its RTO from the handshake alone up to the tail loss
+// probe, which caps a longer RTO from a remembered RTT the tracker may not
+// have seen grow).
+func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 	timer := st.timer
 	if timer.srtt == 0 {
 		// No sample of the client's own (its handshake ACK was lost): the
@@ -154,7 +160,7 @@ func (c *conn) requestSent(st *txState) (sent, spread int64, ok bool) {
 		earliest = max(earliest, st.prev.tx.ResponseLast+c.clientRTT())
 	}
 	if earliest == 0 {
-		return st.tx.RequestFirst, 0, false
+		return st.tx.RequestFirst, 0, 0, false
 	}
 	// Some of the lost packets may have been ACKs nobody could account
 	// for: the most copies whose wait fits the client's timing win. A
@@ -171,7 +177,9 @@ func (c *conn) requestSent(st *txState) (sent, spread int64, ok bool) {
 	weak := c.ipid.steps < 3 && st.sentBy == 0
 	ackOrCopy := st.upAckOrCopy && st.sentBy == 0
 	ok = false
-	for k := st.upLost; k >= 1 && !ok; k-- {
+	var spread int64
+	k := st.upLost
+	for ; k >= 1; k-- {
 		var wait int64
 		wait, spread = timer.lostWait(k, st.upMulti)
 		sent = st.tx.RequestFirst - wait
@@ -183,14 +191,22 @@ func (c *conn) requestSent(st *txState) (sent, spread int64, ok bool) {
 		default:
 			ok = sent >= earliest-wait/4
 		}
+		if ok {
+			break
+		}
 	}
 	if !ok && st.sentBy == 0 {
-		return st.tx.RequestFirst, 0, false
+		return st.tx.RequestFirst, 0, 0, false
+	}
+	from, to = sent-spread, sent+spread
+	if k == 1 {
+		lo, hi := timer.firstWaitRange(st.upMulti)
+		from, to = min(from, st.tx.RequestFirst-hi), max(to, st.tx.RequestFirst-lo)
 	}
 	if st.sentBy != 0 {
 		sent = min(sent, st.sentBy) // it left before the ACK that showed it
 	}
-	return min(max(sent, earliest), st.tx.RequestFirst), spread, true
+	return min(max(sent, earliest), st.tx.RequestFirst), from, to, true
 }
 
 // estimateSlack is how far the client's retransmission wait may be
