@@ -203,3 +203,22 @@ func TestUndeclaredObjectsAcrossTabsAndNavigations(t *testing.T) {
 		t.Error("the old page's beacon went to the next page")
 	}
 }
+
+// Two tabs load at once (Chromium's favicon fetches carry no Referer and
+// ride any idle connection): each page asks for its favicon once, after
+// its own load, so the second favicon belongs to the tab still without
+// one, even though another page is newer.
+func TestFaviconsOfTwoTabs(t *testing.T) {
+	a := withHTML(t, html("a1", 0, "/a.html", 0, 100, 100, 100), false, `<img src="/a1.png">`)
+	a1 := obj("a1", 1, "/a1.png", "http://www.example.com/a.html", 310, 0, 300, 590) // ends at 1200
+	b := withHTML(t, html("b1", 0, "/b.html", 300, 100, 100, 100), false, `<img src="/b1.png">`)
+	b1 := obj("b1", 1, "/b1.png", "http://www.example.com/b.html", 610, 0, 40, 50) // ends at 700
+	favB := obj("b1", 2, "/favicon.ico", "", 720, 0, 20, 10)
+	favA := obj("b1", 3, "/favicon.ico", "", 1220, 0, 20, 10)
+	c, _ := run(t, Config{}, a, a1, b, b1, favB, favA)
+	same(t, c, a.ID, a1.ID, favA.ID)
+	same(t, c, b.ID, b1.ID, favB.ID)
+	if !afterLoad(c, favA.ID) || !afterLoad(c, favB.ID) {
+		t.Error("favicons not after load")
+	}
+}

@@ -85,10 +85,17 @@ func (g *Grouper) place(c *client, tx *reconstruct.Transaction, ref uint64) *pv 
 	// navigation is under way. A client that sends Referers sent this one
 	// without for a page whose HTML asked so, not for one that did not;
 	// only the favicon, which some browsers fetch themselves, is exempt.
-	strict := c.referers > 0 && !isFavicon(tx)
+	favicon := isFavicon(tx)
+	if favicon {
+		if p := g.faviconOf(c, tx); p != nil {
+			g.stats.ByWindow++
+			return p
+		}
+	}
+	strict := c.referers > 0 && !favicon
 	for i := len(c.open) - 1; i >= 0; i-- {
 		p := c.open[i]
-		if strict && p.htmlRead && !p.noReferrer {
+		if strict && p.htmlRead && !p.noReferrer || favicon && p.favicon {
 			continue
 		}
 		if tx.Start >= p.firstByte && g.canTake(p, tx, true) {
@@ -97,6 +104,25 @@ func (g *Grouper) place(c *client, tx *reconstruct.Transaction, ref uint64) *pv 
 		}
 	}
 	return nil
+}
+
+// faviconOf is the page a browser asked for its favicon, by time: it does
+// so once per page, after the page's load, so with several tabs loading
+// at once the favicon is the page that has no favicon yet and whose
+// requests ended most recently before it. nil when no page has finished;
+// then the newest page without one takes it (place).
+func (g *Grouper) faviconOf(c *client, tx *reconstruct.Transaction) *pv {
+	var best *pv
+	for i := len(c.open) - 1; i >= 0; i-- {
+		p := c.open[i]
+		if p.favicon || tx.Start < p.firstByte || p.end > tx.Start || best != nil && p.end <= best.end {
+			continue
+		}
+		if g.canTake(p, tx, true) {
+			best = p
+		}
+	}
+	return best
 }
 
 // declaring is the newest open pageview of c whose HTML (or stylesheets)
@@ -364,6 +390,9 @@ func (g *Grouper) attach(p *pv, h heldTx) {
 func (g *Grouper) join(p *pv, tx *reconstruct.Transaction) {
 	g.nmember++
 	p.end = max(p.end, tx.End)
+	if isFavicon(tx) && !g.declares(p, tx) {
+		p.favicon = true
+	}
 	if len(p.urlKeys) < maxURLKeys && tx.URL != "" {
 		host, path := splitURL(tx.URL, tx.Host)
 		k := urlHash(host, path)
