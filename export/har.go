@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -148,17 +147,7 @@ func WriteHAR(w io.Writer, pv *pageview.Pageview, txs []*reconstruct.Transaction
 				pv.Client, pv.Class, harMS(pv.Tconn), harMS(pv.Tserver), harMS(pv.Ttransfer), harMS(pv.Tother)),
 		})
 	}
-	sorted := slices.Clone(txs)
-	slices.SortStableFunc(sorted, func(a, b *reconstruct.Transaction) int {
-		switch {
-		case a.Start < b.Start:
-			return -1
-		case a.Start > b.Start:
-			return 1
-		}
-		return 0
-	})
-	for _, tx := range sorted {
+	for _, tx := range pageview.ByStart(txs) {
 		f.Log.Entries = append(f.Log.Entries, harEntryOf(tx, pageref, conns))
 	}
 	bw := bufio.NewWriter(w)

@@ -180,19 +180,4 @@ func cell(s string) string {
 	return s
 }
 
-// Tee fans records out to several sinks.
-type Tee []reconstruct.Sink
-
-func (t Tee) Connection(c *reconstruct.Connection) {
-	for _, s := range t {
-		s.Connection(c)
-	}
-}
-
-func (t Tee) Transaction(x *reconstruct.Transaction) {
-	for _, s := range t {
-		s.Transaction(x)
-	}
-}
-
 var _ io.Closer = (*RecordWriter)(nil)

@@ -8,12 +8,9 @@ import (
 
 	"github.com/DataDog/sketches-go/ddsketch"
 
+	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
 )
-
-// sketchAccuracy is the relative error of reported percentiles: 0.5% keeps a
-// 3 s SYN-loss peak distinguishable from its neighbours at a few KB a sketch.
-const sketchAccuracy = 0.005
 
 // Components names the response-time parts summarised, in report order.
 var Components = []string{"tconn", "trequest", "tserver", "ttransfer", "total"}
@@ -25,11 +22,7 @@ type Distribution struct {
 }
 
 func newDistribution() *Distribution {
-	s, err := ddsketch.NewDefaultDDSketch(sketchAccuracy)
-	if err != nil {
-		panic(fmt.Sprintf("ddsketch accuracy %v: %v", sketchAccuracy, err)) // a constant: cannot fail
-	}
-	return &Distribution{sketch: s}
+	return &Distribution{sketch: pageview.NewSketch()}
 }
 
 // Add records one duration; negative values (clock oddities) count as zero.

@@ -117,7 +117,7 @@ func (g *Grouper) finish(p *pv) {
 			rest = append(rest, tx)
 		}
 	}
-	slices.SortStableFunc(rest, func(a, b *reconstruct.Transaction) int { return cmp64(a.Start, b.Start) })
+	sortByStart(rest)
 	inLoad := make([]*reconstruct.Transaction, 0, len(p.members)+len(p.redirs))
 	inLoad = append(inLoad, cont)
 	inLoad = append(inLoad, p.redirs...)
@@ -221,16 +221,6 @@ func subresource(tx *reconstruct.Transaction) bool {
 		}
 	}
 	return false
-}
-
-func cmp64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // maxDeclared bounds the objects one page's HTML and stylesheets may name.

@@ -1,6 +1,7 @@
 package pageview
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/rtmon/rtmon/reconstruct"
@@ -24,17 +25,7 @@ func CriticalPath(members []*reconstruct.Transaction, start, end int64) (tconn, 
 	if n == 0 || end <= start {
 		return 0, 0, 0, max(end-start, 0)
 	}
-	byStart := make([]*reconstruct.Transaction, n)
-	copy(byStart, members)
-	slices.SortStableFunc(byStart, func(a, b *reconstruct.Transaction) int {
-		switch {
-		case a.Start < b.Start:
-			return -1
-		case a.Start > b.Start:
-			return 1
-		}
-		return 0
-	})
+	byStart := ByStart(members)
 	// best[i]: index of the latest-ending transaction among byStart[:i+1].
 	best := make([]int, n)
 	for i := range byStart {
@@ -70,4 +61,16 @@ func CriticalPath(members []*reconstruct.Transaction, start, end int64) (tconn, 
 		t = s
 	}
 	return tconn, tserver, ttransfer, tother
+}
+
+// ByStart returns a copy of txs in Start order, ties in their given order:
+// the order of a waterfall (HAR) and of the critical-path walk.
+func ByStart(txs []*reconstruct.Transaction) []*reconstruct.Transaction {
+	sorted := slices.Clone(txs)
+	sortByStart(sorted)
+	return sorted
+}
+
+func sortByStart(txs []*reconstruct.Transaction) {
+	slices.SortStableFunc(txs, func(a, b *reconstruct.Transaction) int { return cmp.Compare(a.Start, b.Start) })
 }

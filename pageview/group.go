@@ -478,33 +478,22 @@ func (g *Grouper) release() {
 	for p := g.lru.next; p != &g.lru && p.end+int64(g.cfg.IdleGap) < pw; p = g.lru.next {
 		g.close(p)
 	}
+	g.orphanQ = expireHead(g.orphanQ, func(o *orphan, _ int) bool { return o.done || o.expires < pw }, g.expireOrphan)
+	g.redirQ = expireHead(g.redirQ, func(r *redirect, _ int) bool { return r.done || r.expires < pw }, g.expireRedirect)
+	g.pending = expireHead(g.pending, g.pendingDue, g.expirePending)
+}
+
+// expireHead expires the entries at the head of queue q (kept in expiry
+// order) for which due, given the entry and the queue's length from it on,
+// holds; it returns the rest. expire must not touch q.
+func expireHead[T any](q []*T, due func(*T, int) bool, expire func(*T)) []*T {
 	n := 0
-	for n < len(g.orphanQ) && (g.orphanQ[n].done || g.orphanQ[n].expires < pw) {
-		g.expireOrphan(g.orphanQ[n])
-		g.orphanQ[n] = nil
+	for n < len(q) && due(q[n], len(q)-n) {
+		expire(q[n])
+		q[n] = nil
 		n++
 	}
-	if n > 0 {
-		g.orphanQ = g.orphanQ[n:]
-	}
-	n = 0
-	for n < len(g.redirQ) && (g.redirQ[n].done || g.redirQ[n].expires < pw) {
-		g.expireRedirect(g.redirQ[n])
-		g.redirQ[n] = nil
-		n++
-	}
-	if n > 0 {
-		g.redirQ = g.redirQ[n:]
-	}
-	n = 0
-	for n < len(g.pending) && g.pendingDue(g.pending[n], len(g.pending)-n) {
-		g.expirePending(g.pending[n])
-		g.pending[n] = nil
-		n++
-	}
-	if n > 0 {
-		g.pending = g.pending[n:]
-	}
+	return q[n:]
 }
 
 // pendingDue reports whether the head of the pending queue (of length n)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -56,10 +57,6 @@ type records struct{ reconstruct.Sink }
 
 func (records) Pageview(*Pageview) {}
 
-// sketchAccuracy: 0.5% relative error keeps a 3 s SYN-loss peak apart from
-// its neighbours.
-const sketchAccuracy = 0.005
-
 // ClassSummary accumulates per-class counts and pageview response-time
 // percentiles. It is a Sink (and TaggedSink): put it in a Tee after the
 // Grouper. Class names come from the configuration, so the table is small.
@@ -95,11 +92,7 @@ func NewClassSummary() *ClassSummary { return &ClassSummary{classes: map[string]
 func (s *ClassSummary) acc(name string) *classAcc {
 	a := s.classes[name]
 	if a == nil {
-		sk, err := ddsketch.NewDefaultDDSketch(sketchAccuracy)
-		if err != nil {
-			panic(fmt.Sprintf("ddsketch accuracy %v: %v", sketchAccuracy, err)) // a constant: cannot fail
-		}
-		a = &classAcc{totals: sk}
+		a = &classAcc{totals: NewSketch()}
 		s.classes[name] = a
 	}
 	return a
@@ -144,15 +137,7 @@ func (s *ClassSummary) Rows() []ClassRow {
 		}
 		rows = append(rows, r)
 	}
-	slices.SortFunc(rows, func(a, b ClassRow) int {
-		switch {
-		case a.Class < b.Class:
-			return -1
-		case a.Class > b.Class:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(rows, func(a, b ClassRow) int { return strings.Compare(a.Class, b.Class) })
 	return rows
 }
 
