@@ -3,6 +3,7 @@ package export
 import (
 	"fmt"
 	"io"
+	"math/bits"
 	"sort"
 	"time"
 
@@ -60,7 +61,9 @@ type Summary struct {
 	LossConns    int64 // connections with any SYN or SYN/ACK loss
 	RetransBytes int64
 	Incomplete   int64
-	FlagCounts   map[string]int64
+	// flagCounts counts transactions per flag bit; names are made only
+	// for the report (FlagCounts).
+	flagCounts   [32]int64
 	Components   map[string]*Distribution
 	Packets      uint64
 	Bytes        uint64
@@ -73,7 +76,7 @@ type Summary struct {
 
 // NewSummary returns an empty summary; it implements reconstruct.Sink.
 func NewSummary() *Summary {
-	s := &Summary{FlagCounts: map[string]int64{}, Components: map[string]*Distribution{}}
+	s := &Summary{Components: map[string]*Distribution{}}
 	for _, c := range Components {
 		s.Components[c] = newDistribution()
 	}
@@ -92,8 +95,8 @@ func (s *Summary) Connection(c *reconstruct.Connection) {
 
 func (s *Summary) Transaction(t *reconstruct.Transaction) {
 	s.Transactions++
-	for _, f := range t.Flags.Names() {
-		s.FlagCounts[f]++
+	for f := t.Flags; f != 0; f &= f - 1 {
+		s.flagCounts[bits.TrailingZeros32(uint32(f))]++
 	}
 	if t.Flags&(reconstruct.FlagIncomplete|reconstruct.FlagNoResponse|reconstruct.FlagNoRequest) != 0 {
 		s.Incomplete++
@@ -106,6 +109,18 @@ func (s *Summary) Transaction(t *reconstruct.Transaction) {
 	s.Components["tserver"].Add(t.Tserver)
 	s.Components["ttransfer"].Add(t.Ttransfer)
 	s.Components["total"].Add(t.Total)
+}
+
+// FlagCounts maps each flag's name to the number of transactions that
+// carry it (flags no transaction carries are absent).
+func (s *Summary) FlagCounts() map[string]int64 {
+	m := map[string]int64{}
+	for i, n := range s.flagCounts {
+		if name := reconstruct.Flags(1 << i).String(); n > 0 && name != "" {
+			m[name] = n
+		}
+	}
+	return m
 }
 
 func ms(ns int64) string { return fmt.Sprintf("%.3f", float64(ns)/1e6) }
@@ -122,10 +137,10 @@ func (s *Summary) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "%-10s %8d %10s %10s %10s %10s\n", c, d.Count(),
 			ms(d.Quantile(0.5)), ms(d.Quantile(0.9)), ms(d.Quantile(0.99)), ms(d.Quantile(1)))
 	}
-	if len(s.FlagCounts) > 0 {
+	if counts := s.FlagCounts(); len(counts) > 0 {
 		fmt.Fprintf(w, "\ntransaction flags:")
-		for _, k := range sortedKeys(s.FlagCounts) {
-			fmt.Fprintf(w, " %s=%d", k, s.FlagCounts[k])
+		for _, k := range sortedKeys(counts) {
+			fmt.Fprintf(w, " %s=%d", k, counts[k])
 		}
 		fmt.Fprintln(w)
 	}

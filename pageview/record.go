@@ -82,16 +82,11 @@ type Sink interface {
 // breaks, or nil: every component >= 0, the components add up to Total,
 // Total == End - Start (so End >= Start), no negative count.
 func (p *Pageview) Invariants() error {
-	switch {
-	case p.Tconn < 0 || p.Tserver < 0 || p.Ttransfer < 0 || p.Tother < 0:
-		return fmt.Errorf("pageview %s: negative component (tconn %d, tserver %d, ttransfer %d, tother %d)",
-			p.ID, p.Tconn, p.Tserver, p.Ttransfer, p.Tother)
-	case p.Tconn+p.Tserver+p.Ttransfer+p.Tother != p.Total:
-		return fmt.Errorf("pageview %s: components %d+%d+%d+%d do not add up to total %d",
-			p.ID, p.Tconn, p.Tserver, p.Ttransfer, p.Tother, p.Total)
-	case p.End-p.Start != p.Total || p.End < p.Start:
-		return fmt.Errorf("pageview %s: end %d - start %d != total %d", p.ID, p.End, p.Start, p.Total)
-	case p.Objects < 0 || p.AfterLoad < 0 || p.Redirects < 0 || p.Connections < 0 || p.Bytes < 0:
+	if err := reconstruct.CheckTiming("pageview", p.ID, p.Start, p.End, p.Total, [4]string{"tconn", "tserver", "ttransfer", "tother"},
+		[4]int64{p.Tconn, p.Tserver, p.Ttransfer, p.Tother}); err != nil {
+		return err
+	}
+	if p.Objects < 0 || p.AfterLoad < 0 || p.Redirects < 0 || p.Connections < 0 || p.Bytes < 0 {
 		return fmt.Errorf("pageview %s: negative count", p.ID)
 	}
 	return nil

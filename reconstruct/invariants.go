@@ -7,15 +7,11 @@ import "fmt"
 // Total == End - Start (so End >= Start). Tests assert it on every record
 // they see; a record that broke it would be a bug, whatever the capture.
 func (t *Transaction) Invariants() error {
+	if err := CheckTiming("transaction", t.ID, t.Start, t.End, t.Total, [4]string{"tconn", "trequest", "tserver", "ttransfer"},
+		[4]int64{t.Tconn, t.Trequest, t.Tserver, t.Ttransfer}); err != nil {
+		return err
+	}
 	switch {
-	case t.Tconn < 0 || t.Trequest < 0 || t.Tserver < 0 || t.Ttransfer < 0:
-		return fmt.Errorf("transaction %s: negative component (tconn %d, trequest %d, tserver %d, ttransfer %d)",
-			t.ID, t.Tconn, t.Trequest, t.Tserver, t.Ttransfer)
-	case t.Tconn+t.Trequest+t.Tserver+t.Ttransfer != t.Total:
-		return fmt.Errorf("transaction %s: components %d+%d+%d+%d do not add up to total %d",
-			t.ID, t.Tconn, t.Trequest, t.Tserver, t.Ttransfer, t.Total)
-	case t.End-t.Start != t.Total || t.End < t.Start:
-		return fmt.Errorf("transaction %s: end %d - start %d != total %d", t.ID, t.End, t.Start, t.Total)
 	case t.RTTClient < 0 || t.RetransBytes < 0 || t.HoleBytes < 0:
 		return fmt.Errorf("transaction %s: negative rtt %d, retransmitted %d or hole %d bytes", t.ID, t.RTTClient, t.RetransBytes, t.HoleBytes)
 	}

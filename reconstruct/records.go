@@ -71,17 +71,44 @@ func (f Flags) Names() []string {
 	return out
 }
 
+// Join is the set flags' names separated by sep ("" for none), as a CSV
+// cell or a log line shows them; it builds no list of names.
+func (f Flags) Join(sep string) string {
+	if f == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for i, n := range flagNames {
+		if f&(1<<i) != 0 {
+			if b.Len() > 0 {
+				b.WriteString(sep)
+			}
+			b.WriteString(n)
+		}
+	}
+	return b.String()
+}
+
 // String is the flags' names, comma-separated.
-func (f Flags) String() string { return strings.Join(f.Names(), ",") }
+func (f Flags) String() string { return f.Join(",") }
 
 // MarshalJSON writes the flags as a list of names: records carry the bits,
-// and names exist only where they are shown or exported.
+// and names exist only where they are shown or exported. The names need no
+// escaping, so the list is written directly.
 func (f Flags) MarshalJSON() ([]byte, error) {
-	names := f.Names()
-	if names == nil {
-		names = []string{}
+	b := make([]byte, 0, 64)
+	b = append(b, '[')
+	for i, n := range flagNames {
+		if f&(1<<i) != 0 {
+			if len(b) > 1 {
+				b = append(b, ',')
+			}
+			b = append(b, '"')
+			b = append(b, n...)
+			b = append(b, '"')
+		}
 	}
-	return json.Marshal(names)
+	return append(b, ']'), nil
 }
 
 // UnmarshalJSON reads a list of names; an unknown name is an error.
@@ -203,9 +230,38 @@ type Transaction struct {
 	Body            []byte `json:"-"`
 	BodyCut         bool   `json:"-"`
 
-	// PageviewID and Class are set by the pageview stage; a transaction that
-	// belongs to no pageview keeps an empty PageviewID.
+	// PageviewID, Class and Priority are set by the pageview stage; a
+	// transaction that belongs to no pageview keeps an empty PageviewID.
+	// Priority is the class's, for consumers that rank classes (the
+	// per-class summary); it is configuration, not a measurement, so record
+	// files leave it out as they always have.
 	PageviewID string `json:"pageview_id,omitempty"`
 	Class      string `json:"class,omitempty"`
+	Priority   string `json:"-"`
 	Flags      Flags  `json:"flags,omitempty"`
+}
+
+// CheckTiming reports the first timing rule of the record contract that a
+// record (kind and id name it in the message) breaks, or nil: every
+// component >= 0, the components add up to total, total == end - start (so
+// end >= start). Transactions and pageviews share it; their components
+// differ, so names says what each of comps is.
+func CheckTiming(kind, id string, start, end, total int64, names [4]string, comps [4]int64) error {
+	var sum int64
+	negative := false
+	for _, v := range comps {
+		sum += v
+		negative = negative || v < 0
+	}
+	switch {
+	case negative:
+		return fmt.Errorf("%s %s: negative component (%s %d, %s %d, %s %d, %s %d)", kind, id,
+			names[0], comps[0], names[1], comps[1], names[2], comps[2], names[3], comps[3])
+	case sum != total:
+		return fmt.Errorf("%s %s: components %d+%d+%d+%d do not add up to total %d",
+			kind, id, comps[0], comps[1], comps[2], comps[3], total)
+	case end-start != total || end < start:
+		return fmt.Errorf("%s %s: end %d - start %d != total %d", kind, id, end, start, total)
+	}
+	return nil
 }
