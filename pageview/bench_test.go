@@ -11,10 +11,9 @@ import (
 
 type nullSink struct{ pvs, txs int }
 
-func (*nullSink) Connection(*reconstruct.Connection)                 {}
-func (n *nullSink) Transaction(*reconstruct.Transaction)             { n.txs++ }
-func (n *nullSink) TaggedTransaction(*reconstruct.Transaction, Tags) { n.txs++ }
-func (n *nullSink) Pageview(*Pageview)                               { n.pvs++ }
+func (*nullSink) Connection(*reconstruct.Connection)     {}
+func (n *nullSink) Transaction(*reconstruct.Transaction) { n.txs++ }
+func (n *nullSink) Pageview(*Pageview)                   { n.pvs++ }
 
 type benchRec struct {
 	tx   *reconstruct.Transaction

@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rtmon/rtmon/addrpattern"
+	"github.com/rtmon/rtmon/reconstruct"
 )
 
 // Class is a client class: rules name it, records carry its name.
@@ -155,4 +156,29 @@ func checkName(s string) error {
 		}
 	}
 	return nil
+}
+
+// Classify returns a reconstruct.Sink that stamps every connection and
+// transaction with its client's class (and a transaction with the class's
+// priority) and passes it on to next. The Grouper classifies what arrives
+// unclassified itself; Classify is for a stage that must see the class
+// before the Grouper, such as a live counter between the tracker and the
+// Grouper, so that each record is still classified once.
+func Classify(classes *Classes, next reconstruct.Sink) reconstruct.Sink {
+	return classifier{classes, next}
+}
+
+type classifier struct {
+	classes *Classes
+	next    reconstruct.Sink
+}
+
+func (c classifier) Connection(x *reconstruct.Connection) {
+	x.Class, _ = c.classes.Classify(x.Client)
+	c.next.Connection(x)
+}
+
+func (c classifier) Transaction(x *reconstruct.Transaction) {
+	x.Class, x.Priority = c.classes.Classify(x.Client)
+	c.next.Transaction(x)
 }

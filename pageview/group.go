@@ -132,24 +132,9 @@ type Stats struct {
 	Pending int `json:"pending"`
 }
 
-// Tags are what the pageview stage adds to a transaction.
-type Tags struct {
-	PageviewID string // empty for a stand-alone transaction
-	Class      string
-	Priority   string
-}
-
-// TaggedSink is implemented by sinks that also want the class's priority,
-// which the transaction record does not carry (its PageviewID and Class
-// fields are set either way); the Grouper then calls TaggedTransaction
-// instead of Transaction.
-type TaggedSink interface {
-	TaggedTransaction(*reconstruct.Transaction, Tags)
-}
-
 // Grouper is the streaming pageview stage: a reconstruct.Sink that groups
-// transactions into pageviews and forwards every record, classified, to a
-// Sink. Not safe for concurrent use. At end of input call the tracker's
+// transactions into pageviews and forwards every record, classified (Class,
+// and Priority on transactions), to a Sink. Not safe for concurrent use. At end of input call the tracker's
 // Flush first, then the Grouper's.
 //
 // Grouping rules:
@@ -213,7 +198,6 @@ type Grouper struct {
 	cfg     Config
 	classes *Classes
 	next    Sink
-	tagged  TaggedSink
 
 	now       int64 // latest capture time seen in any record
 	settle    int64
@@ -353,7 +337,6 @@ func NewGrouper(cfg Config, classes *Classes, next Sink) *Grouper {
 	g := &Grouper{cfg: cfg.withDefaults(), classes: classes, next: next,
 		clients: map[clientKey]*client{}, refs: map[refKey]*pv{}, orphans: map[refKey][]*orphan{},
 		want: map[string]*pv{}, connInfo: map[string]connLosses{}}
-	g.tagged, _ = next.(TaggedSink)
 	g.settle = int64(g.cfg.Settle)
 	g.lru.prev, g.lru.next = &g.lru, &g.lru
 	return g
@@ -382,11 +365,12 @@ func (g *Grouper) advance(t int64) {
 	}
 }
 
-// Transaction takes a finished transaction (any order). A page body it
-// carries is read now and dropped, so held transactions keep only the set
-// of references.
+// Transaction takes a finished transaction (any order) and classifies it.
+// A page body it carries is read now and dropped, so held transactions keep
+// only the set of references.
 func (g *Grouper) Transaction(tx *reconstruct.Transaction) {
 	g.stats.Transactions++
+	g.classify(tx)
 	g.advance(max(tx.RequestFirst, tx.RequestLast, tx.ResponseLast, tx.ResponseAcked))
 	g.seq++
 	h := heldTx{start: tx.Start, end: tx.End, seq: g.seq, tx: tx}
@@ -406,7 +390,9 @@ func (g *Grouper) Transaction(tx *reconstruct.Transaction) {
 func (g *Grouper) Connection(c *reconstruct.Connection) {
 	g.stats.Connections++
 	g.advance(c.LastSeen)
-	c.Class, _ = g.classes.Classify(c.Client)
+	if c.Class == "" {
+		c.Class, _ = g.classes.Classify(c.Client)
+	}
 	g.next.Connection(c)
 	l := connLosses{c.SYNLosses, c.SYNACKLosses}
 	if p := g.want[c.ID]; p != nil {
@@ -534,11 +520,15 @@ func (g *Grouper) standAlone(tx *reconstruct.Transaction) {
 }
 
 func (g *Grouper) forward(tx *reconstruct.Transaction, pvID string) {
-	name, prio := g.classes.Classify(tx.Client)
-	tx.PageviewID, tx.Class = pvID, name
-	if g.tagged != nil {
-		g.tagged.TaggedTransaction(tx, Tags{PageviewID: pvID, Class: name, Priority: prio})
-		return
-	}
+	tx.PageviewID = pvID
 	g.next.Transaction(tx)
+}
+
+// classify stamps a transaction with its client's class once, on arrival;
+// its pageview takes the class from its container. A transaction that
+// arrives classified (Classify in front of a tap) keeps its class.
+func (g *Grouper) classify(tx *reconstruct.Transaction) {
+	if tx.Class == "" {
+		tx.Class, tx.Priority = g.classes.Classify(tx.Client)
+	}
 }

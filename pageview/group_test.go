@@ -18,7 +18,7 @@ type collector struct {
 	t     *testing.T
 	conns []*reconstruct.Connection
 	txs   []*reconstruct.Transaction
-	tags  map[string]Tags
+	tags  map[string]tags
 	pvs   []*Pageview
 	byID  map[string]*Pageview
 	// members as the Grouper reported them in Pageview.Transactions.
@@ -26,7 +26,7 @@ type collector struct {
 }
 
 func newCollector(t *testing.T) *collector {
-	return &collector{t: t, tags: map[string]Tags{}, byID: map[string]*Pageview{}, members: map[string][]string{}}
+	return &collector{t: t, tags: map[string]tags{}, byID: map[string]*Pageview{}, members: map[string][]string{}}
 }
 
 func (c *collector) Connection(x *reconstruct.Connection) {
@@ -35,15 +35,20 @@ func (c *collector) Connection(x *reconstruct.Connection) {
 		c.t.Error(err)
 	}
 }
+
+// tags are what the pageview stage stamped on a transaction when it
+// forwarded it.
+type tags struct{ PageviewID, Class, Priority string }
+
 func (c *collector) Transaction(x *reconstruct.Transaction) {
-	c.t.Errorf("untagged transaction %s", x.ID)
-}
-func (c *collector) TaggedTransaction(x *reconstruct.Transaction, tags Tags) {
+	if x.Class == "" {
+		c.t.Errorf("unclassified transaction %s", x.ID)
+	}
 	if _, dup := c.tags[x.ID]; dup {
 		c.t.Errorf("transaction %s forwarded twice", x.ID)
 	}
 	c.txs = append(c.txs, x)
-	c.tags[x.ID] = tags
+	c.tags[x.ID] = tags{x.PageviewID, x.Class, x.Priority}
 	if err := x.Invariants(); err != nil {
 		c.t.Error(err)
 	}

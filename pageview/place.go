@@ -288,10 +288,9 @@ func (g *Grouper) open(c *client, h heldTx) {
 		g.close(g.lru.next)
 	}
 	g.stats.Pageviews++
-	name, prio := g.classes.Classify(tx.Client)
 	p := &pv{c: c, end: tx.End, firstByte: tx.Start + tx.Tconn + tx.Trequest + tx.Tserver, rec: Pageview{
 		ID: ID(tx.ID), Interface: tx.Interface, Client: tx.Client, UserAgent: tx.UserAgent,
-		Class: name, Priority: prio, Server: tx.Server, Host: tx.Host, URL: tx.URL,
+		Class: tx.Class, Priority: tx.Priority, Server: tx.Server, Host: tx.Host, URL: tx.URL,
 		Status: tx.Status, ContainerID: tx.ID, Start: tx.Start,
 	}}
 	if h.refs != nil {

@@ -13,8 +13,7 @@ import (
 	"github.com/rtmon/rtmon/reconstruct"
 )
 
-// Tee fans the pageview stage's output out to several sinks, passing tags
-// on to those that take them.
+// Tee fans the pageview stage's output out to several sinks.
 type Tee []Sink
 
 // Connection implements Sink.
@@ -28,17 +27,6 @@ func (t Tee) Connection(c *reconstruct.Connection) {
 func (t Tee) Transaction(x *reconstruct.Transaction) {
 	for _, s := range t {
 		s.Transaction(x)
-	}
-}
-
-// TaggedTransaction implements TaggedSink.
-func (t Tee) TaggedTransaction(x *reconstruct.Transaction, tags Tags) {
-	for _, s := range t {
-		if ts, ok := s.(TaggedSink); ok {
-			ts.TaggedTransaction(x, tags)
-		} else {
-			s.Transaction(x)
-		}
 	}
 }
 
@@ -58,8 +46,7 @@ type records struct{ reconstruct.Sink }
 func (records) Pageview(*Pageview) {}
 
 // ClassSummary accumulates per-class counts and pageview response-time
-// percentiles. It is a Sink (and TaggedSink): put it in a Tee after the
-// Grouper. Class names come from the configuration, so the table is small.
+// percentiles. It is a Sink: put it in a Tee after the Grouper. Class names come from the configuration, so the table is small.
 type ClassSummary struct {
 	classes map[string]*classAcc
 }
@@ -101,11 +88,8 @@ func (s *ClassSummary) acc(name string) *classAcc {
 // Connection implements Sink.
 func (s *ClassSummary) Connection(c *reconstruct.Connection) { s.acc(c.Class).connections++ }
 
-// Transaction implements Sink; an untagged transaction's class is unknown.
-func (s *ClassSummary) Transaction(*reconstruct.Transaction) { s.acc("").transactions++ }
-
-// TaggedTransaction implements TaggedSink.
-func (s *ClassSummary) TaggedTransaction(_ *reconstruct.Transaction, t Tags) {
+// Transaction implements Sink.
+func (s *ClassSummary) Transaction(t *reconstruct.Transaction) {
 	a := s.acc(t.Class)
 	a.priority = t.Priority
 	a.transactions++

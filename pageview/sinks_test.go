@@ -64,3 +64,34 @@ func TestTeeAndClassSummary(t *testing.T) {
 		t.Errorf("text:\n%s", buf.String())
 	}
 }
+
+// Records are classified once: a Classify stage in front of the Grouper
+// (as for the live tap) decides, the Grouper keeps what it stamped, and the
+// pageview takes its container's class and priority.
+func TestClassifiedOnce(t *testing.T) {
+	upstream, err := ParseClasses([]byte(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Grouper's own classes would say otherwise: it must not ask them.
+	own := &Classes{Default: Class{Name: "grouper", Priority: "none"}}
+	out := newCollector(t)
+	g := NewGrouper(Config{}, own, out)
+	in := Classify(upstream, g)
+	premium := netip.MustParseAddr("10.4.1.2")
+	in.Transaction(mk(txSpec{conn: "a", client: premium, url: "/index.html", ct: "text/html", tconn: 100, tserver: 10, ttransfer: 10}))
+	in.Transaction(mk(txSpec{conn: "a", idx: 1, client: premium, url: "/a.png", ct: "image/png", ref: page, start: 200, tserver: 10, ttransfer: 10}))
+	in.Connection(&reconstruct.Connection{ID: "a", Client: premium, LastSeen: base + 300*ms})
+	g.Flush()
+	if len(out.txs) != 2 || len(out.pvs) != 1 || len(out.conns) != 1 {
+		t.Fatalf("%d transactions, %d pageviews, %d connections", len(out.txs), len(out.pvs), len(out.conns))
+	}
+	for _, tx := range out.txs {
+		if tx.Class != "premium" || tx.Priority != "high" {
+			t.Errorf("transaction %s: class %q priority %q", tx.ID, tx.Class, tx.Priority)
+		}
+	}
+	if p := out.pvs[0]; p.Class != "premium" || p.Priority != "high" || out.conns[0].Class != "premium" {
+		t.Errorf("pageview class %q priority %q, connection class %q", p.Class, p.Priority, out.conns[0].Class)
+	}
+}

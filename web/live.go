@@ -146,15 +146,13 @@ func (f *LiveFeed) Observe(next pageview.Sink) pageview.Sink {
 
 // Tap returns a reconstruct.Sink for between the tracker and the pageview
 // grouper: it counts each transaction and connection into the feed as soon
-// as the tracker emits it, classed by classify (e.g. the grouper's
-// classifier; nil: one unnamed class), and passes it on to next.
+// as the tracker emits it, classed by classify, or by the record's own
+// Class when classify is nil (put pageview.Classify in front of the tap so
+// that each record is classified once), and passes it on to next.
 func (f *LiveFeed) Tap(next reconstruct.Sink, classify func(netip.Addr) string) reconstruct.Sink {
 	f.agg.mu.Lock()
 	f.agg.tapped = true
 	f.agg.mu.Unlock()
-	if classify == nil {
-		classify = func(netip.Addr) string { return "" }
-	}
 	return &tap{f: f, next: next, classify: classify}
 }
 
@@ -165,13 +163,20 @@ type tap struct {
 }
 
 func (t *tap) Connection(c *reconstruct.Connection) {
-	t.f.agg.connection(t.classify(c.Client), c)
+	t.f.agg.connection(t.class(c.Class, c.Client), c)
 	t.next.Connection(c)
 }
 
 func (t *tap) Transaction(x *reconstruct.Transaction) {
-	t.f.agg.point(t.classify(x.Client), txPoint(x))
+	t.f.agg.point(t.class(x.Class, x.Client), txPoint(x))
 	t.next.Transaction(x)
+}
+
+func (t *tap) class(stamped string, client netip.Addr) string {
+	if t.classify == nil {
+		return stamped
+	}
+	return t.classify(client)
 }
 
 // Run publishes what Observe counted every interval (1 s if <= 0), with
@@ -284,24 +289,12 @@ func (o *observer) Connection(c *reconstruct.Connection) {
 	o.next.Connection(c)
 }
 
-// Transaction without tags: the class is unknown here.
+// Transaction counts t under the class the grouper stamped on it.
 func (o *observer) Transaction(t *reconstruct.Transaction) {
 	if !o.f.agg.isTapped() {
-		o.f.agg.point("", txPoint(t))
+		o.f.agg.point(t.Class, txPoint(t))
 	}
 	o.next.Transaction(t)
-}
-
-// TaggedTransaction gets the class from the grouper.
-func (o *observer) TaggedTransaction(t *reconstruct.Transaction, tags pageview.Tags) {
-	if !o.f.agg.isTapped() {
-		o.f.agg.point(tags.Class, txPoint(t))
-	}
-	if ts, ok := o.next.(pageview.TaggedSink); ok {
-		ts.TaggedTransaction(t, tags)
-	} else {
-		o.next.Transaction(t)
-	}
 }
 
 func (o *observer) Pageview(p *pageview.Pageview) {

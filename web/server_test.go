@@ -463,8 +463,8 @@ func TestLiveFeedObserve(t *testing.T) {
 	}
 	var sink nullSink
 	obs := feed.Observe(&sink)
-	tx := &reconstruct.Transaction{Start: 100, Total: 5e6, Tconn: 1e6}
-	obs.(pageview.TaggedSink).TaggedTransaction(tx, pageview.Tags{Class: "premium"})
+	tx := &reconstruct.Transaction{Start: 100, Total: 5e6, Tconn: 1e6, Class: "premium"}
+	obs.Transaction(tx)
 	obs.Connection(&reconstruct.Connection{Class: "premium", SYNLosses: 2, LastSeen: 50})
 	obs.Pageview(&pageview.Pageview{Class: "standard", Start: 10, Total: 7})
 	feed.PublishObserved(func() PipelineStats { return PipelineStats{CaptureDrops: 9} })
@@ -581,7 +581,8 @@ func TestLiveFeedTapCountsBeforeTheGrouper(t *testing.T) {
 	tapped.Transaction(tx)
 	tapped.Connection(&reconstruct.Connection{Client: netip.MustParseAddr("198.51.100.2"), SYNACKLosses: 1})
 	// The same records after the grouper are not counted twice.
-	obs.(pageview.TaggedSink).TaggedTransaction(tx, pageview.Tags{Class: "premium"})
+	tx.Class = "premium"
+	obs.Transaction(tx)
 	obs.Connection(&reconstruct.Connection{Class: "standard", SYNACKLosses: 1})
 	obs.Pageview(&pageview.Pageview{Class: "premium", Total: 5})
 	feed.PublishObserved(nil)
