@@ -757,7 +757,11 @@ func (s sink) Transaction(t *reconstruct.Transaction) {
 	s.reject(s.w.add(context.Background(), Batch{Transactions: []*reconstruct.Transaction{t}}), 1)
 }
 func (s sink) Pageview(p *pageview.Pageview) {
-	s.reject(s.w.add(context.Background(), Batch{Pageviews: []*pageview.Pageview{p}}), 1)
+	// Queue a copy without Transactions: they are stored as transaction
+	// records already, and would otherwise be held, and spilled, twice.
+	cp := *p
+	cp.Transactions = nil
+	s.reject(s.w.add(context.Background(), Batch{Pageviews: []*pageview.Pageview{&cp}}), 1)
 }
 
 // reject counts records the Sink could not queue (only after Close), so
