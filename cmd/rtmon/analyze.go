@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -16,14 +16,14 @@ import (
 
 	"github.com/rtmon/rtmon/capture"
 	"github.com/rtmon/rtmon/export"
-	"github.com/rtmon/rtmon/pageview"
+	"github.com/rtmon/rtmon/pipeline"
 	"github.com/rtmon/rtmon/reconstruct"
-	"github.com/rtmon/rtmon/store"
-	"github.com/rtmon/rtmon/web"
 )
 
 const defaultIdle = reconstruct.DefaultIdleTimeout
 
+// analyzeOptions are the flag values of analyze (and, embedded, of live);
+// config turns them into a pipeline.Config.
 type analyzeOptions struct {
 	format      string
 	out         string
@@ -33,21 +33,12 @@ type analyzeOptions struct {
 	idle        time.Duration
 	progress    bool
 	reader      string
-	live        bool // cancellation is the normal end of input, not an interruption
 	classes     string
 	har         string
 	// storeURL, if set, receives every record (see store.Open).
 	storeURL string
 	sensor   string
 	rollups  string
-	// store, if set, is an already open store the records also go to
-	// (demo and live share theirs with the UI); runPipeline flushes it but
-	// leaves closing to its owner.
-	store store.Store
-	// sinks receive every record too.
-	sinks []pageview.Sink
-	// feed, if set, gets live counters and points for the UI.
-	feed *web.LiveFeed
 }
 
 func newAnalyzeCommand() *cobra.Command {
@@ -83,13 +74,16 @@ A truncated file yields every record it held; the command then exits with status
 	return cmd
 }
 
-func (o analyzeOptions) trackerConfig() (reconstruct.Config, error) {
-	cfg := reconstruct.Config{MaxConnections: o.maxConns, IdleTimeout: o.idle}
+// config parses the flag values into a pipeline configuration (without
+// its input).
+func (o analyzeOptions) config() (pipeline.Config, error) {
+	cfg := pipeline.DefaultConfig()
+	cfg.Tracker.MaxConnections, cfg.Tracker.IdleTimeout = o.maxConns, o.idle
 	for _, p := range o.serverPorts {
 		if p == 0 || p > 65535 {
 			return cfg, fmt.Errorf("--server-port %d: want 1-65535", p)
 		}
-		cfg.ServerPorts = append(cfg.ServerPorts, uint16(p))
+		cfg.Tracker.ServerPorts = append(cfg.Tracker.ServerPorts, uint16(p))
 	}
 	for _, s := range o.serverNets {
 		p, err := netip.ParsePrefix(s)
@@ -100,211 +94,72 @@ func (o analyzeOptions) trackerConfig() (reconstruct.Config, error) {
 			}
 			p = netip.PrefixFrom(a, a.BitLen())
 		}
-		cfg.ServerNets = append(cfg.ServerNets, p)
+		cfg.Tracker.ServerNets = append(cfg.Tracker.ServerNets, p)
 	}
+	format, err := export.ParseFormat(o.format)
+	if err != nil {
+		return cfg, fmt.Errorf("--format: %w", err)
+	}
+	switch o.reader {
+	case "pcapgo":
+		cfg.FileReader = capture.ReaderPcapgo
+	case "libpcap":
+		cfg.FileReader = capture.ReaderLibpcap
+	default:
+		return cfg, fmt.Errorf("--reader %q: want pcapgo or libpcap", o.reader)
+	}
+	cfg.Format, cfg.OutDir, cfg.HARDir, cfg.ClassesFile = format, o.out, o.har, o.classes
+	cfg.StoreURL, cfg.StoreOptions = o.storeURL, o.storeOptions()
 	return cfg, nil
 }
 
 func runAnalyze(ctx context.Context, stdout io.Writer, files []string, o analyzeOptions) error {
-	cfg, err := o.trackerConfig()
+	cfg, err := o.config()
 	if err != nil {
 		return err
 	}
-	format, err := export.ParseFormat(o.format)
-	if err != nil {
-		return fmt.Errorf("--format: %w", err)
-	}
-	var fopts capture.FileOptions
-	switch o.reader {
-	case "pcapgo":
-		fopts.Reader = capture.ReaderPcapgo
-	case "libpcap":
-		fopts.Reader = capture.ReaderLibpcap
-	default:
-		return fmt.Errorf("--reader %q: want pcapgo or libpcap", o.reader)
-	}
-	src, err := capture.OpenFiles(files, fopts)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	return runPipeline(ctx, stdout, src, o, cfg, format)
+	cfg.Files = files
+	return runPipeline(ctx, stdout, cfg, o.progress)
 }
 
-// runPipeline moves packets from src through reconstruction into the record
-// files and the summary; offline and live capture share it from the first
-// decoded packet on.
-func runPipeline(ctx context.Context, stdout io.Writer, src capture.Source, o analyzeOptions, cfg reconstruct.Config, format export.Format) error {
-	classes := pageview.DefaultClasses()
-	if o.classes != "" {
-		var err error
-		if classes, err = pageview.LoadClasses(o.classes); err != nil {
-			return err
-		}
-	}
-	summary := export.NewSummary()
-	classSummary := pageview.NewClassSummary()
-	outputs := pageview.Tee{pageview.Records(summary), classSummary}
-	var closers []io.Closer
-	defer func() {
-		for _, c := range closers {
-			c.Close() // after an error: best effort, the first error is already on its way
-		}
-	}()
-	if o.out != "" {
-		records, err := export.NewRecordWriter(o.out, format)
-		if err != nil {
-			return err
-		}
-		closers = append(closers, records)
-		pageviews, err := export.NewPageviewWriter(o.out, format)
-		if err != nil {
-			return err
-		}
-		closers = append(closers, pageviews)
-		outputs = append(outputs, pageview.Records(records), pageviews)
-	}
-	if o.har != "" {
-		har, err := export.NewHARDir(o.har)
-		if err != nil {
-			return err
-		}
-		closers = append(closers, har)
-		outputs = append(outputs, har)
-	}
-	st := o.store
-	if st == nil && o.storeURL != "" {
-		var err error
-		if st, err = openStore(ctx, o); err != nil {
-			return err
-		}
-		defer st.Close() // after an error; the normal path closes below and reports
-	}
-	if st != nil {
-		outputs = append(outputs, st)
-	}
-	for _, s := range o.sinks {
-		outputs = append(outputs, s)
-	}
+// runPipeline runs the pipeline to the end of its input and prints the
+// store's counters and the summary; offline and live capture share it.
+func runPipeline(ctx context.Context, stdout io.Writer, cfg pipeline.Config, progress bool) error {
 	var bar *progressbar.ProgressBar
-	if o.progress {
-		_, total := src.Progress()
-		bar = progressbar.DefaultBytes(total, "analyzing")
+	if progress {
+		cfg.Progress = func(done, total int64) {
+			if bar == nil {
+				bar = progressbar.DefaultBytes(total, "analyzing")
+			}
+			_ = bar.Set64(done)
+		}
 	}
-	var grouperOut pageview.Sink = outputs
-	if o.feed != nil {
-		grouperOut = o.feed.Observe(outputs)
+	p, err := pipeline.New(cfg)
+	if err != nil {
+		return err
 	}
-	grouper := pageview.NewGrouper(pageview.Config{}, classes, grouperOut)
-	var trackerOut reconstruct.Sink = grouper
-	var hook func(*reconstruct.Tracker)
-	if o.feed != nil {
-		// Tap before the grouper, which holds transactions for seconds: the
-		// live chart must follow traffic within 2 s.
-		trackerOut = o.feed.Tap(grouper, func(a netip.Addr) string { name, _ := classes.Classify(a); return name })
-		snap := &statsSnapshot{}
-		hook = func(tr *reconstruct.Tracker) { snap.set(web.StatsFrom(src.Stats(), tr.Stats(), storeStats(st))) }
-		go o.feed.Run(ctx, time.Second, snap.get)
+	if err := p.Start(ctx); err != nil {
+		return err
 	}
-	readErr := pump(ctx, src, reconstruct.NewTracker(cfg, trackerOut), summary, bar, hook)
-	grouper.Flush()
-	if o.live && ctx.Err() != nil {
-		readErr = nil
-	}
+	err = p.Wait()
 	if bar != nil {
 		_ = bar.Finish()
 		fmt.Fprintln(os.Stderr)
 	}
-	toClose := closers
-	closers = nil
-	for _, c := range toClose {
-		if err := c.Close(); err != nil {
-			return err
-		}
+	if ws, ok := p.StoreStats(); ok {
+		fmt.Fprintf(stdout, "store: %d records written, %d duplicates skipped, %d queued, %d retries\n",
+			ws.Written, ws.Duplicates, ws.Queued, ws.Retries)
 	}
-	if st != nil {
-		if err := finishStore(st, o.store == nil, stdout); err != nil {
-			return err
-		}
+	var readErr *pipeline.ReadError
+	if err != nil && !errors.As(err, &readErr) {
+		return err
 	}
-	if readErr != nil {
-		summary.Errors = append(summary.Errors, readErr.Error())
-	}
-	summary.WriteText(stdout)
-	fmt.Fprintln(stdout)
-	if err := classSummary.WriteText(stdout); err != nil {
-		return fmt.Errorf("write summary: %w", err)
+	if err := p.WriteSummary(stdout); err != nil {
+		return err
 	}
 	if readErr != nil {
-		slog.Error("input ended early; records up to that point were written", "err", readErr)
+		slog.Error("input ended early; records up to that point were written", "err", readErr.Err)
 		return exitError(2)
 	}
 	return nil
-}
-
-// pump moves packets from src through the tracker until the input ends, then
-// flushes the tracker and fills the summary's input counters. The returned
-// error is a read error after which everything read before it was processed.
-func pump(ctx context.Context, src capture.Source, tracker *reconstruct.Tracker, summary *export.Summary, bar *progressbar.ProgressBar, hook func(*reconstruct.Tracker)) error {
-	start := time.Now()
-	every := 0 // the tracker's default
-	if hook != nil {
-		every = 16 // live dashboards: counters fresh at any packet rate that matters
-	}
-	readErr := tracker.ReadFromEvery(src, every, func() error {
-		if hook != nil {
-			hook(tracker)
-		}
-		if bar != nil {
-			done, _ := src.Progress()
-			_ = bar.Set64(done)
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("interrupted: %w", ctx.Err())
-		}
-		return nil
-	})
-	summary.Elapsed = time.Since(start)
-	st := src.Stats()
-	summary.Tracker = tracker.Stats()
-	summary.Malformed = st.Decode.Map()
-	for _, s := range st.Sources {
-		summary.Packets += s.Frames
-		summary.Bytes += s.Bytes
-		if s.Live {
-			if summary.CaptureDrops == nil {
-				summary.CaptureDrops = map[string]uint64{}
-			}
-			summary.CaptureDrops[s.Name+" dropped"] += s.Capture.Dropped
-			summary.CaptureDrops[s.Name+" ifdropped"] += s.Capture.IfDropped
-		}
-	}
-	return readErr
-}
-
-// statsSnapshot hands pipeline counters from the packet loop to the live
-// feed's goroutine: the tracker and the source are not safe to read
-// concurrently, so the loop copies them here as it goes.
-type statsSnapshot struct {
-	mu sync.Mutex
-	v  web.PipelineStats
-}
-
-func (s *statsSnapshot) set(v web.PipelineStats) {
-	s.mu.Lock()
-	s.v = v
-	s.mu.Unlock()
-}
-
-func (s *statsSnapshot) get() web.PipelineStats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.v
-}
-
-func storeStats(st store.Store) store.WriterStats {
-	if st == nil {
-		return store.WriterStats{}
-	}
-	return st.Stats()
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/rtmon/rtmon/reconstruct"
+	"github.com/rtmon/rtmon/pipeline"
 	"github.com/rtmon/rtmon/store"
 	"github.com/rtmon/rtmon/web"
 )
@@ -51,14 +51,14 @@ until Ctrl-C (--no-ui: summary only).`,
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "rtmon demo: analyzing the bundled capture (%d KB) into the embedded store\n\n", len(demoCapture)/1024)
-			o := analyzeOptions{format: "jsonl", maxConns: reconstruct.DefaultMaxConnections, idle: defaultIdle, reader: "pcapgo", out: keep}
 			st, err := store.Open(ctx, "memory:", store.Options{Sensor: "demo"})
 			if err != nil {
 				return fmt.Errorf("demo: %w", err)
 			}
 			defer st.Close()
-			o.store = st
-			if err := runAnalyze(ctx, out, []string{path}, o); err != nil {
+			cfg := pipeline.DefaultConfig()
+			cfg.Files, cfg.OutDir, cfg.Store = []string{path}, keep, st
+			if err := runPipeline(ctx, out, cfg, false); err != nil {
 				return err
 			}
 			if ui.disabled {

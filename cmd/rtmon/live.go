@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rtmon/rtmon/capture"
-	"github.com/rtmon/rtmon/export"
+	"github.com/rtmon/rtmon/pipeline"
 	"github.com/rtmon/rtmon/web"
 )
 
@@ -60,31 +60,31 @@ store) and the web UI is served from the same process, with live charts
 	return cmd
 }
 
+// config adds the capture flags to analyze's.
+func (o liveOptions) config() (pipeline.Config, error) {
+	cfg, err := o.analyzeOptions.config()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Interfaces = o.ifaces
+	cfg.Capture = capture.LiveOptions{Filter: o.filter, SnapLen: o.snaplen, BufferSize: o.bufSize, Promiscuous: o.promisc, ImmediateMode: true}
+	return cfg, nil
+}
+
 func runLive(ctx context.Context, stdout io.Writer, o liveOptions) error {
-	cfg, err := o.trackerConfig()
+	cfg, err := o.config()
 	if err != nil {
 		return err
-	}
-	format, err := export.ParseFormat(o.format)
-	if err != nil {
-		return fmt.Errorf("--format: %w", err)
 	}
 	if o.duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
 	}
-	src, err := capture.OpenLive(ctx, o.ifaces, capture.LiveOptions{
-		Filter: o.filter, SnapLen: o.snaplen, BufferSize: o.bufSize, Promiscuous: o.promisc, ImmediateMode: true,
-	})
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	o.live = true
 	if o.ui.disabled {
-		return runPipeline(ctx, stdout, src, o.analyzeOptions, cfg, format)
+		return runPipeline(ctx, stdout, cfg, false)
 	}
+	// The UI reads the store the pipeline writes, so this command owns it.
 	if o.storeURL == "" {
 		o.storeURL = "memory:"
 	}
@@ -93,16 +93,15 @@ func runLive(ctx context.Context, stdout io.Writer, o liveOptions) error {
 		return err
 	}
 	defer st.Close()
-	o.store = st
-	o.feed = web.NewLiveFeed()
-	srv, err := o.ui.server(st, o.feed)
+	cfg.StoreURL, cfg.Store, cfg.Feed = "", st, web.NewLiveFeed()
+	srv, err := o.ui.server(st, cfg.Feed)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "rtmon UI on %s (live; Ctrl-C to stop)\n", srv.URL())
 	served := make(chan error, 1)
 	go func() { served <- srv.Run(ctx) }()
-	err = runPipeline(ctx, stdout, src, o.analyzeOptions, cfg, format)
+	err = runPipeline(ctx, stdout, cfg, false)
 	if serr := <-served; err == nil && serr != nil {
 		err = fmt.Errorf("web UI: %w", serr)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rtmon/rtmon/pageview"
+	"github.com/rtmon/rtmon/pipeline"
 	"github.com/rtmon/rtmon/reconstruct"
 	"github.com/rtmon/rtmon/store"
 	"github.com/rtmon/rtmon/web"
@@ -333,9 +334,9 @@ func (o whatifOptions) dataset(ctx context.Context) (*whatif.Dataset, error) {
 		return whatif.NewDataset(conns, txs, pvs)
 	case len(o.captures) > 0:
 		var rec recordCollector
-		ao := analyzeOptions{format: "jsonl", maxConns: reconstruct.DefaultMaxConnections, idle: defaultIdle,
-			reader: "pcapgo", classes: o.classesFile, sinks: []pageview.Sink{&rec}}
-		if err := runAnalyze(ctx, io.Discard, o.captures, ao); err != nil {
+		cfg := pipeline.DefaultConfig()
+		cfg.Files, cfg.ClassesFile, cfg.Sinks = o.captures, o.classesFile, []pageview.Sink{&rec}
+		if err := runPipeline(ctx, io.Discard, cfg, false); err != nil {
 			return nil, err
 		}
 		return whatif.NewDataset(rec.conns, rec.txs, rec.pvs)

@@ -1,0 +1,183 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/rtmon/rtmon/capture"
+	"github.com/rtmon/rtmon/export"
+	"github.com/rtmon/rtmon/pageview"
+	"github.com/rtmon/rtmon/reconstruct"
+	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/web"
+)
+
+// Pipeline moves packets from a source through reconstruction and
+// pageview grouping into the record outputs and the run's summaries. New
+// only checks the Config; Start opens everything and runs the packet loop
+// on its own goroutine; Wait (or Stop) collects the outcome.
+type Pipeline struct {
+	cfg     Config
+	classes *pageview.Classes
+
+	summary      *export.Summary
+	classSummary *pageview.ClassSummary
+
+	started bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+	err     error              // set before done closes
+	stored  *store.WriterStats // the store's counters after its final flush
+
+	snap snapshot
+}
+
+// ReadError is Wait's error when the input ended early: a truncated or
+// unreadable file, or a read interrupted by Stop or the context. Every
+// record read before it went to the outputs, which were closed normally,
+// and the summary lists it.
+type ReadError struct{ Err error }
+
+func (e *ReadError) Error() string { return "pipeline: input ended early: " + e.Err.Error() }
+func (e *ReadError) Unwrap() error { return e.Err }
+
+// New checks cfg and reads its classes file; it opens nothing else.
+func New(cfg Config) (*Pipeline, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	classes := pageview.DefaultClasses()
+	if cfg.ClassesFile != "" {
+		var err error
+		if classes, err = pageview.LoadClasses(cfg.ClassesFile); err != nil {
+			return nil, err
+		}
+	}
+	return &Pipeline{cfg: cfg, classes: classes, summary: export.NewSummary(),
+		classSummary: pageview.NewClassSummary(), done: make(chan struct{})}, nil
+}
+
+// Start opens the source and the outputs and starts the packet loop; it
+// returns once everything is open. The loop ends at the end of the input,
+// or when ctx ends or Stop is called.
+func (p *Pipeline) Start(ctx context.Context) error {
+	if p.started {
+		return errors.New("pipeline: started twice")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	src, err := p.openSource(ctx)
+	if err != nil {
+		cancel()
+		return err
+	}
+	outs, err := openOutputs(ctx, &p.cfg)
+	if err != nil {
+		src.Close()
+		cancel()
+		return err
+	}
+	p.started, p.cancel = true, cancel
+	p.snap.setStore(outs.store)
+	go p.run(ctx, src, outs)
+	return nil
+}
+
+func (p *Pipeline) openSource(ctx context.Context) (capture.Source, error) {
+	if p.cfg.live() {
+		return capture.OpenLive(ctx, p.cfg.Interfaces, p.cfg.Capture)
+	}
+	return capture.OpenFiles(p.cfg.Files, capture.FileOptions{Reader: p.cfg.FileReader})
+}
+
+// Wait waits for the loop to end and the outputs to be closed. Its error
+// is a *ReadError when only the input failed, else the first output
+// failure.
+func (p *Pipeline) Wait() error {
+	if !p.started {
+		return errors.New("pipeline: Wait before Start")
+	}
+	<-p.done
+	return p.err
+}
+
+// Done is closed when the loop has ended and the outputs are closed.
+func (p *Pipeline) Done() <-chan struct{} { return p.done }
+
+// Stop ends the input as Ctrl-C does (live capture ends normally, a file
+// read is interrupted), then waits as Wait does.
+func (p *Pipeline) Stop() error {
+	if !p.started {
+		return errors.New("pipeline: Stop before Start")
+	}
+	p.cancel()
+	return p.Wait()
+}
+
+// Summary is the run's summary: counts, component percentiles, input
+// counters and errors. Read it after Done.
+func (p *Pipeline) Summary() *export.Summary { return p.summary }
+
+// ClassSummary is the per-class table of the run. Read it after Done.
+func (p *Pipeline) ClassSummary() *pageview.ClassSummary { return p.classSummary }
+
+// StoreStats are the store's counters after its final flush; ok is false
+// without a store, or when the run failed before the flush.
+func (p *Pipeline) StoreStats() (ws store.WriterStats, ok bool) {
+	if p.stored == nil {
+		return store.WriterStats{}, false
+	}
+	return *p.stored, true
+}
+
+// WriteSummary writes the summary and the class table as rtmon analyze
+// prints them. Call it after Done.
+func (p *Pipeline) WriteSummary(w io.Writer) error {
+	p.summary.WriteText(w)
+	fmt.Fprintln(w)
+	if err := p.classSummary.WriteText(w); err != nil {
+		return fmt.Errorf("write summary: %w", err)
+	}
+	return nil
+}
+
+// Stats are the pipeline's health counters as the live page shows them;
+// safe to call at any time from any goroutine. They follow the packet loop
+// closely while a Feed is set.
+func (p *Pipeline) Stats() web.PipelineStats { return p.snap.get() }
+
+// run is the packet loop's goroutine: pump, drain the Grouper, close the
+// outputs, and say how it went.
+func (p *Pipeline) run(ctx context.Context, src capture.Source, outs *outputs) {
+	defer close(p.done)
+	defer p.cancel()
+	defer src.Close()
+	outputs := pageview.Tee{pageview.Records(p.summary), p.classSummary, outs.sink}
+	var grouperOut pageview.Sink = outputs
+	if p.cfg.Feed != nil {
+		grouperOut = p.cfg.Feed.Observe(outputs)
+	}
+	grouper := pageview.NewGrouper(p.cfg.Grouper, p.classes, grouperOut)
+	var trackerOut reconstruct.Sink = grouper
+	if p.cfg.Feed != nil {
+		// Count before the Grouper, which holds transactions for seconds:
+		// the live chart must follow traffic within 2 s. Classify first so
+		// the tap and the Grouper share one class lookup per record.
+		trackerOut = pageview.Classify(p.classes, p.cfg.Feed.Tap(grouper, nil))
+		go p.cfg.Feed.Run(ctx, 0, p.snap.get)
+	}
+	readErr := p.pump(ctx, src, reconstruct.NewTracker(p.cfg.Tracker, trackerOut))
+	grouper.Flush()
+	if p.cfg.live() && ctx.Err() != nil {
+		readErr = nil // stopping is how live input ends
+	}
+	if err := outs.finish(&p.stored); err != nil {
+		p.err = err
+		return
+	}
+	if readErr != nil {
+		p.summary.Errors = append(p.summary.Errors, readErr.Error())
+		p.err = &ReadError{Err: readErr}
+	}
+}

@@ -1,0 +1,94 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rtmon/rtmon/capture"
+	"github.com/rtmon/rtmon/reconstruct"
+	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/web"
+)
+
+// liveEvery is how many packets apart the loop refreshes the live page's
+// counters: fresh at any packet rate that matters.
+const liveEvery = 16
+
+// pump moves packets from src through the tracker until the input ends,
+// then flushes the tracker and fills the summary's input counters. The
+// returned error is a read error after which everything read before it was
+// processed.
+func (p *Pipeline) pump(ctx context.Context, src capture.Source, tracker *reconstruct.Tracker) error {
+	start := time.Now()
+	every := 0 // the tracker's default
+	if p.cfg.Feed != nil {
+		every = liveEvery
+	}
+	readErr := tracker.ReadFromEvery(src, every, func() error {
+		p.snap.set(src.Stats(), tracker.Stats())
+		if p.cfg.Progress != nil {
+			p.cfg.Progress(src.Progress())
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted: %w", ctx.Err())
+		}
+		return nil
+	})
+	p.snap.set(src.Stats(), tracker.Stats())
+	p.fillSummary(src.Stats(), tracker.Stats(), time.Since(start))
+	return readErr
+}
+
+func (p *Pipeline) fillSummary(st capture.Stats, tr reconstruct.Stats, elapsed time.Duration) {
+	s := p.summary
+	s.Elapsed = elapsed
+	s.Tracker = tr
+	s.Malformed = st.Decode.Map()
+	for _, src := range st.Sources {
+		s.Packets += src.Frames
+		s.Bytes += src.Bytes
+		if src.Live {
+			if s.CaptureDrops == nil {
+				s.CaptureDrops = map[string]uint64{}
+			}
+			s.CaptureDrops[src.Name+" dropped"] += src.Capture.Dropped
+			s.CaptureDrops[src.Name+" ifdropped"] += src.Capture.IfDropped
+		}
+	}
+}
+
+// snapshot hands the loop's counters to other goroutines (the live feed's,
+// Stats callers): the tracker and the source are not safe to read
+// concurrently, so the loop copies them here as it goes. The store's
+// counters, which take its lock, are read only when asked for.
+type snapshot struct {
+	mu    sync.Mutex
+	src   capture.Stats
+	tr    reconstruct.Stats
+	store Store
+}
+
+func (s *snapshot) setStore(st Store) {
+	s.mu.Lock()
+	s.store = st
+	s.mu.Unlock()
+}
+
+func (s *snapshot) set(src capture.Stats, tr reconstruct.Stats) {
+	s.mu.Lock()
+	s.src, s.tr = src, tr
+	s.mu.Unlock()
+}
+
+func (s *snapshot) get() web.PipelineStats {
+	s.mu.Lock()
+	src, tr, st := s.src, s.tr, s.store
+	s.mu.Unlock()
+	var ws store.WriterStats
+	if st != nil {
+		ws = st.Stats()
+	}
+	return web.StatsFrom(src, tr, ws)
+}
