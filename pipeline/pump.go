@@ -37,6 +37,9 @@ func (p *Pipeline) pump(ctx context.Context, src capture.Source, tracker *recons
 		return nil
 	})
 	p.snap.set(src.Stats(), tracker.Stats())
+	if p.cfg.Progress != nil {
+		p.cfg.Progress(src.Progress()) // the last report: all of it, or where it stopped
+	}
 	p.fillSummary(src.Stats(), tracker.Stats(), time.Since(start))
 	return readErr
 }
