@@ -61,3 +61,34 @@ func Example() {
 	// premium high: 1 pageview, 2 transactions, p50 500ms
 	// 1 HAR file
 }
+
+// ExampleClassify stamps records with their class before a stage that
+// must see it ahead of the Grouper; the Grouper keeps that class.
+func ExampleClassify() {
+	classes, err := pageview.ParseClasses([]byte("classes:\n  - {name: premium, priority: high, match: '198.51.100.0/24'}\n"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var seen []string
+	peek := peekSink{next: pageview.NewGrouper(pageview.Config{}, classes, pageview.Tee{}),
+		seen: func(tx *reconstruct.Transaction) { seen = append(seen, tx.Class+"/"+tx.Priority) }}
+	in := pageview.Classify(classes, peek)
+	in.Transaction(&reconstruct.Transaction{ID: "c1-0", Client: netip.MustParseAddr("198.51.100.7"), URL: "/"})
+	in.Transaction(&reconstruct.Transaction{ID: "c2-0", Client: netip.MustParseAddr("192.0.2.1"), URL: "/"})
+	fmt.Println(seen)
+	// Output:
+	// [premium/high default/low]
+}
+
+// peekSink looks at transactions on their way to the Grouper.
+type peekSink struct {
+	next reconstruct.Sink
+	seen func(*reconstruct.Transaction)
+}
+
+func (s peekSink) Connection(c *reconstruct.Connection) { s.next.Connection(c) }
+func (s peekSink) Transaction(t *reconstruct.Transaction) {
+	s.seen(t)
+	s.next.Transaction(t)
+}

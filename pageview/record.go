@@ -1,6 +1,3 @@
-// Package pageview groups transactions into pageviews (a container page and
-// its embedded objects, fetched over several connections) and assigns clients
-// to classes.
 package pageview
 
 import (
