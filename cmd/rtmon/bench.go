@@ -162,10 +162,6 @@ type benchInput struct {
 var txRe = regexp.MustCompile(`transactions (\d+)`)
 
 func runBench(ctx context.Context, stdout io.Writer, o benchOptions) error {
-	p, err := o.params()
-	if err != nil {
-		return err
-	}
 	tsharkSize, err := parseSize(o.tsharkSize)
 	if err != nil {
 		return fmt.Errorf("--tshark-size: %w", err)
@@ -174,36 +170,17 @@ func runBench(ctx context.Context, stdout io.Writer, o benchOptions) error {
 	if err != nil {
 		return fmt.Errorf("bench: finding the rtmon binary: %w", err)
 	}
-	if err := os.MkdirAll(o.dir, 0o755); err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	path := o.capturePath(p)
-	side, ok, err := bench.Reusable(path, p)
+	path, side, err := benchCapture(ctx, stdout, o, self)
 	if err != nil {
 		return err
-	}
-	if ok {
-		fmt.Fprintf(stdout, "reusing %s (%d packets, %.1f MB)\n", path, side.Packets, float64(side.Bytes)/1e6)
-	} else {
-		gen := exec.CommandContext(ctx, self, "bench", "--generate-only", "--size", o.size, "--dir", o.dir,
-			"--clients", strconv.Itoa(o.clients), "--seed", strconv.FormatInt(o.seed, 10),
-			"--syn-loss", fmt.Sprint(o.synLoss), "--synack-loss", fmt.Sprint(o.synackLoss), "--data-loss", fmt.Sprint(o.dataLoss))
-		gen.Stdout, gen.Stderr = os.Stderr, os.Stderr
-		if err := gen.Run(); err != nil {
-			return fmt.Errorf("bench: generating the capture: %w", err)
-		}
-		if side, ok, err = bench.Reusable(path, p); err != nil || !ok {
-			return fmt.Errorf("bench: generated capture %s has no matching sidecar (err %v)", path, err)
-		}
 	}
 	if !o.keep {
 		defer os.Remove(bench.SidecarPath(path))
 		defer os.Remove(path)
 	}
-
-	full := benchInput{label: "full " + o.size, path: path}
-	inputs := []*benchInput{&full}
-	tsharkIn := &full
+	full := &benchInput{label: "full " + o.size, path: path}
+	inputs := []*benchInput{full}
+	tsharkIn := full
 	if tsharkSize > 0 && tsharkSize < side.Bytes {
 		prefix := &benchInput{label: "prefix " + o.tsharkSize, path: strings.TrimSuffix(path, ".pcap") + "-prefix-" + o.tsharkSize + ".pcap"}
 		if prefix.info, err = bench.CutPrefixFile(prefix.path, path, tsharkSize); err != nil {
@@ -220,57 +197,122 @@ func runBench(ctx context.Context, stdout io.Writer, o benchOptions) error {
 			return err
 		}
 	}
+	r, err := newBenchRunner(ctx, stdout, o, self)
+	if err != nil {
+		return err
+	}
+	if err := r.runTools(inputs, full, tsharkIn); err != nil {
+		return err
+	}
+	if err := r.report(); err != nil {
+		return err
+	}
+	return benchConnMem(stdout, o)
+}
 
-	pin, env := "", []string(nil)
+// benchCapture reuses the capture in --dir made with the same parameters,
+// or generates it in a child process.
+func benchCapture(ctx context.Context, stdout io.Writer, o benchOptions, self string) (string, bench.Sidecar, error) {
+	p, err := o.params()
+	if err != nil {
+		return "", bench.Sidecar{}, err
+	}
+	if err := os.MkdirAll(o.dir, 0o755); err != nil {
+		return "", bench.Sidecar{}, fmt.Errorf("bench: %w", err)
+	}
+	path := o.capturePath(p)
+	side, ok, err := bench.Reusable(path, p)
+	if err != nil {
+		return "", bench.Sidecar{}, err
+	}
+	if ok {
+		fmt.Fprintf(stdout, "reusing %s (%d packets, %.1f MB)\n", path, side.Packets, float64(side.Bytes)/1e6)
+		return path, side, nil
+	}
+	gen := exec.CommandContext(ctx, self, "bench", "--generate-only", "--size", o.size, "--dir", o.dir,
+		"--clients", strconv.Itoa(o.clients), "--seed", strconv.FormatInt(o.seed, 10),
+		"--syn-loss", fmt.Sprint(o.synLoss), "--synack-loss", fmt.Sprint(o.synackLoss), "--data-loss", fmt.Sprint(o.dataLoss))
+	gen.Stdout, gen.Stderr = os.Stderr, os.Stderr
+	if err := gen.Run(); err != nil {
+		return "", bench.Sidecar{}, fmt.Errorf("bench: generating the capture: %w", err)
+	}
+	if side, ok, err = bench.Reusable(path, p); err != nil || !ok {
+		return "", bench.Sidecar{}, fmt.Errorf("bench: generated capture %s has no matching sidecar (err %v)", path, err)
+	}
+	return path, side, nil
+}
+
+// benchRunner times each tool as a pinned child under the same rusage
+// wrapper and collects the table's rows.
+type benchRunner struct {
+	ctx      context.Context
+	stdout   io.Writer
+	o        benchOptions
+	self     string
+	pin      string
+	env      []string
+	timeBin  string
+	floorKiB int64
+	rows     []bench.Row
+	notes    []string
+}
+
+func newBenchRunner(ctx context.Context, stdout io.Writer, o benchOptions, self string) (*benchRunner, error) {
+	r := &benchRunner{ctx: ctx, stdout: stdout, o: o, self: self}
 	if o.cpus > 0 {
 		if _, err := exec.LookPath("taskset"); err != nil {
-			return errors.New("bench: --cpus needs taskset (Debian package util-linux); use --cpus 0 to run unpinned")
+			return nil, errors.New("bench: --cpus needs taskset (Debian package util-linux); use --cpus 0 to run unpinned")
 		}
-		pin = "0"
+		r.pin = "0"
 		if o.cpus > 1 {
-			pin = fmt.Sprintf("0-%d", o.cpus-1)
+			r.pin = fmt.Sprintf("0-%d", o.cpus-1)
 		}
-		env = []string{"GOMAXPROCS=" + strconv.Itoa(o.cpus)}
+		r.env = []string{"GOMAXPROCS=" + strconv.Itoa(o.cpus)}
 	}
-	fmt.Fprintf(stdout, "pinning: %s; each figure is the fastest of %d runs (max RSS: the largest)\n", pinDesc(pin), max(o.runs, 1))
-
-	// Every tool runs under the same rusage wrapper; "true" under it gives
-	// the floor of the max RSS readings.
-	timeBin, _ := exec.LookPath("/usr/bin/time")
-	wrap := func(c bench.Command) bench.Command {
-		c.GNUTime, c.Via = timeBin, []string{self, "bench", "--measure"}
-		return c
-	}
-	floor, err := bench.Run(ctx, wrap(bench.Command{Argv: []string{"true"}}))
+	fmt.Fprintf(stdout, "pinning: %s; each figure is the fastest of %d runs (max RSS: the largest)\n", pinDesc(r.pin), max(o.runs, 1))
+	// "true" under the wrapper gives the floor of the max RSS readings.
+	r.timeBin, _ = exec.LookPath("/usr/bin/time")
+	floor, err := bench.Run(ctx, r.wrap(bench.Command{Argv: []string{"true"}}))
 	if err != nil {
-		return fmt.Errorf("bench: measuring the RSS floor: %w", err)
+		return nil, fmt.Errorf("bench: measuring the RSS floor: %w", err)
 	}
-	floorKiB := max(floor.MaxRSSKiB, floor.FloorKiB)
-	var rows []bench.Row
-	var notes []string
-	run := func(tool string, in *benchInput, argv []string, note func(bench.Measurement) string) error {
-		var m bench.Measurement
-		for i := range max(o.runs, 1) {
-			fmt.Fprintf(os.Stderr, "running %s on %s (%d/%d)...\n", tool, in.label, i+1, max(o.runs, 1))
-			mi, err := bench.Run(ctx, wrap(bench.Command{Argv: argv, Env: env, Pin: pin, KeepStdout: tool == "rtmon"}))
-			if err != nil {
-				return fmt.Errorf("bench: %s on %s: %w", tool, in.label, err)
-			}
-			if i == 0 || mi.Wall < m.Wall {
-				rss := max(m.MaxRSSKiB, mi.MaxRSSKiB)
-				m = mi
-				m.MaxRSSKiB = rss
-			} else {
-				m.MaxRSSKiB = max(m.MaxRSSKiB, mi.MaxRSSKiB)
-			}
+	r.floorKiB = max(floor.MaxRSSKiB, floor.FloorKiB)
+	return r, nil
+}
+
+func (r *benchRunner) wrap(c bench.Command) bench.Command {
+	c.GNUTime, c.Via = r.timeBin, []string{r.self, "bench", "--measure"}
+	return c
+}
+
+// run times one tool on one input: the fastest of --runs, with the largest
+// max RSS.
+func (r *benchRunner) run(tool string, in *benchInput, argv []string, note func(bench.Measurement) string) error {
+	var m bench.Measurement
+	runs := max(r.o.runs, 1)
+	for i := range runs {
+		fmt.Fprintf(os.Stderr, "running %s on %s (%d/%d)...\n", tool, in.label, i+1, runs)
+		mi, err := bench.Run(r.ctx, r.wrap(bench.Command{Argv: argv, Env: r.env, Pin: r.pin, KeepStdout: tool == "rtmon"}))
+		if err != nil {
+			return fmt.Errorf("bench: %s on %s: %w", tool, in.label, err)
 		}
-		r := bench.Row{Tool: tool, Input: in.label, Packets: in.info.Packets, Bytes: in.info.Bytes, Wall: m.Wall, MaxRSSKiB: m.MaxRSSKiB}
-		if note != nil {
-			r.Note = note(m)
+		if i == 0 || mi.Wall < m.Wall {
+			rss := max(m.MaxRSSKiB, mi.MaxRSSKiB)
+			m = mi
+			m.MaxRSSKiB = rss
+		} else {
+			m.MaxRSSKiB = max(m.MaxRSSKiB, mi.MaxRSSKiB)
 		}
-		rows = append(rows, r)
-		return nil
 	}
+	row := bench.Row{Tool: tool, Input: in.label, Packets: in.info.Packets, Bytes: in.info.Bytes, Wall: m.Wall, MaxRSSKiB: m.MaxRSSKiB}
+	if note != nil {
+		row.Note = note(m)
+	}
+	r.rows = append(r.rows, row)
+	return nil
+}
+
+func (r *benchRunner) runTools(inputs []*benchInput, full, tsharkIn *benchInput) error {
 	rtmonNote := func(m bench.Measurement) string {
 		if s := txRe.FindSubmatch(m.Stdout); s != nil {
 			return string(s[1]) + " transactions"
@@ -278,61 +320,72 @@ func runBench(ctx context.Context, stdout io.Writer, o benchOptions) error {
 		return ""
 	}
 	for _, in := range inputs {
-		if err := run("rtmon", in, []string{self, "analyze", "--progress=false", in.path}, rtmonNote); err != nil {
+		if err := r.run("rtmon", in, []string{r.self, "analyze", "--progress=false", in.path}, rtmonNote); err != nil {
 			return err
 		}
 	}
-	for _, tool := range o.tools {
+	for _, tool := range r.o.tools {
 		if _, err := exec.LookPath(tool); err != nil {
-			notes = append(notes, fmt.Sprintf("%s not installed: skipped", tool))
+			r.notes = append(r.notes, fmt.Sprintf("%s not installed: skipped", tool))
 			continue
 		}
+		var err error
 		switch tool {
 		case "tshark":
-			err = run("tshark", tsharkIn, []string{"tshark", "-r", tsharkIn.path, "-n", "-Y", "http.response", "-T", "fields",
+			err = r.run("tshark", tsharkIn, []string{"tshark", "-r", tsharkIn.path, "-n", "-Y", "http.response", "-T", "fields",
 				"-e", "frame.time_epoch", "-e", "http.time", "-e", "http.response_for.uri"},
 				func(m bench.Measurement) string { return fmt.Sprintf("%d http.response lines", m.Lines) })
 		case "tcpdump":
 			// Reading and rewriting every packet: the floor of libpcap I/O.
-			err = run("tcpdump", &full, []string{"tcpdump", "-r", full.path, "-w", "/dev/null"},
+			err = r.run("tcpdump", full, []string{"tcpdump", "-r", full.path, "-w", "/dev/null"},
 				func(bench.Measurement) string { return "read+write, no analysis" })
 		case "tcptrace":
 			// Per-connection TCP statistics (RTT, retransmissions), no HTTP.
-			err = run("tcptrace", &full, []string{"tcptrace", "-n", "-l", full.path},
+			err = r.run("tcptrace", full, []string{"tcptrace", "-n", "-l", full.path},
 				func(m bench.Measurement) string { return "TCP-level only (-n -l)" })
 		default:
-			notes = append(notes, fmt.Sprintf("unknown tool %q: skipped", tool))
+			r.notes = append(r.notes, fmt.Sprintf("unknown tool %q: skipped", tool))
 		}
 		if err != nil {
 			return err
 		}
 	}
-	bench.FillRatios(rows, "rtmon")
-	fmt.Fprintln(stdout)
-	if err := bench.WriteTable(stdout, rows); err != nil {
+	return nil
+}
+
+func (r *benchRunner) report() error {
+	bench.FillRatios(r.rows, "rtmon")
+	fmt.Fprintln(r.stdout)
+	if err := bench.WriteTable(r.stdout, r.rows); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\ntool/rtmon time: the tool's wall time over rtmon's on the same input (input column).\n"+
+	fmt.Fprintf(r.stdout, "\ntool/rtmon time: the tool's wall time over rtmon's on the same input (input column).\n"+
 		"max RSS: the tool's ru_maxrss; Linux starts it at the peak RSS of the process that started it,\n"+
-		"here %s (floor: %.1f MiB for \"true\"), so readings near the floor are upper bounds.\n", wrapperDesc(timeBin), float64(floorKiB)/1024)
-	summarize(stdout, rows)
-	for _, n := range notes {
-		fmt.Fprintln(stdout, "note:", n)
+		"here %s (floor: %.1f MiB for \"true\"), so readings near the floor are upper bounds.\n", wrapperDesc(r.timeBin), float64(r.floorKiB)/1024)
+	summarize(r.stdout, r.rows)
+	for _, n := range r.notes {
+		fmt.Fprintln(r.stdout, "note:", n)
 	}
+	return nil
+}
 
-	if o.connMem > 0 {
-		fmt.Fprintf(stdout, "\nheap per open connection (%d open at once, after GC; target < 1024 B):\n", o.connMem)
-		for _, s := range []bench.ConnState{bench.Handshake, bench.Idle, bench.MidResponse} {
-			pkts, err := bench.OpenConnectionPackets(o.dir, o.connMem, s)
-			if err != nil {
-				return err
-			}
-			m, err := bench.MeasureOpenConnections(pkts, s)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "  %-16s %7.0f B live  %7.0f B in-use spans  (%d connections)\n", s, m.LivePerConn, m.HeapPerConn, m.Connections)
+// benchConnMem measures the heap the connection table holds per open
+// connection.
+func benchConnMem(stdout io.Writer, o benchOptions) error {
+	if o.connMem <= 0 {
+		return nil
+	}
+	fmt.Fprintf(stdout, "\nheap per open connection (%d open at once, after GC; target < 1024 B):\n", o.connMem)
+	for _, s := range []bench.ConnState{bench.Handshake, bench.Idle, bench.MidResponse} {
+		pkts, err := bench.OpenConnectionPackets(o.dir, o.connMem, s)
+		if err != nil {
+			return err
 		}
+		m, err := bench.MeasureOpenConnections(pkts, s)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "  %-16s %7.0f B live  %7.0f B in-use spans  (%d connections)\n", s, m.LivePerConn, m.HeapPerConn, m.Connections)
 	}
 	return nil
 }
