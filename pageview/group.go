@@ -65,30 +65,27 @@ const (
 )
 
 func (c Config) withDefaults() Config {
-	def := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	defInt := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&c.Settle, DefaultSettle)
-	def(&c.IdleGap, DefaultIdleGap)
-	def(&c.Window, DefaultWindow)
-	def(&c.OrphanWait, DefaultOrphanWait)
-	def(&c.ConnWait, DefaultConnWait)
-	defInt(&c.MaxHeld, DefaultMaxHeld)
-	defInt(&c.MaxOpen, DefaultMaxOpen)
-	defInt(&c.MaxPerClient, DefaultMaxPerClient)
-	defInt(&c.MaxObjects, DefaultMaxObjects)
-	defInt(&c.MaxMembers, DefaultMaxMembers)
-	defInt(&c.MaxOrphans, DefaultMaxOrphans)
-	defInt(&c.MaxPending, DefaultMaxPending)
-	defInt(&c.MaxConnCache, DefaultMaxConnCache)
+	orDefault(&c.Settle, DefaultSettle)
+	orDefault(&c.IdleGap, DefaultIdleGap)
+	orDefault(&c.Window, DefaultWindow)
+	orDefault(&c.OrphanWait, DefaultOrphanWait)
+	orDefault(&c.ConnWait, DefaultConnWait)
+	orDefault(&c.MaxHeld, DefaultMaxHeld)
+	orDefault(&c.MaxOpen, DefaultMaxOpen)
+	orDefault(&c.MaxPerClient, DefaultMaxPerClient)
+	orDefault(&c.MaxObjects, DefaultMaxObjects)
+	orDefault(&c.MaxMembers, DefaultMaxMembers)
+	orDefault(&c.MaxOrphans, DefaultMaxOrphans)
+	orDefault(&c.MaxPending, DefaultMaxPending)
+	orDefault(&c.MaxConnCache, DefaultMaxConnCache)
 	return c
+}
+
+// orDefault sets a zero or negative setting to its default.
+func orDefault[T time.Duration | int](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // Stats counts what the Grouper did. Overflow counters say where a bound
