@@ -38,7 +38,7 @@ func (h *requestEvents) HeadersDone(m *http1.Message) {
 	st.tx.Referer = m.Referer
 	st.tx.UserAgent = m.UserAgent
 	st.tx.Accept = m.Accept
-	st.tx.SecFetchDest, st.tx.SecFetchMode = m.SecFetchDest, m.SecFetchMode
+	st.tx.SecFetchDest = m.SecFetchDest
 	if m.HeaderTooLarge {
 		st.tx.Flags |= FlagHeaderTooLarge
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // The flags are written without building a list of names; the bytes must
@@ -29,5 +30,13 @@ func TestFlagsMarshalAsNames(t *testing.T) {
 		if err := json.Unmarshal(got, &back); err != nil || back != f&(1<<len(flagNames)-1) {
 			t.Errorf("%#x: read back %#x, %v", uint32(f), uint32(back), err)
 		}
+	}
+}
+
+// Transactions are the records held by the thousand between the tracker
+// and the pageview stage; see the note at the end of Transaction.
+func TestTransactionSize(t *testing.T) {
+	if n := unsafe.Sizeof(Transaction{}); n > 512 {
+		t.Errorf("Transaction is %d bytes, over 512", n)
 	}
 }
