@@ -20,15 +20,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/rtmon/rtmon/pageview"
-	"github.com/rtmon/rtmon/reconstruct"
 	"github.com/rtmon/rtmon/store"
 	"github.com/rtmon/rtmon/whatif"
 )
@@ -45,16 +42,9 @@ type WhatIfOptions struct {
 	// from the classes file the capture was analyzed with. Unlisted classes
 	// are low priority (whatif.Options).
 	Priorities map[string]whatif.Priority
-	// MaxTransactions bounds the transactions read for one time range
-	// (default 200,000): the newest are kept and the page says so.
-	MaxTransactions int
-	// MaxConnectionLookups and ConnectionBudget bound the pageviews whose
-	// connections are read (default 20,000 lookups, 15 s). The store
-	// returns connections only with their pageview, so each costs a
-	// PageviewByID, which scans the transactions table. Pageviews whose
-	// handshakes show a loss are read first (see loadRecords).
-	MaxConnectionLookups int
-	ConnectionBudget     time.Duration
+	// Read bounds the records read for one time range (whatif.ReadLimits):
+	// past MaxTransactions the newest are kept and the page says so.
+	Read whatif.ReadLimits
 	// CacheTTL is how long the records of one time range are reused while
 	// the store takes new records, so editing rules does not re-read it
 	// (default 2 min; < 0: never). While the store writes nothing (a stored
@@ -68,7 +58,9 @@ type WhatIfOptions struct {
 // NewWhatIfHandler serves the what-if page at /whatif/ and its JSON API at
 // /whatif/api over st, for web.Config.WhatIf. It answers GET and HEAD only.
 func NewWhatIfHandler(st store.Store, o WhatIfOptions) http.Handler {
-	o.defaults()
+	if o.Title == "" {
+		o.Title = "rtmon"
+	}
 	if o.CacheTTL == 0 {
 		o.CacheTTL = 2 * time.Minute
 	}
@@ -76,22 +68,6 @@ func NewWhatIfHandler(st store.Store, o WhatIfOptions) http.Handler {
 		o.Logger = slog.Default()
 	}
 	return &whatIfHandler{st: st, o: o, items: map[string]*whatIfData{}}
-}
-
-// defaults fills the read bounds shared by the page and WhatIfRecords.
-func (o *WhatIfOptions) defaults() {
-	if o.Title == "" {
-		o.Title = "rtmon"
-	}
-	if o.MaxTransactions <= 0 {
-		o.MaxTransactions = 200_000
-	}
-	if o.MaxConnectionLookups <= 0 {
-		o.MaxConnectionLookups = 20_000
-	}
-	if o.ConnectionBudget <= 0 {
-		o.ConnectionBudget = 15 * time.Second
-	}
 }
 
 type whatIfHandler struct {
@@ -148,7 +124,7 @@ type WhatIfResponse struct {
 	Unit       string            `json:"unit"` // "pageview" or "transaction"
 	Units      int               `json:"units"`
 	Range      store.TimeRange   `json:"range"` // records read: [From, To)
-	Loaded     WhatIfLoaded      `json:"loaded"`
+	Loaded     whatif.Loaded     `json:"loaded"`
 	// Notes say what limits the answer (truncation, missing connections).
 	Notes      []string                   `json:"notes"`
 	Priorities map[string]whatif.Priority `json:"priorities"`
@@ -170,25 +146,6 @@ type WhatIfParseError struct {
 	Line    int    `json:"line"`
 	Col     int    `json:"col"`
 	Message string `json:"message"`
-}
-
-// WhatIfLoaded counts the records the evaluation read.
-type WhatIfLoaded struct {
-	Transactions int `json:"transactions"`
-	Pageviews    int `json:"pageviews"`
-	Connections  int `json:"connections"`
-	// Matching counts the transactions in the requested range; more than
-	// Transactions when Truncated.
-	Matching  int64 `json:"matching_transactions"`
-	Truncated bool  `json:"truncated"`
-	// ConnLookupsSkipped: pageviews whose connections were not read
-	// (MaxConnectionLookups, ConnectionBudget); NoConnection:
-	// fresh-connection transactions whose connection record is missing,
-	// LossyNoConnection those of them whose connect time shows a lost SYN
-	// or SYN/ACK (the SYN models and SPLICE leave them as measured).
-	ConnLookupsSkipped int `json:"conn_lookups_skipped"`
-	NoConnection       int `json:"no_connection"`
-	LossyNoConnection  int `json:"lossy_no_connection"`
 }
 
 // WhatIfCandidate is one standard candidate for the page's picker.
@@ -421,7 +378,7 @@ type whatIfData struct {
 	written int64 // store's Stats().Written when read
 	ds      *whatif.Dataset
 	rng     store.TimeRange
-	loaded  WhatIfLoaded
+	loaded  whatif.Loaded
 	notes   []string
 
 	group singleflight.Group
@@ -485,189 +442,15 @@ func (h *whatIfHandler) load(ctx context.Context, rp rangeParams) (*whatIfData, 
 		return nil, rangeError{err}
 	}
 	d := &whatIfData{at: time.Now(), written: h.st.Stats().Written, ranks: map[string][]whatif.Ranked{}}
-	lim := loadLimits{transactions: h.o.MaxTransactions, lookups: h.o.MaxConnectionLookups, budget: h.o.ConnectionBudget}
-	conns, txs, pvs, err := loadRecords(ctx, h.st, rng, lim, &d.loaded, &rng)
+	recs, err := whatif.ReadStore(ctx, h.st, rng, h.o.Read)
 	if err != nil {
 		return nil, err
 	}
-	d.rng = rng
-	if d.ds, err = whatif.NewDataset(conns, txs, pvs); err != nil {
-		return nil, fmt.Errorf("whatif dataset: %w", err)
+	if d.ds, err = recs.Dataset(); err != nil {
+		return nil, err
 	}
-	l := d.loaded
-	if l.Truncated {
-		d.notes = append(d.notes, fmt.Sprintf("Only the newest %d of the %d transactions in this range were read (from %s UTC): choose a shorter range to see all.",
-			l.Transactions, l.Matching, time.Unix(0, rng.From).UTC().Format("2006-01-02 15:04:05")))
-	}
-	if l.ConnLookupsSkipped > 0 {
-		d.notes = append(d.notes, fmt.Sprintf("Connections of %d pageviews were not read (at most %d lookups in %v; those whose handshakes show a loss first).",
-			l.ConnLookupsSkipped, h.o.MaxConnectionLookups, h.o.ConnectionBudget))
-	}
-	if l.NoConnection > 0 {
-		d.notes = append(d.notes, fmt.Sprintf("%d transactions opened a connection whose record was not read (%d of them with a lost SYN or SYN/ACK): FAST SYN, FAST SYN/ACK and SPLICE leave them as measured, REWRITE EMBEDS assumes a 1460-byte MSS.",
-			l.NoConnection, l.LossyNoConnection))
-	}
+	d.rng, d.loaded, d.notes = recs.Range, recs.Loaded, recs.Notes()
 	return d, nil
-}
-
-// searchPage is the store's largest search page.
-const searchPage = 10000
-
-// loadRecords reads the records of rng through the public Store API: the
-// newest limit transactions (Search pages), the pageviews from the oldest of
-// them on, and, for every pageview with a transaction that opened a
-// connection, that pageview's connections (the store returns connections
-// only with their pageview). When transactions are cut, *rng is narrowed to
-// what was read, so pageviews and transactions cover the same span. Records
-// come back ordered by start time, then id.
-func loadRecords(ctx context.Context, st store.Store, rng store.TimeRange, lim loadLimits, info *WhatIfLoaded, out *store.TimeRange) (
-	[]*reconstruct.Connection, []*reconstruct.Transaction, []*pageview.Pageview, error) {
-	limit := lim.transactions
-	var txs []*reconstruct.Transaction
-	seen := map[string]bool{}
-	for off := 0; ; off += searchPage {
-		res, err := st.Search(ctx, store.SearchQuery{Kind: store.Transactions, Range: rng, Offset: off, Limit: searchPage})
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("whatif: reading transactions: %w", err)
-		}
-		if off == 0 {
-			info.Matching = res.Total
-		}
-		for _, t := range res.Transactions {
-			if !seen[t.ID] {
-				seen[t.ID] = true
-				txs = append(txs, t)
-			}
-		}
-		if len(res.Transactions) < searchPage || len(txs) >= limit || int64(off+searchPage) >= res.Total {
-			break
-		}
-	}
-	// (On a live store new records shift the pages while they are read;
-	// the few that are seen twice or missed then are not a truncation.)
-	if len(txs) >= limit && info.Matching > int64(limit) {
-		// Newest first: keep the newest limit, then drop the oldest start
-		// time's records, which the cut may have split.
-		info.Truncated = true
-		if len(txs) > limit {
-			txs = txs[:limit]
-		}
-		cut := txs[len(txs)-1].Start
-		for len(txs) > 0 && txs[len(txs)-1].Start == cut {
-			txs = txs[:len(txs)-1]
-		}
-		rng.From = cut + 1
-	}
-	var pvs []*pageview.Pageview
-	clear(seen)
-	for off := 0; ; off += searchPage {
-		res, err := st.Search(ctx, store.SearchQuery{Kind: store.Pageviews, Range: rng, Offset: off, Limit: searchPage})
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("whatif: reading pageviews: %w", err)
-		}
-		for _, p := range res.Pageviews {
-			if !seen[p.ID] {
-				seen[p.ID] = true
-				pvs = append(pvs, p)
-			}
-		}
-		if len(res.Pageviews) < searchPage || len(pvs) >= limit || int64(off+searchPage) >= res.Total {
-			break
-		}
-	}
-	// Connections: only a transaction that opened its connection (Tconn >
-	// 0) needs the record (its SYN and SYN/ACK times); the others would
-	// lend only their MSS, for which the model has a default. Pageviews
-	// with a lossy handshake come first: there the SYN models act.
-	need := map[string]bool{}
-	for _, t := range txs {
-		if t.Tconn > 0 && t.PageviewID != "" {
-			need[t.PageviewID] = need[t.PageviewID] || lossyHandshake(t)
-		}
-	}
-	var lookups []string
-	for _, lossy := range []bool{true, false} {
-		for _, p := range pvs { // newest first
-			if l, ok := need[p.ID]; ok && l == lossy {
-				if len(lookups) == lim.lookups {
-					info.ConnLookupsSkipped++
-					continue
-				}
-				lookups = append(lookups, p.ID)
-			}
-		}
-	}
-	details := make([]*store.PageviewDetail, len(lookups))
-	var skipped atomic.Int64
-	deadline := time.Now().Add(lim.budget)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(2, runtime.GOMAXPROCS(0)))
-	for i, id := range lookups {
-		g.Go(func() error {
-			if time.Now().After(deadline) {
-				skipped.Add(1)
-				return nil
-			}
-			d, err := st.PageviewByID(gctx, id)
-			if err != nil {
-				return fmt.Errorf("whatif: connections of pageview %s: %w", id, err)
-			}
-			details[i] = d
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, nil, nil, err
-	}
-	info.ConnLookupsSkipped += int(skipped.Load())
-	var conns []*reconstruct.Connection
-	connSeen := map[string]bool{}
-	for _, d := range details {
-		if d == nil {
-			continue // over the budget
-		}
-		for _, c := range d.Connections {
-			if !connSeen[c.ID] {
-				connSeen[c.ID] = true
-				conns = append(conns, c)
-			}
-		}
-	}
-	for _, t := range txs {
-		if t.Tconn > 0 && !connSeen[t.ConnectionID] {
-			info.NoConnection++
-			if lossyHandshake(t) {
-				info.LossyNoConnection++
-			}
-		}
-	}
-	// A fixed order makes the replay independent of the store's paging
-	// (units starting together are taken in input order).
-	slices.SortFunc(txs, func(a, b *reconstruct.Transaction) int {
-		return cmp.Or(cmp.Compare(a.Start, b.Start), strings.Compare(a.ID, b.ID))
-	})
-	slices.SortFunc(pvs, func(a, b *pageview.Pageview) int {
-		return cmp.Or(cmp.Compare(a.Start, b.Start), strings.Compare(a.ID, b.ID))
-	})
-	slices.SortFunc(conns, func(a, b *reconstruct.Connection) int {
-		return cmp.Or(cmp.Compare(a.FirstSeen, b.FirstSeen), strings.Compare(a.ID, b.ID))
-	})
-	info.Transactions, info.Pageviews, info.Connections = len(txs), len(pvs), len(conns)
-	*out = rng
-	return conns, txs, pvs, nil
-}
-
-type loadLimits struct {
-	transactions, lookups int
-	budget                time.Duration
-}
-
-// lossyHandshake guesses from a transaction alone that its connection's
-// handshake lost a SYN or SYN/ACK: the connect time exceeds the client RTT
-// by more than the shortest retransmission timeout (200 ms) can explain
-// otherwise. An unknown RTT counts as lossy, so it is read early.
-func lossyHandshake(t *reconstruct.Transaction) bool {
-	return t.RTTClient <= 0 || t.Tconn-t.RTTClient > int64(150*time.Millisecond)
 }
 
 // rank ranks singles (and their pairs, up to maxPairSingles singles) once
@@ -744,19 +527,4 @@ func rankParallel(ds *whatif.Dataset, cands [][]whatif.Rule, opts whatif.Options
 		return cmp.Or(strings.Compare(a.Class, b.Class), cmp.Compare(b.Gain, a.Gain), cmp.Compare(a.Cost, b.Cost))
 	})
 	return out, nil
-}
-
-// WhatIfRecords reads a time range's records from st for a what-if replay
-// outside the UI (rtmon whatif --store), with the page's bounds: at most
-// maxTransactions (the newest; 0: 200,000) and the same connection-lookup
-// budget, so the CLI and the page replay the same data.
-func WhatIfRecords(ctx context.Context, st store.Store, rng store.TimeRange, maxTransactions int) (
-	[]*reconstruct.Connection, []*reconstruct.Transaction, []*pageview.Pageview, WhatIfLoaded, error) {
-	var o WhatIfOptions
-	o.MaxTransactions = maxTransactions
-	o.defaults()
-	var info WhatIfLoaded
-	conns, txs, pvs, err := loadRecords(ctx, st, rng, loadLimits{transactions: o.MaxTransactions,
-		lookups: o.MaxConnectionLookups, budget: o.ConnectionBudget}, &info, &rng)
-	return conns, txs, pvs, info, err
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
 	"github.com/rtmon/rtmon/store"
-	"github.com/rtmon/rtmon/web"
 	"github.com/rtmon/rtmon/whatif"
 )
 
@@ -323,14 +322,14 @@ func (o whatifOptions) dataset(ctx context.Context) (*whatif.Dataset, error) {
 			return nil, fmt.Errorf("--store %s: %w", o.storeURL, err)
 		}
 		defer st.Close()
-		conns, txs, pvs, info, err := web.WhatIfRecords(ctx, st, store.TimeRange{}, o.maxTx)
+		recs, err := whatif.ReadStore(ctx, st, store.TimeRange{}, whatif.ReadLimits{MaxTransactions: o.maxTx})
 		if err != nil {
 			return nil, err
 		}
-		if info.Truncated {
-			slog.Warn("whatif: read only the newest transactions", "read", info.Transactions, "matching", info.Matching)
+		if recs.Loaded.Truncated {
+			slog.Warn("whatif: read only the newest transactions", "read", recs.Loaded.Transactions, "matching", recs.Loaded.Matching)
 		}
-		return whatif.NewDataset(conns, txs, pvs)
+		return recs.Dataset()
 	case len(o.captures) > 0:
 		var rec recordCollector
 		ao := analyzeOptions{format: "jsonl", maxConns: reconstruct.DefaultMaxConnections, idle: defaultIdle,
