@@ -204,6 +204,10 @@ type TruthRecord struct {
 	UpstreamLost    int  // copies of request segments lost before the capture point (late spurious ones included)
 	Reordered       bool // the request's first segment reached the capture point behind later ones
 	LostACKs        int  // client pure ACKs of this response lost before the capture point
+	// WindowRestart (NewConn only): the transfer time the server lost by
+	// starting this response with a window of one segment, as Linux does
+	// after more than one SYN/ACK retransmission (tcp_init_transfer).
+	WindowRestart int64
 	// HandshakeACKLost (NewConn only): the handshake's ACK was lost; the
 	// first request completed the handshake at the server.
 	HandshakeACKLost bool
@@ -569,6 +573,10 @@ type pconn struct {
 	hsAck      int64
 	crto, srto rtoEst    // the client's and the server's retransmission timers
 	hadData    bool      // the server has had data: its quickack mode is over
+	// restart: the server retransmitted its SYN/ACK more than once, so its
+	// first response starts with a window of one segment (Linux
+	// tcp_init_transfer, RFC 5681 3.1).
+	restart bool
 	tail       *tailLoss // the last response's final ACK was lost
 	closeAt    int64     // planned keep-alive close (no-Referer clients)
 	closed     bool
@@ -622,6 +630,7 @@ func (g *gen) open(cl *client, srv netip.AddrPort, tc int64) *pconn {
 		}
 		pc.ready = capSA + pc.d
 		pc.lastCap = capSA + 2*pc.d
+		pc.restart = pc.synacks > 2
 		pc.free = pc.ready
 		if g.ext {
 			// The client's RTT sample comes from the SYN/ACK's timestamp
@@ -668,6 +677,23 @@ func (g *gen) exchange(pc *pconn, req, head []byte, bodyLen int, srvTime int64) 
 	return tr
 }
 
+// sendSpan is the time from a response's first segment to its last
+// segment's first transmission when slow start begins at cwnd segments and
+// nothing is lost: the schedule respond follows.
+func sendSpan(nseg, cwnd int, rtt int64) int64 {
+	var seg int
+	var round int64
+	for {
+		n := min(cwnd, nseg-seg)
+		if seg+n >= nseg {
+			return round + int64(n-1)*int64(segGap)
+		}
+		seg += n
+		round = max(round+rtt, round+int64(n)*int64(segGap))
+		cwnd *= 2
+	}
+}
+
 // respond plans a response of total bytes (head, then body or filler when
 // body is nil) whose first byte leaves at respStart, and the client's ACKs;
 // it fills tr's response fields and End. rec is tr's index in g.recs
@@ -706,6 +732,10 @@ func (g *gen) respond(pc *pconn, tr *TruthRecord, rec int, head, body []byte, to
 	}
 	lastTx := respStart
 	cwnd, seg, round := initCwnd, 0, respStart
+	if pc.restart {
+		pc.restart, cwnd = false, 1
+		tr.WindowRestart = sendSpan(nseg, 1, rtt) - sendSpan(nseg, initCwnd, rtt)
+	}
 	for seg < nseg {
 		n := min(cwnd, nseg-seg)
 		for i := range n {

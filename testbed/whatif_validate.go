@@ -38,10 +38,11 @@ package testbed
 //     connection, as it dropped the client's in the baseline.
 //
 // What the comparison shows about the models (numbers in the report of
-// issue 6): FAST SYN/ACK is predicted about one RTT slow, because a server
-// that retransmitted its SYN/ACK starts the connection with a congestion
-// window of one segment (RFC 6298 5.7, Linux tcp_init_transfer), which the
-// measured transfer carries and the appliance's copy avoids; SPLICE is
+// issue 6): FAST SYN/ACK was predicted about one RTT slow until the model
+// learnt that a server that retransmitted its SYN/ACK twice starts the
+// connection with a congestion window of one segment (Linux
+// tcp_init_transfer), which the measured transfer carries and the
+// appliance's copy avoids; SPLICE is
 // predicted about one RTT fast, because the model starts the splicer's
 // server connection at the client's first SYN while a splicer can start it
 // only once the client's handshake completed.

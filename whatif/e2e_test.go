@@ -86,7 +86,7 @@ func TestEndToEndFastSYN(t *testing.T) {
 	for _, x := range recs.txs {
 		txByID[x.ID] = x
 	}
-	var synOnly, mixed, total int64
+	var synOnly, mixed, total, restarts int64
 	for i, u := range both.Units {
 		x := txByID[u.ID]
 		tr, ok := byKey[truthKey{netip.AddrPortFrom(x.Client, x.ClientPort), x.RequestFirst}]
@@ -95,9 +95,10 @@ func TestEndToEndFastSYN(t *testing.T) {
 		}
 		want := int64(0)
 		if tr.NewConn {
-			want = injected(tr.SYNs, gap)
+			want = injected(tr.SYNs, gap) + tr.WindowRestart
+			restarts += b2i(tr.WindowRestart > 0)
 		}
-		if got := u.Measured - u.Predicted; got != want {
+		if got := u.Measured - u.Predicted; !closeSaving(got, want, tr.WindowRestart) {
 			t.Errorf("%s (%d SYNs, %d SYN/ACKs): FAST SYN+SYN/ACK saves %d, want %d", u.ID, tr.SYNs, tr.SYNACKs, got, want)
 		}
 		total += want
@@ -116,8 +117,9 @@ func TestEndToEndFastSYN(t *testing.T) {
 			mixed++
 		}
 	}
-	if synOnly == 0 || mixed == 0 {
-		t.Fatalf("workload too small: SYN-only saving %d, connections with SYN/ACK losses %d", synOnly, mixed)
+	if synOnly == 0 || mixed == 0 || restarts == 0 {
+		t.Fatalf("workload too small: SYN-only saving %d, connections with SYN/ACK losses %d, window restarts %d",
+			synOnly, mixed, restarts)
 	}
 	t.Logf("%d transactions; injected waits recovered: %v (SYN-only %v)", len(truth), time.Duration(total), time.Duration(synOnly))
 
@@ -140,8 +142,8 @@ func TestEndToEndFastSYN(t *testing.T) {
 	for _, u := range res.Units {
 		if want, ok := containerOnly[u.ID]; ok {
 			checked++
-			if got := u.Measured - u.Predicted; got != want {
-				t.Errorf("pageview %s: saves %d, want %d", u.ID, got, want)
+			if got := u.Measured - u.Predicted; !closeSaving(got, want.wait+want.restart, want.restart) {
+				t.Errorf("pageview %s: saves %d, want %d", u.ID, got, want.wait+want.restart)
 			}
 		}
 		if u.Predicted > u.Measured {
@@ -161,7 +163,7 @@ func TestEndToEndFastSYN(t *testing.T) {
 // generator's pageview ids (setting PageviewID as the pageview stage does);
 // containerOnly maps pageviews whose SYN losses
 // were all on the container's connection to the expected saving.
-func truthPageviews(t *testing.T, recs *collector, truth []synth.TruthRecord) ([]*pageview.Pageview, map[string]int64) {
+func truthPageviews(t *testing.T, recs *collector, truth []synth.TruthRecord) ([]*pageview.Pageview, map[string]saving) {
 	t.Helper()
 	byKey := map[truthKey]*reconstruct.Transaction{}
 	for _, x := range recs.txs {
@@ -170,6 +172,7 @@ func truthPageviews(t *testing.T, recs *collector, truth []synth.TruthRecord) ([
 	pvByID := map[uint64]*pageview.Pageview{}
 	var pvs []*pageview.Pageview
 	losses := map[uint64][2]int64{} // container saving, other connections' losses
+	restart := map[uint64]int64{}   // the container's window restart
 	for _, r := range truth {
 		x := byKey[truthKey{r.Client, r.ReqFirstCap}]
 		if x == nil {
@@ -190,18 +193,42 @@ func truthPageviews(t *testing.T, recs *collector, truth []synth.TruthRecord) ([
 		if r.NewConn && r.SYNs > 1 {
 			if r.Container {
 				l[0] = injected(r.SYNs, int64(200*time.Millisecond))
+				restart[r.PageviewID] = r.WindowRestart
 			} else {
 				l[1]++
 			}
 		}
 		losses[r.PageviewID] = l
 	}
-	containerOnly := map[string]int64{}
+	containerOnly := map[string]saving{}
 	for id, p := range pvByID {
 		p.Total = p.End - p.Start
 		if l := losses[id]; l[0] > 0 && l[1] == 0 {
-			containerOnly[p.ID] = l[0]
+			containerOnly[p.ID] = saving{wait: l[0], restart: restart[id]}
 		}
 	}
 	return pvs, containerOnly
+}
+
+// saving is what FAST SYN and FAST SYN/ACK must save a pageview: the
+// handshake waits and the container's window restart.
+type saving struct{ wait, restart int64 }
+
+// closeSaving: a saving without a window restart is exact; the restart the
+// generator timed from its own send schedule, which spaces segments
+// serially (segGap in synth), while the model counts round trips, so the
+// two may differ by a few microseconds per segment: 1 ms covers a
+// response of 80 segments.
+func closeSaving(got, want, restart int64) bool {
+	if restart == 0 {
+		return got == want
+	}
+	return max(got-want, want-got) <= int64(time.Millisecond)
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -98,8 +98,55 @@ func fastSave(waits []int64, gap int64) int64 {
 	return s
 }
 
+// slowStartRounds is the round trips slow start takes to send n segments
+// from a window of w, the window doubling each round (an ACK per segment,
+// as a client in quick-ACK mode at a connection's start sends them).
+func slowStartRounds(n, w int64) int64 {
+	var r int64
+	for sent := int64(0); sent < n; r++ {
+		sent += w
+		w *= 2
+	}
+	return r
+}
+
+// responseMSS is the response payload per segment: the client's MSS, or
+// defaultMSS when the capture missed it.
+func responseMSS(c *reconstruct.Connection) int64 {
+	if c != nil && c.MSSClient > 0 {
+		return int64(c.MSSClient)
+	}
+	return defaultMSS
+}
+
+// restartSave is the transfer time FAST SYN/ACK saves a fresh connection's
+// first response besides the handshake wait. A server that retransmitted
+// its SYN/ACK more than once starts the transfer with a window of one
+// segment (RFC 5681 3.1; Linux tcp_init_transfer, which forgives a single
+// retransmission since RFC 6298's 1 s initial RTO); the appliance's copy,
+// answered before the server's timer fires again, spares those
+// retransmissions, so the response leaves at the initial window. The
+// saving is the rounds that window spares at the client's RTT, at most
+// the measured transfer time. The server's timer backs off (T, then 2T
+// more), so the copy spares the second retransmission when the client's
+// ACK to it arrives within 3T of the first SYN/ACK.
+func restartSave(ti *txInfo, gap int64) int64 {
+	c, t := ti.conn, ti.tx
+	a := c.SYNACKTimes
+	if !ti.fresh || len(a) < 3 || (c.Established > 0 && a[2] > c.Established) {
+		return 0
+	}
+	if timer := a[1] - a[0]; timer <= 0 || gap+c.RTTClient+c.RTTServer >= 3*timer {
+		return 0
+	}
+	seg := responseMSS(c)
+	n := (t.ResponseBytes + seg - 1) / seg
+	rounds := slowStartRounds(n, 1) - slowStartRounds(n, initCwnd)
+	return min(rounds*t.RTTClient, t.Ttransfer)
+}
+
 // connEffect is the change a fresh connection's first transaction sees:
-// connect time saved and server time added. SPLICE (see its Assumptions):
+// time saved (connect, and transfer for FAST SYN/ACK) and server time added. SPLICE (see its Assumptions):
 // the client's connect time becomes its RTT plus the SYN/ACK waits it still
 // suffers; the server accepts the splicer's connection when it accepted the
 // client's (earlier by the FAST SYN saving), and the request waits for that.
@@ -110,12 +157,14 @@ func connEffect(ti *txInfo, a *active) (tconnSave, serverAdd int64) {
 	if a.fastSYN > 0 && !a.halt {
 		synSave = fastSave(syn, a.fastSYN)
 	}
+	var windowSave int64
 	if a.fastSYNACK > 0 {
 		ackSave = fastSave(synack, a.fastSYNACK)
+		windowSave = restartSave(ti, a.fastSYNACK)
 	}
 	tconnSave = synSave + ackSave
 	if !a.splice {
-		return min(tconnSave, t.Tconn), 0
+		return min(tconnSave, t.Tconn) + windowSave, 0
 	}
 	var synackLeft, synWait int64
 	for _, w := range synack {
@@ -135,7 +184,7 @@ func connEffect(ti *txInfo, a *active) (tconnSave, serverAdd int64) {
 	if wait := ready - (t.RequestLast - tconnSave); wait > 0 {
 		serverAdd = wait
 	}
-	return tconnSave, serverAdd
+	return tconnSave + windowSave, serverAdd
 }
 
 // Slow-start transfer model parameters.
@@ -190,10 +239,7 @@ func fitRate(n, mss, rtt int64, measured float64) float64 {
 // ratio of its size (the REWRITE EMBEDS model); at most the measured transfer.
 func rewriteSave(ti *txInfo, ratio float64) int64 {
 	t := ti.tx
-	mss := int64(defaultMSS)
-	if ti.conn != nil && ti.conn.MSSClient > 0 {
-		mss = int64(ti.conn.MSSClient)
-	}
+	mss := responseMSS(ti.conn)
 	old := t.ResponseBytes
 	if old < t.BodyBytes {
 		old = t.BodyBytes

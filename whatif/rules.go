@@ -251,7 +251,10 @@ func (a Action) Assumptions() string {
 	case FastSYNACK:
 		return "Every wait for a lost SYN/ACK (a client SYN retransmission after a SYN/ACK, or a server SYN/ACK " +
 			"retransmission) shrinks to " + formatDuration(a.Gap) + "; the number of attempts is unchanged. " +
-			"Later work on the connection and in the pageview shifts earlier by the saving."
+			"A server that retransmitted its SYN/ACK more than once started the first response with a window " +
+			"of one segment (Linux, RFC 5681); the front end's copy spares those retransmissions, so that " +
+			"response's transfer loses the extra slow-start rounds (at the client's RTT, at most its measured " +
+			"transfer). Later work on the connection and in the pageview shifts earlier by the saving."
 	case Splice:
 		return "The splicer answers the client's SYN itself: the client's connect time becomes one client RTT " +
 			"plus any SYN/ACK losses on the client path (kept as measured). SYN waits caused by the server " +
