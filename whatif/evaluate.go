@@ -1,6 +1,7 @@
 package whatif
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -67,17 +68,12 @@ var DefaultEdges = func() []int64 {
 }()
 
 func (o Options) withDefaults() (Options, error) {
-	if o.Window == 0 {
-		o.Window = 30 * time.Second
-	}
-	if o.Window < time.Second || o.Window > time.Hour {
-		return o, fmt.Errorf("whatif: window %v outside 1s..1h", o.Window)
-	}
-	if o.WindowSamples == 0 {
-		o.WindowSamples = 4096
-	}
-	if o.WindowSamples < 1 || o.WindowSamples > 65536 {
-		return o, fmt.Errorf("whatif: window samples %d outside 1..65536", o.WindowSamples)
+	// Checked in field order, so the first bad field is the one reported.
+	if err := cmp.Or(
+		defaultIn(&o.Window, 30*time.Second, time.Second, time.Hour, "window %v outside 1s..1h"),
+		defaultIn(&o.WindowSamples, 4096, 1, 65536, "window samples %d outside 1..65536"),
+	); err != nil {
+		return o, err
 	}
 	switch o.Stat {
 	case "":
@@ -92,23 +88,12 @@ func (o Options) withDefaults() (Options, error) {
 	if len(o.Edges) == 0 || len(o.Edges) > 1000 || !slices.IsSorted(o.Edges) {
 		return o, fmt.Errorf("whatif: histogram edges: want 1..1000 ascending values")
 	}
-	if o.SYNTimeout == 0 {
-		o.SYNTimeout = 3 * time.Second
-	}
-	if o.SYNTimeout < time.Millisecond || o.SYNTimeout > time.Minute {
-		return o, fmt.Errorf("whatif: SYN timeout %v outside 1ms..1m", o.SYNTimeout)
-	}
-	if o.SYNAttempts == 0 {
-		o.SYNAttempts = 3
-	}
-	if o.SYNAttempts < 1 || o.SYNAttempts > 10 {
-		return o, fmt.Errorf("whatif: SYN attempts %d outside 1..10", o.SYNAttempts)
-	}
-	if o.Passes == 0 {
-		o.Passes = 4
-	}
-	if o.Passes < 1 || o.Passes > 10 {
-		return o, fmt.Errorf("whatif: passes %d outside 1..10", o.Passes)
+	if err := cmp.Or(
+		defaultIn(&o.SYNTimeout, 3*time.Second, time.Millisecond, time.Minute, "SYN timeout %v outside 1ms..1m"),
+		defaultIn(&o.SYNAttempts, 3, 1, 10, "SYN attempts %d outside 1..10"),
+		defaultIn(&o.Passes, 4, 1, 10, "passes %d outside 1..10"),
+	); err != nil {
+		return o, err
 	}
 	for c, p := range o.Priorities {
 		if p != High && p != Low {
@@ -116,6 +101,18 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	}
 	return o, nil
+}
+
+// defaultIn sets a zero *v to def and checks that it lies in [lo, hi];
+// msg formats the error with the value.
+func defaultIn[T int | time.Duration](v *T, def, lo, hi T, msg string) error {
+	if *v == 0 {
+		*v = def
+	}
+	if *v < lo || *v > hi {
+		return fmt.Errorf("whatif: "+msg, *v)
+	}
+	return nil
 }
 
 // Distribution summarises response times (ns). Counts[i] counts values in

@@ -1,6 +1,7 @@
 package whatif
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -60,13 +61,7 @@ func (d *Dataset) Rank(candidates [][]Rule, opts Options) ([]Ranked, error) {
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Ranked) int {
-		if c := strings.Compare(a.Class, b.Class); c != 0 {
-			return c
-		}
-		if a.Gain != b.Gain {
-			return cmp64(b.Gain, a.Gain)
-		}
-		return cmp64(a.Cost, b.Cost)
+		return cmp.Or(strings.Compare(a.Class, b.Class), cmp.Compare(b.Gain, a.Gain), cmp.Compare(a.Cost, b.Cost))
 	})
 	return out, nil
 }
