@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -15,6 +16,26 @@ const (
 	High Priority = "high"
 	Low  Priority = "low"
 )
+
+// ParsePriority reads one "class=high" or "class=low" (case-insensitive
+// priority, spaces around either side ignored), as --priority and the
+// page's priority= parameter write them.
+func ParsePriority(pair string) (class string, p Priority, err error) {
+	name, prio, ok := strings.Cut(pair, "=")
+	name = strings.TrimSpace(name)
+	switch strings.ToLower(strings.TrimSpace(prio)) {
+	case "high":
+		p = High
+	case "low":
+		p = Low
+	default:
+		ok = false
+	}
+	if !ok || name == "" {
+		return "", "", fmt.Errorf("priority %q: want class=high or class=low", pair)
+	}
+	return name, p, nil
+}
 
 // Stat is the sliding-window statistic conditions compare.
 type Stat string

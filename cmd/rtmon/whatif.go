@@ -106,18 +106,11 @@ func (o whatifOptions) options() (whatif.Options, error) {
 		}
 	}
 	for _, p := range pairs {
-		name, prio, ok := strings.Cut(p, "=")
-		if !ok || name == "" {
-			return opts, fmt.Errorf("priority %q: want class=high or class=low", p)
+		name, prio, err := whatif.ParsePriority(p)
+		if err != nil {
+			return opts, err
 		}
-		switch strings.ToLower(prio) {
-		case "high":
-			opts.Priorities[name] = whatif.High
-		case "low":
-			opts.Priorities[name] = whatif.Low
-		default:
-			return opts, fmt.Errorf("priority %q: want class=high or class=low", p)
-		}
+		opts.Priorities[name] = prio
 	}
 	return opts, nil
 }
@@ -194,7 +187,7 @@ func runWhatif(ctx context.Context, stdout io.Writer, o whatifOptions) error {
 	if err != nil {
 		return err
 	}
-	rep := whatifReport{Units: d.Units(), LoadModel: d.LoadModel(), Assumptions: map[string]string{}, Priorities: opts.Priorities,
+	rep := whatifReport{Units: d.Units(), LoadModel: d.LoadModel(), Priorities: opts.Priorities,
 		Unit: "transaction"}
 	if d.Pageviews() {
 		rep.Unit = "pageview"
@@ -228,13 +221,7 @@ func runWhatif(ctx context.Context, stdout io.Writer, o whatifOptions) error {
 			return err
 		}
 	}
-	for _, rs := range append([][]whatif.Rule{rules}, singles...) {
-		for _, r := range rs {
-			for _, a := range r.Actions {
-				rep.Assumptions[a.String()] = a.Assumptions()
-			}
-		}
-	}
+	rep.Assumptions = whatif.Assumptions(append([][]whatif.Rule{rules}, singles...)...)
 	if o.format == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
