@@ -1,14 +1,3 @@
-// Package whatif replays reconstructed connections, transactions and
-// pageviews under RLM management actions (fast SYN and SYN/ACK
-// retransmission, splicing, priority admission control, embedded-object
-// removal and rewrite) and predicts, per client class, the response-time
-// distribution the clients would then have perceived.
-//
-// The unit of response time is the pageview when pageviews are available,
-// else the transaction. Rules are judged the way a live appliance judges
-// them: in time order, against sliding-window response times of the units
-// completed so far under the actions themselves (see Options). Every model
-// states its assumptions on Action.Assumptions and in models.go.
 package whatif
 
 import (
