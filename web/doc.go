@@ -33,7 +33,7 @@ package web
 //	/search                search (kind, client, class, url, status, min [ms], range, page)
 //	/pageview/:id          waterfall and headers
 //	/tx/pageview           redirect from a transaction to its pageview
-//	/whatif                Config.WhatIf, if set (nav slot otherwise)
+//	/whatif, /whatif/api   what-if page and its JSON API, if Config.WhatIf is set (nav slot otherwise)
 //	/api/meta, /api/overview, /api/search, /api/pageview/:id, /api/live (SSE)
 //	/export/search.csv, /export/search.json (search parameters), /export/har/:id.har,
 //	/export/report.html, /export/report.pdf (overview parameters)

@@ -46,8 +46,9 @@ type Config struct {
 	// Live, if set, feeds the live panel (server-sent events) and the
 	// pipeline metrics; nil for a UI over a stored capture.
 	Live *LiveFeed
-	// WhatIf, if set, is mounted at /whatif/ and shown in the navigation.
-	WhatIf http.Handler
+	// WhatIf, if set, serves the what-if page at /whatif with these
+	// options and shows it in the navigation.
+	WhatIf *WhatIfOptions
 	// Chromium is the browser used for PDF reports; default /usr/bin/chromium
 	// or "chromium" on PATH.
 	Chromium string
@@ -269,8 +270,7 @@ func (s *Server) routes() *gin.Engine {
 	r.GET("/search", s.page("search"))
 	r.GET("/pageview/:id", s.page("pageview"))
 	r.GET("/tx/pageview", s.txPageview)
-	r.GET("/whatif", s.whatif)
-	r.GET("/whatif/*rest", s.whatif)
+	s.whatIfRoutes(r)
 	r.GET("/assets/*file", s.asset)
 
 	api := r.Group("/api", func(c *gin.Context) { c.Header("Cache-Control", "no-store"); c.Next() })
@@ -314,12 +314,4 @@ func (s *Server) healthz(c *gin.Context) {
 		return
 	}
 	c.String(http.StatusOK, "ok\n")
-}
-
-func (s *Server) whatif(c *gin.Context) {
-	if s.cfg.WhatIf == nil {
-		s.errorPage(c, http.StatusNotFound, "What-if", "The what-if analysis is not available in this build yet.")
-		return
-	}
-	s.cfg.WhatIf.ServeHTTP(c.Writer, c.Request)
 }

@@ -605,14 +605,19 @@ func TestWhatIfNavSlot(t *testing.T) {
 	if r := get(t, ts.URL+"/whatif"); r.StatusCode != 404 {
 		t.Errorf("/whatif without handler: %d", r.StatusCode)
 	}
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "whatif:"+r.URL.Path) })
-	_, ts2 := newTestServer(t, Config{Store: st, WhatIf: h})
+	_, ts2 := newTestServer(t, Config{Store: st, WhatIf: &WhatIfOptions{}})
 	if b := string(readAll(t, get(t, ts2.URL+"/"))); !strings.Contains(b, `href="/whatif"`) {
 		t.Error("what-if link missing")
 	}
-	r := get(t, ts2.URL+"/whatif/run")
-	if b := string(readAll(t, r)); b != "whatif:/whatif/run" || r.Header.Get("Content-Security-Policy") != CSP {
-		t.Errorf("what-if handler: %q, CSP %q", b, r.Header.Get("Content-Security-Policy"))
+	for _, path := range []string{"/whatif", "/whatif/"} {
+		r := get(t, ts2.URL+path)
+		if b := string(readAll(t, r)); r.StatusCode != 200 || !strings.Contains(b, `data-page="whatif"`) ||
+			r.Header.Get("Content-Security-Policy") != CSP {
+			t.Errorf("%s: %d %q, CSP %q", path, r.StatusCode, b, r.Header.Get("Content-Security-Policy"))
+		}
+	}
+	if r := get(t, ts2.URL+"/whatif/run"); r.StatusCode != 404 {
+		t.Errorf("/whatif/run: %d", r.StatusCode)
 	}
 }
 
