@@ -3,6 +3,7 @@ package capture
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -297,5 +298,39 @@ func TestFilesErrors(t *testing.T) {
 	}
 	if _, err := OpenFiles(nil, FileOptions{}); err == nil {
 		t.Error("no files: no error")
+	}
+}
+
+// A corrupt record is an error but not a truncation, whichever library reads
+// it: libpcap's reason is only text, so the type must come from elsewhere.
+func TestFilesCorruptRecordNotTruncated(t *testing.T) {
+	recs, want := ethRecs(t, t0)
+	recs = recs[:len(segs)]
+	path := tmp(t, "corrupt.pcap")
+	writePcap(t, path, layers.LinkTypeEthernet, true, false, recs)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second record's capture length (file header 24, record header 16).
+	off := 24 + 16 + len(recs[0].data) + 8
+	binary.LittleEndian.PutUint32(b[off:], 0x7fffffff)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, reader := range []FileReader{ReaderPcapgo, ReaderLibpcap} {
+		s, err := OpenFiles([]string{path}, FileOptions{Reader: reader})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := readAll(t, s)
+		s.Close()
+		if err == nil || err == io.EOF || errors.Is(err, ErrTruncated) || !strings.Contains(err.Error(), path) {
+			t.Errorf("reader %d: end %v, want a non-truncation error naming the file", reader, err)
+		}
+		if len(got) != 1 {
+			t.Fatalf("reader %d: %d packets, want 1", reader, len(got))
+		}
+		samePacket(t, "packet 0", got[0], want[0])
 	}
 }
