@@ -316,6 +316,7 @@ type fileSource struct {
 	end   error // sticky final result
 	names []string
 	total int64
+	stats []SourceStats // reused by Stats
 }
 
 // OpenFiles opens capture files (pcap or pcapng, optionally gzip'd; the
@@ -435,11 +436,11 @@ func (s *fileSource) Next(p *Packet) error {
 func (s *fileSource) Names() []string { return s.names }
 
 func (s *fileSource) Stats() Stats {
-	st := Stats{Decode: s.dec.Stats()}
+	s.stats = s.stats[:0]
 	for _, fr := range s.files {
-		st.Sources = append(st.Sources, SourceStats{Name: fr.name, Frames: fr.frames.Load(), Bytes: fr.bytes.Load()})
+		s.stats = append(s.stats, SourceStats{Name: fr.name, Frames: fr.frames.Load(), Bytes: fr.bytes.Load()})
 	}
-	return st
+	return Stats{Decode: s.dec.Stats(), Sources: s.stats}
 }
 
 func (s *fileSource) Progress() (done, total int64) {

@@ -334,3 +334,26 @@ func TestFilesCorruptRecordNotTruncated(t *testing.T) {
 		samePacket(t, "packet 0", got[0], want[0])
 	}
 }
+
+// Live dashboards poll Stats every few packets from the packet loop.
+func TestFilesStatsAllocFree(t *testing.T) {
+	recs, _ := ethRecs(t, t0)
+	a, b := tmp(t, "a.pcap"), tmp(t, "b.pcap")
+	writePcap(t, a, layers.LinkTypeEthernet, true, false, recs)
+	writePcap(t, b, layers.LinkTypeEthernet, true, false, recs)
+	s, err := OpenFiles([]string{a, b}, FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var p Packet
+	if err := s.Next(&p); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = s.Stats() }); n != 0 {
+		t.Errorf("Stats allocates %v times per call", n)
+	}
+	if st := s.Stats(); len(st.Sources) != 2 || st.Sources[1].Name != b {
+		t.Errorf("stats %+v", st)
+	}
+}
