@@ -27,7 +27,6 @@ type conn struct {
 	synackSinceSyn      bool
 	clientISN           uint32
 	serverISN           uint32
-	firstSynAckAfterSyn int64
 	lastSynAck          int64
 	// synackTS: the two latest SYN/ACKs' timestamp values and times, so the
 	// handshake ACK's echo names the one it answers.
@@ -261,15 +260,10 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 			if p.MSS > 0 {
 				c.rec.MSSClient = int(p.MSS)
 			}
+		} else if c.synackSinceSyn {
+			c.rec.SYNACKLosses++
 		} else {
-			gap := ts - c.rec.SYNTimes[len(c.rec.SYNTimes)-1]
-			if c.synackSinceSyn {
-				c.rec.SYNACKLosses++
-				c.rec.SYNACKLossGap += gap
-			} else {
-				c.rec.SYNLosses++
-				c.rec.SYNLossGap += gap
-			}
+			c.rec.SYNLosses++
 		}
 		c.rec.SYNTimes = append(c.rec.SYNTimes, ts)
 		c.synackSinceSyn = false
@@ -287,11 +281,8 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 		if c.synackSinceSyn {
 			// The server retransmitted its SYN/ACK: the first never got an answer.
 			c.rec.SYNACKLosses++
-		} else {
-			c.firstSynAckAfterSyn = ts
-			if n := len(c.rec.SYNTimes); n > 0 {
-				c.rec.RTTServer = ts - c.rec.SYNTimes[n-1]
-			}
+		} else if n := len(c.rec.SYNTimes); n > 0 {
+			c.rec.RTTServer = ts - c.rec.SYNTimes[n-1]
 		}
 		c.rec.SYNACKTimes = append(c.rec.SYNACKTimes, ts)
 		c.synackSinceSyn = true
@@ -308,10 +299,6 @@ func (c *conn) fromClient(p *capture.Packet) {
 	if p.Flags&capture.FlagACK != 0 {
 		if c.synackSeen && c.rec.Established == 0 && p.Ack == c.serverISN+1 {
 			c.rec.Established = ts
-			if c.synackSinceSyn {
-				// The wait for a lost SYN/ACK the server itself retransmitted.
-				c.rec.SYNACKLossGap += c.lastSynAck - c.firstSynAckAfterSyn
-			}
 			if p.PayloadLen > 0 && c.pktLost > 0 {
 				// The handshake ACK was lost before the capture point and
 				// the request completed the handshake: its time is not the
@@ -693,6 +680,7 @@ func (c *conn) finalizeConnection() {
 	r.BytesServer = c.s2c.bytes
 	r.RetransBytes = c.c2s.retransBytes + c.s2c.retransBytes
 	r.Transactions = c.nextIndex
+	r.SYNLossGap, r.SYNACKLossGap = handshakeLossGaps(r)
 	if c.handshakeRTT == 0 {
 		r.Flags |= FlagRTTEstimated
 	}
