@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
 	"math/rand/v2"
@@ -571,15 +572,15 @@ type pconn struct {
 	// loss is decided with the first request, which then completes the
 	// handshake at the server.
 	hsAck      int64
-	crto, srto rtoEst    // the client's and the server's retransmission timers
-	hadData    bool      // the server has had data: its quickack mode is over
+	crto, srto rtoEst // the client's and the server's retransmission timers
+	hadData    bool   // the server has had data: its quickack mode is over
 	// restart: the server retransmitted its SYN/ACK more than once, so its
 	// first response starts with a window of one segment (Linux
 	// tcp_init_transfer, RFC 5681 3.1).
 	restart bool
-	tail       *tailLoss // the last response's final ACK was lost
-	closeAt    int64     // planned keep-alive close (no-Referer clients)
-	closed     bool
+	tail    *tailLoss // the last response's final ACK was lost
+	closeAt int64     // planned keep-alive close (no-Referer clients)
+	closed  bool
 }
 
 func (g *gen) add(t int64, c *Conn, k evKind, rel uint32, p []byte) {
@@ -694,21 +695,57 @@ func sendSpan(nseg, cwnd int, rtt int64) int64 {
 	}
 }
 
+// response is one response respond is planning.
+type response struct {
+	pc      *pconn
+	tr      *TruthRecord
+	base    uint32 // the server's relative sequence number of its first byte
+	total   int
+	nseg    int
+	payload func(i int) []byte // segment i's bytes
+	arrive  []int64            // each segment's (last copy's) arrival at the client
+	// The extended model needs each segment's first transmission, for the
+	// server's RTT samples (none from retransmitted data: Karn).
+	tx     []int64
+	retx   []bool
+	lastTx int64 // capture time of the last transmission
+}
+
 // respond plans a response of total bytes (head, then body or filler when
 // body is nil) whose first byte leaves at respStart, and the client's ACKs;
 // it fills tr's response fields and End. rec is tr's index in g.recs
 // (extended model: a lost final ACK leaves a tail to resolve).
 func (g *gen) respond(pc *pconn, tr *TruthRecord, rec int, head, body []byte, total int, respStart int64) {
-	d := pc.d
-	rtt := 2 * d
-	nseg := (total + mss - 1) / mss
-	base := pc.sRel
-	arrive := make([]int64, nseg)
+	r := &response{pc: pc, tr: tr, base: pc.sRel, total: total, nseg: (total + mss - 1) / mss,
+		payload: segmenter(head, body, total)}
+	r.arrive = make([]int64, r.nseg)
+	if g.ext {
+		r.tx, r.retx = make([]int64, r.nseg), make([]bool, r.nseg)
+	}
+	g.sendResponse(r, respStart)
+	a := g.ackResponse(r)
+	pc.sRel += uint32(total)
+	pc.free = a.end
+	pc.lastCap = max(a.ackCap, r.lastTx, a.lastClient)
+	if g.ext && a.ackCap == 0 {
+		// The ACK of the last byte was lost: the server's timers run from
+		// its last transmission or the last ACK it had.
+		pc.tail = &tailLoss{rec: rec, base: r.base, total: total, nseg: r.nseg, acked: a.srvAcked,
+			t0: max(r.lastTx, a.lastAck), payload: r.payload}
+	}
+	tr.ResponseBytes, tr.BodyBytes = total, total-len(head)
+	tr.RespFirstCap, tr.RespLastCap, tr.AckCap = respStart, r.lastTx, a.ackCap
+	tr.End = a.end
+}
+
+// segmenter returns the bytes of a response's segment i: head then body,
+// or head then filler when body is nil.
+func segmenter(head, body []byte, total int) func(i int) []byte {
 	var wire []byte
 	if body != nil {
 		wire = append(append(make([]byte, 0, total), head...), body...)
 	}
-	payload := func(i int) []byte {
+	return func(i int) []byte {
 		off, end := i*mss, min((i+1)*mss, total)
 		if wire != nil {
 			return wire[off:end]
@@ -723,14 +760,14 @@ func (g *gen) respond(pc *pconn, tr *TruthRecord, rec int, head, body []byte, to
 		}
 		return p
 	}
-	// The extended model needs each segment's first transmission, for the
-	// server's RTT samples (none from retransmitted data: Karn).
-	var tx []int64
-	var retx []bool
-	if g.ext {
-		tx, retx = make([]int64, nseg), make([]bool, nseg)
-	}
-	lastTx := respStart
+}
+
+// sendResponse plans the server's segments in slow start from respStart,
+// with their losses after the capture point and retransmissions.
+func (g *gen) sendResponse(r *response, respStart int64) {
+	pc, tr, nseg := r.pc, r.tr, r.nseg
+	rtt := 2 * pc.d
+	r.lastTx = respStart
 	cwnd, seg, round := initCwnd, 0, respStart
 	if pc.restart {
 		pc.restart, cwnd = false, 1
@@ -741,8 +778,8 @@ func (g *gen) respond(pc *pconn, tr *TruthRecord, rec int, head, body []byte, to
 		for i := range n {
 			s := seg + i
 			t := round + int64(i)*int64(segGap)
-			p := payload(s)
-			g.add(t, pc.c, evData, base+uint32(s*mss), p)
+			p := r.payload(s)
+			g.add(t, pc.c, evData, r.base+uint32(s*mss), p)
 			final := t
 			if g.rng.Float64() < g.wl.DataLossRate {
 				// Lost after the capture point: fast retransmit when the
@@ -752,34 +789,47 @@ func (g *gen) respond(pc *pconn, tr *TruthRecord, rec int, head, body []byte, to
 				} else {
 					final = t + max(rtt+int64(minRTO), 2*rtt)
 				}
-				g.add(final, pc.c, evRetrans, base+uint32(s*mss), p)
+				g.add(final, pc.c, evRetrans, r.base+uint32(s*mss), p)
 				g.sum.DataRetrans++
 				tr.RetransBytes += len(p)
 			}
-			if tx != nil {
-				tx[s], retx[s] = t, final != t
+			if r.tx != nil {
+				r.tx[s], r.retx[s] = t, final != t
 			}
-			arrive[s] = final + d
-			lastTx = max(lastTx, final)
+			r.arrive[s] = final + pc.d
+			r.lastTx = max(r.lastTx, final)
 		}
 		seg += n
 		round = max(round+rtt, round+int64(n)*int64(segGap))
 		cwnd *= 2
 	}
-	// Client ACKs: every second in-order segment, immediately on a hole
-	// (dupACK) and when a hole is filled; always for the last byte.
+}
+
+// responseAcks is what the client's ACKs of a response came to.
+type responseAcks struct {
+	end        int64 // the last segment's arrival at the client
+	ackCap     int64 // capture time of the ACK of the last byte (0: lost)
+	lastClient int64 // capture time of the client's last ACK (extended model)
+	// The server's view in the extended model: segments it has seen
+	// acknowledged, and when it last saw them advance.
+	srvAcked int
+	lastAck  int64
+}
+
+// ackResponse plans the client's ACKs: every second in-order segment,
+// immediately on a hole (dupACK) and when a hole is filled; always for the
+// last byte.
+func (g *gen) ackResponse(r *response) responseAcks {
+	pc, nseg := r.pc, r.nseg
 	order := make([]int, nseg)
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmpInt64(arrive[a], arrive[b]) })
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(r.arrive[a], r.arrive[b]) })
 	got := make([]bool, nseg)
 	cum, cnt := 0, 0
-	var end, ackCap int64
-	// The server's view in the extended model: what it has seen acknowledged,
-	// when, and how much it had sent by then.
-	srvAcked, sent, maxGot := 0, 0, -1
-	var lastAck, lastClient int64
+	var a responseAcks
+	sent, maxGot := 0, -1 // the server's sent segments by an ACK's time; the highest segment the client has
 	for _, s := range order {
 		got[s] = true
 		hole := s != cum
@@ -788,72 +838,51 @@ func (g *gen) respond(pc *pconn, tr *TruthRecord, rec int, head, body []byte, to
 			cum++
 		}
 		cnt++
-		if hole || cum-before > 1 || cnt%2 == 0 || cum == nseg {
-			ackRel := base + uint32(min(cum*mss, total))
-			t := arrive[s] + d
-			if !g.ext {
-				g.add(t, pc.c, evCAckTo, ackRel, nil)
-				if cum == nseg && ackCap == 0 {
-					ackCap = t
-				}
-				end = max(end, arrive[s])
-				continue
+		a.end = max(a.end, r.arrive[s])
+		if !hole && cum-before <= 1 && cnt%2 != 0 && cum != nseg {
+			if g.ext {
+				maxGot = max(maxGot, s)
 			}
-			maxGot = max(maxGot, s)
-			lastClient = t
-			switch {
-			case maxGot >= cum:
-				// Data above a hole: a dupACK with SACK blocks, never lost
-				// here (the fast retransmits above assume it arrives).
-				g.add(t, pc.c, evCAckSACK, ackRel, sackOf(nseg, func(i int) bool { return got[i] }, cum, s, base, total))
-			case g.wl.AckLossRate > 0 && g.rng.Float64() < g.wl.AckLossRate:
-				g.add(t, pc.c, evCLost, 0, nil)
-				tr.LostACKs++
-				g.sum.LostACKs++
-				end = max(end, arrive[s])
-				continue
-			default:
-				g.add(t, pc.c, evCAckTo, ackRel, nil)
-			}
-			if cum == nseg && ackCap == 0 {
-				ackCap = t
-			}
-			if cum > srvAcked {
-				for sent < nseg && tx[sent] <= t {
-					sent++
-				}
-				if !slices.Contains(retx[srvAcked:cum], true) {
-					pc.srto.sample(t-tx[srvAcked], ackRel, base+uint32(min(sent*mss, total)))
-				}
-				srvAcked, lastAck = cum, t
-			}
-		} else if g.ext {
-			maxGot = max(maxGot, s)
+			continue
 		}
-		end = max(end, arrive[s])
+		ackRel := r.base + uint32(min(cum*mss, r.total))
+		t := r.arrive[s] + pc.d
+		if !g.ext {
+			g.add(t, pc.c, evCAckTo, ackRel, nil)
+			if cum == nseg && a.ackCap == 0 {
+				a.ackCap = t
+			}
+			continue
+		}
+		maxGot = max(maxGot, s)
+		a.lastClient = t
+		switch {
+		case maxGot >= cum:
+			// Data above a hole: a dupACK with SACK blocks, never lost
+			// here (the fast retransmits above assume it arrives).
+			g.add(t, pc.c, evCAckSACK, ackRel, sackOf(nseg, func(i int) bool { return got[i] }, cum, s, r.base, r.total))
+		case g.wl.AckLossRate > 0 && g.rng.Float64() < g.wl.AckLossRate:
+			g.add(t, pc.c, evCLost, 0, nil)
+			r.tr.LostACKs++
+			g.sum.LostACKs++
+			continue
+		default:
+			g.add(t, pc.c, evCAckTo, ackRel, nil)
+		}
+		if cum == nseg && a.ackCap == 0 {
+			a.ackCap = t
+		}
+		if cum > a.srvAcked {
+			for sent < nseg && r.tx[sent] <= t {
+				sent++
+			}
+			if !slices.Contains(r.retx[a.srvAcked:cum], true) {
+				pc.srto.sample(t-r.tx[a.srvAcked], ackRel, r.base+uint32(min(sent*mss, r.total)))
+			}
+			a.srvAcked, a.lastAck = cum, t
+		}
 	}
-	pc.sRel += uint32(total)
-	pc.free = end
-	pc.lastCap = max(ackCap, lastTx, lastClient)
-	if g.ext && ackCap == 0 {
-		// The ACK of the last byte was lost: the server's timers run from
-		// its last transmission or the last ACK it had.
-		pc.tail = &tailLoss{rec: rec, base: base, total: total, nseg: nseg, acked: srvAcked,
-			t0: max(lastTx, lastAck), payload: payload}
-	}
-	tr.ResponseBytes, tr.BodyBytes = total, total-len(head)
-	tr.RespFirstCap, tr.RespLastCap, tr.AckCap = respStart, lastTx, ackCap
-	tr.End = end
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return a
 }
 
 // close plans the server's keep-alive timeout close and the client's answer.
@@ -963,7 +992,7 @@ func (g *gen) takeEv() {
 
 // seal orders the planned events into a stream and counts their bytes.
 func (g *gen) seal() *stream {
-	slices.SortStableFunc(g.ev, func(a, b event) int { return cmpInt64(a.t, b.t) })
+	slices.SortStableFunc(g.ev, func(a, b event) int { return cmp.Compare(a.t, b.t) })
 	// Per-packet overhead: record header, link, IP and TCP headers with
 	// timestamps; close enough for TargetBytes.
 	per := int64(16 + 14 + 20 + 32)
