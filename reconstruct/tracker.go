@@ -1,6 +1,3 @@
-// Package reconstruct rebuilds TCP connections and HTTP/1.x transactions from
-// decoded packets and times them as the client perceived them (see
-// docs/timing.md in the repository).
 package reconstruct
 
 import (
