@@ -4,10 +4,9 @@ package testbed
 // without it (the baseline, under conditions that make the action matter)
 // is captured and analyzed, and the whatif package predicts from it; a
 // second run with the action really applied measures what the clients then
-// got. This file holds the runs and the real actions (the handshake hook is
+// got. This file holds the runs and the real actions; the handshake hook is
 // in handshakehook.go, the site variants and the comparison table in
-// validate_site.go);
-// whatif_validate_test.go drives them.
+// validate_site.go, and whatif_validate_test.go drives them.
 //
 // The real actions:
 //
