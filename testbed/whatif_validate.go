@@ -4,8 +4,9 @@ package testbed
 // without it (the baseline, under conditions that make the action matter)
 // is captured and analyzed, and the whatif package predicts from it; a
 // second run with the action really applied measures what the clients then
-// got. This file holds the runs, the real actions and the comparison table;
-// whatif_validate_test.go drives them.
+// got. This file holds the runs and the real actions; the handshake hook is
+// in handshakehook.go, the site variants and the comparison table in
+// validate_site.go, and whatif_validate_test.go drives them.
 //
 // The real actions:
 //
@@ -54,24 +55,18 @@ package testbed
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/rtmon/rtmon/whatif"
 )
 
 // Client addresses of the validation workload. Each class has five
@@ -206,134 +201,6 @@ func (s ValidationSpec) Options() (Options, *HandshakeHook) {
 		l.Hook = h.Hook
 	}
 	return Options{Prefix: "rtwv", Link: &l}, h
-}
-
-// handshakeIdle is the quiet time after which an address's next connection
-// counts as its pageview's first (drop and loss rules).
-const handshakeIdle = 2 * time.Second
-
-// fastMaxCopies bounds the copies the bridge injects per handshake.
-const fastMaxCopies = 5
-
-// HandshakeHook is the link's hook for the handshake experiments: SYN/ACK
-// loss as a scenario condition, FAST SYN and FAST SYN/ACK as real actions.
-type HandshakeHook struct {
-	SYNACKLoss          bool
-	FastSYN, FastSYNACK time.Duration
-
-	mu         sync.Mutex
-	lastSYNACK map[netip.Addr]time.Time
-	syns       map[hsKey]*pending // client SYNs by client, port and ISN
-	synacks    map[hsKey]*pending // SYN/ACKs by client, port and server ISN
-	lost       int
-	injected   [2]int
-}
-
-type hsKey struct {
-	client netip.Addr
-	port   uint16
-	isn    uint32
-}
-
-type pending struct {
-	frame  []byte
-	done   bool // answered (SYN) or acknowledged (SYN/ACK)
-	copies int
-}
-
-func (h *HandshakeHook) active() bool { return h.SYNACKLoss || h.FastSYN > 0 || h.FastSYNACK > 0 }
-
-// Counts returns SYN/ACKs lost and copies injected towards the server
-// (FAST SYN) and the client (FAST SYN/ACK).
-func (h *HandshakeHook) Counts() (lost, fastSYN, fastSYNACK int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.lost, h.injected[ToServer], h.injected[ToClient]
-}
-
-// tcpSeqAck returns a TCP frame's sequence and acknowledgement numbers.
-func tcpSeqAck(f *Frame) (seq, ack uint32, ok bool) {
-	if !f.TCP {
-		return 0, 0, false
-	}
-	ihl := int(f.Data[14]&0x0f) * 4
-	tcp := f.Data[14+ihl:]
-	if len(tcp) < 12 {
-		return 0, 0, false
-	}
-	return binary.BigEndian.Uint32(tcp[4:8]), binary.BigEndian.Uint32(tcp[8:12]), true
-}
-
-// Hook is LinkOptions.Hook. It runs on the bridge's two reader goroutines
-// and on the retransmission timers, hence the lock.
-func (h *HandshakeHook) Hook(b *Bridge, f *Frame) bool {
-	seq, ack, ok := tcpSeqAck(f)
-	if !ok || f.RST {
-		return true
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.syns == nil {
-		h.syns, h.synacks, h.lastSYNACK = map[hsKey]*pending{}, map[hsKey]*pending{}, map[netip.Addr]time.Time{}
-	}
-	switch {
-	case f.Dir == ToServer && f.SYN && !f.ACK:
-		if h.FastSYN > 0 {
-			k := hsKey{f.Client, f.SrcPort, seq}
-			if h.syns[k] == nil {
-				p := &pending{frame: append([]byte(nil), f.Data...)}
-				h.syns[k] = p
-				h.arm(b, ToServer, k, p, h.FastSYN)
-			}
-		}
-	case f.Dir == ToClient && f.SYN && f.ACK:
-		if p := h.syns[hsKey{f.Client, f.DstPort, ack - 1}]; p != nil {
-			p.done = true
-		}
-		if h.FastSYNACK > 0 {
-			k := hsKey{f.Client, f.DstPort, seq}
-			if h.synacks[k] == nil {
-				p := &pending{frame: append([]byte(nil), f.Data...)}
-				h.synacks[k] = p
-				h.arm(b, ToClient, k, p, h.FastSYNACK)
-			}
-		}
-		if h.SYNACKLoss {
-			last, seen := h.lastSYNACK[f.Client]
-			h.lastSYNACK[f.Client] = f.At
-			if !seen || f.At.Sub(last) > handshakeIdle {
-				h.lost++
-				return false
-			}
-		}
-	case f.Dir == ToServer && f.ACK && !f.SYN:
-		if p := h.synacks[hsKey{f.Client, f.SrcPort, ack - 1}]; p != nil {
-			p.done = true
-		}
-	}
-	return true
-}
-
-// arm schedules a copy of p's frame gap from now unless it is answered
-// meanwhile; called with h.mu held. Entries are dropped once settled, so
-// the maps hold only handshakes in progress.
-func (h *HandshakeHook) arm(b *Bridge, d Direction, k hsKey, p *pending, gap time.Duration) {
-	time.AfterFunc(gap, func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		m := h.syns
-		if d == ToClient {
-			m = h.synacks
-		}
-		if p.done || p.copies >= fastMaxCopies {
-			delete(m, k)
-			return
-		}
-		p.copies++
-		h.injected[d]++
-		b.Inject(d, p.frame, time.Now())
-		h.arm(b, d, k, p, gap)
-	})
 }
 
 // ValidationLoad is one page load of a run as its client saw it.
@@ -670,127 +537,4 @@ func synDropRules(mode SYNDropMode, iface string, port int) string {
   }`, syn, validateHighPattern)
 	}
 	return ""
-}
-
-// ValidationSite is the site every validation run serves: GenerateSite's
-// pages, each with at least one BigImage object (so REWRITE EMBEDS has
-// something to shrink on every page, not only on every third) and at most
-// maxValidateObjects objects, so every object has a connection of its own
-// at once: a seventh object would wait for whichever connection frees first
-// and add a handshake or not, the same lottery loadFresh avoids.
-func ValidationSite(seed uint64) *Site {
-	s := GenerateSite(12, seed)
-	for i := range s.Pages {
-		p := &s.Pages[i]
-		p.Objects = p.Objects[:min(len(p.Objects), maxValidateObjects)]
-		big := false
-		for _, o := range p.Objects {
-			big = big || o.Size >= BigImage
-		}
-		if !big {
-			o := &p.Objects[len(p.Objects)-1]
-			o.Size = BigImage
-			s.Content[o.Path] = objectBody(o.Path, objectExt(o.Path), o.Size)
-		}
-		s.Content[p.Path] = pageHTML(*p)
-	}
-	return s
-}
-
-// maxValidateObjects is the Go client's connection limit.
-const maxValidateObjects = 6
-
-func objectExt(path string) string {
-	return strings.TrimPrefix(filepath.Ext(path), ".")
-}
-
-// WithoutEmbeds is REMOVE EMBEDS applied: every container under its path,
-// referencing no objects.
-func (s *Site) WithoutEmbeds() *Site {
-	out := &Site{Content: map[string][]byte{}}
-	for p, b := range s.Content {
-		out.Content[p] = b
-	}
-	for _, p := range s.Pages {
-		q := Page{Path: p.Path}
-		out.Content[q.Path] = pageHTML(q)
-		out.Pages = append(out.Pages, q)
-	}
-	return out
-}
-
-// Rewritten is REWRITE EMBEDS ABOVE above RATIO ratio applied: objects whose
-// body exceeds above bytes shrink to ratio of it (same paths, same types).
-func (s *Site) Rewritten(above int64, ratio float64) *Site {
-	out := &Site{Content: map[string][]byte{}}
-	for p, b := range s.Content {
-		out.Content[p] = b
-	}
-	for _, p := range s.Pages {
-		q := Page{Path: p.Path}
-		for _, o := range p.Objects {
-			if int64(o.Size) > above {
-				o.Size = int(math.Round(float64(o.Size) * ratio))
-				out.Content[o.Path] = objectBody(o.Path, objectExt(o.Path), o.Size)
-			}
-			q.Objects = append(q.Objects, o)
-		}
-		out.Content[q.Path] = pageHTML(q)
-		out.Pages = append(out.Pages, q)
-	}
-	return out
-}
-
-// WriteValidateClasses writes ValidateClasses into dir and returns its path.
-func WriteValidateClasses(dir string) (string, error) {
-	path := filepath.Join(dir, "classes.yaml")
-	if err := os.WriteFile(path, []byte(ValidateClasses), 0o644); err != nil {
-		return "", fmt.Errorf("classes file: %w", err)
-	}
-	return path, nil
-}
-
-// ValidationRow is one line of the table: an action's predicted and
-// measured median and 90th percentile for one class.
-type ValidationRow struct {
-	Action string
-	Class  string
-	// Predicted from the baseline run; Truth: the clients' own clocks in the
-	// applied run; Rtmon: rtmon's pageviews of the applied run (N 0 when it
-	// has none, e.g. connections that never opened).
-	Baseline, Predicted, Truth, Rtmon whatif.Distribution
-}
-
-// relErr is the relative error of a predicted value against a measured one.
-func relErr(pred, meas int64) float64 {
-	if meas == 0 {
-		return math.Inf(1)
-	}
-	return float64(pred-meas) / float64(meas)
-}
-
-// ErrP50 and ErrP90 compare the prediction with the clients' truth.
-func (r ValidationRow) ErrP50() float64 { return relErr(r.Predicted.P50, r.Truth.P50) }
-func (r ValidationRow) ErrP90() float64 { return relErr(r.Predicted.P90, r.Truth.P90) }
-
-// FormatValidationTable renders rows as a fixed-width table (seconds).
-func FormatValidationTable(rows []ValidationRow) string {
-	var b strings.Builder
-	sec := func(ns int64) string { return fmt.Sprintf("%.3f", float64(ns)/1e9) }
-	opt := func(d whatif.Distribution, ns int64) string {
-		if d.N == 0 {
-			return "-"
-		}
-		return sec(ns)
-	}
-	fmt.Fprintf(&b, "%-44s %-5s %6s %6s | %6s %6s | %6s %6s %4s | %6s %6s | %6s %6s %4s\n",
-		"action", "class", "base50", "base90", "pred50", "pred90", "meas50", "meas90", "n", "err50%", "err90%",
-		"rtm50", "rtm90", "n")
-	for _, r := range rows {
-		fmt.Fprintf(&b, "%-44s %-5s %6s %6s | %6s %6s | %6s %6s %4d | %+6.1f %+6.1f | %6s %6s %4d\n",
-			r.Action, r.Class, opt(r.Baseline, r.Baseline.P50), opt(r.Baseline, r.Baseline.P90),
-			sec(r.Predicted.P50), sec(r.Predicted.P90), sec(r.Truth.P50), sec(r.Truth.P90), r.Truth.N,
-			100*r.ErrP50(), 100*r.ErrP90(), opt(r.Rtmon, r.Rtmon.P50), opt(r.Rtmon, r.Rtmon.P90), r.Rtmon.N)
-	}
-	return b.String()
 }
