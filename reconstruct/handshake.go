@@ -56,6 +56,7 @@ func handshakeLossGaps(c *Connection) (syn, synack int64) {
 	}
 	return syn, synack
 }
+
 func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 	ts := p.Timestamp
 	if fromClient && p.Flags&capture.FlagACK == 0 {

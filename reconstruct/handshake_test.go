@@ -8,39 +8,6 @@ import (
 	"github.com/rtmon/rtmon/reconstruct"
 )
 
-// whatifHandshakeWaits is whatif's own copy of the split (whatif/models.go
-// handshakeWaits) as it stood before it used HandshakeWaits: the two must
-// agree on every connection whatif models, i.e. every established one.
-func whatifHandshakeWaits(c *reconstruct.Connection) (syn, synack []int64) {
-	s, a := c.SYNTimes, c.SYNACKTimes
-	j := 0
-	for i := 1; i < len(s); i++ {
-		answered := false
-		for j < len(a) && a[j] < s[i] {
-			if a[j] >= s[i-1] {
-				answered = true
-			}
-			j++
-		}
-		if answered {
-			synack = append(synack, s[i]-s[i-1])
-		} else {
-			syn = append(syn, s[i]-s[i-1])
-		}
-	}
-	var prev int64
-	for ; j < len(a); j++ {
-		if c.Established > 0 && a[j] > c.Established {
-			break
-		}
-		if prev != 0 {
-			synack = append(synack, a[j]-prev)
-		}
-		prev = a[j]
-	}
-	return syn, synack
-}
-
 func TestHandshakeWaits(t *testing.T) {
 	const (
 		sec = int64(time.Second)
@@ -53,7 +20,7 @@ func TestHandshakeWaits(t *testing.T) {
 		est           int64
 		syn, synack   []int64
 	}{
-		// The cases of whatif's models_test.go and load_test.go.
+		// The cases whatif's models were tested with when it kept its own split.
 		{"clean", []int64{0}, []int64{30 * us}, 100 * ms, nil, nil},
 		{"SYNs lost until the third", []int64{0, 3 * sec, 9 * sec}, []int64{9*sec + 30*us}, 9*sec + 30*us + 100*ms,
 			[]int64{3 * sec, 6 * sec}, nil},
@@ -75,10 +42,6 @@ func TestHandshakeWaits(t *testing.T) {
 		syn, synack := reconstruct.HandshakeWaits(conn)
 		if !slices.Equal(syn, c.syn) || !slices.Equal(synack, c.synack) {
 			t.Errorf("%s: syn %v synack %v, want %v and %v", c.name, syn, synack, c.syn, c.synack)
-		}
-		wsyn, wsynack := whatifHandshakeWaits(conn)
-		if !slices.Equal(syn, wsyn) || !slices.Equal(synack, wsynack) {
-			t.Errorf("%s: whatif's split was %v and %v", c.name, wsyn, wsynack)
 		}
 	}
 
