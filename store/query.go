@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -835,10 +836,10 @@ func (q *querier) PageviewByID(ctx context.Context, id string) (*PageviewDetail,
 	row := q.db.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE id = ? LIMIT 1", pvTable.selectList(), q.d.table(pvTable.name)), id)
 	pv, err := scanPv(row, &sensor)
 	if err != nil {
-		if strings.Contains(err.Error(), sql.ErrNoRows.Error()) {
-			return nil, fmt.Errorf("pageview %q: not found", id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("pageview %q: %w", id, ErrNotFound)
 		}
-		return nil, err
+		return nil, fmt.Errorf("pageview %q: %w", id, err)
 	}
 	det := &PageviewDetail{Pageview: pv}
 	// Exact membership: the pageview stage stamps every transaction it

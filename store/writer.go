@@ -153,7 +153,7 @@ func (w *writer) add(ctx context.Context, b Batch) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
-		return errors.New("store: write after Close")
+		return fmt.Errorf("store: write after Close: %w", ErrClosed)
 	}
 	// Backpressure only when nothing can spill.
 	for w.spillDir() == "" && w.memRow >= w.opts.MaxBufferRows {
@@ -191,7 +191,7 @@ func (w *writer) add(ctx context.Context, b Batch) error {
 		}
 		wake.Stop()
 		if w.closed {
-			return errors.New("store: write after Close")
+			return fmt.Errorf("store: write after Close: %w", ErrClosed)
 		}
 	}
 	if w.cur.Len() == 0 {

@@ -491,7 +491,7 @@ func (s *Server) apiSearch(c *gin.Context) {
 func (s *Server) apiPageview(c *gin.Context) {
 	det, err := s.cfg.Store.PageviewByID(c.Request.Context(), c.Param("id"))
 	if err != nil {
-		if strings.Contains(err.Error(), "not found") {
+		if errors.Is(err, store.ErrNotFound) {
 			c.AbortWithStatusJSON(http.StatusNotFound, gin.H{"error": err.Error()})
 			return
 		}

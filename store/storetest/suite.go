@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -198,8 +199,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, reopen func(t *testi
 		if _, err := s.TopSlow(ctx, store.TopQuery{Range: r, By: "bogus"}); err == nil {
 			t.Error("bad top-by accepted")
 		}
-		if _, err := s.PageviewByID(ctx, "no-such-pageview"); err == nil {
-			t.Error("missing pageview found")
+		// A missing pageview is ErrNotFound, told from a failure by
+		// errors.Is (the web answers 404 for it, 500 for the rest).
+		if _, err := s.PageviewByID(ctx, "no-such-pageview"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("missing pageview: err %v, want ErrNotFound", err)
 		}
 		// A hostile filter is a value, not SQL.
 		res, err := s.Search(ctx, store.SearchQuery{Range: r, URLContains: "' OR 1=1 --", Class: "x' OR '1'='1"})
@@ -216,6 +219,15 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, reopen func(t *testi
 			t.Fatal(err)
 		}
 		closed = true
+		// Writes after Close are refused, not lost silently: WriteBatch
+		// says ErrClosed, a streamed record is counted as rejected.
+		if err := s.WriteBatch(ctx, data[0]); !errors.Is(err, store.ErrClosed) {
+			t.Errorf("WriteBatch after Close: err %v, want ErrClosed", err)
+		}
+		s.Transaction(data[0].Transactions[0])
+		if st := s.Stats(); st.Rejected != 1 {
+			t.Errorf("a record streamed after Close: Rejected = %d, want 1", st.Rejected)
+		}
 		s2 := reopen(t)
 		defer s2.Close()
 		// Migrations are idempotent and the data is still there.
