@@ -15,7 +15,7 @@ import (
 // next to pageview.Records(recordWriter)); write errors are kept and
 // returned by Close so the pipeline never stalls on them.
 type PageviewWriter struct {
-	t   *table
+	t   *table[*pageview.Pageview]
 	err error
 }
 
@@ -24,7 +24,7 @@ func NewPageviewWriter(dir string, format Format) (*PageviewWriter, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create output directory: %w", err)
 	}
-	t, err := newTable(dir, "pageviews", format, pageviewHeader)
+	t, err := newTable(dir, "pageviews", format, PageviewCSV)
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +37,7 @@ func (*PageviewWriter) Transaction(*reconstruct.Transaction) {}
 // Pageview writes one row.
 func (w *PageviewWriter) Pageview(p *pageview.Pageview) {
 	if w.err == nil {
-		w.err = w.t.write(p, func() []string { return pageviewRow(p) })
+		w.err = w.t.write(p)
 	}
 }
 
