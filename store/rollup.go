@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/rtmon/rtmon/reconstruct"
 )
 
 // Per-minute rollups let the overview answer over millions of records
@@ -70,37 +73,30 @@ type rollupKind struct {
 	exprs []string
 }
 
-// Record flags the counters look at.
-const (
-	flagIncomplete = 1      // reconstruct.FlagIncomplete
-	flagNoResponse = 1 << 5 // reconstruct.FlagNoResponse
-	flagReset      = 1 << 8 // reconstruct.FlagReset
-)
-
 // rollupKinds lists the kinds in a fixed order: transactions, pageviews,
 // connections. The sums are also the raw Counters query's.
 func rollupKinds(d dialect) []rollupKind {
-	flag := func(bit int) string { return d.sum(d.boolInt(d.bitAnd("flags", bit) + " != 0")) }
+	flag := func(f reconstruct.Flags) string { return d.sum(d.boolInt(d.bitAnd("flags", int(f)) + " != 0")) }
 	var tx, pv rollupKind
 	tx = rollupKind{name: "tx", t: txTable, hist: true}
 	for _, c := range Components(Transactions) {
 		tx.names = append(tx.names, c)
-		tx.exprs = append(tx.exprs, d.sum(componentColumns[Transactions][c]))
+		tx.exprs = append(tx.exprs, d.sum(componentColumn(c)))
 	}
 	tx.names = append(tx.names, "retrans_bytes", "with_retrans", "incomplete", "no_response", "server_errors")
-	tx.exprs = append(tx.exprs, d.sum("retrans_bytes"), d.sum(d.boolInt("retrans_bytes > 0")), flag(flagIncomplete),
-		flag(flagNoResponse), d.sum(d.boolInt("status >= 500")))
+	tx.exprs = append(tx.exprs, d.sum("retrans_bytes"), d.sum(d.boolInt("retrans_bytes > 0")), flag(reconstruct.FlagIncomplete),
+		flag(reconstruct.FlagNoResponse), d.sum(d.boolInt("status >= 500")))
 	pv = rollupKind{name: "pv", t: pvTable, hist: true}
 	for _, c := range Components(Pageviews) {
 		pv.names = append(pv.names, c)
-		pv.exprs = append(pv.exprs, d.sum(componentColumns[Pageviews][c]))
+		pv.exprs = append(pv.exprs, d.sum(componentColumn(c)))
 	}
 	pv.names = append(pv.names, "incomplete")
-	pv.exprs = append(pv.exprs, flag(flagIncomplete))
+	pv.exprs = append(pv.exprs, flag(reconstruct.FlagIncomplete))
 	conn := rollupKind{name: "conn", t: connTable,
 		names: []string{"syn_losses", "synack_losses", "syn_loss_gap", "synack_loss_gap", "retrans_bytes", "with_retrans", "incomplete", "reset"},
 		exprs: []string{d.sum("syn_losses"), d.sum("synack_losses"), d.sum("syn_loss_gap"), d.sum("synack_loss_gap"),
-			d.sum("retrans_bytes"), d.sum(d.boolInt("retrans_bytes > 0")), flag(flagIncomplete), flag(flagReset)}}
+			d.sum("retrans_bytes"), d.sum(d.boolInt("retrans_bytes > 0")), flag(reconstruct.FlagIncomplete), flag(reconstruct.FlagReset)}}
 	return []rollupKind{tx, pv, conn}
 }
 
@@ -248,15 +244,15 @@ func (q *querier) computeRollups(ctx context.Context, rk rollupKind, rs []TimeRa
 	return out, nil
 }
 
-// lastVersion keeps versions strictly increasing within a process, where
-// the clock may repeat a value.
-var lastVersion atomic.Int64
+// versionClock gives a store's rollup recomputes their versions: the wall
+// clock in ns, strictly increasing where the clock repeats a value.
+type versionClock struct{ last atomic.Int64 }
 
-func nextVersion() int64 {
+func (c *versionClock) next() int64 {
 	for {
-		old := lastVersion.Load()
+		old := c.last.Load()
 		v := max(time.Now().UnixNano(), old+1)
-		if lastVersion.CompareAndSwap(old, v) {
+		if c.last.CompareAndSwap(old, v) {
 			return v
 		}
 	}
@@ -265,7 +261,7 @@ func nextVersion() int64 {
 // refreshRollups recomputes the whole minutes rs (aligned to rollupGrain)
 // of t and stores them. gone lists keys whose raw rows no longer exist; they
 // get an empty row so that readers stop counting them.
-func refreshRollups(ctx context.Context, q *querier, ins inserter, t table, rs []TimeRange, gone []rollupKey) error {
+func (q *querier) refreshRollups(ctx context.Context, t table, rs []TimeRange, gone []rollupKey) error {
 	if len(rs) == 0 {
 		return nil
 	}
@@ -273,34 +269,43 @@ func refreshRollups(ctx context.Context, q *querier, ins inserter, t table, rs [
 	if err != nil {
 		return err
 	}
-	version := nextVersion() // before reading: a later insert gets a later recompute
+	version := q.versions.next() // before reading: a later insert gets a later recompute
 	rows, err := q.computeRollups(ctx, rk, rs)
 	if err != nil {
 		return err
 	}
-	return storeRollups(ctx, q, ins, rk, rs, rows, gone, version)
+	return q.storeRollups(ctx, rk, rs, rows, gone, version)
 }
 
 // storeRollups writes rows (computed over the whole minutes rs, reading
 // after version was taken) and an empty row for each key of gone that has
 // none.
-func storeRollups(ctx context.Context, q *querier, ins inserter, rk rollupKind, rs []TimeRange, rows map[rollupKey]*rollupRow, gone []rollupKey, version int64) error {
+func (q *querier) storeRollups(ctx context.Context, rk rollupKind, rs []TimeRange, rows map[rollupKey]*rollupRow, gone []rollupKey, version int64) error {
 	for _, k := range gone {
 		if rows[k] == nil {
 			rows[k] = &rollupRow{}
 		}
 	}
-	if err := insertRollups(ctx, ins, rk, rk.name, rows, version); err != nil {
+	if err := insertRollups(ctx, q.ins, rk, rk.name, rows, version); err != nil {
 		return err
 	}
-	if q.d.pruneRollups != nil {
-		q.d.pruneRollups(ctx, q, rk.name, rs, version)
-	}
+	// A failed prune leaves older rows that readers skip; the hours are
+	// still refreshed, and the failure is returned for the counters.
+	pruneErr := q.pruneRollups(ctx, rk.name, rs, version)
 	keys := make([]rollupKey, 0, len(rows))
 	for k := range rows {
 		keys = append(keys, k)
 	}
-	return refreshHours(ctx, q, ins, rk, keys)
+	return errors.Join(pruneErr, q.refreshHours(ctx, rk, keys))
+}
+
+// pruneRollups deletes the rows of kind in rs older than version, where
+// the engine does not do so itself.
+func (q *querier) pruneRollups(ctx context.Context, kind string, rs []TimeRange, version int64) error {
+	if q.d.pruneRollups == nil {
+		return nil
+	}
+	return q.d.pruneRollups(ctx, q.db, kind, rs, version)
 }
 
 // rollupHour is the coarser level: an hour row merges the hour's minute
@@ -312,7 +317,7 @@ func hourKind(kind string) string { return kind + "h" }
 
 // refreshHours recomputes, from their minute rows, the hour rows of the
 // hours that keys' minutes fall in.
-func refreshHours(ctx context.Context, q *querier, ins inserter, rk rollupKind, keys []rollupKey) error {
+func (q *querier) refreshHours(ctx context.Context, rk rollupKind, keys []rollupKey) error {
 	set := map[int64]bool{}
 	for _, k := range keys {
 		set[floorDiv(k.minute, rollupHour)] = true
@@ -325,7 +330,7 @@ func refreshHours(ctx context.Context, q *querier, ins inserter, rk rollupKind, 
 		hours = append(hours, h)
 	}
 	sort.Slice(hours, func(i, j int) bool { return hours[i] < hours[j] })
-	version := nextVersion() // before reading the minutes, as for them
+	version := q.versions.next() // before reading the minutes, as for them
 	for i := 0; i < len(hours); {
 		j := i + 1
 		for j < len(hours) && hours[j] == hours[j-1]+1 {
@@ -357,11 +362,11 @@ func refreshHours(ctx context.Context, q *querier, ins inserter, rk rollupKind, 
 				agg[k] = &rollupRow{} // its minutes are gone
 			}
 		}
-		if err := insertRollups(ctx, ins, rk, hourKind(rk.name), agg, version); err != nil {
+		if err := insertRollups(ctx, q.ins, rk, hourKind(rk.name), agg, version); err != nil {
 			return err
 		}
-		if q.d.pruneRollups != nil {
-			q.d.pruneRollups(ctx, q, hourKind(rk.name), []TimeRange{run}, version)
+		if err := q.pruneRollups(ctx, hourKind(rk.name), []TimeRange{run}, version); err != nil {
+			return err
 		}
 	}
 	return nil

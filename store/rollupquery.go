@@ -41,7 +41,7 @@ type Summary struct {
 // Summary reads whole minutes from the rollups (verified against the raw
 // counts) and computes the partial minutes at the range's ends from the
 // records.
-func (e *engine) Summary(ctx context.Context, sq SummaryQuery) (*Summary, error) {
+func (q *querier) Summary(ctx context.Context, sq SummaryQuery) (*Summary, error) {
 	k, _, err := kindTable(sq.Kind)
 	if err != nil {
 		return nil, err
@@ -80,7 +80,7 @@ func (e *engine) Summary(ctx context.Context, sq SummaryQuery) (*Summary, error)
 			}
 		}
 	}
-	kinds := rollupKinds(e.d)
+	kinds := rollupKinds(q.d)
 	got := make([]map[rollupKey]*rollupRow, len(kinds))
 	recomputed := make([]int, len(kinds))
 	g, gctx := errgroup.WithContext(ctx)
@@ -90,11 +90,11 @@ func (e *engine) Summary(ctx context.Context, sq SummaryQuery) (*Summary, error)
 			if fullFrom >= 0 {
 				var err error
 				hours := sq.Step == 0 || int64(sq.Step)%rollupHour == 0
-				if rows, recomputed[i], err = e.tieredRollups(gctx, rk, fullFrom, fullTo, hours); err != nil {
+				if rows, recomputed[i], err = q.tieredRollups(gctx, rk, fullFrom, fullTo, hours); err != nil {
 					return err
 				}
 			}
-			partial, err := e.computeRollups(gctx, rk, ends)
+			partial, err := q.computeRollups(gctx, rk, ends)
 			if err != nil {
 				return err
 			}
@@ -281,16 +281,16 @@ func (a *classAgg) quantiles(qs []float64) []int64 {
 // of [from, to) when hours is set. When the count disagrees it falls back
 // to minutes, which finds and recomputes the stale ones, and then
 // recomputes the hours whose rows disagree with their minutes.
-func (e *engine) tieredRollups(ctx context.Context, rk rollupKind, from, to int64, hours bool) (map[rollupKey]*rollupRow, int, error) {
+func (q *querier) tieredRollups(ctx context.Context, rk rollupKind, from, to int64, hours bool) (map[rollupKey]*rollupRow, int, error) {
 	hFrom := -floorDiv(-from, rollupHour) * rollupHour
 	hTo := int64(0)
 	if to != 0 {
 		hTo = floorDiv(to, rollupHour) * rollupHour
 	}
 	if !hours || (to != 0 && hTo <= hFrom) {
-		return e.verifiedRollups(ctx, rk, from, to)
+		return q.verifiedRollups(ctx, rk, from, to)
 	}
-	rows, err := e.readRollups(ctx, hourKind(rk.name), hFrom, hTo)
+	rows, err := q.readRollups(ctx, hourKind(rk.name), hFrom, hTo)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -302,7 +302,7 @@ func (e *engine) tieredRollups(ctx context.Context, rk rollupKind, from, to int6
 		if r.To <= r.From {
 			continue
 		}
-		part, err := e.readRollups(ctx, rk.name, r.From, r.To)
+		part, err := q.readRollups(ctx, rk.name, r.From, r.To)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -310,14 +310,14 @@ func (e *engine) tieredRollups(ctx context.Context, rk rollupKind, from, to int6
 			rows[k] = v
 		}
 	}
-	raw, err := e.rawCount(ctx, rk, from, to)
+	raw, err := q.rawCount(ctx, rk, from, to)
 	if err != nil {
 		return nil, 0, err
 	}
 	if raw == totalN(rows) {
 		return rows, 0, nil
 	}
-	minutes, recomputed, err := e.verifiedRollups(ctx, rk, from, to)
+	minutes, recomputed, err := q.verifiedRollups(ctx, rk, from, to)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -338,8 +338,8 @@ func (e *engine) tieredRollups(ctx context.Context, rk rollupKind, from, to int6
 			stale = append(stale, rollupKey{minute: h})
 		}
 	}
-	if err := refreshHours(ctx, e.querier, e.w.ins, rk, stale); err != nil {
-		e.w.countRollupError(err)
+	if err := q.refreshHours(ctx, rk, stale); err != nil {
+		q.onRollupError(err)
 	}
 	return minutes, recomputed, nil
 }
@@ -355,14 +355,14 @@ func totalN(rows map[rollupKey]*rollupRow) int64 {
 // rawCount counts rk's records with start in [from, to). Over everything
 // (no condition) both engines count a whole table from metadata:
 // ClickHouse 18.16 3 ms instead of 40 over 10M.
-func (e *engine) rawCount(ctx context.Context, rk rollupKind, from, to int64) (int64, error) {
+func (q *querier) rawCount(ctx context.Context, rk rollupKind, from, to int64) (int64, error) {
 	w := baseWhere(TimeRange{From: from, To: to}, "")
-	countSQL := fmt.Sprintf("SELECT count(*) FROM %s", e.d.table(rk.t.name))
+	countSQL := fmt.Sprintf("SELECT count(*) FROM %s", q.d.table(rk.t.name))
 	if len(w.conds) > 0 {
 		countSQL += " WHERE " + w.String()
 	}
 	var n int64
-	if err := e.db.QueryRowContext(ctx, countSQL, w.args...).Scan(&n); err != nil {
+	if err := q.db.QueryRowContext(ctx, countSQL, w.args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("rollup check %s: %w", rk.t.name, err)
 	}
 	return n, nil
@@ -372,12 +372,12 @@ func (e *engine) rawCount(ctx context.Context, rk rollupKind, from, to int64) (i
 // recomputes the minutes whose record count differs from the records'.
 // Records only arrive (or go by whole days), so equal totals mean equal
 // minutes and the usual case costs one count.
-func (e *engine) verifiedRollups(ctx context.Context, rk rollupKind, from, to int64) (map[rollupKey]*rollupRow, int, error) {
-	rows, err := e.readRollups(ctx, rk.name, from, to)
+func (q *querier) verifiedRollups(ctx context.Context, rk rollupKind, from, to int64) (map[rollupKey]*rollupRow, int, error) {
+	rows, err := q.readRollups(ctx, rk.name, from, to)
 	if err != nil {
 		return nil, 0, err
 	}
-	raw, err := e.rawCount(ctx, rk, from, to)
+	raw, err := q.rawCount(ctx, rk, from, to)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -385,9 +385,9 @@ func (e *engine) verifiedRollups(ctx context.Context, rk rollupKind, from, to in
 		return rows, 0, nil
 	}
 	w := baseWhere(TimeRange{From: from, To: to}, "")
-	tbl := e.d.table(rk.t.name)
-	m := e.d.intDiv("start_ns", strconv.FormatInt(rollupGrain, 10))
-	res, err := e.db.QueryContext(ctx, fmt.Sprintf("SELECT %s AS m, count(*) FROM %s WHERE %s GROUP BY m", m, tbl, w), w.args...)
+	tbl := q.d.table(rk.t.name)
+	m := q.d.intDiv("start_ns", strconv.FormatInt(rollupGrain, 10))
+	res, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT %s AS m, count(*) FROM %s WHERE %s GROUP BY m", m, tbl, w), w.args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("rollup check %s: %w", rk.t.name, err)
 	}
@@ -427,8 +427,8 @@ func (e *engine) verifiedRollups(ctx context.Context, rk rollupKind, from, to in
 	// stored: a UI over a read-only database user still gets its overview
 	// (recomputing again next time).
 	runs := minuteRuns(stale, 64)
-	version := nextVersion()
-	fresh, err := e.computeRollups(ctx, rk, runs)
+	version := q.versions.next()
+	fresh, err := q.computeRollups(ctx, rk, runs)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -445,8 +445,8 @@ func (e *engine) verifiedRollups(ctx context.Context, rk rollupKind, from, to in
 			rows[key] = row
 		}
 	}
-	if err := storeRollups(ctx, e.querier, e.w.ins, rk, runs, fresh, gone, version); err != nil {
-		e.w.countRollupError(err)
+	if err := q.storeRollups(ctx, rk, runs, fresh, gone, version); err != nil {
+		q.onRollupError(err)
 	}
 	return rows, len(stale), nil
 }
@@ -456,21 +456,21 @@ func (e *engine) verifiedRollups(ctx context.Context, rk rollupKind, from, to in
 // last starts are the records' own, for a few hundred rows instead of a
 // scan of start_ns (ClickHouse 18.16: ~40 ms per table over 10M).
 // Otherwise, or on any error, it asks the records.
-func (e *engine) Extent(ctx context.Context, k Kind) (Extent, error) {
-	if e.w.opts.Rollups != "on" {
-		return e.querier.Extent(ctx, k)
+func (q *querier) Extent(ctx context.Context, k Kind) (Extent, error) {
+	if !q.keepRollups {
+		return q.exactExtent(ctx, k)
 	}
 	_, t, err := kindTable(k)
 	if err != nil {
 		return Extent{}, err
 	}
-	rk, err := rollupKindOf(e.d, t)
+	rk, err := rollupKindOf(q.d, t)
 	if err != nil {
 		return Extent{}, err
 	}
-	rows, err := e.readRollups(ctx, hourKind(rk.name), 0, 0)
+	rows, err := q.readRollups(ctx, hourKind(rk.name), 0, 0)
 	if err != nil {
-		return e.querier.Extent(ctx, k)
+		return q.exactExtent(ctx, k)
 	}
 	var x Extent
 	for _, r := range rows {
@@ -485,8 +485,8 @@ func (e *engine) Extent(ctx context.Context, k Kind) (Extent, error) {
 		}
 		x.N += r.n
 	}
-	if raw, err := e.rawCount(ctx, rk, 0, 0); err != nil || raw != x.N {
-		return e.querier.Extent(ctx, k)
+	if raw, err := q.rawCount(ctx, rk, 0, 0); err != nil || raw != x.N {
+		return q.exactExtent(ctx, k)
 	}
 	return x, nil
 }

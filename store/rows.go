@@ -1,8 +1,6 @@
 package store
 
 import (
-	"database/sql"
-	"database/sql/driver"
 	"encoding/hex"
 	"fmt"
 	"net/netip"
@@ -15,9 +13,9 @@ import (
 	"github.com/rtmon/rtmon/reconstruct"
 )
 
-// Column kinds map one Go type to one type per engine; rows are built as
-// []any in column order and fed to both ClickHouse batches and the DuckDB
-// appender, so both engines see identical values.
+// Column kinds map one Go type to one type per engine; rows are built
+// column by column (colSet) and fed to both engines' inserts, so both see
+// identical values.
 type colKind int
 
 const (
@@ -208,7 +206,7 @@ func i64s(v []int64) []int64 {
 
 // colSet accumulates rows of one table column by column, in typed slices:
 // ClickHouse takes the slices as they are (no per-value boxing, which
-// dominated the insert cost), DuckDB's appender reads them row by row.
+// dominated the insert cost), DuckDB's feed copies them into its vectors.
 type colSet struct {
 	t    table
 	slot []int // column index -> index within its kind's slices
@@ -326,29 +324,6 @@ func (c *colSet) columns() []any {
 		}
 	}
 	return out
-}
-
-// row fills dst with row r's values.
-func (c *colSet) row(r int, dst []driver.Value) {
-	for i, col := range c.t.cols {
-		s := c.slot[i]
-		switch col.kind {
-		case kInt64:
-			dst[i] = c.i64[s][r]
-		case kInt32:
-			dst[i] = c.i32[s][r]
-		case kUInt32:
-			dst[i] = c.u32[s][r]
-		case kUInt16:
-			dst[i] = c.u16[s][r]
-		case kString:
-			dst[i] = c.str[s][r]
-		case kDate:
-			dst[i] = c.date[s][r]
-		case kInt64Array:
-			dst[i] = c.arr[s][r]
-		}
-	}
 }
 
 func connRow(c *colSet, sensor string, x *reconstruct.Connection) {
@@ -521,5 +496,3 @@ func scanPv(r rowScanner, sensor *string) (*pageview.Pageview, error) {
 	p.Flags = reconstruct.Flags(flags)
 	return p, nil
 }
-
-var _ = sql.ErrNoRows
