@@ -15,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/rtmon/rtmon/export"
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
 	"github.com/rtmon/rtmon/store"
@@ -38,7 +39,7 @@ type extent struct {
 // dataExtent is the span of the stored records: "last 15m" is relative to
 // the newest transaction; the oldest transaction or pageview sets where
 // the charts' time axis starts.
-func dataExtent(ctx context.Context, st store.Store) (extent, error) {
+func dataExtent(ctx context.Context, st store.Querier) (extent, error) {
 	var tx, pv store.Extent
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) { tx, err = st.Extent(gctx, store.Transactions); return err })
@@ -231,11 +232,12 @@ type Breakdown struct {
 	Mean  map[string]int64 `json:"mean"`
 }
 
+// breakdownComponents are the parts a record of kind k is made of.
 func breakdownComponents(k store.Kind) []string {
 	if k == store.Pageviews {
-		return []string{"tconn", "tserver", "ttransfer", "tother"}
+		return export.PageviewParts()
 	}
-	return []string{"tconn", "trequest", "tserver", "ttransfer"}
+	return export.TransactionParts()
 }
 
 type overviewParams struct {

@@ -30,7 +30,7 @@ type metrics struct {
 // newMetrics registers a collector that asks the store at scrape time, so
 // the histograms are the store's answers (cumulative over everything
 // stored), plus the live pipeline's counters.
-func newMetrics(st store.Store, live *LiveFeed) *metrics {
+func newMetrics(st store.Querier, live *LiveFeed) *metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(&storeCollector{st: st, live: live})
@@ -42,7 +42,7 @@ func (m *metrics) handler() http.Handler {
 }
 
 type storeCollector struct {
-	st   store.Store
+	st   store.Querier
 	live *LiveFeed
 }
 
