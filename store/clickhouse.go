@@ -243,11 +243,7 @@ func (c *chBackend) close() error {
 	return nil
 }
 
-// columns lists a table's columns; system.columns lists them in table order.
-func (c *chBackend) columns(ctx context.Context, name string) ([]string, error) {
-	cols, err := queryStrings(ctx, c.sdb, "SELECT name FROM system.columns WHERE database = ? AND table = ?", c.db, name)
-	if err != nil {
-		return nil, fmt.Errorf("clickhouse columns of %s: %w", name, err)
-	}
-	return cols, nil
+// columnsQuery: system.columns lists a table's columns in table order.
+func (c *chBackend) columnsQuery(name string) (string, []any) {
+	return "SELECT name FROM system.columns WHERE database = ? AND table = ?", []any{c.db, name}
 }

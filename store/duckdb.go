@@ -129,10 +129,6 @@ func (d *duckBackend) close() error {
 	return nil
 }
 
-func (d *duckBackend) columns(ctx context.Context, name string) ([]string, error) {
-	cols, err := queryStrings(ctx, d.db, "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' AND table_name = ? ORDER BY ordinal_position", name)
-	if err != nil {
-		return nil, fmt.Errorf("duckdb columns of %s: %w", name, err)
-	}
-	return cols, nil
+func (d *duckBackend) columnsQuery(name string) (string, []any) {
+	return "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' AND table_name = ? ORDER BY ordinal_position", []any{name}
 }

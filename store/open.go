@@ -16,8 +16,6 @@ type backend interface {
 	schema
 	// String names the engine and its location, for errors.
 	String() string
-	// sqlDB is the connection pool the queries read through.
-	sqlDB() *sql.DB
 	// dialect is how the engine spells the few differing SQL forms.
 	dialect() dialect
 	// batchRows is the effective Options.BatchRows for a requested value
@@ -37,8 +35,11 @@ type schema interface {
 	// prepareSchema creates what the migrations themselves need: the
 	// database and the schema_migrations table.
 	prepareSchema(ctx context.Context) error
-	// columns lists a table's columns in order; none if it does not exist.
-	columns(ctx context.Context, table string) ([]string, error)
+	// sqlDB is the connection pool the queries read through.
+	sqlDB() *sql.DB
+	// columnsQuery selects a table's column names in order; none if it
+	// does not exist.
+	columnsQuery(table string) (query string, args []any)
 	createTable(ctx context.Context, t table) error
 	// addColumn appends c to t with its kind's zero as default.
 	addColumn(ctx context.Context, t table, c column) error

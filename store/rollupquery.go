@@ -219,3 +219,54 @@ func (q *querier) Extent(ctx context.Context, k Kind) (Extent, error) {
 	}
 	return x, nil
 }
+
+// readRollups returns the newest row of each (minute, class) of kind with
+// minute in [from, to) (to 0: no bound).
+func (q *querier) readRollups(ctx context.Context, kind string, from, to int64) (map[rollupKey]*rollupRow, error) {
+	w := &where{}
+	w.add("kind = ?", kind)
+	if from != 0 {
+		w.add("minute >= ?", from)
+	}
+	if to != 0 {
+		w.add("minute < ?", to)
+	}
+	rows, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT minute, class, version, n, first_ns, last_ns, lo, hi, sums, hist FROM %s WHERE %s",
+		q.d.table(rollupTable.name), w), w.args...)
+	if err != nil {
+		return nil, fmt.Errorf("read rollups: %w", err)
+	}
+	defer rows.Close()
+	// Newest version first, texts decoded only for the winners.
+	type raw struct {
+		rollupRow
+		sums, hist string
+	}
+	newest := map[rollupKey]*raw{}
+	for rows.Next() {
+		var k rollupKey
+		var r raw
+		if err := rows.Scan(&k.minute, &k.class, &r.version, &r.n, &r.first, &r.last, &r.lo, &r.hi, &r.sums, &r.hist); err != nil {
+			return nil, fmt.Errorf("read rollups: %w", err)
+		}
+		if old := newest[k]; old != nil && old.version >= r.version {
+			continue
+		}
+		newest[k] = &r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read rollups: %w", err)
+	}
+	out := make(map[rollupKey]*rollupRow, len(newest))
+	for k, r := range newest {
+		row := r.rollupRow
+		if row.sums, err = decodeSums(r.sums); err != nil {
+			return nil, err
+		}
+		if row.hist, err = decodeHist(nil, r.hist); err != nil {
+			return nil, err
+		}
+		out[k] = &row
+	}
+	return out, nil
+}

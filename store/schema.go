@@ -42,7 +42,7 @@ func migrate(ctx context.Context, s schema, ms []migration) error {
 // of each that exists.
 func createTables(ctx context.Context, s schema, ts []table) error {
 	for _, t := range ts {
-		have, err := s.columns(ctx, t.name)
+		have, err := columnsOf(ctx, s, t.name)
 		if err != nil {
 			return err
 		}
@@ -63,7 +63,7 @@ func createTables(ctx context.Context, s schema, ts []table) error {
 // the end (where a fresh table has it too, so checkColumns agrees
 // afterwards).
 func addColumns(ctx context.Context, s schema, t table) error {
-	have, err := s.columns(ctx, t.name)
+	have, err := columnsOf(ctx, s, t.name)
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func addColumns(ctx context.Context, s schema, t table) error {
 			return fmt.Errorf("add %s.%s: %w", t.name, c.name, err)
 		}
 	}
-	after, err := s.columns(ctx, t.name)
+	after, err := columnsOf(ctx, s, t.name)
 	if err != nil {
 		return err
 	}
@@ -93,6 +93,16 @@ func zeroOf(k colKind) string {
 		return "''"
 	}
 	return "0"
+}
+
+// columnsOf lists a table's columns in order; none if it does not exist.
+func columnsOf(ctx context.Context, s schema, table string) ([]string, error) {
+	query, args := s.columnsQuery(table)
+	cols, err := queryStrings(ctx, s.sqlDB(), query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", table, err)
+	}
+	return cols, nil
 }
 
 // queryStrings runs a query selecting one string column.

@@ -149,15 +149,21 @@ func (q *querier) summaryRows(ctx context.Context, kinds []rollupKind, sq Summar
 func summaryCounters(c *Counters, kinds []rollupKind, got []map[rollupKey]*rollupRow, class string) []string {
 	classes := map[string]bool{}
 	for i, rk := range kinds {
+		var n int64
+		sums := map[string]int64{}
 		for key, row := range got[i] {
 			if row.n == 0 {
 				continue
 			}
 			classes[key.class] = true
 			if class == "" || key.class == class {
-				addCounters(c, rk.name, row.n, row.sums)
+				n += row.n
+				for name, v := range row.sums {
+					sums[name] += v
+				}
 			}
 		}
+		addCounters(c, rk.name, n, sums)
 	}
 	out := make([]string, 0, len(classes))
 	for c := range classes {

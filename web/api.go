@@ -165,6 +165,21 @@ func bad(c *gin.Context, err error) {
 	c.AbortWithStatusJSON(http.StatusBadRequest, gin.H{"error": err.Error()})
 }
 
+// pageviewByID reads pageview id; if it cannot, it answers 404 (no such
+// pageview) or 500 and returns false.
+func (s *Server) pageviewByID(c *gin.Context, id string) (*store.PageviewDetail, bool) {
+	det, err := s.cfg.Store.PageviewByID(c.Request.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		c.AbortWithStatusJSON(http.StatusNotFound, gin.H{"error": err.Error()})
+		return nil, false
+	}
+	if err != nil {
+		fail(c, err)
+		return nil, false
+	}
+	return det, true
+}
+
 func fail(c *gin.Context, err error) {
 	c.AbortWithStatusJSON(http.StatusInternalServerError, gin.H{"error": err.Error()})
 }
@@ -491,13 +506,8 @@ func (s *Server) apiSearch(c *gin.Context) {
 }
 
 func (s *Server) apiPageview(c *gin.Context) {
-	det, err := s.cfg.Store.PageviewByID(c.Request.Context(), c.Param("id"))
-	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			c.AbortWithStatusJSON(http.StatusNotFound, gin.H{"error": err.Error()})
-			return
-		}
-		fail(c, err)
+	det, ok := s.pageviewByID(c, c.Param("id"))
+	if !ok {
 		return
 	}
 	det.Transactions = nonNil(det.Transactions)

@@ -149,13 +149,8 @@ func (s *Server) exportSearchJSON(c *gin.Context) {
 
 func (s *Server) exportHAR(c *gin.Context) {
 	id := strings.TrimSuffix(c.Param("id"), ".har")
-	det, err := s.cfg.Store.PageviewByID(c.Request.Context(), id)
-	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			c.AbortWithStatusJSON(http.StatusNotFound, gin.H{"error": err.Error()})
-			return
-		}
-		fail(c, err)
+	det, ok := s.pageviewByID(c, id)
+	if !ok {
 		return
 	}
 	conns := make(map[string]*reconstruct.Connection, len(det.Connections))

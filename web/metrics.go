@@ -46,36 +46,79 @@ type storeCollector struct {
 	live *LiveFeed
 }
 
-var (
-	descRT = prometheus.NewDesc("rtmon_response_time_seconds",
-		"Client-perceived response time of stored records, per class and kind (transaction or pageview).",
-		[]string{"class", "kind"}, nil)
-	descCounter = func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc("rtmon_"+name, help, []string{"class"}, nil)
-	}
-	descConns        = descCounter("connections_total", "Stored connections.")
-	descSYNLoss      = descCounter("syn_losses_total", "Client SYN retransmissions with no SYN/ACK in between (dropped SYNs).")
-	descSYNACKLoss   = descCounter("synack_losses_total", "SYN/ACKs that never reached the client.")
-	descRetransBytes = descCounter("retransmitted_bytes_total", "Retransmitted bytes on stored connections.")
-	descServerErrors = descCounter("server_errors_total", "Transactions with status >= 500.")
-	descIncomplete   = descCounter("incomplete_transactions_total", "Transactions still open at end of input or eviction.")
+var descRT = prometheus.NewDesc("rtmon_response_time_seconds",
+	"Client-perceived response time of stored records, per class and kind (transaction or pageview).",
+	[]string{"class", "kind"}, nil)
 
-	descPipeline = func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc("rtmon_"+name, help, nil, nil)
+// metric is one Prometheus value read from a source S: the store's
+// counters of a class, the writer's stats, the live pipeline's.
+type metric[S any] struct {
+	desc  *prometheus.Desc
+	vt    prometheus.ValueType
+	value func(S) int64
+}
+
+func counter[S any](name, help string, labels []string, value func(S) int64) metric[S] {
+	return metric[S]{prometheus.NewDesc("rtmon_"+name, help, labels, nil), prometheus.CounterValue, value}
+}
+
+func gauge[S any](name, help string, value func(S) int64) metric[S] {
+	return metric[S]{prometheus.NewDesc("rtmon_"+name, help, nil, nil), prometheus.GaugeValue, value}
+}
+
+// emit sends each of ms's values read from src.
+func emit[S any](ch chan<- prometheus.Metric, ms []metric[S], src S, labels ...string) {
+	for _, m := range ms {
+		ch <- prometheus.MustNewConstMetric(m.desc, m.vt, float64(m.value(src)), labels...)
 	}
-	descPackets      = descPipeline("packets_total", "TCP packets decoded by the live pipeline.")
-	descBytes        = descPipeline("capture_bytes_total", "Captured bytes read by the live pipeline.")
-	descDrops        = descPipeline("capture_drops_total", "Packets dropped by libpcap or the kernel (rtmon too slow).")
-	descIfDrops      = descPipeline("interface_drops_total", "Packets dropped by the interface or driver.")
-	descEvictions    = descPipeline("evictions_total", "Connections evicted from the tracker's full table.")
-	descOpenConns    = descPipeline("open_connections", "Connections being tracked.")
-	descStoreWritten = descPipeline("store_written_total", "Records stored by this process's writer.")
-	descStoreQueued  = descPipeline("store_backlog_records", "Records waiting to be stored (memory and spill files).")
-	descStoreSpilled = descPipeline("store_spill_files", "Spill files waiting to be stored.")
-	descStoreRetries = descPipeline("store_retries_total", "Failed store insert attempts.")
-	descStoreDup     = descPipeline("store_duplicates_total", "Records dropped because their id was already stored.")
-	descScrapeErr    = descPipeline("store_query_errors", "1 if the last scrape's store queries failed.")
-)
+}
+
+var byClass = []string{"class"}
+
+var classMetrics = []metric[store.Counters]{
+	counter("connections_total", "Stored connections.", byClass,
+		func(k store.Counters) int64 { return k.Connections }),
+	counter("syn_losses_total", "Client SYN retransmissions with no SYN/ACK in between (dropped SYNs).", byClass,
+		func(k store.Counters) int64 { return k.SYNLosses }),
+	counter("synack_losses_total", "SYN/ACKs that never reached the client.", byClass,
+		func(k store.Counters) int64 { return k.SYNACKLosses }),
+	counter("retransmitted_bytes_total", "Retransmitted bytes on stored connections.", byClass,
+		func(k store.Counters) int64 { return k.ConnRetransBytes }),
+	counter("server_errors_total", "Transactions with status >= 500.", byClass,
+		func(k store.Counters) int64 { return k.ServerErrors }),
+	counter("incomplete_transactions_total", "Transactions still open at end of input or eviction.", byClass,
+		func(k store.Counters) int64 { return k.IncompleteTx }),
+}
+
+var writerMetrics = []metric[store.WriterStats]{
+	counter("store_written_total", "Records stored by this process's writer.", nil,
+		func(s store.WriterStats) int64 { return s.Written }),
+	gauge("store_backlog_records", "Records waiting to be stored (memory and spill files).",
+		func(s store.WriterStats) int64 { return s.Queued }),
+	gauge("store_spill_files", "Spill files waiting to be stored.",
+		func(s store.WriterStats) int64 { return int64(s.SpilledFiles) }),
+	counter("store_retries_total", "Failed store insert attempts.", nil,
+		func(s store.WriterStats) int64 { return s.Retries }),
+	counter("store_duplicates_total", "Records dropped because their id was already stored.", nil,
+		func(s store.WriterStats) int64 { return s.Duplicates }),
+}
+
+var pipelineMetrics = []metric[PipelineStats]{
+	counter("packets_total", "TCP packets decoded by the live pipeline.", nil,
+		func(p PipelineStats) int64 { return p.Packets }),
+	counter("capture_bytes_total", "Captured bytes read by the live pipeline.", nil,
+		func(p PipelineStats) int64 { return p.Bytes }),
+	counter("capture_drops_total", "Packets dropped by libpcap or the kernel (rtmon too slow).", nil,
+		func(p PipelineStats) int64 { return p.CaptureDrops }),
+	counter("interface_drops_total", "Packets dropped by the interface or driver.", nil,
+		func(p PipelineStats) int64 { return p.InterfaceDrops }),
+	counter("evictions_total", "Connections evicted from the tracker's full table.", nil,
+		func(p PipelineStats) int64 { return p.Evictions }),
+	gauge("open_connections", "Connections being tracked.",
+		func(p PipelineStats) int64 { return p.OpenConnections }),
+}
+
+var descScrapeErr = prometheus.NewDesc("rtmon_store_query_errors", "1 if the last scrape's store queries failed.", nil, nil)
 
 // Describe sends nothing: an unchecked collector, because describing by
 // collecting would query the whole store when the server starts.
@@ -108,39 +151,16 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 			failed = 1
 			continue
 		}
-		cv := func(d *prometheus.Desc, v int64) {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), class)
-		}
-		cv(descConns, k.Connections)
-		cv(descSYNLoss, k.SYNLosses)
-		cv(descSYNACKLoss, k.SYNACKLosses)
-		cv(descRetransBytes, k.ConnRetransBytes)
-		cv(descServerErrors, k.ServerErrors)
-		cv(descIncomplete, k.IncompleteTx)
+		emit(ch, classMetrics, k, class)
 	}
 	ch <- prometheus.MustNewConstMetric(descScrapeErr, prometheus.GaugeValue, failed)
 
-	ws := c.st.Stats()
-	ch <- prometheus.MustNewConstMetric(descStoreWritten, prometheus.CounterValue, float64(ws.Written))
-	ch <- prometheus.MustNewConstMetric(descStoreQueued, prometheus.GaugeValue, float64(ws.Queued))
-	ch <- prometheus.MustNewConstMetric(descStoreSpilled, prometheus.GaugeValue, float64(ws.SpilledFiles))
-	ch <- prometheus.MustNewConstMetric(descStoreRetries, prometheus.CounterValue, float64(ws.Retries))
-	ch <- prometheus.MustNewConstMetric(descStoreDup, prometheus.CounterValue, float64(ws.Duplicates))
-
+	emit(ch, writerMetrics, c.st.Stats())
 	if c.live == nil {
 		return
 	}
 	ev, _ := c.live.Latest()
-	p := ev.Pipeline
-	cv := func(d *prometheus.Desc, v int64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
-	}
-	cv(descPackets, p.Packets)
-	cv(descBytes, p.Bytes)
-	cv(descDrops, p.CaptureDrops)
-	cv(descIfDrops, p.InterfaceDrops)
-	cv(descEvictions, p.Evictions)
-	ch <- prometheus.MustNewConstMetric(descOpenConns, prometheus.GaugeValue, float64(p.OpenConnections))
+	emit(ch, pipelineMetrics, ev.Pipeline)
 }
 
 // constHistogram converts a store histogram (bucket i = [e_i, e_i+1), the
