@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 )
@@ -37,17 +38,12 @@ func (q *querier) Histogram(ctx context.Context, hq HistogramQuery) ([]ClassHist
 	if sqlText == "" {
 		sqlText, bargs = q.histSQL(t, w, col, hq.Edges)
 	}
-	rows, err := q.db.QueryContext(ctx, sqlText, append(bargs, w.args...)...)
-	if err != nil {
-		return nil, fmt.Errorf("histogram query: %w", err)
-	}
-	defer rows.Close()
 	var out []ClassHistogram
-	for rows.Next() {
+	err = eachRow(ctx, q.db, sqlText, append(bargs, w.args...), func(rows *sql.Rows) error {
 		var class string
 		var b, c int64
 		if err := rows.Scan(&class, &b, &c); err != nil {
-			return nil, fmt.Errorf("histogram scan: %w", err)
+			return err
 		}
 		if len(out) == 0 || out[len(out)-1].Class != class {
 			out = append(out, ClassHistogram{Class: class, Edges: hq.Edges, Counts: make([]int64, len(hq.Edges))})
@@ -55,8 +51,12 @@ func (q *querier) Histogram(ctx context.Context, hq HistogramQuery) ([]ClassHist
 		h := &out[len(out)-1]
 		h.Counts[bucketOf(b)] += c
 		h.Total += c
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("histogram: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // histSQL: bucket index = number of edges after the first that v reaches;

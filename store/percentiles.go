@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/big"
 	"strconv"
@@ -56,27 +57,21 @@ func (q *querier) pct(ctx context.Context, pq PercentileQuery, series bool) ([]S
 	}
 	sqlText := q.d.pct(q.d.table(t.name), w.String(), exprs, names, col, pq.Qs)
 	args = append(args, w.args...)
-	rows, err := q.db.QueryContext(ctx, sqlText, args...)
-	if err != nil {
-		return nil, fmt.Errorf("percentile query: %w", err)
-	}
-	defer rows.Close()
-	var out []SeriesPoint
-	for rows.Next() {
-		var p SeriesPoint
+	out, err := queryAll(ctx, q.db, sqlText, args, func(rows *sql.Rows) (p SeriesPoint, err error) {
 		var vals int64List
 		dest := []any{&p.Class}
 		if series {
 			dest = append(dest, &p.T)
 		}
 		dest = append(dest, &p.Count, &vals)
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("percentile scan: %w", err)
-		}
+		err = rows.Scan(dest...)
 		p.Values = []int64(vals)
-		out = append(out, p)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("percentiles: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func (q *querier) Percentiles(ctx context.Context, pq PercentileQuery) ([]ClassPercentiles, error) {

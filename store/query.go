@@ -136,17 +136,10 @@ func (q *querier) TopSlow(ctx context.Context, tq TopQuery) ([]TopRow, error) {
 	}
 	sqlText := fmt.Sprintf("SELECT %s, count(*) AS n, %s AS mean, max(total) AS mx FROM %s WHERE %s GROUP BY %s HAVING count(*) >= ? ORDER BY mean DESC, %s LIMIT ?",
 		key, d.intDiv(d.sum("total"), "count(*)"), d.table(t.name), w, group, order)
-	rows, err := q.db.QueryContext(ctx, sqlText, append(w.args, max(tq.MinCount, 1), tq.Limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("top slow query: %w", err)
-	}
-	defer rows.Close()
-	var out []TopRow
-	for rows.Next() {
-		var r TopRow
+	out, err := queryAll(ctx, q.db, sqlText, append(w.args, max(tq.MinCount, 1), tq.Limit), func(rows *sql.Rows) (r TopRow, err error) {
 		var path string
 		if err := rows.Scan(&r.Key, &path, &r.Count, &r.Mean, &r.Max); err != nil {
-			return nil, fmt.Errorf("top slow scan: %w", err)
+			return r, err
 		}
 		r.Key += path
 		if tq.By == "server" || tq.By == "client" {
@@ -154,9 +147,12 @@ func (q *querier) TopSlow(ctx context.Context, tq TopQuery) ([]TopRow, error) {
 				r.Key = a.String()
 			}
 		}
-		out = append(out, r)
+		return r, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("top slow: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func (q *querier) Classes(ctx context.Context, r TimeRange) ([]string, error) {
@@ -181,20 +177,52 @@ func (q *querier) Classes(ctx context.Context, r TimeRange) ([]string, error) {
 
 // existingIDs is shared: both engines answer it with one bound range query.
 func (q *querier) existingIDs(ctx context.Context, t table, lo, hi int64, ids map[string]bool) (map[string]bool, error) {
-	rows, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT id FROM %s WHERE start_ns >= ? AND start_ns <= ?", q.d.table(t.name)), lo, hi)
+	have := map[string]bool{}
+	err := eachRow(ctx, q.db, fmt.Sprintf("SELECT id FROM %s WHERE start_ns >= ? AND start_ns <= ?", q.d.table(t.name)), []any{lo, hi},
+		func(rows *sql.Rows) error {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			if ids[id] {
+				have[id] = true
+			}
+			return nil
+		})
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	have := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
+	return have, nil
+}
+
+// queryAll runs query and returns what scan makes of each row.
+func queryAll[T any](ctx context.Context, db *sql.DB, query string, args []any, scan func(*sql.Rows) (T, error)) ([]T, error) {
+	var out []T
+	err := eachRow(ctx, db, query, args, func(rows *sql.Rows) error {
+		v, err := scan(rows)
+		if err != nil {
+			return err
 		}
-		if ids[id] {
-			have[id] = true
+		out = append(out, v)
+		return nil
+	})
+	return out, err
+}
+
+// marks is n comma-separated placeholders.
+func marks(n int) string { return strings.TrimSuffix(strings.Repeat("?, ", n), ", ") }
+
+// eachRow runs query and calls fn on each row; it closes the rows.
+func eachRow(ctx context.Context, db *sql.DB, query string, args []any, fn func(*sql.Rows) error) error {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
 		}
 	}
-	return have, rows.Err()
+	return rows.Err()
 }

@@ -107,20 +107,10 @@ func columnsOf(ctx context.Context, s schema, table string) ([]string, error) {
 
 // queryStrings runs a query selecting one string column.
 func queryStrings(ctx context.Context, db *sql.DB, query string, args ...any) ([]string, error) {
-	rows, err := db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var v string
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, db, query, args, func(rows *sql.Rows) (v string, err error) {
+		err = rows.Scan(&v)
+		return v, err
+	})
 }
 
 // columnDefs lists t's columns as "name type<suffix>, ..." in an engine's

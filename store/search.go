@@ -5,24 +5,54 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
+	"maps"
+	"slices"
 
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
 )
 
+// Search counts the matches, then reads one page of them in two steps:
+// order and page over (start_ns, id) only, then read whole rows for that
+// page. 18.16 has no lazy column reads, so one step would read every
+// column of every match before the LIMIT.
 func (q *querier) Search(ctx context.Context, sq SearchQuery) (SearchResult, error) {
 	var res SearchResult
 	k, t, err := kindTable(sq.Kind)
 	if err != nil {
 		return res, err
 	}
+	w, err := q.searchWhere(sq)
+	if err != nil {
+		return res, err
+	}
+	sq.Limit, sq.Offset = min(max(sq.Limit, 0), 10000), max(sq.Offset, 0)
+	if sq.Limit == 0 {
+		sq.Limit = 50
+	}
+	tbl := q.d.table(t.name)
+	if err := q.db.QueryRowContext(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", tbl, w), w.args...).Scan(&res.Total); err != nil {
+		return res, fmt.Errorf("search count: %w", err)
+	}
+	p, err := q.searchPage(ctx, tbl, w, sq.Limit, sq.Offset)
+	if err != nil || len(p.ids) == 0 {
+		return res, err
+	}
+	if k == Transactions {
+		res.Transactions, err = searchRows(ctx, q, t, p, scanTx, func(tx *reconstruct.Transaction) string { return tx.ID })
+	} else {
+		res.Pageviews, err = searchRows(ctx, q, t, p, scanPv, func(pv *pageview.Pageview) string { return pv.ID })
+	}
+	return res, err
+}
+
+// searchWhere is the condition sq's filters make.
+func (q *querier) searchWhere(sq SearchQuery) (*where, error) {
 	w := baseWhere(sq.Range, sq.Class)
 	if sq.Client != "" {
 		cond, args, err := clientCond(sq.Client)
 		if err != nil {
-			return res, err
+			return nil, err
 		}
 		w.add(cond, args...)
 	}
@@ -35,91 +65,67 @@ func (q *querier) Search(ctx context.Context, sq SearchQuery) (SearchResult, err
 	if sq.MinTotal > 0 {
 		w.add("total >= ?", sq.MinTotal)
 	}
-	if sq.Limit <= 0 {
-		sq.Limit = 50
-	}
-	if sq.Limit > 10000 {
-		sq.Limit = 10000
-	}
-	if sq.Offset < 0 {
-		sq.Offset = 0
-	}
-	tbl := q.d.table(t.name)
-	if err := q.db.QueryRowContext(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", tbl, w), w.args...).Scan(&res.Total); err != nil {
-		return res, fmt.Errorf("search count: %w", err)
-	}
-	// Two steps: order and page over (start_ns, id) only, then read whole
-	// rows for that page. 18.16 has no lazy column reads, so one step would
-	// read every column of every match before the LIMIT.
-	rows, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT id, start_ns FROM %s WHERE %s ORDER BY start_ns DESC, id ASC LIMIT ? OFFSET ?", tbl, w),
-		append(w.args, sq.Limit, sq.Offset)...)
+	return w, nil
+}
+
+// searchPage is one page of matches: their ids in order and the span of
+// their start times, which bounds the read of their rows.
+type searchPage struct {
+	ids    []string
+	pos    map[string]int // id -> index in ids
+	lo, hi int64
+}
+
+func (q *querier) searchPage(ctx context.Context, tbl string, w *where, limit, offset int) (searchPage, error) {
+	p := searchPage{pos: map[string]int{}}
+	err := eachRow(ctx, q.db, fmt.Sprintf("SELECT id, start_ns FROM %s WHERE %s ORDER BY start_ns DESC, id ASC LIMIT ? OFFSET ?", tbl, w),
+		append(w.args, limit, offset), func(rows *sql.Rows) error {
+			var id string
+			var st int64
+			if err := rows.Scan(&id, &st); err != nil {
+				return err
+			}
+			if len(p.ids) == 0 {
+				p.lo, p.hi = st, st
+			}
+			p.lo, p.hi = min(p.lo, st), max(p.hi, st)
+			p.pos[id] = len(p.ids)
+			p.ids = append(p.ids, id)
+			return nil
+		})
 	if err != nil {
-		return res, fmt.Errorf("search: %w", err)
+		return p, fmt.Errorf("search: %w", err)
 	}
-	var ids []string
-	pos := map[string]int{}
-	var lo, hi int64
-	for rows.Next() {
-		var id string
-		var st int64
-		if err := rows.Scan(&id, &st); err != nil {
-			rows.Close()
-			return res, fmt.Errorf("search: %w", err)
-		}
-		if len(ids) == 0 {
-			lo, hi = st, st
-		}
-		lo, hi = min(lo, st), max(hi, st)
-		pos[id] = len(ids)
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return res, fmt.Errorf("search: %w", err)
-	}
-	if len(ids) == 0 {
-		return res, nil
-	}
-	args := []any{lo, hi}
-	for _, id := range ids {
+	return p, nil
+}
+
+// searchRows reads the whole rows of page p, in the page's order.
+func searchRows[R any](ctx context.Context, q *querier, t table, p searchPage, scan func(rowScanner, *string) (*R, error), id func(*R) string) ([]*R, error) {
+	args := []any{p.lo, p.hi}
+	for _, id := range p.ids {
 		args = append(args, id)
 	}
-	marks := strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")
-	rows, err = q.db.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE start_ns >= ? AND start_ns <= ? AND id IN (%s)", t.selectList(), tbl, marks), args...)
+	byPos := make([]*R, len(p.ids))
+	var sensor string
+	err := eachRow(ctx, q.db, fmt.Sprintf("SELECT %s FROM %s WHERE start_ns >= ? AND start_ns <= ? AND id IN (%s)", t.selectList(), q.d.table(t.name), marks(len(p.ids))),
+		args, func(rows *sql.Rows) error {
+			r, err := scan(rows, &sensor)
+			if err != nil {
+				return err
+			}
+			byPos[p.pos[id(r)]] = r
+			return nil
+		})
 	if err != nil {
-		return res, fmt.Errorf("search rows: %w", err)
+		return nil, fmt.Errorf("search rows: %w", err)
 	}
-	defer rows.Close()
-	txs := make([]*reconstruct.Transaction, len(ids))
-	pvs := make([]*pageview.Pageview, len(ids))
-	for rows.Next() {
-		var sensor string
-		if k == Transactions {
-			tx, err := scanTx(rows, &sensor)
-			if err != nil {
-				return res, err
-			}
-			txs[pos[tx.ID]] = tx
-		} else {
-			pv, err := scanPv(rows, &sensor)
-			if err != nil {
-				return res, err
-			}
-			pvs[pos[pv.ID]] = pv
+	var out []*R
+	for _, r := range byPos {
+		if r != nil {
+			out = append(out, r)
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return res, fmt.Errorf("search rows: %w", err)
-	}
-	for i := range ids {
-		if k == Transactions && txs[i] != nil {
-			res.Transactions = append(res.Transactions, txs[i])
-		}
-		if k == Pageviews && pvs[i] != nil {
-			res.Pageviews = append(res.Pageviews, pvs[i])
-		}
-	}
-	return res, nil
+	return out, nil
 }
 
 func (q *querier) PageviewByID(ctx context.Context, id string) (*PageviewDetail, error) {
@@ -137,50 +143,38 @@ func (q *querier) PageviewByID(ctx context.Context, id string) (*PageviewDetail,
 	// forwards with its pageview id. No time or client window is added,
 	// because an object's transaction may start before the pageview does
 	// (a connection opened in advance) and a window would silently drop it.
-	rows, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE pageview_id = ? ORDER BY start_ns, id",
-		txTable.selectList(), q.d.table(txTable.name)), pv.ID)
-	if err != nil {
-		return nil, fmt.Errorf("pageview transactions: %w", err)
-	}
 	connIDs := map[string]bool{}
-	for rows.Next() {
+	err = eachRow(ctx, q.db, fmt.Sprintf("SELECT %s FROM %s WHERE pageview_id = ? ORDER BY start_ns, id",
+		txTable.selectList(), q.d.table(txTable.name)), []any{pv.ID}, func(rows *sql.Rows) error {
 		tx, err := scanTx(rows, &sensor)
 		if err != nil {
-			rows.Close()
-			return nil, err
+			return err
 		}
 		det.Transactions = append(det.Transactions, tx)
 		connIDs[tx.ConnectionID] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("pageview transactions: %w", err)
 	}
 	if len(connIDs) == 0 {
 		return det, nil
 	}
-	ids := make([]string, 0, len(connIDs))
-	for id := range connIDs {
-		ids = append(ids, id)
+	args := make([]any, 0, len(connIDs))
+	for _, id := range slices.Sorted(maps.Keys(connIDs)) {
+		args = append(args, id)
 	}
-	sort.Strings(ids)
-	marks := strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
-	rows, err = q.db.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE id IN (%s) ORDER BY start_ns, id",
-		connTable.selectList(), q.d.table(connTable.name), marks), args...)
+	err = eachRow(ctx, q.db, fmt.Sprintf("SELECT %s FROM %s WHERE id IN (%s) ORDER BY start_ns, id",
+		connTable.selectList(), q.d.table(connTable.name), marks(len(args))), args, func(rows *sql.Rows) error {
+		c, err := scanConn(rows, &sensor)
+		if err != nil {
+			return err
+		}
+		det.Connections = append(det.Connections, c)
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("pageview connections: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		c, err := scanConn(rows, &sensor)
-		if err != nil {
-			return nil, err
-		}
-		det.Connections = append(det.Connections, c)
-	}
-	return det, rows.Err()
+	return det, nil
 }
