@@ -1,8 +1,6 @@
 package export
 
 import (
-	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -21,9 +19,6 @@ type PageviewWriter struct {
 
 // NewPageviewWriter creates (truncating) dir/pageviews.FORMAT.
 func NewPageviewWriter(dir string, format Format) (*PageviewWriter, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create output directory: %w", err)
-	}
 	t, err := newTable(dir, "pageviews", format, PageviewCSV)
 	if err != nil {
 		return nil, err
@@ -43,14 +38,7 @@ func (w *PageviewWriter) Pageview(p *pageview.Pageview) {
 
 // Close flushes the file and reports the first error seen.
 func (w *PageviewWriter) Close() error {
-	err := w.err
-	if cerr := w.t.close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write pageviews: %w", err)
-	}
-	return nil
+	return closeTables("pageviews", w.err, w.t.close)
 }
 
 var pageviewHeader = []string{"id", "interface", "client", "user_agent", "class", "priority", "server", "host", "url",

@@ -42,7 +42,11 @@ type table[T any] struct {
 	csv *CSVWriter[T]
 }
 
+// newTable creates (truncating) dir/name.FORMAT, and dir if need be.
 func newTable[T any](dir, name string, format Format, newCSV func(io.Writer) (*CSVWriter[T], error)) (*table[T], error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create output directory: %w", err)
+	}
 	path := filepath.Join(dir, name+"."+string(format))
 	f, err := os.Create(path)
 	if err != nil {
@@ -93,9 +97,6 @@ type RecordWriter struct {
 
 // NewRecordWriter creates (truncating) the record files in dir.
 func NewRecordWriter(dir string, format Format) (*RecordWriter, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create output directory: %w", err)
-	}
 	conns, err := newTable(dir, "connections", format, ConnectionCSV)
 	if err != nil {
 		return nil, err
@@ -122,14 +123,19 @@ func (w *RecordWriter) Transaction(t *reconstruct.Transaction) {
 
 // Close flushes both files and reports the first error seen.
 func (w *RecordWriter) Close() error {
-	err := w.err
-	for _, cerr := range []error{w.conns.close(), w.txs.close()} {
-		if err == nil {
+	return closeTables("records", w.err, w.conns.close, w.txs.close)
+}
+
+// closeTables runs each table's close and reports the first of err (the
+// first write error) and their errors.
+func closeTables(what string, err error, closes ...func() error) error {
+	for _, closeTable := range closes {
+		if cerr := closeTable(); err == nil {
 			err = cerr
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("write records: %w", err)
+		return fmt.Errorf("write %s: %w", what, err)
 	}
 	return nil
 }

@@ -3,8 +3,8 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -236,12 +236,7 @@ func (c *chBackend) dropDaysBefore(ctx context.Context, cutoff time.Time) error 
 	return nil
 }
 
-func (c *chBackend) close() error {
-	if err := errors.Join(c.sdb.Close(), c.conn.Close()); err != nil {
-		return fmt.Errorf("clickhouse close: %w", err)
-	}
-	return nil
-}
+func (c *chBackend) connections() []io.Closer { return []io.Closer{c.sdb, c.conn} }
 
 // columnsQuery: system.columns lists a table's columns in table order.
 func (c *chBackend) columnsQuery(name string) (string, []any) {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
@@ -38,10 +39,10 @@ func connectDuck(ctx context.Context, path string) (*duckBackend, error) {
 	}
 	d := &duckBackend{path: path, connector: connector, db: sql.OpenDB(connector)}
 	if err := d.db.PingContext(ctx); err != nil {
-		return nil, errors.Join(fmt.Errorf("open duckdb %q: %w", path, err), d.close())
+		return nil, errors.Join(fmt.Errorf("open duckdb %q: %w", path, err), closeBackend(d))
 	}
 	if err := registerFeeds(ctx, d.db); err != nil {
-		return nil, errors.Join(fmt.Errorf("duckdb %q: %w", path, err), d.close())
+		return nil, errors.Join(fmt.Errorf("duckdb %q: %w", path, err), closeBackend(d))
 	}
 	return d, nil
 }
@@ -122,12 +123,7 @@ func (d *duckBackend) dropDaysBefore(ctx context.Context, cutoff time.Time) erro
 	return nil
 }
 
-func (d *duckBackend) close() error {
-	if err := errors.Join(d.db.Close(), d.connector.Close()); err != nil {
-		return fmt.Errorf("duckdb close: %w", err)
-	}
-	return nil
-}
+func (d *duckBackend) connections() []io.Closer { return []io.Closer{d.db, d.connector} }
 
 func (d *duckBackend) columnsQuery(name string) (string, []any) {
 	return "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' AND table_name = ? ORDER BY ordinal_position", []any{name}

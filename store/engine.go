@@ -14,11 +14,11 @@ import (
 type engine struct {
 	*querier
 	*writer
-	closeBackend func() error
-	logger       *slog.Logger
-	stopTTL      chan struct{}
-	closeOne     sync.Once
-	closeErr     error
+	release  func() error // closes the backend's connections
+	logger   *slog.Logger
+	stopTTL  chan struct{}
+	closeOne sync.Once
+	closeErr error
 }
 
 // Stats is the writer's; both interfaces name it.
@@ -30,7 +30,7 @@ func (e *engine) Close() error {
 			close(e.stopTTL)
 		}
 		werr := e.writer.close()
-		cerr := e.closeBackend()
+		cerr := e.release()
 		e.closeErr = errors.Join(werr, cerr)
 	})
 	return e.closeErr

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 )
 
@@ -26,8 +27,8 @@ type backend interface {
 	// dropDaysBefore deletes every record and rollup of the days before
 	// cutoff (retention).
 	dropDaysBefore(ctx context.Context, cutoff time.Time) error
-	// close releases the connections.
-	close() error
+	// connections are what closeBackend releases, in order.
+	connections() []io.Closer
 }
 
 // schema is what the migrations need of an engine.
@@ -52,7 +53,7 @@ type schema interface {
 // engine's defaults, start the writer and the retention.
 func open(ctx context.Context, b backend, opts Options) (Store, error) {
 	fail := func(err error) (Store, error) {
-		return nil, errors.Join(fmt.Errorf("%s: %w", b, err), b.close())
+		return nil, errors.Join(fmt.Errorf("%s: %w", b, err), closeBackend(b))
 	}
 	if err := b.prepareSchema(ctx); err != nil {
 		return fail(err)
@@ -70,11 +71,23 @@ func open(ctx context.Context, b backend, opts Options) (Store, error) {
 		return fail(err)
 	}
 	q.onRollupError = w.countRollupError
-	e := &engine{querier: q, writer: w, closeBackend: b.close, logger: opts.Logger}
+	e := &engine{querier: q, writer: w, release: func() error { return closeBackend(b) }, logger: opts.Logger}
 	if err := e.startTTL(ctx, opts.TTL, b.dropDaysBefore); err != nil {
 		return nil, errors.Join(fmt.Errorf("%s: %w", b, err), e.Close())
 	}
 	return e, nil
+}
+
+// closeBackend releases b's connections.
+func closeBackend(b backend) error {
+	var errs []error
+	for _, c := range b.connections() {
+		errs = append(errs, c.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%s close: %w", b, err)
+	}
+	return nil
 }
 
 // migrations are the schema versions, oldest first.

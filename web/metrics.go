@@ -58,12 +58,14 @@ type metric[S any] struct {
 	value func(S) int64
 }
 
-func counter[S any](name, help string, labels []string, value func(S) int64) metric[S] {
-	return metric[S]{prometheus.NewDesc("rtmon_"+name, help, labels, nil), prometheus.CounterValue, value}
-}
+// counter and gauge are the value types of the metrics below.
+const (
+	counter = prometheus.CounterValue
+	gauge   = prometheus.GaugeValue
+)
 
-func gauge[S any](name, help string, value func(S) int64) metric[S] {
-	return metric[S]{prometheus.NewDesc("rtmon_"+name, help, nil, nil), prometheus.GaugeValue, value}
+func newMetric[S any](vt prometheus.ValueType, name, help string, labels []string, value func(S) int64) metric[S] {
+	return metric[S]{prometheus.NewDesc("rtmon_"+name, help, labels, nil), vt, value}
 }
 
 // emit sends each of ms's values read from src.
@@ -76,45 +78,45 @@ func emit[S any](ch chan<- prometheus.Metric, ms []metric[S], src S, labels ...s
 var byClass = []string{"class"}
 
 var classMetrics = []metric[store.Counters]{
-	counter("connections_total", "Stored connections.", byClass,
+	newMetric(counter, "connections_total", "Stored connections.", byClass,
 		func(k store.Counters) int64 { return k.Connections }),
-	counter("syn_losses_total", "Client SYN retransmissions with no SYN/ACK in between (dropped SYNs).", byClass,
+	newMetric(counter, "syn_losses_total", "Client SYN retransmissions with no SYN/ACK in between (dropped SYNs).", byClass,
 		func(k store.Counters) int64 { return k.SYNLosses }),
-	counter("synack_losses_total", "SYN/ACKs that never reached the client.", byClass,
+	newMetric(counter, "synack_losses_total", "SYN/ACKs that never reached the client.", byClass,
 		func(k store.Counters) int64 { return k.SYNACKLosses }),
-	counter("retransmitted_bytes_total", "Retransmitted bytes on stored connections.", byClass,
+	newMetric(counter, "retransmitted_bytes_total", "Retransmitted bytes on stored connections.", byClass,
 		func(k store.Counters) int64 { return k.ConnRetransBytes }),
-	counter("server_errors_total", "Transactions with status >= 500.", byClass,
+	newMetric(counter, "server_errors_total", "Transactions with status >= 500.", byClass,
 		func(k store.Counters) int64 { return k.ServerErrors }),
-	counter("incomplete_transactions_total", "Transactions still open at end of input or eviction.", byClass,
+	newMetric(counter, "incomplete_transactions_total", "Transactions still open at end of input or eviction.", byClass,
 		func(k store.Counters) int64 { return k.IncompleteTx }),
 }
 
 var writerMetrics = []metric[store.WriterStats]{
-	counter("store_written_total", "Records stored by this process's writer.", nil,
+	newMetric(counter, "store_written_total", "Records stored by this process's writer.", nil,
 		func(s store.WriterStats) int64 { return s.Written }),
-	gauge("store_backlog_records", "Records waiting to be stored (memory and spill files).",
+	newMetric(gauge, "store_backlog_records", "Records waiting to be stored (memory and spill files).", nil,
 		func(s store.WriterStats) int64 { return s.Queued }),
-	gauge("store_spill_files", "Spill files waiting to be stored.",
+	newMetric(gauge, "store_spill_files", "Spill files waiting to be stored.", nil,
 		func(s store.WriterStats) int64 { return int64(s.SpilledFiles) }),
-	counter("store_retries_total", "Failed store insert attempts.", nil,
+	newMetric(counter, "store_retries_total", "Failed store insert attempts.", nil,
 		func(s store.WriterStats) int64 { return s.Retries }),
-	counter("store_duplicates_total", "Records dropped because their id was already stored.", nil,
+	newMetric(counter, "store_duplicates_total", "Records dropped because their id was already stored.", nil,
 		func(s store.WriterStats) int64 { return s.Duplicates }),
 }
 
 var pipelineMetrics = []metric[PipelineStats]{
-	counter("packets_total", "TCP packets decoded by the live pipeline.", nil,
+	newMetric(counter, "packets_total", "TCP packets decoded by the live pipeline.", nil,
 		func(p PipelineStats) int64 { return p.Packets }),
-	counter("capture_bytes_total", "Captured bytes read by the live pipeline.", nil,
+	newMetric(counter, "capture_bytes_total", "Captured bytes read by the live pipeline.", nil,
 		func(p PipelineStats) int64 { return p.Bytes }),
-	counter("capture_drops_total", "Packets dropped by libpcap or the kernel (rtmon too slow).", nil,
+	newMetric(counter, "capture_drops_total", "Packets dropped by libpcap or the kernel (rtmon too slow).", nil,
 		func(p PipelineStats) int64 { return p.CaptureDrops }),
-	counter("interface_drops_total", "Packets dropped by the interface or driver.", nil,
+	newMetric(counter, "interface_drops_total", "Packets dropped by the interface or driver.", nil,
 		func(p PipelineStats) int64 { return p.InterfaceDrops }),
-	counter("evictions_total", "Connections evicted from the tracker's full table.", nil,
+	newMetric(counter, "evictions_total", "Connections evicted from the tracker's full table.", nil,
 		func(p PipelineStats) int64 { return p.Evictions }),
-	gauge("open_connections", "Connections being tracked.",
+	newMetric(gauge, "open_connections", "Connections being tracked.", nil,
 		func(p PipelineStats) int64 { return p.OpenConnections }),
 }
 

@@ -192,6 +192,12 @@ func (r *Ref) Percentiles(q store.PercentileQuery) []store.ClassPercentiles {
 	return out
 }
 
+func countIf(n *int64, cond bool) {
+	if cond {
+		*n++
+	}
+}
+
 // Counters per the Counters doc.
 func (r *Ref) Counters(tr store.TimeRange, class string) store.Counters {
 	var c store.Counters
@@ -205,38 +211,22 @@ func (r *Ref) Counters(tr store.TimeRange, class string) store.Counters {
 		c.SYNLossGap += x.SYNLossGap
 		c.SYNACKLossGap += x.SYNACKLossGap
 		c.ConnRetransBytes += x.RetransBytes
-		if x.RetransBytes > 0 {
-			c.ConnsWithRetrans++
-		}
-		if x.Flags&reconstruct.FlagIncomplete != 0 {
-			c.IncompleteConnections++
-		}
-		if x.Flags&reconstruct.FlagReset != 0 {
-			c.ResetConnections++
-		}
+		countIf(&c.ConnsWithRetrans, x.RetransBytes > 0)
+		countIf(&c.IncompleteConnections, x.Flags&reconstruct.FlagIncomplete != 0)
+		countIf(&c.ResetConnections, x.Flags&reconstruct.FlagReset != 0)
 	}
 	for _, x := range r.rows(store.Transactions, tr, class) {
 		t := x.tx
 		c.Transactions++
 		c.TxRetransBytes += t.RetransBytes
-		if t.RetransBytes > 0 {
-			c.TxWithRetrans++
-		}
-		if t.Flags&reconstruct.FlagIncomplete != 0 {
-			c.IncompleteTx++
-		}
-		if t.Flags&reconstruct.FlagNoResponse != 0 {
-			c.NoResponseTx++
-		}
-		if t.Status >= 500 {
-			c.ServerErrors++
-		}
+		countIf(&c.TxWithRetrans, t.RetransBytes > 0)
+		countIf(&c.IncompleteTx, t.Flags&reconstruct.FlagIncomplete != 0)
+		countIf(&c.NoResponseTx, t.Flags&reconstruct.FlagNoResponse != 0)
+		countIf(&c.ServerErrors, t.Status >= 500)
 	}
 	for _, x := range r.rows(store.Pageviews, tr, class) {
 		c.Pageviews++
-		if x.pv.Flags&reconstruct.FlagIncomplete != 0 {
-			c.IncompletePageviews++
-		}
+		countIf(&c.IncompletePageviews, x.pv.Flags&reconstruct.FlagIncomplete != 0)
 	}
 	return c
 }
