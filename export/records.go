@@ -1,5 +1,3 @@
-// Package export writes rtmon's records and summaries for people and other
-// tools: JSON Lines and CSV record files, and the end-of-run summary.
 package export
 
 import (
