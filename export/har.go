@@ -2,6 +2,7 @@ package export
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -149,15 +150,7 @@ func WriteHAR(w io.Writer, pv *pageview.Pageview, txs []*reconstruct.Transaction
 		})
 	}
 	sorted := slices.Clone(txs)
-	slices.SortStableFunc(sorted, func(a, b *reconstruct.Transaction) int {
-		switch {
-		case a.Start < b.Start:
-			return -1
-		case a.Start > b.Start:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(sorted, func(a, b *reconstruct.Transaction) int { return cmp.Compare(a.Start, b.Start) })
 	for _, tx := range sorted {
 		f.Log.Entries = append(f.Log.Entries, harEntryOf(tx, pageref, conns))
 	}

@@ -15,8 +15,9 @@ import (
 // 3 s SYN-loss peak distinguishable from its neighbours at a few KB a sketch.
 const sketchAccuracy = 0.005
 
-// Components names the response-time parts summarised, in report order.
-var Components = []string{"tconn", "trequest", "tserver", "ttransfer", "total"}
+// Components names the response-time parts summarised, in report order:
+// a transaction's parts, then their total.
+var Components = append(TransactionParts(), "total")
 
 // Distribution is a streaming summary of one duration, in nanoseconds.
 type Distribution struct {

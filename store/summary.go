@@ -13,10 +13,10 @@ type Extent struct {
 	First, Last int64
 }
 
-// Extent answers from min/max/count, which both engines keep cheap (a
+// exactExtent answers from min/max/count, which both engines keep cheap (a
 // metadata-sized scan of one column), instead of sorting to find the
 // oldest record.
-func (q *querier) Extent(ctx context.Context, k Kind) (Extent, error) {
+func (q *querier) exactExtent(ctx context.Context, k Kind) (Extent, error) {
 	_, t, err := kindTable(k)
 	if err != nil {
 		return Extent{}, err
@@ -56,7 +56,7 @@ func (q *querier) ComponentSums(ctx context.Context, sq SumQuery) ([]ComponentSu
 	comps := Components(k)
 	sel := make([]string, len(comps))
 	for i, c := range comps {
-		sel[i] = q.d.sum(componentColumns[k][c])
+		sel[i] = q.d.sum(componentColumn(c))
 	}
 	w := baseWhere(sq.Range, sq.Class)
 	sqlText := fmt.Sprintf("SELECT class, count(*), %s FROM %s WHERE %s GROUP BY class ORDER BY class",

@@ -2,6 +2,10 @@
 // keeps on a wall screen, pageview waterfalls, search, exports (CSV, JSON,
 // HAR, HTML and PDF reports), Prometheus /metrics and /healthz.
 //
+// It depends on a store.Querier alone (Config.Store): the reads, and the
+// writer's Stats for cache keys and health. It never writes and knows no
+// engine, so any Querier serves, the one store.Open returns or a fake.
+//
 // Every string shown came from the network, so the front end builds DOM with
 // textContent only, server-rendered pages use html/template, and every
 // response carries a strict Content-Security-Policy. The UI is read-only:
@@ -33,7 +37,10 @@ const DefaultListen = "127.0.0.1:8080"
 
 // Config configures a Server.
 type Config struct {
-	Store store.Store
+	// Store is what the UI reads: the queries, and the writer's Stats
+	// (a change counter for the caches, whether rollups are kept,
+	// health). Required.
+	Store store.Querier
 	// Listen is host:port; default DefaultListen. A non-loopback address
 	// needs Token or BasicAuth.
 	Listen string
