@@ -76,7 +76,7 @@ func (s *Server) whatIfRoutes(r gin.IRoutes) {
 }
 
 type whatIfHandler struct {
-	st    store.Store
+	st    store.Querier
 	o     WhatIfOptions
 	group singleflight.Group
 	mu    sync.Mutex
