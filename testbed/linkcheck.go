@@ -35,6 +35,7 @@ type LinkDelays struct {
 	Unmatched [2]int
 }
 
+// connKey is one client connection: the client's address and port.
 type connKey struct {
 	client netip.Addr
 	port   uint16
