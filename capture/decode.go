@@ -313,8 +313,8 @@ func (d *Decoder) reachTCP() (firstFragment bool, r Reason) {
 	}
 	// The parser also stops when a layer leaves no payload: then the next
 	// header we would have decoded is missing.
-	if l := d.layer(last); l != nil && len(l.LayerPayload()) == 0 {
-		if r, ok := truncatedReason(l.NextLayerType()); ok {
+	if l, _ := d.layer(last); l != nil && len(l.LayerPayload()) == 0 {
+		if _, r := d.layer(l.NextLayerType()); r != reasonNone {
 			return false, r
 		}
 	}
@@ -434,45 +434,34 @@ func (d *Decoder) decodeTCP(data []byte) (Reason, bool) {
 	return 0, true
 }
 
-// layer maps a decoded layer type back to our preallocated layer.
-func (d *Decoder) layer(t gopacket.LayerType) gopacket.DecodingLayer {
+// layer maps a layer type the decoder knows to its preallocated layer,
+// and names the reason for a frame where that header should follow but has
+// no bytes (reasonNone for the link headers a frame starts with). nil for
+// a layer type the decoder does not know.
+func (d *Decoder) layer(t gopacket.LayerType) (gopacket.DecodingLayer, Reason) {
 	switch t {
 	case layers.LayerTypeEthernet:
-		return &d.eth
+		return &d.eth, reasonNone
 	case layers.LayerTypeDot1Q:
-		return &d.dot1q
+		return &d.dot1q, ReasonTruncatedLink
 	case layers.LayerTypeLinuxSLL:
-		return &d.sll
+		return &d.sll, reasonNone
 	case layers.LayerTypeLinuxSLL2:
-		return &d.sll2
+		return &d.sll2, reasonNone
 	case layers.LayerTypeLoopback:
-		return &d.loop
+		return &d.loop, reasonNone
 	case layers.LayerTypeIPv4:
-		return &d.ip4
+		return &d.ip4, ReasonTruncatedIP
 	case layers.LayerTypeIPv6:
-		return &d.ip6
+		return &d.ip6, ReasonTruncatedIP
 	case layers.LayerTypeIPv6Fragment:
-		return &d.frag6
+		return &d.frag6, ReasonTruncatedIP
 	case layers.LayerTypeIPv6HopByHop, layers.LayerTypeIPv6Routing, layers.LayerTypeIPv6Destination:
-		return &d.ext
+		return &d.ext, ReasonTruncatedIP
 	case layers.LayerTypeTCP:
-		return &d.tcp
+		return &d.tcp, ReasonTruncatedTCP
 	}
-	return nil
-}
-
-// truncatedReason names the reason for a header that should follow but has no bytes.
-func truncatedReason(next gopacket.LayerType) (Reason, bool) {
-	switch next {
-	case layers.LayerTypeDot1Q:
-		return ReasonTruncatedLink, true
-	case layers.LayerTypeIPv4, layers.LayerTypeIPv6, layers.LayerTypeIPv6HopByHop,
-		layers.LayerTypeIPv6Routing, layers.LayerTypeIPv6Destination, layers.LayerTypeIPv6Fragment:
-		return ReasonTruncatedIP, true
-	case layers.LayerTypeTCP:
-		return ReasonTruncatedTCP, true
-	}
-	return 0, false
+	return nil, reasonNone
 }
 
 // classify finds the layer that failed (the one after the last decoded) and
@@ -481,7 +470,7 @@ func (d *Decoder) classify(parser parser, frame []byte) Reason {
 	failed := parser.first
 	in := frame
 	if n := len(d.decoded); n > 0 {
-		l := d.layer(d.decoded[n-1])
+		l, _ := d.layer(d.decoded[n-1])
 		if l == nil {
 			return ReasonMalformed
 		}

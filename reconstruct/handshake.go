@@ -57,16 +57,22 @@ func handshakeLossGaps(c *Connection) (syn, synack int64) {
 	return syn, synack
 }
 
+// openSide takes what a side's first SYN (the client's) or SYN/ACK (the
+// server's) says: its ISN, where its byte stream starts, and its MSS.
+func openSide(p *capture.Packet, seen *bool, isn *uint32, h *halfStream, mss *int) {
+	*seen = true
+	*isn = p.Seq
+	h.setBase(p.Seq + 1)
+	if p.MSS > 0 {
+		*mss = int(p.MSS)
+	}
+}
+
 func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 	ts := p.Timestamp
 	if fromClient && p.Flags&capture.FlagACK == 0 {
 		if !c.synSeen {
-			c.synSeen = true
-			c.clientISN = p.Seq
-			c.c2s.setBase(p.Seq + 1)
-			if p.MSS > 0 {
-				c.rec.MSSClient = int(p.MSS)
-			}
+			openSide(p, &c.synSeen, &c.clientISN, &c.c2s, &c.rec.MSSClient)
 		} else if c.synackSinceSyn {
 			c.rec.SYNACKLosses++
 		} else {
@@ -78,12 +84,7 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 	}
 	if !fromClient && p.Flags&capture.FlagACK != 0 {
 		if !c.synackSeen {
-			c.synackSeen = true
-			c.serverISN = p.Seq
-			c.s2c.setBase(p.Seq + 1)
-			if p.MSS > 0 {
-				c.rec.MSSServer = int(p.MSS)
-			}
+			openSide(p, &c.synackSeen, &c.serverISN, &c.s2c, &c.rec.MSSServer)
 		}
 		if c.synackSinceSyn {
 			// The server retransmitted its SYN/ACK: the first never got an answer.

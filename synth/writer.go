@@ -144,8 +144,7 @@ type Writer struct {
 	stack  []gopacket.SerializableLayer
 	eth    layers.Ethernet
 	vlan   [2]layers.Dot1Q
-	sll    sllLayer
-	sll2   sll2Layer
+	cooked cookedLayer
 	loop   layers.Loopback
 	ip4    layers.IPv4
 	ip6    layers.IPv6
@@ -346,12 +345,9 @@ func (w *Writer) linkLayers(s *Segment) {
 			w.vlan[1] = layers.Dot1Q{VLANIdentifier: w.opts.VLANs[1], Type: etype}
 			w.stack = append(w.stack, &w.vlan[0], &w.vlan[1])
 		}
-	case LinuxSLL:
-		w.sll = sllLayer{toServer: s.ToServer, proto: etype}
-		w.stack = append(w.stack, &w.sll)
-	case LinuxSLL2:
-		w.sll2 = sll2Layer{toServer: s.ToServer, proto: etype}
-		w.stack = append(w.stack, &w.sll2)
+	case LinuxSLL, LinuxSLL2:
+		w.cooked = cookedLayer{v2: w.opts.LinkType == LinuxSLL2, toServer: s.ToServer, proto: etype}
+		w.stack = append(w.stack, &w.cooked)
 	case Null:
 		w.loop.Family = layers.ProtocolFamilyIPv4
 		if !v4 {

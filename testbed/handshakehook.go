@@ -81,24 +81,12 @@ func (h *HandshakeHook) Hook(b *Bridge, f *Frame) bool {
 	switch {
 	case f.Dir == ToServer && f.SYN && !f.ACK:
 		if h.FastSYN > 0 {
-			k := hsKey{f.Client, f.SrcPort, seq}
-			if h.syns[k] == nil {
-				p := &pending{frame: append([]byte(nil), f.Data...)}
-				h.syns[k] = p
-				h.arm(b, ToServer, k, p, h.FastSYN)
-			}
+			h.watch(b, ToServer, hsKey{f.Client, f.SrcPort, seq}, f, h.FastSYN)
 		}
 	case f.Dir == ToClient && f.SYN && f.ACK:
-		if p := h.syns[hsKey{f.Client, f.DstPort, ack - 1}]; p != nil {
-			p.done = true
-		}
+		h.answered(ToServer, hsKey{f.Client, f.DstPort, ack - 1})
 		if h.FastSYNACK > 0 {
-			k := hsKey{f.Client, f.DstPort, seq}
-			if h.synacks[k] == nil {
-				p := &pending{frame: append([]byte(nil), f.Data...)}
-				h.synacks[k] = p
-				h.arm(b, ToClient, k, p, h.FastSYNACK)
-			}
+			h.watch(b, ToClient, hsKey{f.Client, f.DstPort, seq}, f, h.FastSYNACK)
 		}
 		if h.SYNACKLoss {
 			last, seen := h.lastSYNACK[f.Client]
@@ -109,11 +97,38 @@ func (h *HandshakeHook) Hook(b *Bridge, f *Frame) bool {
 			}
 		}
 	case f.Dir == ToServer && f.ACK && !f.SYN:
-		if p := h.synacks[hsKey{f.Client, f.SrcPort, ack - 1}]; p != nil {
-			p.done = true
-		}
+		h.answered(ToClient, hsKey{f.Client, f.SrcPort, ack - 1})
 	}
 	return true
+}
+
+// watching is the handshake frames going in direction d that wait for
+// their answer: client SYNs (ToServer) or SYN/ACKs (ToClient).
+func (h *HandshakeHook) watching(d Direction) map[hsKey]*pending {
+	if d == ToClient {
+		return h.synacks
+	}
+	return h.syns
+}
+
+// watch remembers frame f going in direction d and arms its copy, unless
+// its handshake is watched already (f is a retransmission); called with
+// h.mu held.
+func (h *HandshakeHook) watch(b *Bridge, d Direction, k hsKey, f *Frame, gap time.Duration) {
+	m := h.watching(d)
+	if m[k] == nil {
+		p := &pending{frame: append([]byte(nil), f.Data...)}
+		m[k] = p
+		h.arm(b, d, k, p, gap)
+	}
+}
+
+// answered marks the frame watched under k in direction d as answered;
+// called with h.mu held.
+func (h *HandshakeHook) answered(d Direction, k hsKey) {
+	if p := h.watching(d)[k]; p != nil {
+		p.done = true
+	}
 }
 
 // arm schedules a copy of p's frame gap from now unless it is answered
@@ -123,10 +138,7 @@ func (h *HandshakeHook) arm(b *Bridge, d Direction, k hsKey, p *pending, gap tim
 	time.AfterFunc(gap, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		m := h.syns
-		if d == ToClient {
-			m = h.synacks
-		}
+		m := h.watching(d)
 		if p.done || p.copies >= fastMaxCopies {
 			delete(m, k)
 			return

@@ -5,8 +5,9 @@ package testbed
 // is captured and analyzed, and the whatif package predicts from it; a
 // second run with the action really applied measures what the clients then
 // got. This file holds the runs and the real actions; the handshake hook is
-// in handshakehook.go, the site variants and the comparison table in
-// validate_site.go, and whatif_validate_test.go drives them.
+// in handshakehook.go, the SPLICE splicer in splicer.go, the site variants
+// and the comparison table in validate_site.go, and whatif_validate_test.go
+// drives them.
 //
 // The real actions:
 //
@@ -57,12 +58,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/netip"
 	"os"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -235,97 +233,19 @@ type ValidationRun struct {
 // the two classes' open-loop page loads with the Go client.
 func RunValidation(ctx context.Context, tb *Testbed, h *HandshakeHook, spec ValidationSpec) (ValidationRun, error) {
 	run := ValidationRun{Spec: spec}
-	if tb.Link == nil {
-		return run, fmt.Errorf("validation %s: testbed has no emulated link", spec.Name)
+	if err := prepareValidation(ctx, tb, spec); err != nil {
+		return run, err
 	}
-	if spec.PerClass < 1 || spec.PerClass > 100 || spec.Interval <= 0 {
-		return run, fmt.Errorf("validation %s: %d loads per class every %v: want 1..100, a positive interval",
-			spec.Name, spec.PerClass, spec.Interval)
-	}
-	if spec.ClientSYNRetries > 0 {
-		if _, err := tb.Exec(ctx, tb.Client.NS, "sysctl", "-q", "-w",
-			fmt.Sprintf("net.ipv4.tcp_syn_retries=%d", spec.ClientSYNRetries)); err != nil {
-			return run, fmt.Errorf("validation %s: client SYN retries: %w", spec.Name, err)
-		}
-	}
-	nopts := NginxOptions{Content: spec.Site.Content, KeepaliveTimeout: time.Second}
-	if spec.SpliceProxy {
-		nopts.Port = spliceBackendPort
-	}
-	ng, err := tb.StartNginx(ctx, nopts)
+	ng, drop, err := startValidationServer(ctx, tb, spec)
 	if err != nil {
-		return run, fmt.Errorf("validation %s: %w", spec.Name, err)
-	}
-	if err := realtimeProcess(ng.PID); err != nil {
-		return run, fmt.Errorf("validation %s: nginx priority: %w", spec.Name, err)
-	}
-	var drop *NFTable
-	iface := tb.Server.Iface
-	if spec.SpliceProxy {
-		if err := startSplicer(tb, netip.AddrPortFrom(tb.Server.Addr, 80),
-			netip.AddrPortFrom(tb.Server.Addr, spliceBackendPort)); err != nil {
-			return run, fmt.Errorf("validation %s: %w", spec.Name, err)
-		}
-		iface = "lo"
-	}
-	if body := synDropRules(spec.SYNDrops, iface, ng.Port); body != "" {
-		if drop, err = tb.AddNFTable(ctx, tb.Server, "wvdrop", body); err != nil {
-			return run, fmt.Errorf("validation %s: %w", spec.Name, err)
-		}
+		return run, err
 	}
 	capt, err := tb.StartCapture(ctx, tb.Server, spec.Name)
 	if err != nil {
 		return run, fmt.Errorf("validation %s: %w", spec.Name, err)
 	}
 	run.Capture = capt.Path
-	base := "http://" + tb.Server.Addr.String()
-	type plan struct {
-		at     time.Duration
-		class  string
-		client netip.Addr
-		page   Page
-	}
-	var plans []plan
-	n := len(spec.Site.Pages)
-	for i := range spec.PerClass {
-		plans = append(plans,
-			plan{time.Duration(i) * spec.Interval, ValidateHighClass, ValidateHigh[i%len(ValidateHigh)], spec.Site.Pages[i%n]},
-			plan{spec.LowOffset + time.Duration(i)*spec.Interval, ValidateLowClass, ValidateLow[i%len(ValidateLow)],
-				spec.Site.Pages[(i+n/2)%n]})
-	}
-	loads := make([]ValidationLoad, len(plans))
-	errs := make([]error, len(plans))
-	undo := clientRealtime()
-	t0 := time.Now()
-	var wg sync.WaitGroup
-	for i, p := range plans {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case <-ctx.Done():
-				errs[i] = ctx.Err()
-				return
-			case <-time.After(time.Until(t0.Add(p.at))):
-			}
-			pt, err := loadFresh(ctx, tb, p.client, base, p.page.Path)
-			l := ValidationLoad{Class: p.class, Client: p.client, Truth: pt, TotalNS: pt.TotalNS}
-			if err != nil {
-				c := pt.Container
-				// Only a connect that timed out (every SYN dropped) is the
-				// outcome DROP SYN predicts; anything else breaks the run.
-				if !errors.Is(err, syscall.ETIMEDOUT) || c.RequestStart != 0 || c.ConnectStart == 0 || c.ConnectEnd <= c.ConnectStart {
-					errs[i] = fmt.Errorf("load %s from %s: %w", p.page.Path, p.client, err)
-					return
-				}
-				// Connecting failed: the client waited this long for nothing.
-				l.Failed, l.TotalNS = true, c.ConnectEnd-c.ConnectStart
-			}
-			loads[i] = l
-		}()
-	}
-	wg.Wait()
-	undo()
+	loads, errs := runValidationLoads(ctx, tb, "http://"+tb.Server.Addr.String(), validationPlans(spec))
 	var runErr error
 	for _, e := range errs {
 		if e != nil {
@@ -357,116 +277,104 @@ func RunValidation(ctx context.Context, tb *Testbed, h *HandshakeHook, spec Vali
 	return run, runErr
 }
 
-// startSplicer listens on front inside the server namespace and splices
-// every accepted connection to back: the client's handshake is answered at
-// once by the kernel, the server's connection is opened after the accept
-// (its SYN retransmitted by the kernel, 1 s, 2 s, ... if dropped), and bytes
-// are copied both ways until either side closes. Close (via the testbed)
-// stops the listener and every open pair.
-func startSplicer(tb *Testbed, front, back netip.AddrPort) error {
-	var ln net.Listener
-	if err := inNS(tb.Server.NS, func() (err error) {
-		ln, err = net.Listen("tcp4", front.String())
-		return err
-	}); err != nil {
-		return fmt.Errorf("splicer listen: %w", err)
+// prepareValidation checks that tb and spec can run, and sets the
+// client's SYN retries.
+func prepareValidation(ctx context.Context, tb *Testbed, spec ValidationSpec) error {
+	if tb.Link == nil {
+		return fmt.Errorf("validation %s: testbed has no emulated link", spec.Name)
 	}
-	var mu sync.Mutex
-	open := map[net.Conn]bool{}
-	track := func(c net.Conn, on bool) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if open == nil {
-			return false // closing
-		}
-		if on {
-			open[c] = true
-		} else {
-			delete(open, c)
-		}
-		return true
+	if spec.PerClass < 1 || spec.PerClass > 100 || spec.Interval <= 0 {
+		return fmt.Errorf("validation %s: %d loads per class every %v: want 1..100, a positive interval",
+			spec.Name, spec.PerClass, spec.Interval)
 	}
-	// The server side sees every spliced connection from the server's own
-	// address, so it cannot tell a pageview's first connection by the
-	// client as the baseline's drop rule does. The splicer marks it
-	// instead: the server-side connection for a client's first connection
-	// after handshakeIdle gets a source port in spliceFirstPorts, and the
-	// server's rule drops the first SYN from those ports (synDropRules).
-	last := map[netip.Addr]time.Time{}
-	next := 0
-	markFirst := func(client netip.Addr) int {
-		mu.Lock()
-		defer mu.Unlock()
-		now := time.Now()
-		prev, seen := last[client]
-		last[client] = now
-		if seen && now.Sub(prev) <= handshakeIdle {
-			return 0
+	if spec.ClientSYNRetries > 0 {
+		if _, err := tb.Exec(ctx, tb.Client.NS, "sysctl", "-q", "-w",
+			fmt.Sprintf("net.ipv4.tcp_syn_retries=%d", spec.ClientSYNRetries)); err != nil {
+			return fmt.Errorf("validation %s: client SYN retries: %w", spec.Name, err)
 		}
-		next++
-		return spliceFirstPortMin + next%(spliceFirstPortMax-spliceFirstPortMin+1)
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return // listener closed
-			}
-			if !track(c, true) {
-				c.Close()
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { track(c, false); c.Close() }()
-				var s net.Conn
-				port := 0
-				if ra, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-					port = markFirst(ra.AddrPort().Addr().Unmap())
-				}
-				err := inNS(tb.Server.NS, func() (err error) {
-					d := net.Dialer{LocalAddr: &net.TCPAddr{IP: back.Addr().AsSlice(), Port: port}, Timeout: 20 * time.Second}
-					s, err = d.Dial("tcp4", back.String())
-					return err
-				})
-				if err != nil || !track(s, true) {
-					if s != nil {
-						s.Close()
-					}
-					return
-				}
-				defer func() { track(s, false); s.Close() }()
-				done := make(chan struct{}, 2)
-				pipe := func(dst, src net.Conn) {
-					io.Copy(dst, src)
-					if tc, ok := dst.(*net.TCPConn); ok {
-						tc.CloseWrite()
-					}
-					done <- struct{}{}
-				}
-				go pipe(s, c)
-				go pipe(c, s)
-				<-done
-				<-done
-			}()
-		}
-	}()
-	tb.onClose(func() error {
-		err := ln.Close()
-		mu.Lock()
-		for c := range open {
-			c.Close()
-		}
-		open = nil
-		mu.Unlock()
-		wg.Wait()
-		return err
-	})
 	return nil
+}
+
+// startValidationServer starts nginx at real-time priority with the
+// spec's site, the splicer in front of it if asked, and the SYN drops
+// (drop is nil without them).
+func startValidationServer(ctx context.Context, tb *Testbed, spec ValidationSpec) (ng *Nginx, drop *NFTable, err error) {
+	nopts := NginxOptions{Content: spec.Site.Content, KeepaliveTimeout: time.Second}
+	if spec.SpliceProxy {
+		nopts.Port = spliceBackendPort
+	}
+	ng, err = tb.StartNginx(ctx, nopts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("validation %s: %w", spec.Name, err)
+	}
+	if err := realtimeProcess(ng.PID); err != nil {
+		return nil, nil, fmt.Errorf("validation %s: nginx priority: %w", spec.Name, err)
+	}
+	iface := tb.Server.Iface
+	if spec.SpliceProxy {
+		if err := startSplicer(tb, netip.AddrPortFrom(tb.Server.Addr, 80),
+			netip.AddrPortFrom(tb.Server.Addr, spliceBackendPort)); err != nil {
+			return nil, nil, fmt.Errorf("validation %s: %w", spec.Name, err)
+		}
+		iface = "lo"
+	}
+	if body := synDropRules(spec.SYNDrops, iface, ng.Port); body != "" {
+		if drop, err = tb.AddNFTable(ctx, tb.Server, "wvdrop", body); err != nil {
+			return nil, nil, fmt.Errorf("validation %s: %w", spec.Name, err)
+		}
+	}
+	return ng, drop, nil
+}
+
+// validationPlan is one page load of the workload: when, by whom, which
+// page.
+type validationPlan struct {
+	at     time.Duration
+	class  string
+	client netip.Addr
+	page   Page
+}
+
+// validationPlans is the two classes' open-loop streams of page loads.
+func validationPlans(spec ValidationSpec) []validationPlan {
+	var plans []validationPlan
+	n := len(spec.Site.Pages)
+	for i := range spec.PerClass {
+		plans = append(plans,
+			validationPlan{time.Duration(i) * spec.Interval, ValidateHighClass, ValidateHigh[i%len(ValidateHigh)], spec.Site.Pages[i%n]},
+			validationPlan{spec.LowOffset + time.Duration(i)*spec.Interval, ValidateLowClass, ValidateLow[i%len(ValidateLow)],
+				spec.Site.Pages[(i+n/2)%n]})
+	}
+	return plans
+}
+
+// runValidationLoads starts every planned load at its time, the clients
+// at real-time priority, and returns the loads and errors by plan.
+func runValidationLoads(ctx context.Context, tb *Testbed, base string, plans []validationPlan) ([]ValidationLoad, []error) {
+	undo := clientRealtime()
+	t0 := time.Now()
+	loads, errs := inParallel(len(plans), func(i int) (ValidationLoad, error) {
+		p := plans[i]
+		if err := sleepCtx(ctx, time.Until(t0.Add(p.at))); err != nil {
+			return ValidationLoad{}, err
+		}
+		pt, err := loadFresh(ctx, tb, p.client, base, p.page.Path)
+		l := ValidationLoad{Class: p.class, Client: p.client, Truth: pt, TotalNS: pt.TotalNS}
+		if err != nil {
+			c := pt.Container
+			// Only a connect that timed out (every SYN dropped) is the
+			// outcome DROP SYN predicts; anything else breaks the run.
+			if !errors.Is(err, syscall.ETIMEDOUT) || c.RequestStart != 0 || c.ConnectStart == 0 || c.ConnectEnd <= c.ConnectStart {
+				return ValidationLoad{}, fmt.Errorf("load %s from %s: %w", p.page.Path, p.client, err)
+			}
+			// Connecting failed: the client waited this long for nothing.
+			l.Failed, l.TotalNS = true, c.ConnectEnd-c.ConnectStart
+		}
+		return l, nil
+	})
+	undo()
+	return loads, errs
 }
 
 // realtimeProcess puts the threads of process pid (nginx, which the

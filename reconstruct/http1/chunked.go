@@ -33,7 +33,7 @@ func (p *Parser) chunkStep(data []byte, h Handler) int {
 		case stChunkData:
 			n = p.chunkData(data[i:])
 		case stChunkSize:
-			n, lost = p.chunkSizeByte(data[i])
+			n, lost = p.chunkSize(data[i:])
 		case stChunkExt:
 			n, lost = p.chunkExt(data[i:])
 		case stChunkSizeLF:
@@ -77,23 +77,32 @@ func (p *Parser) chunkData(data []byte) int {
 	return int(n)
 }
 
-func (p *Parser) chunkSizeByte(c byte) (int, string) {
-	if v, ok := unhex(c); ok {
+// chunkSize reads the chunk-size digits in one tight loop (the size line
+// is parsed on every chunk), then the byte that ends them.
+func (p *Parser) chunkSize(data []byte) (int, string) {
+	i := 0
+	for ; i < len(data); i++ {
+		v, ok := unhex(data[i])
+		if !ok {
+			break
+		}
 		if p.remain >= 1<<59 {
-			return 0, ReasonChunkOverflow
+			return i, ReasonChunkOverflow
 		}
 		p.remain = p.remain<<4 | v
 		p.digits++
 		p.chunkLine++
 		if p.chunkLine > maxChunkLine {
-			return 0, ReasonChunkLine
+			return i, ReasonChunkLine
 		}
-		return 1, ""
+	}
+	if i == len(data) {
+		return i, ""
 	}
 	if p.digits == 0 {
-		return 0, ReasonChunkSize
+		return i, ReasonChunkSize
 	}
-	switch c {
+	switch data[i] {
 	case ';', ' ', '\t':
 		p.st = stChunkExt
 	case '\r':
@@ -101,10 +110,10 @@ func (p *Parser) chunkSizeByte(c byte) (int, string) {
 	case '\n':
 		p.chunkLineDone()
 	default:
-		return 0, ReasonChunkSize
+		return i, ReasonChunkSize
 	}
 	p.chunkLine++
-	return 1, ""
+	return i + 1, ""
 }
 
 func (p *Parser) chunkExt(data []byte) (int, string) {
