@@ -199,7 +199,7 @@ func BenchmarkAnalyze(b *testing.B) {
 			b.Fatal(err)
 		}
 		sum := export.NewSummary()
-		tr := reconstruct.NewTracker(reconstruct.Config{}, export.Tee{sum})
+		tr := reconstruct.NewTracker(reconstruct.Config{}, sum)
 		if err := tr.ReadFrom(src, nil); err != nil {
 			b.Fatal(err)
 		}
