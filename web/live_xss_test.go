@@ -198,7 +198,7 @@ func TestBrowserTokenLink(t *testing.T) {
 		t.Errorf("address after the token link: %s", href)
 	}
 	feed.Publish(LiveEvent{Pipeline: PipelineStats{Evictions: 5}})
-	tb.waitFor(`document.querySelector('#pipeline [data-stat="evictions"]').dataset.value === '5'`, 2*time.Second)
+	tb.waitFor(`document.querySelector('#pipeline [data-stat="evictions"]').dataset.value === '5'`, 10*time.Second)
 	tb.clean("token link")
 	// Without the cookie nothing is served.
 	resp := get(t, ts.URL+"/api/meta")
