@@ -29,6 +29,13 @@
 //     current: exact counts, sums and histograms, percentiles within
 //     RollupRelError, at a cost that does not grow with the records.
 //
+// The Querier, its requests and results, the histogram edges and the
+// typed errors live in the leaf package store/query, which imports no
+// engine: readers (web, whatif) import that alone, so they do not link
+// the DuckDB and ClickHouse drivers. Package store re-exports each of
+// those names as an alias (store.Querier is query.Querier, store.ErrNotFound
+// is query.ErrNotFound), so code that opens a store needs only this package.
+//
 // Every filter is bound as a parameter, never spliced into SQL. A search's
 // client filter is an address pattern as classes and what-if rules write
 // it (package addrpattern).

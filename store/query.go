@@ -81,6 +81,15 @@ func componentCol(k Kind, comp string) (string, error) {
 	return componentColumn(comp), nil
 }
 
+// componentColumn is the column holding a valid component: its own name,
+// but for rtt.
+func componentColumn(comp string) string {
+	if comp == "rtt" {
+		return "rtt_client"
+	}
+	return comp
+}
+
 // Counters runs one query per table with the same sums as the rollups.
 func (q *querier) Counters(ctx context.Context, r TimeRange, class string) (Counters, error) {
 	var c Counters

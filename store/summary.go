@@ -6,13 +6,6 @@ import (
 	"strings"
 )
 
-// Extent is the size and time span of one kind's records: First and Last
-// are the oldest and newest start_ns (0 when N is 0).
-type Extent struct {
-	N           int64
-	First, Last int64
-}
-
 // exactExtent answers from min/max/count, which both engines keep cheap (a
 // metadata-sized scan of one column), instead of sorting to find the
 // oldest record.
@@ -27,23 +20,6 @@ func (q *querier) exactExtent(ctx context.Context, k Kind) (Extent, error) {
 		return Extent{}, fmt.Errorf("extent of %s: %w", t.name, err)
 	}
 	return e, nil
-}
-
-// SumQuery selects records for ComponentSums.
-type SumQuery struct {
-	Kind  Kind
-	Range TimeRange
-	Class string // "" = every class, one row each
-}
-
-// ComponentSums is one class's record count and the exact sum (ns) of
-// each of Components(kind). A record's breakdown components add up to its
-// total, so their sums add up to the total's: Sums[c]/Count is an additive
-// mean breakdown, which percentiles of the components are not.
-type ComponentSums struct {
-	Class string
-	Count int64
-	Sums  map[string]int64
 }
 
 // ComponentSums answers with one scan per call: sums cost a fraction of a

@@ -9,39 +9,11 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// SummaryQuery asks for what the overview shows, answered from the
-// per-minute rollups (see rollup.go) instead of scans of the records.
-type SummaryQuery struct {
-	Kind  Kind // transactions (default) or pageviews
-	Range TimeRange
-	Class string // "" = every class
-	// Edges of the histogram of total: each edge after the first must be
-	// one of RollupEdges (the first bounds nothing: bucket 0 is open below).
-	Edges []int64
-	Qs    []float64     // percentiles of total; none = no percentiles
-	Step  time.Duration // series step, a multiple of a minute; 0 = no series
-}
-
-// Summary is the overview of one range. Counts, sums, counters and
-// histograms are exact; Percentiles and Series values are within
-// RollupRelError of the exact percentile (see rollup.go).
-type Summary struct {
-	Classes     []string // classes with records of any kind in range (Class not applied)
-	Histograms  []ClassHistogram
-	Percentiles []ClassPercentiles
-	Series      []SeriesPoint
-	Sums        []ComponentSums
-	Counters    Counters
-	// Recomputed counts the minutes whose rollups were stale and were
-	// recomputed from the records for this answer.
-	Recomputed int
-}
-
 // Summary reads whole minutes from the rollups (verified against the raw
 // counts) and computes the partial minutes at the range's ends from the
 // records; then it folds the rows into the answer.
 func (q *querier) Summary(ctx context.Context, sq SummaryQuery) (*Summary, error) {
-	k, coarse, err := sq.check()
+	k, coarse, err := checkSummary(sq)
 	if err != nil {
 		return nil, err
 	}
@@ -61,8 +33,8 @@ func (q *querier) Summary(ctx context.Context, sq SummaryQuery) (*Summary, error
 	return s, nil
 }
 
-// check validates sq and returns its kind and coarseBuckets(sq.Edges).
-func (sq SummaryQuery) check() (Kind, []int, error) {
+// checkSummary validates sq and returns its kind and coarseBuckets(sq.Edges).
+func checkSummary(sq SummaryQuery) (Kind, []int, error) {
 	k, _, err := kindTable(sq.Kind)
 	if err != nil {
 		return "", nil, err

@@ -15,7 +15,7 @@ import (
 
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
-	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/query"
 )
 
 func bad(c *gin.Context, err error) {
@@ -24,9 +24,9 @@ func bad(c *gin.Context, err error) {
 
 // pageviewByID reads pageview id; if it cannot, it answers 404 (no such
 // pageview) or 500 and returns false.
-func (s *Server) pageviewByID(c *gin.Context, id string) (*store.PageviewDetail, bool) {
+func (s *Server) pageviewByID(c *gin.Context, id string) (*query.PageviewDetail, bool) {
 	det, err := s.cfg.Store.PageviewByID(c.Request.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, query.ErrNotFound) {
 		c.AbortWithStatusJSON(http.StatusNotFound, gin.H{"error": err.Error()})
 		return nil, false
 	}
@@ -48,17 +48,17 @@ type metaResponse struct {
 	Classes []string `json:"classes"`
 	Live    bool     `json:"live"`
 	// Components per kind, for the component picker.
-	Components map[store.Kind][]string `json:"components"`
+	Components map[query.Kind][]string `json:"components"`
 }
 
 func (s *Server) apiMeta(c *gin.Context) {
-	classes, err := s.cfg.Store.Classes(c.Request.Context(), store.TimeRange{})
+	classes, err := s.cfg.Store.Classes(c.Request.Context(), query.TimeRange{})
 	if err != nil {
 		fail(c, fmt.Errorf("classes: %w", err))
 		return
 	}
 	c.JSON(http.StatusOK, metaResponse{Title: s.cfg.Title, Classes: nonNil(classes), Live: s.cfg.Live != nil,
-		Components: map[store.Kind][]string{store.Transactions: store.Components(store.Transactions), store.Pageviews: store.Components(store.Pageviews)}})
+		Components: map[query.Kind][]string{query.Transactions: query.Components(query.Transactions), query.Pageviews: query.Components(query.Pageviews)}})
 }
 
 func nonNil[T any](v []T) []T {
@@ -70,8 +70,8 @@ func nonNil[T any](v []T) []T {
 
 // searchParams parses the search filters; minimum response time is in ms
 // in the URL (what people type), ns in the store.
-func searchParams(c *gin.Context, ext func() (extent, error)) (store.SearchQuery, error) {
-	var q store.SearchQuery
+func searchParams(c *gin.Context, ext func() (extent, error)) (query.SearchQuery, error) {
+	var q query.SearchQuery
 	var err error
 	if q.Kind, err = kindParam(c); err != nil {
 		return q, err
@@ -120,7 +120,7 @@ func searchParams(c *gin.Context, ext func() (extent, error)) (store.SearchQuery
 
 // SearchResponse is one page of search results.
 type SearchResponse struct {
-	Kind         store.Kind                 `json:"kind"`
+	Kind         query.Kind                 `json:"kind"`
 	Total        int64                      `json:"total"`
 	Offset       int                        `json:"offset"`
 	Limit        int                        `json:"limit"`
@@ -147,7 +147,7 @@ func (s *Server) apiSearch(c *gin.Context) {
 	for _, t := range res.Transactions {
 		out.Links = append(out.Links, txPageviewLink(t))
 	}
-	if q.Kind == store.Transactions {
+	if q.Kind == query.Transactions {
 		out.Transactions = nonNil(out.Transactions)
 	} else {
 		out.Pageviews = nonNil(out.Pageviews)
@@ -169,13 +169,13 @@ func (s *Server) apiPageview(c *gin.Context) {
 // pageview: ns since the epoch exceed JavaScript's exact integers, so the
 // waterfall is laid out from these small exact numbers instead.
 type PageviewResponse struct {
-	*store.PageviewDetail
+	*query.PageviewDetail
 	T0       int64               `json:"t0"`
 	Pageview [2]int64            `json:"pv_offsets"` // pageview start, end - T0
 	Offsets  map[string][2]int64 `json:"offsets"`    // transaction id -> start, end - T0
 }
 
-func pageviewResponse(det *store.PageviewDetail) PageviewResponse {
+func pageviewResponse(det *query.PageviewDetail) PageviewResponse {
 	t0 := det.Pageview.Start
 	for _, t := range det.Transactions {
 		t0 = min(t0, t.Start)
@@ -207,8 +207,8 @@ func (s *Server) txPageview(c *gin.Context) {
 		return
 	}
 	iface, _ := strconv.Atoi(c.DefaultQuery("iface", "0"))
-	res, err := s.cfg.Store.Search(c.Request.Context(), store.SearchQuery{Kind: store.Pageviews, Client: client.String(),
-		Range: store.TimeRange{From: start - int64(time.Hour), To: start + 1}, Limit: 200})
+	res, err := s.cfg.Store.Search(c.Request.Context(), query.SearchQuery{Kind: query.Pageviews, Client: client.String(),
+		Range: query.TimeRange{From: start - int64(time.Hour), To: start + 1}, Limit: 200})
 	if err != nil {
 		s.errorPage(c, http.StatusInternalServerError, "Search failed", err.Error())
 		return

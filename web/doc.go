@@ -43,7 +43,7 @@ package web
 // whose writer does not keep rollups (store.Options.Rollups "off"), every
 // chart is an exact aggregate over the selected range; from 1M on, the
 // total's distribution, percentiles, series, breakdown and counters come
-// from store.Summary's per-minute and hourly rollups (counts and
+// from query.Summary's per-minute and hourly rollups (counts and
 // histograms exact, percentiles within 0.76%, said on the page) and only
 // the three top lists scan the records. The overview cache shares one
 // computation between browsers for 5 s. BenchmarkOverviewFirstRender, 10M

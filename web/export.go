@@ -17,7 +17,7 @@ import (
 	"github.com/rtmon/rtmon/export"
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
-	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/query"
 )
 
 // exportPage is how many rows one store query returns while exporting.
@@ -26,7 +26,7 @@ const exportPage = 10000
 // eachMatch pages through every match of q (ignoring its page) up to limit
 // rows, newest first. Pages are keyed by offset, so rows stored while the
 // export runs may shift the pages; an export is a snapshot, not a cursor.
-func eachMatch(ctx context.Context, st store.Querier, q store.SearchQuery, limit int, fn func(store.SearchResult) error) error {
+func eachMatch(ctx context.Context, st query.Querier, q query.SearchQuery, limit int, fn func(query.SearchResult) error) error {
 	q.Offset, q.Limit = 0, exportPage
 	for q.Offset < limit {
 		q.Limit = min(exportPage, limit-q.Offset)
@@ -46,7 +46,7 @@ func eachMatch(ctx context.Context, st store.Querier, q store.SearchQuery, limit
 	return nil
 }
 
-func exportName(q store.SearchQuery, ext string) string {
+func exportName(q query.SearchQuery, ext string) string {
 	return fmt.Sprintf("rtmon-%s-%s.%s", q.Kind, time.Now().UTC().Format("20060102-150405"), ext)
 }
 
@@ -56,7 +56,7 @@ func attachment(c *gin.Context, name, ctype string) {
 	c.Header("Cache-Control", "no-store")
 }
 
-func (s *Server) exportQuery(c *gin.Context) (store.SearchQuery, bool) {
+func (s *Server) exportQuery(c *gin.Context) (query.SearchQuery, bool) {
 	ctx := c.Request.Context()
 	q, err := searchParams(c, func() (extent, error) { return dataExtent(ctx, s.cfg.Store) })
 	if err != nil {
@@ -82,10 +82,10 @@ func (s *Server) exportSearchCSV(c *gin.Context) {
 	}
 	attachment(c, exportName(q, "csv"), "text/csv; charset=utf-8")
 	var err error
-	if q.Kind == store.Pageviews {
-		err = writeCSV(c, s, q, export.PageviewCSV, func(res store.SearchResult) []*pageview.Pageview { return res.Pageviews })
+	if q.Kind == query.Pageviews {
+		err = writeCSV(c, s, q, export.PageviewCSV, func(res query.SearchResult) []*pageview.Pageview { return res.Pageviews })
 	} else {
-		err = writeCSV(c, s, q, export.TransactionCSV, func(res store.SearchResult) []*reconstruct.Transaction { return res.Transactions })
+		err = writeCSV(c, s, q, export.TransactionCSV, func(res query.SearchResult) []*reconstruct.Transaction { return res.Transactions })
 	}
 	if err != nil {
 		// The status is sent; a truncated file is all we can signal.
@@ -94,12 +94,12 @@ func (s *Server) exportSearchCSV(c *gin.Context) {
 }
 
 // writeCSV pages through q's matches, records picks each page's records.
-func writeCSV[T any](c *gin.Context, s *Server, q store.SearchQuery, newCSV func(io.Writer) (*export.CSVWriter[T], error), records func(store.SearchResult) []T) error {
+func writeCSV[T any](c *gin.Context, s *Server, q query.SearchQuery, newCSV func(io.Writer) (*export.CSVWriter[T], error), records func(query.SearchResult) []T) error {
 	w, err := newCSV(c.Writer)
 	if err != nil {
 		return err
 	}
-	err = eachMatch(c.Request.Context(), s.cfg.Store, q, s.cfg.MaxExportRows, func(res store.SearchResult) error {
+	err = eachMatch(c.Request.Context(), s.cfg.Store, q, s.cfg.MaxExportRows, func(res query.SearchResult) error {
 		for _, r := range records(res) {
 			if err := w.Write(r); err != nil {
 				return err
@@ -127,7 +127,7 @@ func (s *Server) exportSearchJSON(c *gin.Context) {
 		first = false
 		return enc.Encode(v)
 	}
-	err := eachMatch(c.Request.Context(), s.cfg.Store, q, s.cfg.MaxExportRows, func(res store.SearchResult) error {
+	err := eachMatch(c.Request.Context(), s.cfg.Store, q, s.cfg.MaxExportRows, func(res query.SearchResult) error {
 		for _, t := range res.Transactions {
 			if err := item(t); err != nil {
 				return err

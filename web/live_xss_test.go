@@ -11,7 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/query"
 	"github.com/rtmon/rtmon/synth"
 )
 
@@ -120,14 +120,14 @@ func TestBrowserXSSCaptureRendersAsText(t *testing.T) {
 	st := openStore(t, classes)
 	ingest(t, st, classes, xssCapture(t))
 	ctx := context.Background()
-	res, err := st.Search(ctx, store.SearchQuery{Limit: 10})
+	res, err := st.Search(ctx, query.SearchQuery{Limit: 10})
 	if err != nil || res.Total != 2 {
 		t.Fatalf("xss capture: %d transactions, %v", res.Total, err)
 	}
 	if res.Transactions[1].URL != xssURL || res.Transactions[1].Host != xssImg || !strings.Contains(res.Transactions[1].UserAgent, xssScript) {
 		t.Fatalf("payloads did not survive reconstruction: %+v", res.Transactions[1])
 	}
-	pvs, _ := st.Search(ctx, store.SearchQuery{Kind: store.Pageviews, Limit: 10})
+	pvs, _ := st.Search(ctx, query.SearchQuery{Kind: query.Pageviews, Limit: 10})
 	if len(pvs.Pageviews) == 0 {
 		t.Fatal("no pageview from the xss capture")
 	}

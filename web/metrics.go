@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/query"
 )
 
 // Prometheus histogram buckets (seconds): coarser than the UI's, but with
@@ -30,7 +30,7 @@ type metrics struct {
 // newMetrics registers a collector that asks the store at scrape time, so
 // the histograms are the store's answers (cumulative over everything
 // stored), plus the live pipeline's counters.
-func newMetrics(st store.Querier, live *LiveFeed) *metrics {
+func newMetrics(st query.Querier, live *LiveFeed) *metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(&storeCollector{st: st, live: live})
@@ -42,7 +42,7 @@ func (m *metrics) handler() http.Handler {
 }
 
 type storeCollector struct {
-	st   store.Querier
+	st   query.Querier
 	live *LiveFeed
 }
 
@@ -77,32 +77,32 @@ func emit[S any](ch chan<- prometheus.Metric, ms []metric[S], src S, labels ...s
 
 var byClass = []string{"class"}
 
-var classMetrics = []metric[store.Counters]{
+var classMetrics = []metric[query.Counters]{
 	newMetric(counter, "connections_total", "Stored connections.", byClass,
-		func(k store.Counters) int64 { return k.Connections }),
+		func(k query.Counters) int64 { return k.Connections }),
 	newMetric(counter, "syn_losses_total", "Client SYN retransmissions with no SYN/ACK in between (dropped SYNs).", byClass,
-		func(k store.Counters) int64 { return k.SYNLosses }),
+		func(k query.Counters) int64 { return k.SYNLosses }),
 	newMetric(counter, "synack_losses_total", "SYN/ACKs that never reached the client.", byClass,
-		func(k store.Counters) int64 { return k.SYNACKLosses }),
+		func(k query.Counters) int64 { return k.SYNACKLosses }),
 	newMetric(counter, "retransmitted_bytes_total", "Retransmitted bytes on stored connections.", byClass,
-		func(k store.Counters) int64 { return k.ConnRetransBytes }),
+		func(k query.Counters) int64 { return k.ConnRetransBytes }),
 	newMetric(counter, "server_errors_total", "Transactions with status >= 500.", byClass,
-		func(k store.Counters) int64 { return k.ServerErrors }),
+		func(k query.Counters) int64 { return k.ServerErrors }),
 	newMetric(counter, "incomplete_transactions_total", "Transactions still open at end of input or eviction.", byClass,
-		func(k store.Counters) int64 { return k.IncompleteTx }),
+		func(k query.Counters) int64 { return k.IncompleteTx }),
 }
 
-var writerMetrics = []metric[store.WriterStats]{
+var writerMetrics = []metric[query.WriterStats]{
 	newMetric(counter, "store_written_total", "Records stored by this process's writer.", nil,
-		func(s store.WriterStats) int64 { return s.Written }),
+		func(s query.WriterStats) int64 { return s.Written }),
 	newMetric(gauge, "store_backlog_records", "Records waiting to be stored (memory and spill files).", nil,
-		func(s store.WriterStats) int64 { return s.Queued }),
+		func(s query.WriterStats) int64 { return s.Queued }),
 	newMetric(gauge, "store_spill_files", "Spill files waiting to be stored.", nil,
-		func(s store.WriterStats) int64 { return int64(s.SpilledFiles) }),
+		func(s query.WriterStats) int64 { return int64(s.SpilledFiles) }),
 	newMetric(counter, "store_retries_total", "Failed store insert attempts.", nil,
-		func(s store.WriterStats) int64 { return s.Retries }),
+		func(s query.WriterStats) int64 { return s.Retries }),
 	newMetric(counter, "store_duplicates_total", "Records dropped because their id was already stored.", nil,
-		func(s store.WriterStats) int64 { return s.Duplicates }),
+		func(s query.WriterStats) int64 { return s.Duplicates }),
 }
 
 var pipelineMetrics = []metric[PipelineStats]{
@@ -130,8 +130,8 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	failed := 0.0
-	for _, kind := range []store.Kind{store.Transactions, store.Pageviews} {
-		hs, err := c.st.Histogram(ctx, store.HistogramQuery{Kind: kind, Edges: promBuckets})
+	for _, kind := range []query.Kind{query.Transactions, query.Pageviews} {
+		hs, err := c.st.Histogram(ctx, query.HistogramQuery{Kind: kind, Edges: promBuckets})
 		if err != nil {
 			slog.Warn("metrics: histogram", "kind", kind, "err", err)
 			failed = 1
@@ -141,13 +141,13 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- constHistogram(h, string(kind))
 		}
 	}
-	classes, err := c.st.Classes(ctx, store.TimeRange{})
+	classes, err := c.st.Classes(ctx, query.TimeRange{})
 	if err != nil {
 		slog.Warn("metrics: classes", "err", err)
 		failed = 1
 	}
 	for _, class := range classes {
-		k, err := c.st.Counters(ctx, store.TimeRange{}, class)
+		k, err := c.st.Counters(ctx, query.TimeRange{}, class)
 		if err != nil {
 			slog.Warn("metrics: counters", "class", class, "err", err)
 			failed = 1
@@ -170,7 +170,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 // Prometheus's cumulative "le" buckets. A value equal to an edge counts in
 // the bucket above it, so "le" is the next edge minus 1 ns; the sum is
 // approximated with bucket lower edges since the store returns counts only.
-func constHistogram(h store.ClassHistogram, kind string) prometheus.Metric {
+func constHistogram(h query.ClassHistogram, kind string) prometheus.Metric {
 	buckets := make(map[float64]uint64, len(h.Edges))
 	var cum uint64
 	var sum float64

@@ -10,14 +10,14 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/rtmon/rtmon/export"
-	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/query"
 	"golang.org/x/sync/errgroup"
 )
 
 // Histogram buckets: 0 (below 1 ms), then log-spaced, 20 per decade from
 // 1 ms to 100 s, so the 1 s and 3 s SYN-retransmission peaks fall in
 // narrow buckets of their own.
-var histEdges = store.LogEdges(int64(time.Millisecond), int64(100*time.Second), 100)
+var histEdges = query.LogEdges(int64(time.Millisecond), int64(100*time.Second), 100)
 
 // Quantiles shown everywhere.
 var quantiles = []float64{0.5, 0.9, 0.99}
@@ -25,26 +25,26 @@ var quantiles = []float64{0.5, 0.9, 0.99}
 // Overview is everything the overview page shows, in one response so the
 // page renders at once. Durations and times are ns.
 type Overview struct {
-	Kind        store.Kind                `json:"kind"`
+	Kind        query.Kind                `json:"kind"`
 	Component   string                    `json:"component"`
 	Class       string                    `json:"class"`
-	Range       store.TimeRange           `json:"range"`
+	Range       query.TimeRange           `json:"range"`
 	Span        [2]int64                  `json:"span"` // effective [from, to) of the charts
 	Extent      extent                    `json:"extent"`
 	Classes     []string                  `json:"classes"` // all classes in range, for the picker
 	Quantiles   []float64                 `json:"quantiles"`
-	Histograms  []store.ClassHistogram    `json:"histograms"`
-	Percentiles []store.ClassPercentiles  `json:"percentiles"`
+	Histograms  []query.ClassHistogram    `json:"histograms"`
+	Percentiles []query.ClassPercentiles  `json:"percentiles"`
 	SeriesStep  int64                     `json:"series_step"`
-	Series      []store.SeriesPoint       `json:"series"`
+	Series      []query.SeriesPoint       `json:"series"`
 	Breakdown   []Breakdown               `json:"breakdown"`
-	Counters    store.Counters            `json:"counters"`
-	Top         map[string][]store.TopRow `json:"top"`
+	Counters    query.Counters            `json:"counters"`
+	Top         map[string][]query.TopRow `json:"top"`
 	// Approx is 0 when every number is exact, else the bound on the
 	// percentiles' relative error (they came from rollups).
 	Approx   float64           `json:"approx"`
 	Pipeline *PipelineStats    `json:"pipeline,omitempty"` // live only
-	Store    store.WriterStats `json:"store"`
+	Store    query.WriterStats `json:"store"`
 }
 
 // Breakdown is one class's mean of each component (ns, sum/count rounded
@@ -59,15 +59,15 @@ type Breakdown struct {
 }
 
 // breakdownComponents are the parts a record of kind k is made of.
-func breakdownComponents(k store.Kind) []string {
-	if k == store.Pageviews {
+func breakdownComponents(k query.Kind) []string {
+	if k == query.Pageviews {
 		return export.PageviewParts()
 	}
 	return export.TransactionParts()
 }
 
 type overviewParams struct {
-	kind      store.Kind
+	kind      query.Kind
 	class     string
 	component string
 	rng       rangeParams
@@ -80,11 +80,11 @@ func overviewParamsFrom(c *gin.Context) (overviewParams, error) {
 	}
 	p := overviewParams{kind: k, class: c.Query("class"), component: c.DefaultQuery("component", "total"), rng: rangeFrom(c)}
 	valid := false
-	for _, comp := range store.Components(k) {
+	for _, comp := range query.Components(k) {
 		valid = valid || comp == p.component
 	}
 	if !valid {
-		return p, fmt.Errorf("component=%q: want one of %s", p.component, strings.Join(store.Components(k), ", "))
+		return p, fmt.Errorf("component=%q: want one of %s", p.component, strings.Join(query.Components(k), ", "))
 	}
 	return p, nil
 }
@@ -103,7 +103,7 @@ func (s *Server) overview(ctx context.Context, p overviewParams) (*Overview, err
 	from, to := span(r, ext)
 	step := seriesBucket(from, to)
 	o := &Overview{Kind: p.kind, Component: p.component, Class: p.class, Range: r, Span: [2]int64{from, to},
-		Extent: ext, Quantiles: quantiles, SeriesStep: int64(step), Top: map[string][]store.TopRow{}, Store: st.Stats()}
+		Extent: ext, Quantiles: quantiles, SeriesStep: int64(step), Top: map[string][]query.TopRow{}, Store: st.Stats()}
 	if s.cfg.Live != nil {
 		if ev, ok := s.cfg.Live.Latest(); ok {
 			o.Pipeline = &ev.Pipeline
@@ -111,14 +111,14 @@ func (s *Server) overview(ctx context.Context, p overviewParams) (*Overview, err
 			o.Pipeline = &PipelineStats{}
 		}
 	}
-	var sums []store.ComponentSums
+	var sums []query.ComponentSums
 	tops := []string{"url", "server", "client"}
-	topRows := make([][]store.TopRow, len(tops))
+	topRows := make([][]query.TopRow, len(tops))
 	g, gctx := errgroup.WithContext(ctx)
 	if s.useRollups(ext, p, step) {
-		o.Approx = store.RollupRelError
+		o.Approx = query.RollupRelError
 		g.Go(func() error {
-			sum, err := st.Summary(gctx, store.SummaryQuery{Kind: p.kind, Range: r, Class: p.class, Edges: histEdges, Qs: quantiles, Step: step})
+			sum, err := st.Summary(gctx, query.SummaryQuery{Kind: p.kind, Range: r, Class: p.class, Edges: histEdges, Qs: quantiles, Step: step})
 			if err != nil {
 				return wrap("summary", err)
 			}
@@ -130,7 +130,7 @@ func (s *Server) overview(ctx context.Context, p overviewParams) (*Overview, err
 	}
 	for i, by := range tops {
 		g.Go(func() (err error) {
-			topRows[i], err = st.TopSlow(gctx, store.TopQuery{Kind: p.kind, Range: r, Class: p.class, By: by, Limit: 10})
+			topRows[i], err = st.TopSlow(gctx, query.TopQuery{Kind: p.kind, Range: r, Class: p.class, By: by, Limit: 10})
 			return wrap("top "+by, err)
 		})
 	}
@@ -152,26 +152,26 @@ func (s *Server) useRollups(ext extent, p overviewParams, step time.Duration) bo
 }
 
 // exactOverview queries the records themselves.
-func (s *Server) exactOverview(g *errgroup.Group, gctx context.Context, o *Overview, p overviewParams, r store.TimeRange, step time.Duration, sums *[]store.ComponentSums) {
+func (s *Server) exactOverview(g *errgroup.Group, gctx context.Context, o *Overview, p overviewParams, r query.TimeRange, step time.Duration, sums *[]query.ComponentSums) {
 	st := s.cfg.Store
 	g.Go(func() (err error) {
 		o.Classes, err = st.Classes(gctx, r)
 		return wrap("classes", err)
 	})
 	g.Go(func() (err error) {
-		o.Histograms, err = st.Histogram(gctx, store.HistogramQuery{Kind: p.kind, Range: r, Class: p.class, Component: p.component, Edges: histEdges})
+		o.Histograms, err = st.Histogram(gctx, query.HistogramQuery{Kind: p.kind, Range: r, Class: p.class, Component: p.component, Edges: histEdges})
 		return wrap("histogram", err)
 	})
 	g.Go(func() (err error) {
-		o.Percentiles, err = st.Percentiles(gctx, store.PercentileQuery{Kind: p.kind, Range: r, Class: p.class, Component: p.component, Qs: quantiles})
+		o.Percentiles, err = st.Percentiles(gctx, query.PercentileQuery{Kind: p.kind, Range: r, Class: p.class, Component: p.component, Qs: quantiles})
 		return wrap("percentiles", err)
 	})
 	g.Go(func() (err error) {
-		o.Series, err = st.PercentileSeries(gctx, store.PercentileQuery{Kind: p.kind, Range: r, Class: p.class, Component: p.component, Qs: quantiles, Bucket: step})
+		o.Series, err = st.PercentileSeries(gctx, query.PercentileQuery{Kind: p.kind, Range: r, Class: p.class, Component: p.component, Qs: quantiles, Bucket: step})
 		return wrap("percentile series", err)
 	})
 	g.Go(func() (err error) {
-		*sums, err = st.ComponentSums(gctx, store.SumQuery{Kind: p.kind, Range: r, Class: p.class})
+		*sums, err = st.ComponentSums(gctx, query.SumQuery{Kind: p.kind, Range: r, Class: p.class})
 		return wrap("breakdown", err)
 	})
 	g.Go(func() (err error) {
@@ -180,7 +180,7 @@ func (s *Server) exactOverview(g *errgroup.Group, gctx context.Context, o *Overv
 	})
 }
 
-func (s *Server) finishOverview(o *Overview, tops []string, topRows [][]store.TopRow, sums []store.ComponentSums) *Overview {
+func (s *Server) finishOverview(o *Overview, tops []string, topRows [][]query.TopRow, sums []query.ComponentSums) *Overview {
 	for i, by := range tops {
 		o.Top[by] = nonNil(topRows[i])
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/query"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -24,11 +24,11 @@ type extent struct {
 // dataExtent is the span of the stored records: "last 15m" is relative to
 // the newest transaction; the oldest transaction or pageview sets where
 // the charts' time axis starts.
-func dataExtent(ctx context.Context, st store.Querier) (extent, error) {
-	var tx, pv store.Extent
+func dataExtent(ctx context.Context, st query.Querier) (extent, error) {
+	var tx, pv query.Extent
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) { tx, err = st.Extent(gctx, store.Transactions); return err })
-	g.Go(func() (err error) { pv, err = st.Extent(gctx, store.Pageviews); return err })
+	g.Go(func() (err error) { tx, err = st.Extent(gctx, query.Transactions); return err })
+	g.Go(func() (err error) { pv, err = st.Extent(gctx, query.Pageviews); return err })
 	if err := g.Wait(); err != nil {
 		return extent{}, fmt.Errorf("data extent: %w", err)
 	}
@@ -71,8 +71,8 @@ func parseTime(s string) (int64, error) {
 
 // resolve turns the parameters into a store range; ext is needed for
 // "last" and for bounding "all" (charts need a finite span).
-func (p rangeParams) resolve(ext extent) (store.TimeRange, error) {
-	var r store.TimeRange
+func (p rangeParams) resolve(ext extent) (query.TimeRange, error) {
+	var r query.TimeRange
 	if p.Last != "" && p.Last != "all" {
 		d, err := parseLast(p.Last)
 		if err != nil || d <= 0 {
@@ -80,7 +80,7 @@ func (p rangeParams) resolve(ext extent) (store.TimeRange, error) {
 		}
 		// Open above: records newer than the newest transaction (a
 		// connection that never carried one) belong to "the last 15 min" too.
-		return store.TimeRange{From: ext.To - int64(d)}, nil
+		return query.TimeRange{From: ext.To - int64(d)}, nil
 	}
 	var err error
 	if r.From, err = parseTime(p.From); err != nil {
@@ -108,7 +108,7 @@ func parseLast(s string) (time.Duration, error) {
 }
 
 // span is the effective [from, to) for charts: open ends clamp to the data.
-func span(r store.TimeRange, ext extent) (int64, int64) {
+func span(r query.TimeRange, ext extent) (int64, int64) {
 	from, to := r.From, r.To
 	if from == 0 || from < ext.From {
 		from = ext.From
@@ -135,12 +135,12 @@ func seriesBucket(from, to int64) time.Duration {
 	return seriesBuckets[len(seriesBuckets)-1]
 }
 
-func kindParam(c *gin.Context) (store.Kind, error) {
+func kindParam(c *gin.Context) (query.Kind, error) {
 	switch k := c.Query("kind"); k {
 	case "", "transactions":
-		return store.Transactions, nil
+		return query.Transactions, nil
 	case "pageviews":
-		return store.Pageviews, nil
+		return query.Pageviews, nil
 	default:
 		return "", fmt.Errorf("kind=%q: want transactions or pageviews", k)
 	}

@@ -2,7 +2,7 @@
 // keeps on a wall screen, pageview waterfalls, search, exports (CSV, JSON,
 // HAR, HTML and PDF reports), Prometheus /metrics and /healthz.
 //
-// It depends on a store.Querier alone (Config.Store): the reads, and the
+// It depends on a query.Querier alone (Config.Store): the reads, and the
 // writer's Stats for cache keys and health. It never writes and knows no
 // engine, so any Querier serves, the one store.Open returns or a fake.
 //
@@ -28,7 +28,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/query"
 )
 
 // DefaultListen is loopback only: the UI shows captured URLs and client
@@ -40,7 +40,7 @@ type Config struct {
 	// Store is what the UI reads: the queries, and the writer's Stats
 	// (a change counter for the caches, whether rollups are kept,
 	// health). Required.
-	Store store.Querier
+	Store query.Querier
 	// Listen is host:port; default DefaultListen. A non-loopback address
 	// needs Token or BasicAuth.
 	Listen string
@@ -66,8 +66,8 @@ type Config struct {
 	CacheTTL time.Duration
 	// ExactBelow: the overview of a store with fewer transactions than
 	// this computes exact percentiles from the records; from this many on
-	// it reads the per-minute rollups (store.Summary), whose percentiles
-	// are within store.RollupRelError, and which cost the same over a day
+	// it reads the per-minute rollups (query.Summary), whose percentiles
+	// are within query.RollupRelError, and which cost the same over a day
 	// of 10M transactions as over a minute, if the store keeps them
 	// (store.Options.Rollups). Default 1,000,000; < 0: always exact.
 	ExactBelow int64
@@ -311,7 +311,7 @@ func (s *Server) routes() *gin.Engine {
 func (s *Server) healthz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
 	defer cancel()
-	if _, err := s.cfg.Store.Classes(ctx, store.TimeRange{From: time.Now().UnixNano()}); err != nil {
+	if _, err := s.cfg.Store.Classes(ctx, query.TimeRange{From: time.Now().UnixNano()}); err != nil {
 		c.String(http.StatusServiceUnavailable, "store: %v\n", err)
 		return
 	}

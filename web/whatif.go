@@ -21,7 +21,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/query"
 	"github.com/rtmon/rtmon/whatif"
 )
 
@@ -76,7 +76,7 @@ func (s *Server) whatIfRoutes(r gin.IRoutes) {
 }
 
 type whatIfHandler struct {
-	st    store.Querier
+	st    query.Querier
 	o     WhatIfOptions
 	group singleflight.Group
 	mu    sync.Mutex
@@ -95,7 +95,7 @@ type WhatIfResponse struct {
 	Rules      []string          `json:"rules"`
 	Unit       string            `json:"unit"` // "pageview" or "transaction"
 	Units      int               `json:"units"`
-	Range      store.TimeRange   `json:"range"` // records read: [From, To)
+	Range      query.TimeRange   `json:"range"` // records read: [From, To)
 	Loaded     whatif.Loaded     `json:"loaded"`
 	// Notes say what limits the answer (truncation, missing connections).
 	Notes      []string                   `json:"notes"`
@@ -350,7 +350,7 @@ type whatIfData struct {
 	at      time.Time
 	written int64 // store's Stats().Written when read
 	ds      *whatif.Dataset
-	rng     store.TimeRange
+	rng     query.TimeRange
 	loaded  whatif.Loaded
 	notes   []string
 

@@ -17,19 +17,19 @@ import (
 
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
-	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/query"
 )
 
-// Querier is what ReadStore asks of a store: two of store.Store's query
+// Querier is what ReadStore asks of a store: two of query.Querier's
 // methods under their names there. Defined here, by the one who calls
 // them, so any store that can answer them (the full store, a read-only
 // querier, a test double) will do.
 type Querier interface {
 	// Search pages transactions or pageviews of a range, newest first.
-	Search(ctx context.Context, q store.SearchQuery) (store.SearchResult, error)
+	Search(ctx context.Context, q query.SearchQuery) (query.SearchResult, error)
 	// PageviewByID returns a pageview with its transactions' connections,
 	// the only way the store hands out connection records.
-	PageviewByID(ctx context.Context, id string) (*store.PageviewDetail, error)
+	PageviewByID(ctx context.Context, id string) (*query.PageviewDetail, error)
 }
 
 // ReadLimits bound what ReadStore reads and so the queries it makes: at
@@ -90,7 +90,7 @@ type Records struct {
 	// Range is what was read: the requested range, with From raised past
 	// the cut when transactions were truncated, so that pageviews and
 	// transactions cover the same span.
-	Range  store.TimeRange
+	Range  query.TimeRange
 	Loaded Loaded
 	// Limits are the bounds applied, defaults filled in.
 	Limits ReadLimits
@@ -114,11 +114,11 @@ const searchPage = 10000
 // connections (lossy handshakes first, within MaxConnectionLookups and
 // ConnectionBudget). CLI and page both read through it, so they replay the
 // same data.
-func ReadStore(ctx context.Context, q Querier, rng store.TimeRange, lim ReadLimits) (*Records, error) {
+func ReadStore(ctx context.Context, q Querier, rng query.TimeRange, lim ReadLimits) (*Records, error) {
 	lim = lim.withDefaults()
 	r := &Records{Limits: lim}
-	txs, matching, err := searchNewest(ctx, q, store.Transactions, rng, lim.MaxTransactions,
-		func(res store.SearchResult) []*reconstruct.Transaction { return res.Transactions },
+	txs, matching, err := searchNewest(ctx, q, query.Transactions, rng, lim.MaxTransactions,
+		func(res query.SearchResult) []*reconstruct.Transaction { return res.Transactions },
 		func(t *reconstruct.Transaction) string { return t.ID })
 	if err != nil {
 		return nil, err
@@ -130,8 +130,8 @@ func ReadStore(ctx context.Context, q Querier, rng store.TimeRange, lim ReadLimi
 		r.Loaded.Truncated = true
 		txs, rng.From = cutOldest(txs, lim.MaxTransactions)
 	}
-	pvs, _, err := searchNewest(ctx, q, store.Pageviews, rng, lim.MaxTransactions,
-		func(res store.SearchResult) []*pageview.Pageview { return res.Pageviews },
+	pvs, _, err := searchNewest(ctx, q, query.Pageviews, rng, lim.MaxTransactions,
+		func(res query.SearchResult) []*pageview.Pageview { return res.Pageviews },
 		func(p *pageview.Pageview) string { return p.ID })
 	if err != nil {
 		return nil, err
@@ -171,13 +171,13 @@ func ReadStore(ctx context.Context, q Querier, rng store.TimeRange, lim ReadLimi
 // searchNewest pages one kind of rng, newest first, until it has limit
 // records or the store has no more; it returns them (each id once) and
 // the number matching.
-func searchNewest[T any](ctx context.Context, q Querier, k store.Kind, rng store.TimeRange, limit int,
-	records func(store.SearchResult) []T, id func(T) string) ([]T, int64, error) {
+func searchNewest[T any](ctx context.Context, q Querier, k query.Kind, rng query.TimeRange, limit int,
+	records func(query.SearchResult) []T, id func(T) string) ([]T, int64, error) {
 	var out []T
 	var matching int64
 	seen := map[string]bool{}
 	for off := 0; ; off += searchPage {
-		res, err := q.Search(ctx, store.SearchQuery{Kind: k, Range: rng, Offset: off, Limit: searchPage})
+		res, err := q.Search(ctx, query.SearchQuery{Kind: k, Range: rng, Offset: off, Limit: searchPage})
 		if err != nil {
 			return nil, 0, fmt.Errorf("whatif: reading %s: %w", k, err)
 		}
@@ -241,7 +241,7 @@ func connectionLookups(txs []*reconstruct.Transaction, pvs []*pageview.Pageview,
 // passed and returns their connections (each once) and how many lookups
 // the budget cut.
 func readConnections(ctx context.Context, q Querier, ids []string, budget time.Duration) ([]*reconstruct.Connection, int, error) {
-	details := make([]*store.PageviewDetail, len(ids))
+	details := make([]*query.PageviewDetail, len(ids))
 	var late atomic.Int64
 	deadline := time.Now().Add(budget)
 	g, gctx := errgroup.WithContext(ctx)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
-	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/query"
 	"github.com/rtmon/rtmon/synth"
 )
 
@@ -30,11 +30,11 @@ type memQuerier struct {
 	searches, lookups int
 }
 
-func inRange(r store.TimeRange, t int64) bool {
+func inRange(r query.TimeRange, t int64) bool {
 	return t >= r.From && (r.To == 0 || t < r.To)
 }
 
-func newestPage[T any](all []T, q store.SearchQuery, start func(T) int64, id func(T) string) ([]T, int64) {
+func newestPage[T any](all []T, q query.SearchQuery, start func(T) int64, id func(T) string) ([]T, int64) {
 	var m []T
 	for _, x := range all {
 		if inRange(q.Range, start(x)) {
@@ -46,33 +46,33 @@ func newestPage[T any](all []T, q store.SearchQuery, start func(T) int64, id fun
 	return m[lo:hi], int64(len(m))
 }
 
-func (m *memQuerier) Search(ctx context.Context, q store.SearchQuery) (store.SearchResult, error) {
+func (m *memQuerier) Search(ctx context.Context, q query.SearchQuery) (query.SearchResult, error) {
 	m.mu.Lock()
 	m.searches++
 	m.mu.Unlock()
-	var res store.SearchResult
+	var res query.SearchResult
 	if m.fail != nil {
 		return res, m.fail
 	}
 	switch q.Kind {
-	case store.Transactions:
+	case query.Transactions:
 		res.Transactions, res.Total = newestPage(m.txs, q, func(t *reconstruct.Transaction) int64 { return t.Start },
 			func(t *reconstruct.Transaction) string { return t.ID })
-	case store.Pageviews:
+	case query.Pageviews:
 		res.Pageviews, res.Total = newestPage(m.pvs, q, func(p *pageview.Pageview) int64 { return p.Start },
 			func(p *pageview.Pageview) string { return p.ID })
 	}
 	return res, nil
 }
 
-func (m *memQuerier) PageviewByID(ctx context.Context, id string) (*store.PageviewDetail, error) {
+func (m *memQuerier) PageviewByID(ctx context.Context, id string) (*query.PageviewDetail, error) {
 	m.mu.Lock()
 	m.lookups++
 	m.mu.Unlock()
 	if m.fail != nil {
 		return nil, m.fail
 	}
-	d := &store.PageviewDetail{}
+	d := &query.PageviewDetail{}
 	ids := map[string]bool{}
 	for _, t := range m.txs {
 		if t.PageviewID == id {
@@ -100,7 +100,7 @@ func synthRecords(t *testing.T) *memQuerier {
 
 func TestReadStoreReadsEverythingInBoundedQueries(t *testing.T) {
 	m := synthRecords(t)
-	r, err := ReadStore(context.Background(), m, store.TimeRange{}, ReadLimits{})
+	r, err := ReadStore(context.Background(), m, query.TimeRange{}, ReadLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestReadStoreTruncatesToTheNewest(t *testing.T) {
 	for i := range 25_000 {
 		m.txs = append(m.txs, &reconstruct.Transaction{ID: fmt.Sprintf("t%05d", i), Start: base + int64(i/7)*ms, Total: ms})
 	}
-	r, err := ReadStore(context.Background(), m, store.TimeRange{To: base + sec*10}, ReadLimits{MaxTransactions: 22_000})
+	r, err := ReadStore(context.Background(), m, query.TimeRange{To: base + sec*10}, ReadLimits{MaxTransactions: 22_000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestReadStoreTruncatesToTheNewest(t *testing.T) {
 
 func TestReadStoreLimitsLookups(t *testing.T) {
 	m := synthRecords(t)
-	r, err := ReadStore(context.Background(), m, store.TimeRange{}, ReadLimits{MaxConnectionLookups: 3})
+	r, err := ReadStore(context.Background(), m, query.TimeRange{}, ReadLimits{MaxConnectionLookups: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestReadStoreLimitsLookups(t *testing.T) {
 	}
 	// A budget already spent reads no connection at all.
 	m.lookups = 0
-	r, err = ReadStore(context.Background(), m, store.TimeRange{}, ReadLimits{ConnectionBudget: time.Nanosecond})
+	r, err = ReadStore(context.Background(), m, query.TimeRange{}, ReadLimits{ConnectionBudget: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,13 +229,13 @@ func TestLossyHandshakeGuess(t *testing.T) {
 func TestReadStoreErrorsSayWhat(t *testing.T) {
 	boom := errors.New("engine down")
 	m := &memQuerier{fail: boom}
-	_, err := ReadStore(context.Background(), m, store.TimeRange{}, ReadLimits{})
+	_, err := ReadStore(context.Background(), m, query.TimeRange{}, ReadLimits{})
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "reading transactions") {
 		t.Errorf("search failure: %v", err)
 	}
 	m = synthRecords(t)
 	lookupFails := &failingLookups{memQuerier: m, err: boom}
-	_, err = ReadStore(context.Background(), lookupFails, store.TimeRange{}, ReadLimits{})
+	_, err = ReadStore(context.Background(), lookupFails, query.TimeRange{}, ReadLimits{})
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "connections of pageview") {
 		t.Errorf("lookup failure: %v", err)
 	}
@@ -246,6 +246,6 @@ type failingLookups struct {
 	err error
 }
 
-func (f *failingLookups) PageviewByID(ctx context.Context, id string) (*store.PageviewDetail, error) {
+func (f *failingLookups) PageviewByID(ctx context.Context, id string) (*query.PageviewDetail, error) {
 	return nil, f.err
 }

@@ -1,4 +1,4 @@
-package store
+package query
 
 import (
 	"time"
@@ -31,15 +31,6 @@ func Components(k Kind) []string {
 		return append([]string{"total"}, export.PageviewParts()...)
 	}
 	return append(append([]string{"total"}, export.TransactionParts()...), "rtt")
-}
-
-// componentColumn is the column holding a valid component: its own name,
-// but for rtt.
-func componentColumn(comp string) string {
-	if comp == "rtt" {
-		return "rtt_client"
-	}
-	return comp
 }
 
 // HistogramQuery: bucket i counts values v with Edges[i] <= v < Edges[i+1];
@@ -160,4 +151,56 @@ type PageviewDetail struct {
 	Pageview     *pageview.Pageview
 	Transactions []*reconstruct.Transaction
 	Connections  []*reconstruct.Connection
+}
+
+// Extent is the size and time span of one kind's records: First and Last
+// are the oldest and newest start_ns (0 when N is 0).
+type Extent struct {
+	N           int64
+	First, Last int64
+}
+
+// SumQuery selects records for ComponentSums.
+type SumQuery struct {
+	Kind  Kind
+	Range TimeRange
+	Class string // "" = every class, one row each
+}
+
+// ComponentSums is one class's record count and the exact sum (ns) of
+// each of Components(kind). A record's breakdown components add up to its
+// total, so their sums add up to the total's: Sums[c]/Count is an additive
+// mean breakdown, which percentiles of the components are not.
+type ComponentSums struct {
+	Class string
+	Count int64
+	Sums  map[string]int64
+}
+
+// SummaryQuery asks for what the overview shows, answered from the
+// per-minute rollups (see rollup.go) instead of scans of the records.
+type SummaryQuery struct {
+	Kind  Kind // transactions (default) or pageviews
+	Range TimeRange
+	Class string // "" = every class
+	// Edges of the histogram of total: each edge after the first must be
+	// one of RollupEdges (the first bounds nothing: bucket 0 is open below).
+	Edges []int64
+	Qs    []float64     // percentiles of total; none = no percentiles
+	Step  time.Duration // series step, a multiple of a minute; 0 = no series
+}
+
+// Summary is the overview of one range. Counts, sums, counters and
+// histograms are exact; Percentiles and Series values are within
+// RollupRelError of the exact percentile (see rollup.go).
+type Summary struct {
+	Classes     []string // classes with records of any kind in range (Class not applied)
+	Histograms  []ClassHistogram
+	Percentiles []ClassPercentiles
+	Series      []SeriesPoint
+	Sums        []ComponentSums
+	Counters    Counters
+	// Recomputed counts the minutes whose rollups were stale and were
+	// recomputed from the records for this answer.
+	Recomputed int
 }
