@@ -213,99 +213,131 @@ func (d *Decoder) skip(r Reason) bool {
 // every Packet field except Timestamp and Interface; p.Payload aliases frame.
 func (d *Decoder) Decode(lt layers.LinkType, frame []byte, p *Packet) bool {
 	d.stats.Frames++
-	var parser parser
-	switch lt {
-	case layers.LinkTypeEthernet:
-		parser = d.pEth
-	case layers.LinkTypeLinuxSLL:
-		parser = d.pSLL
-	case layers.LinkTypeLinuxSLL2:
-		parser = d.pSLL2
-	case layers.LinkTypeNull, layers.LinkTypeLoop:
-		parser = d.pLoop
-	case layers.LinkTypeRaw, linkTypeDLTRaw12, linkTypeDLTRaw14:
-		// Raw IP has no link header: the version nibble says which IP.
-		if len(frame) == 0 {
-			return d.skip(ReasonTruncatedIP)
-		}
-		switch frame[0] >> 4 {
-		case 4:
-			parser = d.pIP4
-		case 6:
-			parser = d.pIP6
-		default:
-			return d.skip(ReasonBadIPVersion)
-		}
-	case layers.LinkTypeIPv4:
-		parser = d.pIP4
-	case layers.LinkTypeIPv6:
-		parser = d.pIP6
-	default:
-		return d.skip(ReasonUnsupportedLink)
+	parser, r := d.parserFor(lt, frame)
+	if r != reasonNone {
+		return d.skip(r)
 	}
-
 	if err := parser.DecodeLayers(frame, &d.decoded); err != nil {
 		return d.skip(d.classify(parser, frame))
 	}
+	ipType, r := d.innermostIP()
+	if r != reasonNone {
+		return d.skip(r)
+	}
+	firstFragment, r := d.reachTCP()
+	if r != reasonNone {
+		return d.skip(r)
+	}
+	if r := d.fillIP(ipType, p); r != reasonNone {
+		return d.skip(r)
+	}
+	d.fillTCP(p)
+	d.stats.TCP++
+	if firstFragment {
+		d.stats.FirstFragments++
+	}
+	return true
+}
 
-	// Find the innermost IP layer (tunnels reuse the same layer struct, which
-	// then holds the inner header) and check the version nibble, which
-	// gopacket's IPv4 decoder does not.
+// reasonNone is "no reason to skip": the phases of Decode return it when
+// the frame may go on.
+const reasonNone Reason = -1
+
+// parserFor picks the parser for link type lt; raw IP frames choose by the
+// version nibble, having no link header to say.
+func (d *Decoder) parserFor(lt layers.LinkType, frame []byte) (parser, Reason) {
+	switch lt {
+	case layers.LinkTypeEthernet:
+		return d.pEth, reasonNone
+	case layers.LinkTypeLinuxSLL:
+		return d.pSLL, reasonNone
+	case layers.LinkTypeLinuxSLL2:
+		return d.pSLL2, reasonNone
+	case layers.LinkTypeNull, layers.LinkTypeLoop:
+		return d.pLoop, reasonNone
+	case layers.LinkTypeRaw, linkTypeDLTRaw12, linkTypeDLTRaw14:
+		if len(frame) == 0 {
+			return parser{}, ReasonTruncatedIP
+		}
+		switch frame[0] >> 4 {
+		case 4:
+			return d.pIP4, reasonNone
+		case 6:
+			return d.pIP6, reasonNone
+		}
+		return parser{}, ReasonBadIPVersion
+	case layers.LinkTypeIPv4:
+		return d.pIP4, reasonNone
+	case layers.LinkTypeIPv6:
+		return d.pIP6, reasonNone
+	}
+	return parser{}, ReasonUnsupportedLink
+}
+
+// innermostIP finds the innermost IP layer (tunnels reuse the same layer
+// struct, which then holds the inner header) and checks the version
+// nibble, which gopacket's IPv4 decoder does not.
+func (d *Decoder) innermostIP() (gopacket.LayerType, Reason) {
 	var ipType gopacket.LayerType
 	for _, t := range d.decoded {
 		switch t {
 		case layers.LayerTypeIPv4:
 			if d.ip4.Version != 4 {
-				return d.skip(ReasonBadIPVersion)
+				return 0, ReasonBadIPVersion
 			}
 			ipType = t
 		case layers.LayerTypeIPv6:
 			if d.ip6.Version != 6 {
-				return d.skip(ReasonBadIPVersion)
+				return 0, ReasonBadIPVersion
 			}
 			ipType = t
 		}
 	}
-
-	n := len(d.decoded)
-	if n == 0 {
-		return d.skip(ReasonMalformed)
+	if len(d.decoded) == 0 {
+		return 0, ReasonMalformed
 	}
-	firstFragment := false
-	if last := d.decoded[n-1]; last != layers.LayerTypeTCP {
-		switch {
-		case last == layers.LayerTypeIPv4 && (d.ip4.FragOffset != 0 || d.ip4.Flags&layers.IPv4MoreFragments != 0):
-			if d.ip4.FragOffset != 0 || d.ip4.Protocol != layers.IPProtocolTCP {
-				return d.skip(ReasonFragment)
-			}
-			firstFragment = true
-			if r, ok := d.decodeTCP(d.ip4.Payload); !ok {
-				return d.skip(r)
-			}
-		case last == layers.LayerTypeIPv6Fragment && (d.frag6.FragmentOffset != 0 || d.frag6.MoreFragments):
-			if d.frag6.FragmentOffset != 0 || d.frag6.NextHeader != layers.IPProtocolTCP {
-				return d.skip(ReasonFragment)
-			}
-			firstFragment = true
-			if r, ok := d.decodeTCP(d.frag6.Payload); !ok {
-				return d.skip(r)
-			}
-		default:
-			// The parser also stops when a layer leaves no payload: then the
-			// next header we would have decoded is missing.
-			l := d.layer(last)
-			if l != nil && len(l.LayerPayload()) == 0 {
-				if r, ok := truncatedReason(l.NextLayerType()); ok {
-					return d.skip(r)
-				}
-			}
-			return d.skip(ReasonNotTCP)
+	return ipType, reasonNone
+}
+
+// reachTCP makes sure d.tcp holds the segment's header: the parser stops
+// short of it in a first fragment, which is decoded here.
+func (d *Decoder) reachTCP() (firstFragment bool, r Reason) {
+	last := d.decoded[len(d.decoded)-1]
+	switch {
+	case last == layers.LayerTypeTCP:
+		return false, reasonNone
+	case last == layers.LayerTypeIPv4 && (d.ip4.FragOffset != 0 || d.ip4.Flags&layers.IPv4MoreFragments != 0):
+		return true, d.firstFragmentTCP(d.ip4.FragOffset, d.ip4.Protocol, d.ip4.Payload)
+	case last == layers.LayerTypeIPv6Fragment && (d.frag6.FragmentOffset != 0 || d.frag6.MoreFragments):
+		return true, d.firstFragmentTCP(d.frag6.FragmentOffset, d.frag6.NextHeader, d.frag6.Payload)
+	}
+	// The parser also stops when a layer leaves no payload: then the next
+	// header we would have decoded is missing.
+	if l, _ := d.layer(last); l != nil && len(l.LayerPayload()) == 0 {
+		if _, r := d.layer(l.NextLayerType()); r != reasonNone {
+			return false, r
 		}
 	}
+	return false, ReasonNotTCP
+}
 
+// firstFragmentTCP decodes the TCP header of a fragment of an IPv4 or IPv6
+// packet: only a first fragment of a TCP packet has one.
+func (d *Decoder) firstFragmentTCP(offset uint16, proto layers.IPProtocol, payload []byte) Reason {
+	if offset != 0 || proto != layers.IPProtocolTCP {
+		return ReasonFragment
+	}
+	if r, ok := d.decodeTCP(payload); !ok {
+		return r
+	}
+	return reasonNone
+}
+
+// fillIP sets p's addresses, IP id and payload length from the innermost IP
+// header.
+func (d *Decoder) fillIP(ipType gopacket.LayerType, p *Packet) Reason {
 	tcp := &d.tcp
 	hdrLen := len(tcp.Contents)
-	tcpIn := hdrLen + len(tcp.Payload)
 	switch ipType {
 	case layers.LayerTypeIPv4:
 		p.SrcIP = netip.AddrFrom4([4]byte(d.ip4.SrcIP))
@@ -321,21 +353,26 @@ func (d *Decoder) Decode(lt layers.LinkType, frame []byte, p *Packet) bool {
 		} else {
 			// Extension headers between IPv6 and TCP count against the
 			// payload length; the hop-by-hop one is already cut from Payload.
-			ext := len(d.ip6.Payload) - tcpIn
+			ext := len(d.ip6.Payload) - (hdrLen + len(tcp.Payload))
 			if d.ip6.HopByHop != nil {
 				ext += d.ip6.HopByHop.ActualLength
 			}
 			p.PayloadLen = int(d.ip6.Length) - ext - hdrLen
 		}
 	default:
-		return d.skip(ReasonMalformed)
+		return ReasonMalformed
 	}
 	if p.PayloadLen < len(tcp.Payload) {
 		// Cannot happen with gopacket's length trimming; keep the
 		// invariant PayloadLen >= len(Payload) for consumers regardless.
 		p.PayloadLen = len(tcp.Payload)
 	}
+	return reasonNone
+}
 
+// fillTCP sets p's TCP fields and options from d.tcp.
+func (d *Decoder) fillTCP(p *Packet) {
+	tcp := &d.tcp
 	p.SrcPort = uint16(tcp.SrcPort)
 	p.DstPort = uint16(tcp.DstPort)
 	p.Seq = tcp.Seq
@@ -367,10 +404,7 @@ func (d *Decoder) Decode(lt layers.LinkType, frame []byte, p *Packet) bool {
 			p.SACKPermitted = true
 		case layers.TCPOptionKindSACK:
 			for len(data) >= 8 && p.NumSACK < MaxSACKBlocks {
-				p.SACK[p.NumSACK] = SACKBlock{
-					Left:  be32(data[0:4]),
-					Right: be32(data[4:8]),
-				}
+				p.SACK[p.NumSACK] = SACKBlock{Left: be32(data[0:4]), Right: be32(data[4:8])}
 				p.NumSACK++
 				data = data[8:]
 			}
@@ -382,12 +416,6 @@ func (d *Decoder) Decode(lt layers.LinkType, frame []byte, p *Packet) bool {
 			}
 		}
 	}
-
-	d.stats.TCP++
-	if firstFragment {
-		d.stats.FirstFragments++
-	}
-	return true
 }
 
 func be32(b []byte) uint32 {
@@ -406,45 +434,34 @@ func (d *Decoder) decodeTCP(data []byte) (Reason, bool) {
 	return 0, true
 }
 
-// layer maps a decoded layer type back to our preallocated layer.
-func (d *Decoder) layer(t gopacket.LayerType) gopacket.DecodingLayer {
+// layer maps a layer type the decoder knows to its preallocated layer,
+// and names the reason for a frame where that header should follow but has
+// no bytes (reasonNone for the link headers a frame starts with). nil for
+// a layer type the decoder does not know.
+func (d *Decoder) layer(t gopacket.LayerType) (gopacket.DecodingLayer, Reason) {
 	switch t {
 	case layers.LayerTypeEthernet:
-		return &d.eth
+		return &d.eth, reasonNone
 	case layers.LayerTypeDot1Q:
-		return &d.dot1q
+		return &d.dot1q, ReasonTruncatedLink
 	case layers.LayerTypeLinuxSLL:
-		return &d.sll
+		return &d.sll, reasonNone
 	case layers.LayerTypeLinuxSLL2:
-		return &d.sll2
+		return &d.sll2, reasonNone
 	case layers.LayerTypeLoopback:
-		return &d.loop
+		return &d.loop, reasonNone
 	case layers.LayerTypeIPv4:
-		return &d.ip4
+		return &d.ip4, ReasonTruncatedIP
 	case layers.LayerTypeIPv6:
-		return &d.ip6
+		return &d.ip6, ReasonTruncatedIP
 	case layers.LayerTypeIPv6Fragment:
-		return &d.frag6
+		return &d.frag6, ReasonTruncatedIP
 	case layers.LayerTypeIPv6HopByHop, layers.LayerTypeIPv6Routing, layers.LayerTypeIPv6Destination:
-		return &d.ext
+		return &d.ext, ReasonTruncatedIP
 	case layers.LayerTypeTCP:
-		return &d.tcp
+		return &d.tcp, ReasonTruncatedTCP
 	}
-	return nil
-}
-
-// truncatedReason names the reason for a header that should follow but has no bytes.
-func truncatedReason(next gopacket.LayerType) (Reason, bool) {
-	switch next {
-	case layers.LayerTypeDot1Q:
-		return ReasonTruncatedLink, true
-	case layers.LayerTypeIPv4, layers.LayerTypeIPv6, layers.LayerTypeIPv6HopByHop,
-		layers.LayerTypeIPv6Routing, layers.LayerTypeIPv6Destination, layers.LayerTypeIPv6Fragment:
-		return ReasonTruncatedIP, true
-	case layers.LayerTypeTCP:
-		return ReasonTruncatedTCP, true
-	}
-	return 0, false
+	return nil, reasonNone
 }
 
 // classify finds the layer that failed (the one after the last decoded) and
@@ -453,7 +470,7 @@ func (d *Decoder) classify(parser parser, frame []byte) Reason {
 	failed := parser.first
 	in := frame
 	if n := len(d.decoded); n > 0 {
-		l := d.layer(d.decoded[n-1])
+		l, _ := d.layer(d.decoded[n-1])
 		if l == nil {
 			return ReasonMalformed
 		}

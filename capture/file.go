@@ -2,13 +2,13 @@ package capture
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync/atomic"
 
 	"github.com/gopacket/gopacket/layers"
@@ -154,14 +154,8 @@ func (fr *fileReader) init(opts FileOptions) error {
 		return ErrNotCapture
 	}
 
-	if opts.Reader == ReaderLibpcap && fr.gz == nil {
-		// libpcap reads the file itself; we only needed the magic check.
-		if fr.lp, err = pcap.OpenOffline(fr.name); err != nil {
-			return libpcapErr(err)
-		}
-		fr.lt = fr.lp.LinkType()
-		return nil
-	}
+	// pcapgo parses the file header even when libpcap reads the packets: its
+	// errors are typed, libpcap's are text.
 	if m == magicPcapNG {
 		ngOpts := pcapgo.DefaultNgReaderOptions
 		// Keep packets of every interface even when link types differ
@@ -171,12 +165,20 @@ func (fr *fileReader) init(opts FileOptions) error {
 			return truncErr(err)
 		}
 		fr.refreshNgLinkTypes()
-		return nil
+	} else {
+		if fr.pcap, err = pcapgo.NewReader(br); err != nil {
+			return truncErr(err)
+		}
+		fr.lt = fr.pcap.LinkType()
 	}
-	if fr.pcap, err = pcapgo.NewReader(br); err != nil {
-		return truncErr(err)
+	if opts.Reader == ReaderLibpcap && fr.gz == nil {
+		// libpcap reads the file itself; pcapgo only vetted its header.
+		fr.pcap, fr.ng = nil, nil
+		if fr.lp, err = pcap.OpenOffline(fr.name); err != nil {
+			return fmt.Errorf("libpcap: %w", err)
+		}
+		fr.lt = fr.lp.LinkType()
 	}
-	fr.lt = fr.pcap.LinkType()
 	return nil
 }
 
@@ -184,7 +186,7 @@ func isCaptureMagicPrefix(b []byte) bool {
 	var full [4]byte
 	for _, m := range []uint32{magicPcapMicro, magicPcapNano, magicPcapMicroBE, magicPcapNanoBE, magicPcapNG} {
 		binary.LittleEndian.PutUint32(full[:], m)
-		if len(b) > 0 && strings.HasPrefix(string(full[:]), string(b)) {
+		if len(b) > 0 && bytes.HasPrefix(full[:], b) {
 			return true
 		}
 	}
@@ -199,14 +201,33 @@ func truncErr(err error) error {
 	return err
 }
 
-func libpcapErr(err error) error {
-	if err != nil && strings.Contains(err.Error(), "truncated") {
+// libpcapReadErr types a libpcap read failure. gopacket returns only a
+// return code and libpcap's reason is text, so pcapgo reads the file again
+// up to the frame libpcap failed on: if the data ends inside that frame, the
+// file is truncated. The second pass happens only on this error path of the
+// non-default reader.
+func (fr *fileReader) libpcapReadErr(code error) error {
+	err := fmt.Errorf("%w: %v", code, fr.lp.Error())
+	if endsWithin(fr.name, fr.frames.Load()) {
 		return fmt.Errorf("%w: %w", ErrTruncated, err)
 	}
-	if err != nil && strings.Contains(err.Error(), "unknown file format") {
-		return fmt.Errorf("%w: %w", ErrNotCapture, err)
-	}
 	return err
+}
+
+// endsWithin reports whether pcapgo finds the file at path cut off within
+// its first frames+1 frames.
+func endsWithin(path string, frames uint64) bool {
+	g, err := openFile(0, path, FileOptions{Reader: ReaderPcapgo, BufferSize: 64 << 10})
+	if err != nil {
+		return errors.Is(err, ErrTruncated)
+	}
+	defer g.close()
+	for range frames + 1 {
+		if err := g.read(); err != nil {
+			return errors.Is(err, ErrTruncated)
+		}
+	}
+	return false
 }
 
 func (fr *fileReader) refreshNgLinkTypes() {
@@ -250,8 +271,8 @@ func (fr *fileReader) read() error {
 			fr.lpRead.Add(int64(16 + ci.CaptureLength)) // record header + data
 		case e == io.EOF:
 			fr.lpRead.Store(fr.size)
-		default: // gopacket returns only the error code; the text says what happened
-			err = libpcapErr(fmt.Errorf("%w: %v", e, fr.lp.Error()))
+		default:
+			err = fr.libpcapReadErr(e)
 		}
 	}
 	if err == io.EOF && fr.gzErr != nil && fr.gzErr.err != nil {
@@ -295,6 +316,7 @@ type fileSource struct {
 	end   error // sticky final result
 	names []string
 	total int64
+	stats []SourceStats // reused by Stats
 }
 
 // OpenFiles opens capture files (pcap or pcapng, optionally gzip'd; the
@@ -414,11 +436,11 @@ func (s *fileSource) Next(p *Packet) error {
 func (s *fileSource) Names() []string { return s.names }
 
 func (s *fileSource) Stats() Stats {
-	st := Stats{Decode: s.dec.Stats()}
+	s.stats = s.stats[:0]
 	for _, fr := range s.files {
-		st.Sources = append(st.Sources, SourceStats{Name: fr.name, Frames: fr.frames.Load(), Bytes: fr.bytes.Load()})
+		s.stats = append(s.stats, SourceStats{Name: fr.name, Frames: fr.frames.Load(), Bytes: fr.bytes.Load()})
 	}
-	return st
+	return Stats{Decode: s.dec.Stats(), Sources: s.stats}
 }
 
 func (s *fileSource) Progress() (done, total int64) {

@@ -3,6 +3,7 @@ package capture
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -297,5 +298,62 @@ func TestFilesErrors(t *testing.T) {
 	}
 	if _, err := OpenFiles(nil, FileOptions{}); err == nil {
 		t.Error("no files: no error")
+	}
+}
+
+// A corrupt record is an error but not a truncation, whichever library reads
+// it: libpcap's reason is only text, so the type must come from elsewhere.
+func TestFilesCorruptRecordNotTruncated(t *testing.T) {
+	recs, want := ethRecs(t, t0)
+	recs = recs[:len(segs)]
+	path := tmp(t, "corrupt.pcap")
+	writePcap(t, path, layers.LinkTypeEthernet, true, false, recs)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second record's capture length (file header 24, record header 16).
+	off := 24 + 16 + len(recs[0].data) + 8
+	binary.LittleEndian.PutUint32(b[off:], 0x7fffffff)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, reader := range []FileReader{ReaderPcapgo, ReaderLibpcap} {
+		s, err := OpenFiles([]string{path}, FileOptions{Reader: reader})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := readAll(t, s)
+		s.Close()
+		if err == nil || err == io.EOF || errors.Is(err, ErrTruncated) || !strings.Contains(err.Error(), path) {
+			t.Errorf("reader %d: end %v, want a non-truncation error naming the file", reader, err)
+		}
+		if len(got) != 1 {
+			t.Fatalf("reader %d: %d packets, want 1", reader, len(got))
+		}
+		samePacket(t, "packet 0", got[0], want[0])
+	}
+}
+
+// Live dashboards poll Stats every few packets from the packet loop.
+func TestFilesStatsAllocFree(t *testing.T) {
+	recs, _ := ethRecs(t, t0)
+	a, b := tmp(t, "a.pcap"), tmp(t, "b.pcap")
+	writePcap(t, a, layers.LinkTypeEthernet, true, false, recs)
+	writePcap(t, b, layers.LinkTypeEthernet, true, false, recs)
+	s, err := OpenFiles([]string{a, b}, FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var p Packet
+	if err := s.Next(&p); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = s.Stats() }); n != 0 {
+		t.Errorf("Stats allocates %v times per call", n)
+	}
+	if st := s.Stats(); len(st.Sources) != 2 || st.Sources[1].Name != b {
+		t.Errorf("stats %+v", st)
 	}
 }

@@ -72,6 +72,7 @@ type liveSource struct {
 	dec    *Decoder
 	cur    *batch
 	pos    int
+	stats  []SourceStats // reused by Stats
 
 	errMu sync.Mutex
 	errs  []error
@@ -279,14 +280,14 @@ func (s *liveSource) Next(p *Packet) error {
 func (s *liveSource) Names() []string { return s.names }
 
 func (s *liveSource) Stats() Stats {
-	st := Stats{Decode: s.dec.Stats()}
+	s.stats = s.stats[:0]
 	for _, li := range s.ifaces {
-		st.Sources = append(st.Sources, SourceStats{
+		s.stats = append(s.stats, SourceStats{
 			Name: li.name, Frames: li.frames.Load(), Bytes: li.bytes.Load(), Live: true,
 			Capture: CaptureStats{Received: li.recv.Load(), Dropped: li.drop.Load(), IfDropped: li.ifDrop.Load()},
 		})
 	}
-	return st
+	return Stats{Decode: s.dec.Stats(), Sources: s.stats}
 }
 
 func (s *liveSource) Progress() (done, total int64) {

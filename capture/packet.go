@@ -1,6 +1,3 @@
-// Package capture turns capture files and live interfaces into decoded TCP
-// segments. It owns everything below TCP: link types, IP versions, TCP options,
-// capture statistics and malformed-packet accounting.
 package capture
 
 import "net/netip"

@@ -15,6 +15,9 @@ type Source interface {
 	// Names are the file or interface names indexed by Packet.Interface.
 	Names() []string
 	// Stats returns decode counters, frames/bytes read and capture drops.
+	// It neither allocates nor locks, so a packet loop may call it every few
+	// packets: the Sources slice is the source's own and is overwritten by
+	// the next call; copy it to keep it.
 	Stats() Stats
 	// Progress is bytes consumed and total bytes for files (compressed
 	// bytes for gzip files); total is 0 for live capture.

@@ -1,8 +1,6 @@
 package export
 
 import (
-	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -15,16 +13,13 @@ import (
 // next to pageview.Records(recordWriter)); write errors are kept and
 // returned by Close so the pipeline never stalls on them.
 type PageviewWriter struct {
-	t   *table
+	t   *table[*pageview.Pageview]
 	err error
 }
 
 // NewPageviewWriter creates (truncating) dir/pageviews.FORMAT.
 func NewPageviewWriter(dir string, format Format) (*PageviewWriter, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create output directory: %w", err)
-	}
-	t, err := newTable(dir, "pageviews", format, pageviewHeader)
+	t, err := newTable(dir, "pageviews", format, PageviewCSV)
 	if err != nil {
 		return nil, err
 	}
@@ -37,20 +32,13 @@ func (*PageviewWriter) Transaction(*reconstruct.Transaction) {}
 // Pageview writes one row.
 func (w *PageviewWriter) Pageview(p *pageview.Pageview) {
 	if w.err == nil {
-		w.err = w.t.write(p, func() []string { return pageviewRow(p) })
+		w.err = w.t.write(p)
 	}
 }
 
 // Close flushes the file and reports the first error seen.
 func (w *PageviewWriter) Close() error {
-	err := w.err
-	if cerr := w.t.close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write pageviews: %w", err)
-	}
-	return nil
+	return closeTables("pageviews", w.err, w.t.close)
 }
 
 var pageviewHeader = []string{"id", "interface", "client", "user_agent", "class", "priority", "server", "host", "url",

@@ -1,10 +1,7 @@
-// Package export writes rtmon's records and summaries for people and other
-// tools: JSON Lines and CSV record files, and the end-of-run summary.
 package export
 
 import (
 	"bufio"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -35,24 +32,27 @@ func ParseFormat(s string) (Format, error) {
 	return "", fmt.Errorf("unknown format %q (want jsonl or csv)", s)
 }
 
-// table writes one kind of record to one file.
-type table struct {
+// table writes one kind of record to one file, as JSON Lines or CSV.
+type table[T any] struct {
 	f   *os.File
 	buf *bufio.Writer
 	enc *json.Encoder
-	csv *csv.Writer
+	csv *CSVWriter[T]
 }
 
-func newTable(dir, name string, format Format, header []string) (*table, error) {
+// newTable creates (truncating) dir/name.FORMAT, and dir if need be.
+func newTable[T any](dir, name string, format Format, newCSV func(io.Writer) (*CSVWriter[T], error)) (*table[T], error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create output directory: %w", err)
+	}
 	path := filepath.Join(dir, name+"."+string(format))
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
-	t := &table{f: f, buf: bufio.NewWriterSize(f, 256<<10)}
+	t := &table[T]{f: f, buf: bufio.NewWriterSize(f, 256<<10)}
 	if format == CSV {
-		t.csv = csv.NewWriter(t.buf)
-		if err := t.csv.Write(header); err != nil {
+		if t.csv, err = newCSV(t.buf); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("write %s: %w", path, err)
 		}
@@ -63,17 +63,16 @@ func newTable(dir, name string, format Format, header []string) (*table, error) 
 	return t, nil
 }
 
-func (t *table) write(v any, row func() []string) error {
+func (t *table[T]) write(v T) error {
 	if t.csv != nil {
-		return t.csv.Write(row())
+		return t.csv.Write(v)
 	}
 	return t.enc.Encode(v)
 }
 
-func (t *table) close() error {
+func (t *table[T]) close() error {
 	if t.csv != nil {
-		t.csv.Flush()
-		if err := t.csv.Error(); err != nil {
+		if err := t.csv.Flush(); err != nil {
 			t.f.Close()
 			return err
 		}
@@ -89,20 +88,18 @@ func (t *table) close() error {
 // directory. It implements reconstruct.Sink; write errors are kept and
 // returned by Close so the pipeline never stalls on them.
 type RecordWriter struct {
-	conns, txs *table
-	err        error
+	conns *table[*reconstruct.Connection]
+	txs   *table[*reconstruct.Transaction]
+	err   error
 }
 
 // NewRecordWriter creates (truncating) the record files in dir.
 func NewRecordWriter(dir string, format Format) (*RecordWriter, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create output directory: %w", err)
-	}
-	conns, err := newTable(dir, "connections", format, connectionHeader)
+	conns, err := newTable(dir, "connections", format, ConnectionCSV)
 	if err != nil {
 		return nil, err
 	}
-	txs, err := newTable(dir, "transactions", format, transactionHeader)
+	txs, err := newTable(dir, "transactions", format, TransactionCSV)
 	if err != nil {
 		conns.close()
 		return nil, err
@@ -112,26 +109,31 @@ func NewRecordWriter(dir string, format Format) (*RecordWriter, error) {
 
 func (w *RecordWriter) Connection(c *reconstruct.Connection) {
 	if w.err == nil {
-		w.err = w.conns.write(c, func() []string { return connectionRow(c) })
+		w.err = w.conns.write(c)
 	}
 }
 
 func (w *RecordWriter) Transaction(t *reconstruct.Transaction) {
 	if w.err == nil {
-		w.err = w.txs.write(t, func() []string { return transactionRow(t) })
+		w.err = w.txs.write(t)
 	}
 }
 
 // Close flushes both files and reports the first error seen.
 func (w *RecordWriter) Close() error {
-	err := w.err
-	for _, t := range []*table{w.conns, w.txs} {
-		if cerr := t.close(); err == nil {
+	return closeTables("records", w.err, w.conns.close, w.txs.close)
+}
+
+// closeTables runs each table's close and reports the first of err (the
+// first write error) and their errors.
+func closeTables(what string, err error, closes ...func() error) error {
+	for _, closeTable := range closes {
+		if cerr := closeTable(); err == nil {
 			err = cerr
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("write records: %w", err)
+		return fmt.Errorf("write %s: %w", what, err)
 	}
 	return nil
 }
@@ -168,16 +170,6 @@ func transactionRow(t *reconstruct.Transaction) []string {
 		i(t.ResponseBytes, 10), i(t.BodyBytes, 10), cell(t.Method), cell(t.Host), cell(t.URL), strconv.Itoa(t.Status),
 		cell(t.ContentType), cell(t.Referer), cell(t.UserAgent), i(t.HoleBytes, 10),
 		t.PageviewID, cell(t.Class), strings.Join(t.Flags.Names(), "|")}
-}
-
-// cell defuses captured text that a spreadsheet would run as a formula: the
-// values came from the network, so a leading =, +, -, @ or control character
-// gets a quote in front (OWASP's CSV-injection advice).
-func cell(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
-		return "'" + s
-	}
-	return s
 }
 
 var _ io.Closer = (*RecordWriter)(nil)

@@ -13,8 +13,9 @@ import (
 	"github.com/rtmon/rtmon/reconstruct"
 )
 
-// Components names the response-time parts summarised, in report order.
-var Components = []string{"tconn", "trequest", "tserver", "ttransfer", "total"}
+// Components names the response-time parts summarised, in report order:
+// a transaction's parts, then their total.
+var Components = append(TransactionParts(), "total")
 
 // Distribution is a streaming summary of one duration, in nanoseconds.
 type Distribution struct {

@@ -42,3 +42,38 @@ func TestReadFromProgressStops(t *testing.T) {
 		t.Errorf("packets %d open %d conns %d", st.Packets, st.OpenConnections, len(out.conns))
 	}
 }
+
+// A live dashboard's hook reads the source's and the tracker's counters every
+// 16 packets: neither may allocate.
+func TestReadFromEveryStatsAllocFree(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "small.pcap")
+	if _, err := synth.GenerateFile(path, synth.Options{}, synth.Workload{Seed: 1, Clients: 2, Duration: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	src, err := capture.OpenFiles([]string{path}, capture.FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	tr := reconstruct.NewTracker(reconstruct.Config{}, &collected{})
+	var packets uint64
+	poll := func() {
+		cs, ts := src.Stats(), tr.Stats()
+		packets = ts.Packets + uint64(len(cs.Sources))
+	}
+	calls := 0
+	err = tr.ReadFromEvery(src, 16, func() error {
+		calls++
+		if calls > 1 {
+			poll()
+			return nil
+		}
+		if n := testing.AllocsPerRun(10, poll); n != 0 {
+			return errors.New("stats allocate")
+		}
+		return nil
+	})
+	if err != nil || calls == 0 || packets == 0 {
+		t.Fatalf("err %v after %d calls", err, calls)
+	}
+}

@@ -1,6 +1,3 @@
-// Package reconstruct rebuilds TCP connections and HTTP/1.x transactions from
-// decoded packets and times them as the client perceived them (see
-// docs/timing.md in the repository).
 package reconstruct
 
 import (
@@ -60,24 +57,13 @@ const (
 
 func (c *Config) withDefaults() Config {
 	out := *c
-	if out.MaxConnections <= 0 {
-		out.MaxConnections = DefaultMaxConnections
-	}
-	if out.IdleTimeout <= 0 {
-		out.IdleTimeout = DefaultIdleTimeout
-	}
-	if out.ClosedLinger <= 0 {
-		out.ClosedLinger = DefaultClosedLinger
-	}
-	if out.MaxHeaderBytes <= 0 {
-		out.MaxHeaderBytes = DefaultMaxHeaderBytes
-	}
-	if out.MaxBufferedBytes <= 0 {
-		out.MaxBufferedBytes = DefaultMaxBufferedBytes
-	}
-	if out.MaxPendingRequests <= 0 {
-		out.MaxPendingRequests = DefaultMaxPendingRequests
-	}
+	orDefault(&out.MaxConnections, DefaultMaxConnections)
+	orDefault(&out.IdleTimeout, DefaultIdleTimeout)
+	orDefault(&out.ClosedLinger, DefaultClosedLinger)
+	orDefault(&out.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	orDefault(&out.MaxBufferedBytes, DefaultMaxBufferedBytes)
+	orDefault(&out.MaxPendingRequests, DefaultMaxPendingRequests)
+	// Negative body bounds disable body capture, so only zero takes the default.
 	if out.MaxBodyBytes == 0 {
 		out.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -85,6 +71,13 @@ func (c *Config) withDefaults() Config {
 		out.MaxBodyBudget = DefaultMaxBodyBudget
 	}
 	return out
+}
+
+// orDefault sets a bound left zero (or negative) to its default.
+func orDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // Sink receives finished records. The tracker hands over ownership: it never

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -17,9 +18,13 @@ import (
 
 var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-type chInserter struct {
-	*querier
+// chBackend is a ClickHouse database reached over the native protocol:
+// conn for inserts and DDL, sdb (database/sql over the same driver) for
+// queries. Every statement names the database.
+type chBackend struct {
+	host string
 	conn chdriver.Conn
+	sdb  *sql.DB
 	db   string
 }
 
@@ -32,7 +37,7 @@ type chInserter struct {
 // allocations and most of its GC. The server squashes the blocks of one
 // INSERT back into large parts (min_insert_block_size_rows), and starts
 // parsing the first block while the next is encoded.
-func (c *chInserter) insert(ctx context.Context, cs *colSet) error {
+func (c *chBackend) insert(ctx context.Context, cs *colSet) error {
 	t := cs.t
 	b, err := c.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO `%s`.%s (%s)", c.db, t.name, strings.Join(t.names(), ", ")))
 	if err != nil {
@@ -88,10 +93,10 @@ func sliceColumn(col any, lo, hi int) any {
 // writes and the merges of the many small parts) is the larger share on a
 // 2-core box: one 300k-record batch in three parallel inserts measured
 // ~25% less total CPU and 10-30% more throughput.
-func (c *chInserter) chunkRows(n int) int { return 0 }
+func (c *chBackend) chunkRows(n int) int { return 0 }
 
 // granule: none; a ClickHouse insert is one part whatever its size.
-func (c *chInserter) granule() int { return 0 }
+func (c *chBackend) granule() int { return 0 }
 
 func chDDL(db string, t table) string {
 	if t.name == rollupTable.name {
@@ -107,7 +112,9 @@ func chDDL(db string, t table) string {
 		db, t.name, columnDefs(t, chTypes, ""))
 }
 
-func openClickHouse(ctx context.Context, rawURL string, opts Options, userBatch bool) (Store, error) {
+// connectClickHouse parses a clickhouse:// URL and checks the server
+// answers within timeout.
+func connectClickHouse(ctx context.Context, rawURL string, timeout time.Duration) (*chBackend, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("store url %q: %w", rawURL, err)
@@ -129,14 +136,14 @@ func openClickHouse(ctx context.Context, rawURL string, opts Options, userBatch 
 	// Connect to "default" first: the database may not exist yet. All
 	// statements name the database explicitly.
 	chOpts.Auth.Database = "default"
-	if chOpts.DialTimeout == 0 || chOpts.DialTimeout > opts.ConnectTimeout {
-		chOpts.DialTimeout = opts.ConnectTimeout
+	if chOpts.DialTimeout == 0 || chOpts.DialTimeout > timeout {
+		chOpts.DialTimeout = timeout
 	}
 	conn, err := clickhouse.Open(chOpts)
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse %s: %w", u.Host, err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
+	pctx, cancel := context.WithTimeout(ctx, timeout)
 	err = conn.Ping(pctx)
 	cancel()
 	if err != nil {
@@ -145,113 +152,93 @@ func openClickHouse(ctx context.Context, rawURL string, opts Options, userBatch 
 	}
 	sdb := clickhouse.OpenDB(chOpts)
 	sdb.SetMaxOpenConns(8)
-	fail := func(err error) (Store, error) {
-		sdb.Close()
-		conn.Close()
-		return nil, err
-	}
-	if err := conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE IF NOT EXISTS `%s`", db)); err != nil {
-		return fail(fmt.Errorf("clickhouse create database %s: %w", db, err))
-	}
-	if err := conn.Exec(ctx, fmt.Sprintf("CREATE TABLE IF NOT EXISTS `%s`.schema_migrations (version UInt32, applied DateTime) ENGINE = TinyLog", db)); err != nil {
-		return fail(fmt.Errorf("clickhouse schema_migrations: %w", err))
-	}
-	q := &querier{db: sdb, d: chDialect(db)}
-	columnsOf := func(ctx context.Context, name string) ([]string, error) { return chColumns(ctx, sdb, db, name) }
-	create := func(ctx context.Context, t table) error { return conn.Exec(ctx, chDDL(db, t)) }
-	ms := []migration{
-		{1, func(ctx context.Context) error { return createTables(ctx, tables, columnsOf, create) }},
-		{2, func(ctx context.Context) error { return createTables(ctx, []table{rollupTable}, columnsOf, create) }},
-		// 3: pageviews say how many after-load objects and redirects they
-		// hold and what evidence their grouping rests on.
-		{3, func(ctx context.Context) error {
-			return addColumns(ctx, pvTable, columnsOf, func(ctx context.Context, t table, c column) error {
-				return conn.Exec(ctx, fmt.Sprintf("ALTER TABLE `%s`.%s ADD COLUMN %s %s DEFAULT %s", db, t.name, c.name, chTypes[c.kind], zeroOf(c.kind)))
-			})
-		}},
-	}
-	cur := func(ctx context.Context) (int, error) {
-		var v uint32
-		err := sdb.QueryRowContext(ctx, fmt.Sprintf("SELECT max(version) FROM `%s`.schema_migrations", db)).Scan(&v)
-		return int(v), err
-	}
-	rec := func(ctx context.Context, v int) error {
-		b, err := conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO `%s`.schema_migrations (version, applied)", db))
-		if err != nil {
-			return err
-		}
-		if err := b.Append(uint32(v), time.Now().UTC().Truncate(time.Second)); err != nil {
-			b.Abort()
-			return err
-		}
-		return b.Send()
-	}
-	if err := migrate(ctx, sdb, cur, rec, ms); err != nil {
-		return fail(fmt.Errorf("clickhouse %s/%s: %w", u.Host, db, err))
-	}
-	if opts.SpillDir == "" {
-		opts.SpillDir = filepath.Join(os.TempDir(), "rtmon-spill", strings.NewReplacer(":", "_", "/", "_").Replace(u.Host)+"_"+db)
-	}
-	// Keep batches within 10k-600k records: smaller means too many parts
-	// for MergeTree (part files and their merges cost more server CPU than
-	// the inserts: a third of the server's time went to ext4 inode work),
-	// larger means too much to hold and resend after a failure. With the
-	// blocks streamed (insert), 600k measured 5.5 s of server CPU per 2M
-	// transactions against 6-7 s at 300k.
-	if !userBatch {
-		opts.BatchRows = 600000
-	}
-	opts.BatchRows = min(max(opts.BatchRows, 10000), 600000)
-	if opts.Rollups == "" || opts.Rollups == "auto" {
-		opts.Rollups = "on"
-	}
-	w, err := newWriter(&chInserter{querier: q, conn: conn, db: db}, q, opts)
-	if err != nil {
-		return fail(err)
-	}
-	e := &engine{querier: q, sink: sink{w}, w: w}
-	e.closeFn = func() error {
-		err1 := sdb.Close()
-		err2 := conn.Close()
-		if err1 != nil {
-			return fmt.Errorf("clickhouse close: %w", err1)
-		}
-		if err2 != nil {
-			return fmt.Errorf("clickhouse close: %w", err2)
-		}
-		return nil
-	}
-	err = e.startTTL(ctx, opts.TTL, func(ctx context.Context, cutoff time.Time) error {
-		// 18.16 has no table TTL: drop whole expired day partitions.
-		lim := cutoff.Format("20060102")
-		for _, t := range append([]table{rollupTable}, tables...) {
-			parts, err := queryStrings(ctx, sdb, "SELECT DISTINCT partition FROM system.parts WHERE database = ? AND table = ? AND active AND partition < ?", db, t.name, lim)
-			if err != nil {
-				return fmt.Errorf("list partitions of %s: %w", t.name, err)
-			}
-			for _, p := range parts {
-				if !regexp.MustCompile(`^[0-9]{8}$`).MatchString(p) {
-					continue
-				}
-				if err := conn.Exec(ctx, fmt.Sprintf("ALTER TABLE `%s`.%s DROP PARTITION %s", db, t.name, p)); err != nil {
-					return fmt.Errorf("drop partition %s of %s: %w", p, t.name, err)
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		e.Close()
-		return nil, err
-	}
-	return e, nil
+	return &chBackend{host: u.Host, conn: conn, sdb: sdb, db: db}, nil
 }
 
-func chColumns(ctx context.Context, sdb *sql.DB, db, name string) ([]string, error) {
-	// system.columns lists columns in table order.
-	cols, err := queryStrings(ctx, sdb, "SELECT name FROM system.columns WHERE database = ? AND table = ?", db, name)
-	if err != nil {
-		return nil, fmt.Errorf("clickhouse columns of %s: %w", name, err)
+func (c *chBackend) String() string   { return "clickhouse " + c.host + "/" + c.db }
+func (c *chBackend) sqlDB() *sql.DB   { return c.sdb }
+func (c *chBackend) dialect() dialect { return chDialect(c.db) }
+
+// batchRows keeps batches within 10k-600k records: smaller means too many
+// parts for MergeTree (part files and their merges cost more server CPU
+// than the inserts: a third of the server's time went to ext4 inode work),
+// larger means too much to hold and resend after a failure. With the blocks
+// streamed (insert), 600k measured 5.5 s of server CPU per 2M transactions
+// against 6-7 s at 300k.
+func (c *chBackend) batchRows(requested int) int {
+	if requested <= 0 {
+		return 600000
 	}
-	return cols, nil
+	return min(max(requested, 10000), 600000)
+}
+
+// spillDir: a server can go away, so batches spill by default, to a
+// directory of this database's own.
+func (c *chBackend) spillDir() string {
+	return filepath.Join(os.TempDir(), "rtmon-spill", strings.NewReplacer(":", "_", "/", "_").Replace(c.host)+"_"+c.db)
+}
+
+func (c *chBackend) prepareSchema(ctx context.Context) error {
+	if err := c.conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE IF NOT EXISTS `%s`", c.db)); err != nil {
+		return fmt.Errorf("create database %s: %w", c.db, err)
+	}
+	if err := c.conn.Exec(ctx, fmt.Sprintf("CREATE TABLE IF NOT EXISTS `%s`.schema_migrations (version UInt32, applied DateTime) ENGINE = TinyLog", c.db)); err != nil {
+		return fmt.Errorf("schema_migrations: %w", err)
+	}
+	return nil
+}
+
+func (c *chBackend) createTable(ctx context.Context, t table) error {
+	return c.conn.Exec(ctx, chDDL(c.db, t))
+}
+
+func (c *chBackend) addColumn(ctx context.Context, t table, col column) error {
+	return c.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE `%s`.%s ADD COLUMN %s %s DEFAULT %s", c.db, t.name, col.name, chTypes[col.kind], zeroOf(col.kind)))
+}
+
+func (c *chBackend) schemaVersion(ctx context.Context) (int, error) {
+	var v uint32
+	err := c.sdb.QueryRowContext(ctx, fmt.Sprintf("SELECT max(version) FROM `%s`.schema_migrations", c.db)).Scan(&v)
+	return int(v), err
+}
+
+func (c *chBackend) recordVersion(ctx context.Context, v int) error {
+	b, err := c.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO `%s`.schema_migrations (version, applied)", c.db))
+	if err != nil {
+		return err
+	}
+	if err := b.Append(uint32(v), time.Now().UTC().Truncate(time.Second)); err != nil {
+		b.Abort()
+		return err
+	}
+	return b.Send()
+}
+
+var partitionRe = regexp.MustCompile(`^[0-9]{8}$`)
+
+// dropDaysBefore drops whole expired day partitions: 18.16 has no table TTL.
+func (c *chBackend) dropDaysBefore(ctx context.Context, cutoff time.Time) error {
+	lim := cutoff.Format("20060102")
+	for _, t := range append([]table{rollupTable}, tables...) {
+		parts, err := queryStrings(ctx, c.sdb, "SELECT DISTINCT partition FROM system.parts WHERE database = ? AND table = ? AND active AND partition < ?", c.db, t.name, lim)
+		if err != nil {
+			return fmt.Errorf("list partitions of %s: %w", t.name, err)
+		}
+		for _, p := range parts {
+			if !partitionRe.MatchString(p) {
+				continue
+			}
+			if err := c.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE `%s`.%s DROP PARTITION %s", c.db, t.name, p)); err != nil {
+				return fmt.Errorf("drop partition %s of %s: %w", p, t.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (c *chBackend) connections() []io.Closer { return []io.Closer{c.sdb, c.conn} }
+
+// columnsQuery: system.columns lists a table's columns in table order.
+func (c *chBackend) columnsQuery(name string) (string, []any) {
+	return "SELECT name FROM system.columns WHERE database = ? AND table = ?", []any{c.db, name}
 }

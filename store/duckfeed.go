@@ -98,35 +98,20 @@ func (f *feedSource) FillChunk(_ any, ch duckdb.DataChunk) error {
 		return ch.SetSize(0)
 	}
 	c := f.cs
-	for i, col := range c.t.cols {
-		s := c.slot[i]
-		var err error
-		switch col.kind {
-		case kInt64:
-			err = fill(ch, i, c.i64[s][lo:hi])
-		case kInt32:
-			err = fill(ch, i, c.i32[s][lo:hi])
-		case kUInt32:
-			err = fill(ch, i, c.u32[s][lo:hi])
-		case kUInt16:
-			err = fill(ch, i, c.u16[s][lo:hi])
-		case kString:
-			err = fill(ch, i, c.str[s][lo:hi])
-		case kDate:
-			err = fill(ch, i, c.date[s][lo:hi])
-		case kInt64Array:
-			err = fill(ch, i, c.arr[s][lo:hi])
-		}
-		if err != nil {
-			return fmt.Errorf("%s column %s: %w", c.t.name, col.name, err)
+	for i, col := range c.cols {
+		if err := col.feed(ch, i, lo, hi); err != nil {
+			return fmt.Errorf("%s column %s: %w", c.t.name, c.t.cols[i].name, err)
 		}
 	}
 	return ch.SetSize(hi - lo)
 }
 
-func fill[T any](ch duckdb.DataChunk, col int, vals []T) error {
-	for r, v := range vals {
-		if err := duckdb.SetChunkValue(ch, col, r, v); err != nil {
+// duckChunk is the chunk type colVals.feed writes into.
+type duckChunk = duckdb.DataChunk
+
+func (v *vals[T]) feed(ch duckChunk, col, lo, hi int) error {
+	for r, x := range (*v)[lo:hi] {
+		if err := duckdb.SetChunkValue(ch, col, r, x); err != nil {
 			return err
 		}
 	}

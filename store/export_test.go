@@ -5,10 +5,6 @@ import (
 	"errors"
 )
 
-// SetWriterRefreshesRollups lets tests play a writer that stops between
-// an insert and its rollup recompute.
-func SetWriterRefreshesRollups(on bool) { writerRefreshesRollups = on }
-
 // failingRollups fails every insert into the rollups table, as a
 // read-only database user would.
 type failingRollups struct{ inserter }
@@ -20,14 +16,15 @@ func (f failingRollups) insert(ctx context.Context, c *colSet) error {
 	return f.inserter.insert(ctx, c)
 }
 
-// FailRollupWrites makes s's rollup writes fail (or work again).
+// FailRollupWrites makes s's rollup writes fail (or work again). Every
+// rollup write, the writer's and the readers', goes through the querier.
 func FailRollupWrites(s Store, fail bool) {
-	e := s.(*engine)
-	if f, ok := e.w.ins.(failingRollups); ok {
-		e.w.ins = f.inserter
+	q := s.(*engine).querier
+	if f, ok := q.ins.(failingRollups); ok {
+		q.ins = f.inserter
 	}
 	if fail {
-		e.w.ins = failingRollups{e.w.ins}
+		q.ins = failingRollups{q.ins}
 	}
 }
 
@@ -35,15 +32,15 @@ func FailRollupWrites(s Store, fail bool) {
 // too many, as a writer that died between a minute's and its hour's
 // recompute could leave behind (in the other direction).
 func SpoilAnHourRollup(ctx context.Context, s Store) error {
-	e := s.(*engine)
-	rk, _ := rollupKindOf(e.d, txTable)
-	rows, err := e.readRollups(ctx, hourKind(rk.name), 0, 0)
+	q := s.(*engine).querier
+	rk, _ := rollupKindOf(q.d, txTable)
+	rows, err := q.readRollups(ctx, hourKind(rk.name), 0, 0)
 	if err != nil {
 		return err
 	}
 	for k, r := range rows {
 		r.n++
-		return insertRollups(ctx, e.w.ins, rk, hourKind(rk.name), map[rollupKey]*rollupRow{k: r}, nextVersion())
+		return insertRollups(ctx, q.ins, rk, hourKind(rk.name), map[rollupKey]*rollupRow{k: r}, q.versions.next())
 	}
 	return errors.New("no hour rollups to spoil")
 }

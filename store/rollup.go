@@ -1,15 +1,11 @@
 package store
 
 import (
-	"context"
 	"fmt"
-	"math"
-	"slices"
 	"sort"
-	"strconv"
-	"strings"
-	"sync/atomic"
 	"time"
+
+	"github.com/rtmon/rtmon/reconstruct"
 )
 
 // Per-minute rollups let the overview answer over millions of records
@@ -41,24 +37,6 @@ import (
 // rollupGrain is the rollups' time step.
 const rollupGrain = int64(time.Minute)
 
-// RollupEdges are the rollups' histogram buckets: 160 per decade from 1 µs
-// to 10^4 s. Every 8th edge from 1 ms is LogEdges(1ms, 100s, 100)'s, so the
-// overview's histogram is exact from rollups (TestOverviewEdgesOnRollupGrid).
-var RollupEdges = LogEdges(int64(time.Microsecond), 1e13, 1600)
-
-// RollupRelError bounds a rollup percentile's relative error for values of
-// at least 1 µs: half a bucket, geometrically (0.72%), plus the rounding of
-// the integer edges near 1 µs: 0.76%.
-var RollupRelError = func() float64 {
-	worst := 0.0
-	for b := 1; b < len(RollupEdges)-1; b++ {
-		lo, hi := RollupEdges[b], RollupEdges[b+1]-1 // integer values of bucket b
-		est := float64(RollupEstimate(b, 0, math.MaxInt64))
-		worst = max(worst, (est-float64(lo))/float64(lo), (float64(hi)-est)/float64(hi))
-	}
-	return worst
-}()
-
 var rollupTable = table{"rollups", cols(`day:d kind:s minute:i64 class:s version:i64 n:i64 first_ns:i64 last_ns:i64 lo:i64 hi:i64 sums:s hist:s`)}
 
 // rollupKind is one raw table's rollup: the named sums it keeps.
@@ -70,37 +48,30 @@ type rollupKind struct {
 	exprs []string
 }
 
-// Record flags the counters look at.
-const (
-	flagIncomplete = 1      // reconstruct.FlagIncomplete
-	flagNoResponse = 1 << 5 // reconstruct.FlagNoResponse
-	flagReset      = 1 << 8 // reconstruct.FlagReset
-)
-
 // rollupKinds lists the kinds in a fixed order: transactions, pageviews,
 // connections. The sums are also the raw Counters query's.
 func rollupKinds(d dialect) []rollupKind {
-	flag := func(bit int) string { return d.sum(d.boolInt(d.bitAnd("flags", bit) + " != 0")) }
+	flag := func(f reconstruct.Flags) string { return d.sum(d.boolInt(d.bitAnd("flags", int(f)) + " != 0")) }
 	var tx, pv rollupKind
 	tx = rollupKind{name: "tx", t: txTable, hist: true}
 	for _, c := range Components(Transactions) {
 		tx.names = append(tx.names, c)
-		tx.exprs = append(tx.exprs, d.sum(componentColumns[Transactions][c]))
+		tx.exprs = append(tx.exprs, d.sum(componentColumn(c)))
 	}
 	tx.names = append(tx.names, "retrans_bytes", "with_retrans", "incomplete", "no_response", "server_errors")
-	tx.exprs = append(tx.exprs, d.sum("retrans_bytes"), d.sum(d.boolInt("retrans_bytes > 0")), flag(flagIncomplete),
-		flag(flagNoResponse), d.sum(d.boolInt("status >= 500")))
+	tx.exprs = append(tx.exprs, d.sum("retrans_bytes"), d.sum(d.boolInt("retrans_bytes > 0")), flag(reconstruct.FlagIncomplete),
+		flag(reconstruct.FlagNoResponse), d.sum(d.boolInt("status >= 500")))
 	pv = rollupKind{name: "pv", t: pvTable, hist: true}
 	for _, c := range Components(Pageviews) {
 		pv.names = append(pv.names, c)
-		pv.exprs = append(pv.exprs, d.sum(componentColumns[Pageviews][c]))
+		pv.exprs = append(pv.exprs, d.sum(componentColumn(c)))
 	}
 	pv.names = append(pv.names, "incomplete")
-	pv.exprs = append(pv.exprs, flag(flagIncomplete))
+	pv.exprs = append(pv.exprs, flag(reconstruct.FlagIncomplete))
 	conn := rollupKind{name: "conn", t: connTable,
 		names: []string{"syn_losses", "synack_losses", "syn_loss_gap", "synack_loss_gap", "retrans_bytes", "with_retrans", "incomplete", "reset"},
 		exprs: []string{d.sum("syn_losses"), d.sum("synack_losses"), d.sum("syn_loss_gap"), d.sum("synack_loss_gap"),
-			d.sum("retrans_bytes"), d.sum(d.boolInt("retrans_bytes > 0")), flag(flagIncomplete), flag(flagReset)}}
+			d.sum("retrans_bytes"), d.sum(d.boolInt("retrans_bytes > 0")), flag(reconstruct.FlagIncomplete), flag(reconstruct.FlagReset)}}
 	return []rollupKind{tx, pv, conn}
 }
 
@@ -115,28 +86,28 @@ func rollupKindOf(d dialect, t table) (rollupKind, error) {
 
 // addCounters adds one kind's count and sums to c.
 func addCounters(c *Counters, kind string, n int64, s map[string]int64) {
+	count, fields := counterFields(c, kind)
+	*count += n
+	for name, f := range fields {
+		*f += s[name]
+	}
+}
+
+// counterFields are the fields of c that a kind's count and its named sums
+// (rollupKinds) add to.
+func counterFields(c *Counters, kind string) (count *int64, sums map[string]*int64) {
 	switch kind {
 	case "tx":
-		c.Transactions += n
-		c.TxRetransBytes += s["retrans_bytes"]
-		c.TxWithRetrans += s["with_retrans"]
-		c.IncompleteTx += s["incomplete"]
-		c.NoResponseTx += s["no_response"]
-		c.ServerErrors += s["server_errors"]
+		return &c.Transactions, map[string]*int64{"retrans_bytes": &c.TxRetransBytes, "with_retrans": &c.TxWithRetrans,
+			"incomplete": &c.IncompleteTx, "no_response": &c.NoResponseTx, "server_errors": &c.ServerErrors}
 	case "pv":
-		c.Pageviews += n
-		c.IncompletePageviews += s["incomplete"]
+		return &c.Pageviews, map[string]*int64{"incomplete": &c.IncompletePageviews}
 	case "conn":
-		c.Connections += n
-		c.SYNLosses += s["syn_losses"]
-		c.SYNACKLosses += s["synack_losses"]
-		c.SYNLossGap += s["syn_loss_gap"]
-		c.SYNACKLossGap += s["synack_loss_gap"]
-		c.ConnRetransBytes += s["retrans_bytes"]
-		c.ConnsWithRetrans += s["with_retrans"]
-		c.IncompleteConnections += s["incomplete"]
-		c.ResetConnections += s["reset"]
+		return &c.Connections, map[string]*int64{"syn_losses": &c.SYNLosses, "synack_losses": &c.SYNACKLosses,
+			"syn_loss_gap": &c.SYNLossGap, "synack_loss_gap": &c.SYNACKLossGap, "retrans_bytes": &c.ConnRetransBytes,
+			"with_retrans": &c.ConnsWithRetrans, "incomplete": &c.IncompleteConnections, "reset": &c.ResetConnections}
 	}
+	panic("store: no counters for rollup kind " + kind)
 }
 
 type rollupKey struct {
@@ -159,213 +130,12 @@ type bucketCount struct {
 	c int64
 }
 
-// rangesWhere selects start_ns in any of rs (each [From, To), To > From).
-func rangesWhere(rs []TimeRange) *where {
-	w := &where{}
-	conds := make([]string, len(rs))
-	for i, r := range rs {
-		conds[i] = "(start_ns >= ? AND start_ns < ?)"
-		w.args = append(w.args, r.From, r.To)
-	}
-	w.conds = []string{"(" + strings.Join(conds, " OR ") + ")"}
-	return w
-}
-
-// computeRollups aggregates the raw rows of rs by minute and class.
-func (q *querier) computeRollups(ctx context.Context, rk rollupKind, rs []TimeRange) (map[rollupKey]*rollupRow, error) {
-	out := map[rollupKey]*rollupRow{}
-	if len(rs) == 0 {
-		return out, nil
-	}
-	d := q.d
-	tbl := d.table(rk.t.name)
-	w := rangesWhere(rs)
-	m := d.intDiv("start_ns", strconv.FormatInt(rollupGrain, 10))
-	lohi := "0, 0"
-	if rk.hist {
-		lohi = "min(total), max(total)"
-	}
-	sqlText := fmt.Sprintf("SELECT %s AS m, class, count(*), min(start_ns), max(start_ns), %s, %s FROM %s WHERE %s GROUP BY m, class",
-		m, lohi, strings.Join(rk.exprs, ", "), tbl, w)
-	rows, err := q.db.QueryContext(ctx, sqlText, w.args...)
-	if err != nil {
-		return nil, fmt.Errorf("rollup %s: %w", rk.t.name, err)
-	}
-	vals := make([]int64, len(rk.exprs))
-	for rows.Next() {
-		var k rollupKey
-		r := &rollupRow{sums: make(map[string]int64, len(rk.names))}
-		dest := []any{&k.minute, &k.class, &r.n, &r.first, &r.last, &r.lo, &r.hi}
-		for i := range vals {
-			dest = append(dest, &vals[i])
-		}
-		if err := rows.Scan(dest...); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("rollup %s scan: %w", rk.t.name, err)
-		}
-		for i, name := range rk.names {
-			r.sums[name] = vals[i]
-		}
-		k.minute *= rollupGrain
-		out[k] = r
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("rollup %s: %w", rk.t.name, err)
-	}
-	if !rk.hist || len(out) == 0 {
-		return out, nil
-	}
-	// The buckets are counted per (minute, class, bucket) and each
-	// (minute, class) returns its pairs as one text: shipping the ~150
-	// rows per minute and class to Go instead cost more than the query.
-	guess, fixed := logBucket(d.boolInt, d.ln, d.elem, "total", RollupEdges)
-	sqlText = fmt.Sprintf("SELECT m, class, %s FROM (SELECT m, class, %s AS b, count(*) AS c FROM (SELECT %s AS m, class, total, %s AS b0 FROM %s WHERE %s) GROUP BY m, class, b) GROUP BY m, class",
-		d.pairsText("b", "c"), fixed, m, guess, tbl, w)
-	rows, err = q.db.QueryContext(ctx, sqlText, w.args...)
-	if err != nil {
-		return nil, fmt.Errorf("rollup histogram %s: %w", rk.t.name, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var k rollupKey
-		var text string
-		if err := rows.Scan(&k.minute, &k.class, &text); err != nil {
-			return nil, fmt.Errorf("rollup histogram %s scan: %w", rk.t.name, err)
-		}
-		k.minute *= rollupGrain
-		r := out[k]
-		if r == nil {
-			continue // arrived between the two queries; the next recompute has it
-		}
-		if r.hist, err = decodeHist(r.hist, text); err != nil {
-			return nil, err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("rollup histogram %s: %w", rk.t.name, err)
-	}
-	return out, nil
-}
-
-// lastVersion keeps versions strictly increasing within a process, where
-// the clock may repeat a value.
-var lastVersion atomic.Int64
-
-func nextVersion() int64 {
-	for {
-		old := lastVersion.Load()
-		v := max(time.Now().UnixNano(), old+1)
-		if lastVersion.CompareAndSwap(old, v) {
-			return v
-		}
-	}
-}
-
-// refreshRollups recomputes the whole minutes rs (aligned to rollupGrain)
-// of t and stores them. gone lists keys whose raw rows no longer exist; they
-// get an empty row so that readers stop counting them.
-func refreshRollups(ctx context.Context, q *querier, ins inserter, t table, rs []TimeRange, gone []rollupKey) error {
-	if len(rs) == 0 {
-		return nil
-	}
-	rk, err := rollupKindOf(q.d, t)
-	if err != nil {
-		return err
-	}
-	version := nextVersion() // before reading: a later insert gets a later recompute
-	rows, err := q.computeRollups(ctx, rk, rs)
-	if err != nil {
-		return err
-	}
-	return storeRollups(ctx, q, ins, rk, rs, rows, gone, version)
-}
-
-// storeRollups writes rows (computed over the whole minutes rs, reading
-// after version was taken) and an empty row for each key of gone that has
-// none.
-func storeRollups(ctx context.Context, q *querier, ins inserter, rk rollupKind, rs []TimeRange, rows map[rollupKey]*rollupRow, gone []rollupKey, version int64) error {
-	for _, k := range gone {
-		if rows[k] == nil {
-			rows[k] = &rollupRow{}
-		}
-	}
-	if err := insertRollups(ctx, ins, rk, rk.name, rows, version); err != nil {
-		return err
-	}
-	if q.d.pruneRollups != nil {
-		q.d.pruneRollups(ctx, q, rk.name, rs, version)
-	}
-	keys := make([]rollupKey, 0, len(rows))
-	for k := range rows {
-		keys = append(keys, k)
-	}
-	return refreshHours(ctx, q, ins, rk, keys)
-}
-
 // rollupHour is the coarser level: an hour row merges the hour's minute
 // rows, so that a month's overview reads ~720 rows per class and kind
 // instead of ~43,000 (a day of transaction minutes is ~9 MB of text).
 const rollupHour = int64(time.Hour)
 
 func hourKind(kind string) string { return kind + "h" }
-
-// refreshHours recomputes, from their minute rows, the hour rows of the
-// hours that keys' minutes fall in.
-func refreshHours(ctx context.Context, q *querier, ins inserter, rk rollupKind, keys []rollupKey) error {
-	set := map[int64]bool{}
-	for _, k := range keys {
-		set[floorDiv(k.minute, rollupHour)] = true
-	}
-	if len(set) == 0 {
-		return nil
-	}
-	hours := make([]int64, 0, len(set))
-	for h := range set {
-		hours = append(hours, h)
-	}
-	sort.Slice(hours, func(i, j int) bool { return hours[i] < hours[j] })
-	version := nextVersion() // before reading the minutes, as for them
-	for i := 0; i < len(hours); {
-		j := i + 1
-		for j < len(hours) && hours[j] == hours[j-1]+1 {
-			j++
-		}
-		run := TimeRange{From: hours[i] * rollupHour, To: (hours[j-1] + 1) * rollupHour}
-		i = j
-		minutes, err := q.readRollups(ctx, rk.name, run.From, run.To)
-		if err != nil {
-			return err
-		}
-		old, err := q.readRollups(ctx, hourKind(rk.name), run.From, run.To)
-		if err != nil {
-			return err
-		}
-		agg := map[rollupKey]*rollupRow{}
-		for k, r := range minutes {
-			if r.n == 0 {
-				continue
-			}
-			hk := rollupKey{floorDiv(k.minute, rollupHour) * rollupHour, k.class}
-			if agg[hk] == nil {
-				agg[hk] = &rollupRow{sums: map[string]int64{}}
-			}
-			agg[hk].merge(r)
-		}
-		for k := range old {
-			if agg[k] == nil {
-				agg[k] = &rollupRow{} // its minutes are gone
-			}
-		}
-		if err := insertRollups(ctx, ins, rk, hourKind(rk.name), agg, version); err != nil {
-			return err
-		}
-		if q.d.pruneRollups != nil {
-			q.d.pruneRollups(ctx, q, hourKind(rk.name), []TimeRange{run}, version)
-		}
-	}
-	return nil
-}
 
 // merge adds r's records to a.
 func (a *rollupRow) merge(r *rollupRow) {
@@ -402,168 +172,6 @@ func (a *rollupRow) mergeTotals(r *rollupRow) {
 	for k, v := range r.sums {
 		a.sums[k] += v
 	}
-}
-
-// insertRollups writes rows of kind (rk's sums) with version.
-func insertRollups(ctx context.Context, ins inserter, rk rollupKind, kind string, rows map[rollupKey]*rollupRow, version int64) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	keys := make([]rollupKey, 0, len(rows))
-	for k := range rows {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].minute != keys[j].minute {
-			return keys[i].minute < keys[j].minute
-		}
-		return keys[i].class < keys[j].class
-	})
-	cs := newColSet(rollupTable, len(rows))
-	for _, k := range keys {
-		r := rows[k]
-		cs.next()
-		cs.Day(k.minute)
-		cs.Str(kind)
-		cs.I64(k.minute)
-		cs.Str(k.class)
-		cs.I64(version)
-		for _, v := range []int64{r.n, r.first, r.last, r.lo, r.hi} {
-			cs.I64(v)
-		}
-		cs.Str(encodeSums(rk.names, r.sums))
-		cs.Str(encodeHist(r.hist))
-	}
-	cs.done()
-	if err := ins.insert(ctx, cs); err != nil {
-		return fmt.Errorf("rollups of %s: %w", rk.t.name, err)
-	}
-	return nil
-}
-
-// encodeSums writes name=value pairs: readable in the table, and a sum
-// added later reads as absent (0) in old rows rather than as another's.
-func encodeSums(names []string, s map[string]int64) string {
-	var b strings.Builder
-	for i, n := range names {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(n)
-		b.WriteByte('=')
-		b.WriteString(strconv.FormatInt(s[n], 10))
-	}
-	return b.String()
-}
-
-func decodeSums(s string) (map[string]int64, error) {
-	out := map[string]int64{}
-	if s == "" {
-		return out, nil
-	}
-	for _, f := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(f, "=")
-		n, err := strconv.ParseInt(v, 10, 64)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("rollup sums %q: bad field %q", s, f)
-		}
-		out[k] = n
-	}
-	return out, nil
-}
-
-// encodeHist writes the non-empty buckets as bucket:count pairs.
-func encodeHist(h []bucketCount) string {
-	var sb strings.Builder
-	for i, x := range h {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteString(strconv.Itoa(x.b))
-		sb.WriteByte(':')
-		sb.WriteString(strconv.FormatInt(x.c, 10))
-	}
-	return sb.String()
-}
-
-// decodeHist appends the pairs of s to dst. It is on the overview's path
-// (a day is ~4000 rows of ~150 pairs each), hence no splitting.
-func decodeHist(dst []bucketCount, s string) ([]bucketCount, error) {
-	bad := func() ([]bucketCount, error) { return dst, fmt.Errorf("rollup histogram %.40q: malformed", s) }
-	if s != "" {
-		dst = slices.Grow(dst, strings.Count(s, ",")+1)
-	}
-	for i := 0; i < len(s); {
-		var b, c int64
-		j := i
-		for ; j < len(s) && s[j] >= '0' && s[j] <= '9'; j++ {
-			b = b*10 + int64(s[j]-'0')
-		}
-		if j == i || j-i > 6 || j >= len(s) || s[j] != ':' || b >= int64(len(RollupEdges)) {
-			return bad()
-		}
-		k := j + 1
-		for j = k; j < len(s) && s[j] >= '0' && s[j] <= '9'; j++ {
-			c = c*10 + int64(s[j]-'0')
-		}
-		if j == k || j-k > 18 || (j < len(s) && s[j] != ',') {
-			return bad()
-		}
-		dst = append(dst, bucketCount{int(b), c})
-		i = j + 1
-	}
-	return dst, nil
-}
-
-// readRollups returns the newest row of each (minute, class) of kind with
-// minute in [from, to) (to 0: no bound).
-func (q *querier) readRollups(ctx context.Context, kind string, from, to int64) (map[rollupKey]*rollupRow, error) {
-	w := &where{}
-	w.add("kind = ?", kind)
-	if from != 0 {
-		w.add("minute >= ?", from)
-	}
-	if to != 0 {
-		w.add("minute < ?", to)
-	}
-	rows, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT minute, class, version, n, first_ns, last_ns, lo, hi, sums, hist FROM %s WHERE %s",
-		q.d.table(rollupTable.name), w), w.args...)
-	if err != nil {
-		return nil, fmt.Errorf("read rollups: %w", err)
-	}
-	defer rows.Close()
-	// Newest version first, texts decoded only for the winners.
-	type raw struct {
-		rollupRow
-		sums, hist string
-	}
-	newest := map[rollupKey]*raw{}
-	for rows.Next() {
-		var k rollupKey
-		var r raw
-		if err := rows.Scan(&k.minute, &k.class, &r.version, &r.n, &r.first, &r.last, &r.lo, &r.hi, &r.sums, &r.hist); err != nil {
-			return nil, fmt.Errorf("read rollups: %w", err)
-		}
-		if old := newest[k]; old != nil && old.version >= r.version {
-			continue
-		}
-		newest[k] = &r
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read rollups: %w", err)
-	}
-	out := make(map[rollupKey]*rollupRow, len(newest))
-	for k, r := range newest {
-		row := r.rollupRow
-		if row.sums, err = decodeSums(r.sums); err != nil {
-			return nil, err
-		}
-		if row.hist, err = decodeHist(nil, r.hist); err != nil {
-			return nil, err
-		}
-		out[k] = &row
-	}
-	return out, nil
 }
 
 // minuteRuns turns record start times into runs of whole minutes, at most
@@ -610,24 +218,4 @@ func floorDiv(a, b int64) int64 {
 		q--
 	}
 	return q
-}
-
-// RollupBucket is the RollupEdges bucket of v (bucket 0 also takes v < 0).
-func RollupBucket(v int64) int {
-	return max(sort.Search(len(RollupEdges), func(i int) bool { return RollupEdges[i] > v })-1, 0)
-}
-
-// RollupEstimate is the value a rollup percentile reports for bucket b of
-// a group whose values lie in [lo, hi].
-func RollupEstimate(b int, lo, hi int64) int64 {
-	var v int64
-	switch {
-	case b <= 0:
-		v = RollupEdges[1] / 2
-	case b >= len(RollupEdges)-1:
-		v = hi
-	default:
-		v = int64(math.Round(math.Sqrt(float64(RollupEdges[b]) * float64(RollupEdges[b+1]))))
-	}
-	return min(max(v, lo), hi)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -61,61 +62,77 @@ func TestRollupEstimateWithinBound(t *testing.T) {
 }
 
 // A writer that stopped between inserting records and recomputing their
-// minutes leaves stale rollups; the next Summary finds the minutes whose
-// counts differ, recomputes them and answers exactly as if nothing had
-// happened, once.
+// minutes, or one that does not keep the rollups, leaves stale rollups; the
+// next Summary finds the minutes whose counts differ, recomputes them and
+// answers exactly as if nothing had happened, once. Here a writer with
+// rollups on stores the first half and one with rollups off the second.
 func TestSummaryRecomputesStaleMinutes(t *testing.T) {
-	onEngines(t, store.Options{Rollups: "on"}, func(t *testing.T, ctx context.Context, s store.Store) {
-		ref := storetest.NewRef()
-		data := storetest.Dataset()
-		half := len(data) / 2
-		write := func(bs []store.Batch) {
-			for _, b := range bs {
-				ref.Add(b)
-				if err := s.WriteBatch(ctx, b); err != nil {
+	for _, url := range []string{"duckdb:" + filepath.Join(t.TempDir(), "stale.duckdb"), needCH(t).URL(freshDB())} {
+		t.Run(url[:6], func(t *testing.T) {
+			ctx := context.Background()
+			spill := t.TempDir()
+			open := func(rollups string) store.Store {
+				s, err := store.Open(ctx, url, store.Options{Rollups: rollups, SpillDir: spill})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			}
+			ref := storetest.NewRef()
+			data := storetest.Dataset()
+			half := len(data) / 2
+			write := func(s store.Store, bs []store.Batch) {
+				for _, b := range bs {
+					ref.Add(b)
+					if err := s.WriteBatch(ctx, b); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := s.Close(); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := s.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		write(data[:half])
-		store.SetWriterRefreshesRollups(false)
-		write(data[half:])
-		store.SetWriterRefreshesRollups(true)
-		// Extent reads the rollups only when they hold every record.
-		for _, k := range []store.Kind{store.Transactions, store.Pageviews} {
-			got, err := s.Extent(ctx, k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := ref.Extent(k); got != want {
-				t.Fatalf("Extent(%s) with stale rollups = %+v, want %+v", k, got, want)
-			}
-		}
+			write(open("on"), data[:half])
+			write(open("off"), data[half:])
+			s := open("on")
+			defer s.Close()
+			checkStaleRollupsRecomputed(t, ctx, s, ref)
+		})
+	}
+}
 
-		q := store.SummaryQuery{Range: store.TimeRange{From: storetest.T0}, Edges: store.LogEdges(1e6, 1e11, 100),
-			Qs: []float64{0.5, 0.9, 0.99}, Step: time.Hour}
-		got, err := s.Summary(ctx, q)
+func checkStaleRollupsRecomputed(t *testing.T, ctx context.Context, s store.Store, ref *storetest.Ref) {
+	// Extent reads the rollups only when they hold every record.
+	for _, k := range []store.Kind{store.Transactions, store.Pageviews} {
+		got, err := s.Extent(ctx, k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Recomputed == 0 {
-			t.Fatal("stale minutes not noticed")
+		if want := ref.Extent(k); got != want {
+			t.Fatalf("Extent(%s) with stale rollups = %+v, want %+v", k, got, want)
 		}
-		got.Recomputed = 0
-		if want := ref.Summary(q); !sameSummary(got, want) {
-			t.Fatalf("after recompute:\n got %+v\nwant %+v", got, want)
-		}
-		again, err := s.Summary(ctx, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if again.Recomputed != 0 {
-			t.Fatalf("recomputed %d minutes again", again.Recomputed)
-		}
-	})
+	}
+
+	q := store.SummaryQuery{Range: store.TimeRange{From: storetest.T0}, Edges: store.LogEdges(1e6, 1e11, 100),
+		Qs: []float64{0.5, 0.9, 0.99}, Step: time.Hour}
+	got, err := s.Summary(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Recomputed == 0 {
+		t.Fatal("stale minutes not noticed")
+	}
+	got.Recomputed = 0
+	if want := ref.Summary(q); !sameSummary(got, want) {
+		t.Fatalf("after recompute:\n got %+v\nwant %+v", got, want)
+	}
+	again, err := s.Summary(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Recomputed != 0 {
+		t.Fatalf("recomputed %d minutes again", again.Recomputed)
+	}
 }
 
 // loadDataset stores the conformance dataset and returns its reference.
@@ -139,16 +156,18 @@ func sameSummary(a, b *store.Summary) bool {
 }
 
 // Rollups default on for both engines and can be switched off; anything
-// but on/off/auto is refused at Open.
+// but on/off is refused at Open ("auto" meant on and is gone).
 func TestRollupsOption(t *testing.T) {
 	ctx := context.Background()
-	if _, err := store.Open(ctx, "memory:", store.Options{Rollups: "sometimes"}); err == nil {
-		t.Fatal("rollups=sometimes accepted")
+	for _, bad := range []string{"sometimes", "auto"} {
+		if _, err := store.Open(ctx, "memory:", store.Options{Rollups: bad}); err == nil {
+			t.Fatalf("rollups=%s accepted", bad)
+		}
 	}
 	for _, c := range []struct {
 		url, opt string
 		want     bool
-	}{{"memory:", "", true}, {"memory:", "off", false}, {"memory:", "auto", true}, {needCH(t).URL(freshDB()), "", true}, {needCH(t).URL(freshDB()), "off", false}} {
+	}{{"memory:", "", true}, {"memory:", "off", false}, {"memory:", "on", true}, {needCH(t).URL(freshDB()), "", true}, {needCH(t).URL(freshDB()), "off", false}} {
 		s, err := store.Open(ctx, c.url, store.Options{Rollups: c.opt, SpillDir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)

@@ -1,8 +1,6 @@
 package store
 
 import (
-	"database/sql"
-	"database/sql/driver"
 	"encoding/hex"
 	"fmt"
 	"net/netip"
@@ -15,9 +13,9 @@ import (
 	"github.com/rtmon/rtmon/reconstruct"
 )
 
-// Column kinds map one Go type to one type per engine; rows are built as
-// []any in column order and fed to both ClickHouse batches and the DuckDB
-// appender, so both engines see identical values.
+// Column kinds map one Go type to one type per engine; rows are built
+// column by column (colSet) and fed to both engines' inserts, so both see
+// identical values.
 type colKind int
 
 const (
@@ -206,151 +204,6 @@ func i64s(v []int64) []int64 {
 	return v
 }
 
-// colSet accumulates rows of one table column by column, in typed slices:
-// ClickHouse takes the slices as they are (no per-value boxing, which
-// dominated the insert cost), DuckDB's appender reads them row by row.
-type colSet struct {
-	t    table
-	slot []int // column index -> index within its kind's slices
-	k    int   // next column of the current row
-	n    int
-	i64  [][]int64
-	i32  [][]int32
-	u32  [][]uint32
-	u16  [][]uint16
-	str  [][]string
-	date [][]time.Time
-	arr  [][][]int64
-	// dayOf cache: records of a batch mostly share a day.
-	lastDay  int64
-	lastDate time.Time
-}
-
-func newColSet(t table, capacity int) *colSet {
-	c := &colSet{t: t, slot: make([]int, len(t.cols)), lastDay: -1 << 62}
-	for i, col := range t.cols {
-		switch col.kind {
-		case kInt64:
-			c.slot[i] = len(c.i64)
-			c.i64 = append(c.i64, make([]int64, 0, capacity))
-		case kInt32:
-			c.slot[i] = len(c.i32)
-			c.i32 = append(c.i32, make([]int32, 0, capacity))
-		case kUInt32:
-			c.slot[i] = len(c.u32)
-			c.u32 = append(c.u32, make([]uint32, 0, capacity))
-		case kUInt16:
-			c.slot[i] = len(c.u16)
-			c.u16 = append(c.u16, make([]uint16, 0, capacity))
-		case kString:
-			c.slot[i] = len(c.str)
-			c.str = append(c.str, make([]string, 0, capacity))
-		case kDate:
-			c.slot[i] = len(c.date)
-			c.date = append(c.date, make([]time.Time, 0, capacity))
-		case kInt64Array:
-			c.slot[i] = len(c.arr)
-			c.arr = append(c.arr, make([][]int64, 0, capacity))
-		}
-	}
-	return c
-}
-
-// next checks the previous row was complete; a mismatch is a programming
-// error in the row functions below, caught by any test.
-func (c *colSet) next() {
-	if c.k != 0 && c.k != len(c.t.cols) {
-		panic(fmt.Sprintf("store: %s row has %d values, want %d", c.t.name, c.k, len(c.t.cols)))
-	}
-	c.k = 0
-	c.n++
-}
-
-// done checks the last row was complete.
-func (c *colSet) done() {
-	if c.n > 0 && c.k != len(c.t.cols) {
-		panic(fmt.Sprintf("store: %s row has %d values, want %d", c.t.name, c.k, len(c.t.cols)))
-	}
-}
-
-func (c *colSet) want(k colKind) int {
-	if c.k >= len(c.t.cols) || c.t.cols[c.k].kind != k {
-		panic(fmt.Sprintf("store: %s column %d: wrong kind", c.t.name, c.k))
-	}
-	s := c.slot[c.k]
-	c.k++
-	return s
-}
-
-func (c *colSet) I64(v int64) { s := c.want(kInt64); c.i64[s] = append(c.i64[s], v) }
-func (c *colSet) I32(v int)   { s := c.want(kInt32); c.i32[s] = append(c.i32[s], int32(v)) }
-func (c *colSet) U32(v uint32) {
-	s := c.want(kUInt32)
-	c.u32[s] = append(c.u32[s], v)
-}
-func (c *colSet) U16(v uint16) { s := c.want(kUInt16); c.u16[s] = append(c.u16[s], v) }
-func (c *colSet) Str(v string) { s := c.want(kString); c.str[s] = append(c.str[s], v) }
-func (c *colSet) Arr(v []int64) {
-	s := c.want(kInt64Array)
-	c.arr[s] = append(c.arr[s], i64s(v))
-}
-func (c *colSet) Day(ns int64) {
-	s := c.want(kDate)
-	d := ns / int64(24*time.Hour)
-	if d != c.lastDay {
-		c.lastDay, c.lastDate = d, dayOf(ns)
-	}
-	c.date[s] = append(c.date[s], c.lastDate)
-}
-
-// columns returns one typed slice per column, in table order.
-func (c *colSet) columns() []any {
-	out := make([]any, len(c.t.cols))
-	for i, col := range c.t.cols {
-		s := c.slot[i]
-		switch col.kind {
-		case kInt64:
-			out[i] = c.i64[s]
-		case kInt32:
-			out[i] = c.i32[s]
-		case kUInt32:
-			out[i] = c.u32[s]
-		case kUInt16:
-			out[i] = c.u16[s]
-		case kString:
-			out[i] = c.str[s]
-		case kDate:
-			out[i] = c.date[s]
-		case kInt64Array:
-			out[i] = c.arr[s]
-		}
-	}
-	return out
-}
-
-// row fills dst with row r's values.
-func (c *colSet) row(r int, dst []driver.Value) {
-	for i, col := range c.t.cols {
-		s := c.slot[i]
-		switch col.kind {
-		case kInt64:
-			dst[i] = c.i64[s][r]
-		case kInt32:
-			dst[i] = c.i32[s][r]
-		case kUInt32:
-			dst[i] = c.u32[s][r]
-		case kUInt16:
-			dst[i] = c.u16[s][r]
-		case kString:
-			dst[i] = c.str[s][r]
-		case kDate:
-			dst[i] = c.date[s][r]
-		case kInt64Array:
-			dst[i] = c.arr[s][r]
-		}
-	}
-}
-
 func connRow(c *colSet, sensor string, x *reconstruct.Connection) {
 	c.next()
 	c.Day(x.FirstSeen)
@@ -521,5 +374,3 @@ func scanPv(r rowScanner, sensor *string) (*pageview.Pageview, error) {
 	p.Flags = reconstruct.Flags(flags)
 	return p, nil
 }
-
-var _ = sql.ErrNoRows

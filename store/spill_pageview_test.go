@@ -16,16 +16,9 @@ import (
 
 // downInserter is an engine that takes nothing, so everything queued ends
 // in spill files at Close.
-type downInserter struct{}
+type downInserter struct{ inserter }
 
-var errDown = errors.New("engine down")
-
-func (downInserter) existingIDs(context.Context, table, int64, int64, map[string]bool) (map[string]bool, error) {
-	return nil, errDown
-}
-func (downInserter) insert(context.Context, *colSet) error { return errDown }
-func (downInserter) chunkRows(int) int                     { return 0 }
-func (downInserter) granule() int                          { return 0 }
+func (downInserter) insert(context.Context, *colSet) error { return errors.New("engine down") }
 
 // A pageview streamed through the Sink is spilled without its
 // Transactions: they are spilled once, as the transaction records they
@@ -34,23 +27,22 @@ func (downInserter) granule() int                          { return 0 }
 // after the store.
 func TestSpilledPageviewCarriesNoTransactions(t *testing.T) {
 	dir := t.TempDir()
-	opts := Options{SpillDir: dir, CloseTimeout: 200 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
-	opts.defaults()
-	w, err := newWriter(downInserter{}, nil, opts)
+	st, err := Open(context.Background(), "memory:", Options{SpillDir: dir, CloseTimeout: 200 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := sink{w}
+	w := st.(*engine).writer
+	w.ins = downInserter{w.ins} // before any record, so before the flusher stores anything
 	p := &pageview.Pageview{ID: "pv1", Class: "premium", Start: 1e18, End: 1e18 + 2e8, Total: 2e8}
 	for i := range 20 {
 		tx := &reconstruct.Transaction{ID: fmt.Sprintf("c1-%d", i), ConnectionID: "c1", Index: i, PageviewID: "pv1",
 			Class: "premium", Start: 1e18 + int64(i)*1e7, End: 1e18 + int64(i+1)*1e7, Total: 1e7, Tserver: 1e7,
 			Host: "www.example.com", URL: fmt.Sprintf("/img/%d.png", i), ContentType: "image/png", Status: 200}
-		s.Transaction(tx)
+		st.Transaction(tx)
 		p.Transactions = append(p.Transactions, tx)
 	}
-	s.Pageview(p)
-	if err := w.close(); err == nil {
+	st.Pageview(p)
+	if err := st.Close(); err == nil {
 		t.Fatal("Close with the engine down: no error")
 	}
 	if len(p.Transactions) != 20 {

@@ -6,17 +6,10 @@ import (
 	"strings"
 )
 
-// Extent is the size and time span of one kind's records: First and Last
-// are the oldest and newest start_ns (0 when N is 0).
-type Extent struct {
-	N           int64
-	First, Last int64
-}
-
-// Extent answers from min/max/count, which both engines keep cheap (a
+// exactExtent answers from min/max/count, which both engines keep cheap (a
 // metadata-sized scan of one column), instead of sorting to find the
 // oldest record.
-func (q *querier) Extent(ctx context.Context, k Kind) (Extent, error) {
+func (q *querier) exactExtent(ctx context.Context, k Kind) (Extent, error) {
 	_, t, err := kindTable(k)
 	if err != nil {
 		return Extent{}, err
@@ -29,23 +22,6 @@ func (q *querier) Extent(ctx context.Context, k Kind) (Extent, error) {
 	return e, nil
 }
 
-// SumQuery selects records for ComponentSums.
-type SumQuery struct {
-	Kind  Kind
-	Range TimeRange
-	Class string // "" = every class, one row each
-}
-
-// ComponentSums is one class's record count and the exact sum (ns) of
-// each of Components(kind). A record's breakdown components add up to its
-// total, so their sums add up to the total's: Sums[c]/Count is an additive
-// mean breakdown, which percentiles of the components are not.
-type ComponentSums struct {
-	Class string
-	Count int64
-	Sums  map[string]int64
-}
-
 // ComponentSums answers with one scan per call: sums cost a fraction of a
 // percentile's selection, which is why the overview's breakdown uses them.
 func (q *querier) ComponentSums(ctx context.Context, sq SumQuery) ([]ComponentSums, error) {
@@ -56,7 +32,7 @@ func (q *querier) ComponentSums(ctx context.Context, sq SumQuery) ([]ComponentSu
 	comps := Components(k)
 	sel := make([]string, len(comps))
 	for i, c := range comps {
-		sel[i] = q.d.sum(componentColumns[k][c])
+		sel[i] = q.d.sum(componentColumn(c))
 	}
 	w := baseWhere(sq.Range, sq.Class)
 	sqlText := fmt.Sprintf("SELECT class, count(*), %s FROM %s WHERE %s GROUP BY class ORDER BY class",

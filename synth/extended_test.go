@@ -3,6 +3,7 @@ package synth
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"encoding/binary"
 	"io"
@@ -247,7 +248,7 @@ func TestExtendedTruthMatchesCapture(t *testing.T) {
 	}
 	var n counts
 	for _, c := range conns {
-		slices.SortFunc(c.truth, func(a, b TruthRecord) int { return cmpInt64(a.ReqFirstCap, b.ReqFirstCap) })
+		slices.SortFunc(c.truth, func(a, b TruthRecord) int { return cmp.Compare(a.ReqFirstCap, b.ReqFirstCap) })
 		if len(c.truth) != len(c.reqs) {
 			t.Errorf("%v: %d requests in the capture, %d truth records", c.client, len(c.reqs), len(c.truth))
 			continue

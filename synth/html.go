@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 )
@@ -168,15 +167,5 @@ func (g *gen) chunked(body []byte) []byte {
 // headOnly is a response head without Content-Length: chunked or bodiless
 // (204) responses.
 func headOnly(status int, contentType string, headers ...string) []byte {
-	var b strings.Builder
-	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\n", status, http.StatusText(status))
-	if contentType != "" {
-		fmt.Fprintf(&b, "Content-Type: %s\r\n", contentType)
-	}
-	for _, h := range headers {
-		b.WriteString(h)
-		b.WriteString("\r\n")
-	}
-	b.WriteString("\r\n")
-	return []byte(b.String())
+	return responseHead(status, contentType, -1, headers)
 }

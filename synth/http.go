@@ -38,12 +38,20 @@ func Continue() []byte { return []byte("HTTP/1.1 100 Continue\r\n\r\n") }
 
 // ResponseHeader builds a response head announcing a Content-Length body.
 func ResponseHeader(status int, contentType string, bodyLen int, headers ...string) []byte {
+	return responseHead(status, contentType, bodyLen, headers)
+}
+
+// responseHead builds a response head: status line, Content-Type unless
+// empty, Content-Length unless bodyLen is negative, then headers.
+func responseHead(status int, contentType string, bodyLen int, headers []string) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\n", status, http.StatusText(status))
 	if contentType != "" {
 		fmt.Fprintf(&b, "Content-Type: %s\r\n", contentType)
 	}
-	fmt.Fprintf(&b, "Content-Length: %d\r\n", bodyLen)
+	if bodyLen >= 0 {
+		fmt.Fprintf(&b, "Content-Length: %d\r\n", bodyLen)
+	}
 	for _, h := range headers {
 		b.WriteString(h)
 		b.WriteString("\r\n")
@@ -65,24 +73,12 @@ func ResponseLen(status int, contentType string, bodyLen int, headers ...string)
 // Chunked builds a "Transfer-Encoding: chunked" response whose body is sent in
 // chunks of the given sizes, followed by the terminating zero-length chunk.
 func Chunked(status int, contentType string, chunkSizes []int, headers ...string) []byte {
-	h := append([]string{"Transfer-Encoding: chunked"}, headers...)
-	var b strings.Builder
-	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\n", status, http.StatusText(status))
-	if contentType != "" {
-		fmt.Fprintf(&b, "Content-Type: %s\r\n", contentType)
-	}
-	for _, x := range h {
-		b.WriteString(x)
-		b.WriteString("\r\n")
-	}
-	b.WriteString("\r\n")
+	out := responseHead(status, contentType, -1, append([]string{"Transfer-Encoding: chunked"}, headers...))
 	for _, n := range chunkSizes {
-		fmt.Fprintf(&b, "%x\r\n", n)
-		b.Write(Body(n))
-		b.WriteString("\r\n")
+		out = fmt.Appendf(out, "%x\r\n", n)
+		out = append(append(out, Body(n)...), "\r\n"...)
 	}
-	b.WriteString("0\r\n\r\n")
-	return []byte(b.String())
+	return append(out, "0\r\n\r\n"...)
 }
 
 // filler is a repeating printable pattern; bodies are slices of it so large

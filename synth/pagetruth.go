@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
 )
@@ -46,6 +47,6 @@ func Pageviews(recs []TruthRecord) []PageTruth {
 		}
 		p.End = max(p.End, r.End)
 	}
-	slices.SortFunc(out, func(a, b PageTruth) int { return cmpInt64(int64(a.PageviewID), int64(b.PageviewID)) })
+	slices.SortFunc(out, func(a, b PageTruth) int { return cmp.Compare(a.PageviewID, b.PageviewID) })
 	return out
 }

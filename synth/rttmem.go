@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
 	"time"
@@ -49,7 +50,7 @@ func (g *gen) recalled(k destKey, now int64) int64 {
 	if m == nil {
 		return 0
 	}
-	slices.SortFunc(m.pending, func(a, b memUpdate) int { return cmpInt64(a.at, b.at) })
+	slices.SortFunc(m.pending, func(a, b memUpdate) int { return cmp.Compare(a.at, b.at) })
 	n := 0
 	for _, u := range m.pending {
 		if u.at > now {

@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"cmp"
 	"math/bits"
 	"slices"
 	"time"
@@ -164,7 +165,7 @@ func (g *gen) sendRequest(pc *pconn, t0 int64, req []byte, srvTime, reorder int6
 		// IP IDs are taken when sent; packets captured out of that order
 		// keep them (see event.idOff).
 		ord := slices.Clone(r.pk)
-		slices.SortStableFunc(ord, func(a, b int) int { return cmpInt64(g.ev[a].t, g.ev[b].t) })
+		slices.SortStableFunc(ord, func(a, b int) int { return cmp.Compare(g.ev[a].t, g.ev[b].t) })
 		for rank, idx := range ord {
 			sent, _ := slices.BinarySearch(r.pk, idx)
 			g.ev[idx].idOff = int8(sent - rank)

@@ -144,8 +144,7 @@ type Writer struct {
 	stack  []gopacket.SerializableLayer
 	eth    layers.Ethernet
 	vlan   [2]layers.Dot1Q
-	sll    sllLayer
-	sll2   sll2Layer
+	cooked cookedLayer
 	loop   layers.Loopback
 	ip4    layers.IPv4
 	ip6    layers.IPv6
@@ -299,8 +298,28 @@ func (w *Writer) WriteSegment(s *Segment) error {
 		w.fail(fmt.Errorf("synth: mixed address families %v -> %v", s.Src, s.Dst))
 		return w.err
 	}
-	v4 := s.Src.Addr().Is4()
+	if s.NumSACK < 0 || s.NumSACK > capture.MaxSACKBlocks || optionBytes(s) > 40 {
+		w.fail(fmt.Errorf("synth: %v -> %v seq %d: %d SACK blocks do not fit in the TCP options", s.Src, s.Dst, s.Seq, s.NumSACK))
+		return w.err
+	}
 	w.stack = w.stack[:0]
+	w.linkLayers(s)
+	w.tcpLayer(s, w.ipLayer(s))
+	if err := gopacket.SerializeLayers(w.buf, w.sopts, w.stack...); err != nil {
+		w.fail(fmt.Errorf("synth: serializing %v -> %v seq %d: %w", s.Src, s.Dst, s.Seq, err))
+		return w.err
+	}
+	if err := w.writeFrame(s.Time, w.buf.Bytes()); err != nil {
+		w.fail(fmt.Errorf("synth: writing packet %d: %w", w.packets, err))
+		return w.err
+	}
+	w.packets++
+	return nil
+}
+
+// linkLayers stacks the link header (and VLAN tags) for s.
+func (w *Writer) linkLayers(s *Segment) {
+	v4 := s.Src.Addr().Is4()
 	etype := layers.EthernetTypeIPv4
 	if !v4 {
 		etype = layers.EthernetTypeIPv6
@@ -326,12 +345,9 @@ func (w *Writer) WriteSegment(s *Segment) error {
 			w.vlan[1] = layers.Dot1Q{VLANIdentifier: w.opts.VLANs[1], Type: etype}
 			w.stack = append(w.stack, &w.vlan[0], &w.vlan[1])
 		}
-	case LinuxSLL:
-		w.sll = sllLayer{toServer: s.ToServer, proto: etype}
-		w.stack = append(w.stack, &w.sll)
-	case LinuxSLL2:
-		w.sll2 = sll2Layer{toServer: s.ToServer, proto: etype}
-		w.stack = append(w.stack, &w.sll2)
+	case LinuxSLL, LinuxSLL2:
+		w.cooked = cookedLayer{v2: w.opts.LinkType == LinuxSLL2, toServer: s.ToServer, proto: etype}
+		w.stack = append(w.stack, &w.cooked)
 	case Null:
 		w.loop.Family = layers.ProtocolFamilyIPv4
 		if !v4 {
@@ -339,8 +355,12 @@ func (w *Writer) WriteSegment(s *Segment) error {
 		}
 		w.stack = append(w.stack, &w.loop)
 	}
-	var netLayer gopacket.NetworkLayer
-	if v4 {
+}
+
+// ipLayer stacks the IPv4 or IPv6 header for s and returns it for the TCP
+// checksum.
+func (w *Writer) ipLayer(s *Segment) gopacket.NetworkLayer {
+	if s.Src.Addr().Is4() {
 		w.ip4.SrcIP = as4(s.Src.Addr())
 		w.ip4.DstIP = as4(s.Dst.Addr())
 		w.ip4.Id = uint16(w.packets)
@@ -348,24 +368,23 @@ func (w *Writer) WriteSegment(s *Segment) error {
 			w.ip4.Id = s.IPID
 		}
 		w.stack = append(w.stack, &w.ip4)
-		netLayer = &w.ip4
-	} else {
-		src, dst := s.Src.Addr().As16(), s.Dst.Addr().As16()
-		w.ip6.SrcIP = src[:]
-		w.ip6.DstIP = dst[:]
-		w.ip6.HopByHop = nil
-		w.ip6.NextHeader = layers.IPProtocolTCP
-		if s.HopByHop {
-			w.ip6.HopByHop = &w.hbh
-			w.ip6.NextHeader = layers.IPProtocolIPv6HopByHop
-		}
-		w.stack = append(w.stack, &w.ip6)
-		netLayer = &w.ip6
+		return &w.ip4
 	}
-	if s.NumSACK < 0 || s.NumSACK > capture.MaxSACKBlocks || optionBytes(s) > 40 {
-		w.fail(fmt.Errorf("synth: %v -> %v seq %d: %d SACK blocks do not fit in the TCP options", s.Src, s.Dst, s.Seq, s.NumSACK))
-		return w.err
+	src, dst := s.Src.Addr().As16(), s.Dst.Addr().As16()
+	w.ip6.SrcIP = src[:]
+	w.ip6.DstIP = dst[:]
+	w.ip6.HopByHop = nil
+	w.ip6.NextHeader = layers.IPProtocolTCP
+	if s.HopByHop {
+		w.ip6.HopByHop = &w.hbh
+		w.ip6.NextHeader = layers.IPProtocolIPv6HopByHop
 	}
+	w.stack = append(w.stack, &w.ip6)
+	return &w.ip6
+}
+
+// tcpLayer stacks the TCP header and the payload for s.
+func (w *Writer) tcpLayer(s *Segment, netLayer gopacket.NetworkLayer) {
 	t := &w.tcp
 	*t = layers.TCP{
 		SrcPort: layers.TCPPort(s.Src.Port()),
@@ -383,32 +402,25 @@ func (w *Writer) WriteSegment(s *Segment) error {
 	}
 	_ = t.SetNetworkLayerForChecksum(netLayer)
 	w.stack = append(w.stack, t, gopacket.Payload(s.Payload))
-	if err := gopacket.SerializeLayers(w.buf, w.sopts, w.stack...); err != nil {
-		w.fail(fmt.Errorf("synth: serializing %v -> %v seq %d: %w", s.Src, s.Dst, s.Seq, err))
-		return w.err
-	}
-	data := w.buf.Bytes()
+}
+
+// writeFrame appends one serialized frame captured at ts (ns), cut to the
+// snap length.
+func (w *Writer) writeFrame(ts int64, data []byte) error {
 	ci := gopacket.CaptureInfo{Length: len(data), CaptureLength: len(data)}
 	if w.opts.Snaplen > 0 && len(data) > w.opts.Snaplen {
 		data = data[:w.opts.Snaplen]
 		ci.CaptureLength = len(data)
 	}
-	var err error
-	if w.pw != nil {
-		ci.Timestamp = time.Unix(0, s.Time)
-		err = w.pw.WritePacket(ci, data)
-	} else if w.ng != nil {
-		ci.Timestamp = time.Unix(0, s.Time)
-		err = w.ng.WritePacket(ci, data)
-	} else {
-		err = w.ngus.packet(s.Time/1000, data, ci.Length)
+	switch {
+	case w.pw != nil:
+		ci.Timestamp = time.Unix(0, ts)
+		return w.pw.WritePacket(ci, data)
+	case w.ng != nil:
+		ci.Timestamp = time.Unix(0, ts)
+		return w.ng.WritePacket(ci, data)
 	}
-	if err != nil {
-		w.fail(fmt.Errorf("synth: writing packet %d: %w", w.packets, err))
-		return w.err
-	}
-	w.packets++
-	return nil
+	return w.ngus.packet(ts/1000, data, ci.Length)
 }
 
 // optionBytes is the length of the TCP options tcpOptions writes for s,
@@ -475,61 +487,6 @@ func (w *Writer) tcpOptions(s *Segment) []layers.TCPOption {
 func as4(a netip.Addr) net.IP {
 	b := a.As4()
 	return net.IP(b[:])
-}
-
-// sllLayer serializes a Linux cooked v1 header; gopacket only decodes it.
-type sllLayer struct {
-	toServer bool
-	proto    layers.EthernetType
-}
-
-func (l *sllLayer) LayerType() gopacket.LayerType { return layers.LayerTypeLinuxSLL }
-
-func (l *sllLayer) SerializeTo(b gopacket.SerializeBuffer, _ gopacket.SerializeOptions) error {
-	h, err := b.PrependBytes(16)
-	if err != nil {
-		return err
-	}
-	// Packet type: 0 = addressed to this host (the server), 4 = sent by it.
-	pt, mac := uint16(4), macServer
-	if l.toServer {
-		pt, mac = 0, macRouter
-	}
-	binary.BigEndian.PutUint16(h[0:], pt)
-	binary.BigEndian.PutUint16(h[2:], 1) // ARPHRD_ETHER
-	binary.BigEndian.PutUint16(h[4:], 6)
-	copy(h[6:14], mac)
-	h[12], h[13] = 0, 0
-	binary.BigEndian.PutUint16(h[14:], uint16(l.proto))
-	return nil
-}
-
-// sll2Layer serializes a Linux cooked v2 header; gopacket only decodes it.
-type sll2Layer struct {
-	toServer bool
-	proto    layers.EthernetType
-}
-
-func (l *sll2Layer) LayerType() gopacket.LayerType { return layers.LayerTypeLinuxSLL2 }
-
-func (l *sll2Layer) SerializeTo(b gopacket.SerializeBuffer, _ gopacket.SerializeOptions) error {
-	h, err := b.PrependBytes(20)
-	if err != nil {
-		return err
-	}
-	pt, mac := byte(4), macServer
-	if l.toServer {
-		pt, mac = 0, macRouter
-	}
-	binary.BigEndian.PutUint16(h[0:], uint16(l.proto))
-	h[2], h[3] = 0, 0
-	binary.BigEndian.PutUint32(h[4:], 2) // interface index
-	binary.BigEndian.PutUint16(h[8:], 1) // ARPHRD_ETHER
-	h[10] = pt
-	h[11] = 6
-	copy(h[12:20], mac)
-	h[18], h[19] = 0, 0
-	return nil
 }
 
 // ngMicroWriter writes a minimal little-endian pcapng stream (one section, one

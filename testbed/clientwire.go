@@ -12,7 +12,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 )
@@ -155,13 +154,8 @@ func ReadClientWire(path string) (*ClientWire, error) {
 	cur := map[fourTuple]*WireTruthConn{}
 	seq := map[fourTuple]int{}
 	foreign := map[string]bool{}
-	var eth layers.Ethernet
-	var ip4 layers.IPv4
-	var tcp layers.TCP
-	var payload gopacket.Payload
-	parser := gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &eth, &ip4, &tcp, &payload)
-	parser.IgnoreUnsupported = true
-	var decoded []gopacket.LayerType
+	p := newTCPDecoder()
+	tcp := &p.tcp
 	for {
 		data, ci, err := r.ReadPacketData()
 		if errors.Is(err, io.EOF) {
@@ -171,18 +165,17 @@ func ReadClientWire(path string) (*ClientWire, error) {
 			return nil, fmt.Errorf("read %s: %w", path, err)
 		}
 		w.Packets++
-		if err := parser.DecodeLayers(data, &decoded); err != nil {
+		if err := p.decode(data); err != nil {
 			return nil, fmt.Errorf("packet %d: %w", w.Packets, err)
 		}
 		hasTCP := false
-		for _, l := range decoded {
+		for _, l := range p.decoded {
 			hasTCP = hasTCP || l == layers.LayerTypeTCP
 		}
 		if !hasTCP {
 			continue
 		}
-		src, _ := netip.AddrFromSlice(ip4.SrcIP.To4())
-		dst, _ := netip.AddrFromSlice(ip4.DstIP.To4())
+		src, dst := p.addrs()
 		for _, a := range []netip.Addr{src, dst} {
 			if !ClientRange.Contains(a) && !ServerRange.Contains(a) && !foreign[a.String()] {
 				foreign[a.String()] = true

@@ -205,11 +205,46 @@ func (g *GoClient) Load(ctx context.Context, path string) (PageTruth, error) {
 	if g.OneRequestPerConnection {
 		pt.Source = "go-fresh"
 	}
+	body, hdr, err := g.navigate(ctx, hc, &pt, path)
+	if err != nil {
+		return pt, err
+	}
+	cur := pt.URL
+	html, err := decodeBody(body, hdr.Get("Content-Encoding"))
+	if err != nil {
+		pt.Err = err.Error()
+		return pt, fmt.Errorf("container %s: %w", cur, err)
+	}
+	pt.Encoding = hdr.Get("Content-Encoding")
+	pageURL, _ := url.Parse(g.Base + cur)
+	referer := pageURL.String()
+	if g.NoReferer {
+		referer = ""
+	}
+	if err := g.loadObjects(ctx, hc, &pt, path, embeddedObjects(html, pageURL), referer); err != nil {
+		return pt, err
+	}
+	if !g.AfterLoad {
+		return pt, nil
+	}
+	delay := g.RenderDelay
+	if delay == 0 {
+		delay = 30 * time.Millisecond
+	}
+	if err := sleepCtx(ctx, delay); err != nil {
+		return pt, err
+	}
+	err = g.loadAfterLoad(ctx, hc, &pt, path, referer)
+	return pt, err
+}
+
+// navigate follows the redirect hops from path to the container, which it
+// returns with its header; pt gets the hops, the container and its URL.
+func (g *GoClient) navigate(ctx context.Context, hc *http.Client, pt *PageTruth, path string) ([]byte, http.Header, error) {
 	enc := "gzip"
 	if g.AcceptBrotli {
 		enc = "gzip, br"
 	}
-	// The navigation: redirect hops, then the container.
 	cur := path
 	var cont ObjectTruth
 	var body []byte
@@ -224,50 +259,37 @@ func (g *GoClient) Load(ctx context.Context, path string) (PageTruth, error) {
 			pt.Container = cont
 			if err != nil {
 				pt.Err = err.Error()
-				return pt, err
+				return nil, nil, err
 			}
 			break
 		}
 		if hop >= maxRedirects {
 			err := fmt.Errorf("get %s: more than %d redirects", path, maxRedirects)
 			pt.Err = err.Error()
-			return pt, err
+			return nil, nil, err
 		}
 		cont.Role = RoleRedirect
 		pt.Redirects = append(pt.Redirects, cont)
 		loc, err := url.Parse(hdr.Get("Location"))
 		if err != nil {
-			return pt, fmt.Errorf("redirect from %s: %w", cur, err)
+			return nil, nil, fmt.Errorf("redirect from %s: %w", cur, err)
 		}
 		base, _ := url.Parse(g.Base + cur)
 		cur = base.ResolveReference(loc).RequestURI()
 	}
 	pt.Container.Role = RoleContainer
 	pt.URL = cur
-	html, err := decodeBody(body, hdr.Get("Content-Encoding"))
-	if err != nil {
-		pt.Err = err.Error()
-		return pt, fmt.Errorf("container %s: %w", cur, err)
-	}
-	pt.Encoding = hdr.Get("Content-Encoding")
-	pageURL, _ := url.Parse(g.Base + cur)
-	referer := pageURL.String()
-	if g.NoReferer {
-		referer = ""
-	}
-	paths := embeddedObjects(html, pageURL)
-	objs := make([]ObjectTruth, len(paths))
-	errs := make([]error, len(paths))
-	var wg sync.WaitGroup
-	for i, p := range paths {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			objs[i], _, errs[i] = fetch(ctx, hc, g.Base+p, referer)
-			objs[i].Role = RoleObject
-		}()
-	}
-	wg.Wait()
+	return body, hdr, nil
+}
+
+// loadObjects fetches the page's embedded objects at once and sets pt's
+// objects and span.
+func (g *GoClient) loadObjects(ctx context.Context, hc *http.Client, pt *PageTruth, path string, paths []string, referer string) error {
+	objs, errs := inParallel(len(paths), func(i int) (ObjectTruth, error) {
+		o, _, err := fetch(ctx, hc, g.Base+paths[i], referer)
+		o.Role = RoleObject
+		return o, err
+	})
 	pt.Objects = objs
 	pt.Start = pt.Container.Begin()
 	if len(pt.Redirects) > 0 {
@@ -277,35 +299,25 @@ func (g *GoClient) Load(ctx context.Context, path string) (PageTruth, error) {
 	for i, o := range objs {
 		if errs[i] != nil {
 			pt.Err = errs[i].Error()
-			return pt, fmt.Errorf("page %s: %w", path, errs[i])
+			return fmt.Errorf("page %s: %w", path, errs[i])
 		}
 		pt.End = max(pt.End, o.ResponseEnd)
 	}
 	pt.TotalNS = pt.End - pt.Start
-	if !g.AfterLoad {
-		return pt, nil
+	return nil
+}
+
+// loadAfterLoad fetches the favicon and posts the beacon at once, as
+// after the load event, and sets pt's after-load objects.
+func (g *GoClient) loadAfterLoad(ctx context.Context, hc *http.Client, pt *PageTruth, path, referer string) error {
+	reqs := [2]struct{ method, url string }{
+		{http.MethodGet, g.Base + FaviconPath},
+		{http.MethodPost, g.Base + "/beacon?u=" + url.QueryEscape(pt.URL)},
 	}
-	delay := g.RenderDelay
-	if delay == 0 {
-		delay = 30 * time.Millisecond
-	}
-	select {
-	case <-ctx.Done():
-		return pt, ctx.Err()
-	case <-time.After(delay):
-	}
-	after := make([]ObjectTruth, 2)
-	errs = make([]error, 2)
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		after[0], _, _, errs[0] = fetchOne(ctx, hc, http.MethodGet, g.Base+FaviconPath, referer, "")
-	}()
-	go func() {
-		defer wg.Done()
-		after[1], _, _, errs[1] = fetchOne(ctx, hc, http.MethodPost, g.Base+"/beacon?u="+url.QueryEscape(cur), referer, "")
-	}()
-	wg.Wait()
+	after, errs := inParallel(len(reqs), func(i int) (ObjectTruth, error) {
+		o, _, _, err := fetchOne(ctx, hc, reqs[i].method, reqs[i].url, referer, "")
+		return o, err
+	})
 	for i := range after {
 		after[i].Role = RoleAfterLoad
 		if errs[i] == nil && after[i].Status >= 300 {
@@ -313,11 +325,11 @@ func (g *GoClient) Load(ctx context.Context, path string) (PageTruth, error) {
 		}
 		if errs[i] != nil {
 			pt.Err = errs[i].Error()
-			return pt, fmt.Errorf("page %s after load: %w", path, errs[i])
+			return fmt.Errorf("page %s after load: %w", path, errs[i])
 		}
 	}
 	pt.AfterLoad = after
-	return pt, nil
+	return nil
 }
 
 // Request roles within a page.

@@ -35,6 +35,7 @@ type LinkDelays struct {
 	Unmatched [2]int
 }
 
+// connKey is one client connection: the client's address and port.
 type connKey struct {
 	client netip.Addr
 	port   uint16
@@ -82,109 +83,18 @@ type pktKey struct {
 
 // MeasureLink compares the client and server captures of a run.
 func MeasureLink(clientPcap, serverPcap string, oneWay func(client netip.Addr) time.Duration) (*LinkDelays, error) {
-	read := func(path string) (map[pktKey][]int64, error) {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		r, err := pcapgo.NewReader(f)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		var eth layers.Ethernet
-		var ip4 layers.IPv4
-		var tcp layers.TCP
-		var pl gopacket.Payload
-		p := gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &eth, &ip4, &tcp, &pl)
-		p.IgnoreUnsupported = true
-		var dec []gopacket.LayerType
-		out := map[pktKey][]int64{}
-		for {
-			data, ci, err := r.ReadPacketData()
-			if errors.Is(err, io.EOF) {
-				return out, nil
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", path, err)
-			}
-			if p.DecodeLayers(data, &dec) != nil || len(dec) < 3 {
-				continue
-			}
-			src, _ := netip.AddrFromSlice(ip4.SrcIP.To4())
-			dst, _ := netip.AddrFromSlice(ip4.DstIP.To4())
-			k := pktKey{src, dst, uint16(tcp.SrcPort), uint16(tcp.DstPort), tcp.Seq, tcp.Ack, ip4.Id,
-				data[14+int(ip4.IHL)*4+13], len(tcp.Payload)}
-			out[k] = append(out[k], ci.Timestamp.UnixNano())
-		}
-	}
-	cli, err := read(clientPcap)
+	cli, err := readLinkCapture(clientPcap)
 	if err != nil {
 		return nil, err
 	}
-	srv, err := read(serverPcap)
+	srv, err := readLinkCapture(serverPcap)
 	if err != nil {
 		return nil, err
 	}
 	d := &LinkDelays{byConn: map[connKey]map[int64]time.Duration{}}
-	type late struct {
-		ex  time.Duration
-		at  int64
-		key pktKey
-	}
-	var worst []late
+	var worst []latePacket
 	for k, cts := range cli {
-		up := ClientRange.Contains(k.src)
-		client := k.src
-		if !up {
-			client = k.dst
-		}
-		nominal := oneWay(client)
-		sts := slices.Clone(srv[k])
-		for _, ct := range cts {
-			// Identical packets (a SYN/ACK and its retransmission) may
-			// have lost copies on one side: each copy is matched with the
-			// unused one on the other side nearest to nominal.
-			best := -1
-			var bestEx time.Duration
-			for j, st := range sts {
-				if st == 0 {
-					continue
-				}
-				ex := time.Duration(ct-st) - nominal
-				if up {
-					ex = time.Duration(st-ct) - nominal
-				}
-				if best < 0 || ex.Abs() < bestEx.Abs() {
-					best, bestEx = j, ex
-				}
-			}
-			if best < 0 {
-				if up {
-					d.Unmatched[ToServer]++
-				} else {
-					d.Unmatched[ToClient]++
-				}
-				continue
-			}
-			st := sts[best]
-			sts[best] = 0
-			ex := bestEx
-			if up {
-				d.Excess[ToServer] = append(d.Excess[ToServer], ex)
-			} else {
-				d.Excess[ToClient] = append(d.Excess[ToClient], ex)
-			}
-			worst = append(worst, late{ex, min(ct, st), k})
-			ck := connKey{k.src, k.sport}
-			if !up {
-				ck = connKey{k.dst, k.dport}
-			}
-			if d.byConn[ck] == nil {
-				d.byConn[ck] = map[int64]time.Duration{}
-			}
-			d.byConn[ck][ct] = max(d.byConn[ck][ct], ex.Abs())
-		}
+		worst = d.match(k, cts, srv[k], oneWay, worst)
 	}
 	for k, sts := range srv {
 		if n := len(sts) - len(cli[k]); n > 0 {
@@ -202,4 +112,131 @@ func MeasureLink(clientPcap, serverPcap string, oneWay func(client netip.Addr) t
 			w.ex, k.src, k.sport, k.dst, k.dport, k.seq, k.n, k.flags, time.Unix(0, w.at).Format("15:04:05.000000")))
 	}
 	return d, nil
+}
+
+// readLinkCapture is the capture times of every TCP packet of a capture,
+// by its headers.
+func readLinkCapture(path string) (map[pktKey][]int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	p := newTCPDecoder()
+	out := map[pktKey][]int64{}
+	for {
+		data, ci, err := r.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if p.decode(data) != nil || len(p.decoded) < 3 {
+			continue
+		}
+		src, dst := p.addrs()
+		ip4, tcp := &p.ip4, &p.tcp
+		k := pktKey{src, dst, uint16(tcp.SrcPort), uint16(tcp.DstPort), tcp.Seq, tcp.Ack, ip4.Id,
+			data[14+int(ip4.IHL)*4+13], len(tcp.Payload)}
+		out[k] = append(out[k], ci.Timestamp.UnixNano())
+	}
+}
+
+// latePacket is one matched packet: its excess, the earlier of its two
+// capture times and its headers.
+type latePacket struct {
+	ex  time.Duration
+	at  int64
+	key pktKey
+}
+
+// match pairs the client's copies of packet k (captured at cts) with the
+// server's (at sts), records each pair's excess, counts the client's
+// copies left unmatched, and returns worst with the pairs added.
+func (d *LinkDelays) match(k pktKey, cts, sts []int64, oneWay func(client netip.Addr) time.Duration, worst []latePacket) []latePacket {
+	up := ClientRange.Contains(k.src)
+	client := k.src
+	if !up {
+		client = k.dst
+	}
+	nominal := oneWay(client)
+	sts = slices.Clone(sts)
+	for _, ct := range cts {
+		// Identical packets (a SYN/ACK and its retransmission) may
+		// have lost copies on one side: each copy is matched with the
+		// unused one on the other side nearest to nominal.
+		best := -1
+		var bestEx time.Duration
+		for j, st := range sts {
+			if st == 0 {
+				continue
+			}
+			ex := time.Duration(ct-st) - nominal
+			if up {
+				ex = time.Duration(st-ct) - nominal
+			}
+			if best < 0 || ex.Abs() < bestEx.Abs() {
+				best, bestEx = j, ex
+			}
+		}
+		if best < 0 {
+			if up {
+				d.Unmatched[ToServer]++
+			} else {
+				d.Unmatched[ToClient]++
+			}
+			continue
+		}
+		st := sts[best]
+		sts[best] = 0
+		ex := bestEx
+		if up {
+			d.Excess[ToServer] = append(d.Excess[ToServer], ex)
+		} else {
+			d.Excess[ToClient] = append(d.Excess[ToClient], ex)
+		}
+		worst = append(worst, latePacket{ex, min(ct, st), k})
+		ck := connKey{k.src, k.sport}
+		if !up {
+			ck = connKey{k.dst, k.dport}
+		}
+		if d.byConn[ck] == nil {
+			d.byConn[ck] = map[int64]time.Duration{}
+		}
+		d.byConn[ck][ct] = max(d.byConn[ck][ct], ex.Abs())
+	}
+	return worst
+}
+
+// tcpDecoder decodes the Ethernet, IPv4 and TCP layers of a testbed
+// capture's frames into layers it reuses from frame to frame.
+type tcpDecoder struct {
+	eth     layers.Ethernet
+	ip4     layers.IPv4
+	tcp     layers.TCP
+	payload gopacket.Payload
+	parser  *gopacket.DecodingLayerParser
+	decoded []gopacket.LayerType
+}
+
+func newTCPDecoder() *tcpDecoder {
+	d := &tcpDecoder{}
+	d.parser = gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &d.eth, &d.ip4, &d.tcp, &d.payload)
+	d.parser.IgnoreUnsupported = true
+	return d
+}
+
+// decode decodes one frame; decoded lists the layers it holds.
+func (d *tcpDecoder) decode(data []byte) error { return d.parser.DecodeLayers(data, &d.decoded) }
+
+// addrs are the IPv4 source and destination of the frame decoded last.
+func (d *tcpDecoder) addrs() (src, dst netip.Addr) {
+	src, _ = netip.AddrFromSlice(d.ip4.SrcIP.To4())
+	dst, _ = netip.AddrFromSlice(d.ip4.DstIP.To4())
+	return src, dst
 }

@@ -3,7 +3,6 @@ package testbed
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -272,40 +271,16 @@ const afterLoadDwell = 1200 * time.Millisecond
 // from the client capture (AttachWireTruth), writes truth.json next to the
 // server capture in tb.Dir and returns the result.
 func RunScenario(ctx context.Context, tb *Testbed, sc Scenario) (ScenarioResult, error) {
-	res := ScenarioResult{Name: sc.Name, Server: tb.Server.Addr.String(), CPUHog: sc.CPUHog}
+	r := &scenarioRun{tb: tb, sc: sc, res: ScenarioResult{Name: sc.Name, Server: tb.Server.Addr.String(), CPUHog: sc.CPUHog}}
 	if tb.Link == nil {
-		return res, fmt.Errorf("scenario %s: testbed has no emulated link (open it with Scenario.Options)", sc.Name)
+		return r.res, fmt.Errorf("scenario %s: testbed has no emulated link (open it with Scenario.Options)", sc.Name)
 	}
-	site := GenerateSite(sc.Pages, sc.Seed)
-	be, err := tb.StartBackend(site)
-	if err != nil {
-		return res, err
+	if err := r.startServer(ctx); err != nil {
+		return r.res, err
 	}
-	ng, err := tb.StartNginx(ctx, NginxOptions{Content: site.Content, Backend: be.Addr.String(),
-		Backlog: sc.Backlog, KeepaliveTimeout: sc.KeepAlive, WebSite: true})
-	if err != nil {
-		return res, err
+	if err := r.startCaptures(ctx); err != nil {
+		return r.res, err
 	}
-	var drop *NFTable
-	if sc.DropSYNMod > 0 {
-		body := fmt.Sprintf(`  chain input {
-    type filter hook input priority filter; policy accept;
-    iifname %q tcp dport %d tcp flags & (syn | ack) == syn numgen inc mod %d == %d counter drop
-  }`, tb.Server.Iface, ng.Port, sc.DropSYNMod, sc.DropSYNAt)
-		if drop, err = tb.AddNFTable(ctx, tb.Server, "syndrop", body); err != nil {
-			return res, err
-		}
-	}
-	capt, err := tb.StartCapture(ctx, tb.Server, sc.Name)
-	if err != nil {
-		return res, err
-	}
-	res.Capture = capt.Path
-	ccapt, err := tb.StartCapture(ctx, tb.Client, sc.Name+"-client")
-	if err != nil {
-		return res, err
-	}
-	res.ClientCapture = ccapt.Path
 	// The bridge runs in this process: a garbage collection's
 	// stop-the-world waits for every goroutine of the process, also one
 	// on a thread the kernel has descheduled for the CPU hog or Chromium,
@@ -314,66 +289,133 @@ func RunScenario(ctx context.Context, tb *Testbed, sc Scenario) (ScenarioResult,
 	defer holdGC()()
 	var hog *Proc
 	if sc.CPUHog {
+		var err error
 		if hog, err = tb.StartCPUHog(1); err != nil {
-			return res, err
+			return r.res, err
 		}
 	}
-	base := "http://" + tb.Server.Addr.String()
 	steal0 := stealTime()
-	runErr := func() error {
-		for _, phase := range sc.Phases {
-			out := make([][]PageTruth, len(phase))
-			errs := make([]error, len(phase))
-			var wg sync.WaitGroup
-			for i, s := range phase {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					out[i], errs[i] = runSession(ctx, tb, site, base, s)
-				}()
-			}
-			wg.Wait()
-			for i, e := range errs {
-				if e != nil {
-					return fmt.Errorf("%s session on %s: %w", phase[i].Browser, phase[i].Client, e)
-				}
-				res.Truth = append(res.Truth, out[i]...)
-			}
+	runErr := r.runPhases(ctx)
+	r.res.StealNS = stealTime() - steal0
+	runErr = r.stop(ctx, hog, runErr)
+	runErr = r.finish(runErr)
+	return r.res, runErr
+}
+
+// scenarioRun is one run of a scenario: what it started and what it
+// found so far.
+type scenarioRun struct {
+	tb          *Testbed
+	sc          Scenario
+	site        *Site
+	ng          *Nginx
+	drop        *NFTable // nil without SYN drops
+	capt, ccapt *Capture // server and client side
+	res         ScenarioResult
+}
+
+// startServer starts the back end and nginx with the generated site, and
+// the server's SYN drops.
+func (r *scenarioRun) startServer(ctx context.Context) error {
+	tb, sc := r.tb, r.sc
+	r.site = GenerateSite(sc.Pages, sc.Seed)
+	be, err := tb.StartBackend(r.site)
+	if err != nil {
+		return err
+	}
+	r.ng, err = tb.StartNginx(ctx, NginxOptions{Content: r.site.Content, Backend: be.Addr.String(),
+		Backlog: sc.Backlog, KeepaliveTimeout: sc.KeepAlive, WebSite: true})
+	if err != nil {
+		return err
+	}
+	if sc.DropSYNMod > 0 {
+		body := fmt.Sprintf(`  chain input {
+    type filter hook input priority filter; policy accept;
+    iifname %q tcp dport %d tcp flags & (syn | ack) == syn numgen inc mod %d == %d counter drop
+  }`, tb.Server.Iface, r.ng.Port, sc.DropSYNMod, sc.DropSYNAt)
+		if r.drop, err = tb.AddNFTable(ctx, tb.Server, "syndrop", body); err != nil {
+			return err
 		}
-		return nil
-	}()
-	res.StealNS = stealTime() - steal0
+	}
+	return nil
+}
+
+// startCaptures starts the captures on the server's and the client's side.
+func (r *scenarioRun) startCaptures(ctx context.Context) error {
+	var err error
+	if r.capt, err = r.tb.StartCapture(ctx, r.tb.Server, r.sc.Name); err != nil {
+		return err
+	}
+	r.res.Capture = r.capt.Path
+	if r.ccapt, err = r.tb.StartCapture(ctx, r.tb.Client, r.sc.Name+"-client"); err != nil {
+		return err
+	}
+	r.res.ClientCapture = r.ccapt.Path
+	return nil
+}
+
+// runPhases runs the phases one after another, each phase's sessions at
+// once, and collects the clients' pages.
+func (r *scenarioRun) runPhases(ctx context.Context) error {
+	base := "http://" + r.tb.Server.Addr.String()
+	for _, phase := range r.sc.Phases {
+		out, errs := inParallel(len(phase), func(i int) ([]PageTruth, error) {
+			return runSession(ctx, r.tb, r.site, base, phase[i])
+		})
+		for i, e := range errs {
+			if e != nil {
+				return fmt.Errorf("%s session on %s: %w", phase[i].Browser, phase[i].Client, e)
+			}
+			r.res.Truth = append(r.res.Truth, out[i]...)
+		}
+	}
+	return nil
+}
+
+// stop ends the CPU hog and the captures and collects the run's
+// statistics; it returns runErr, or the first error of its own if runErr
+// is nil.
+func (r *scenarioRun) stop(ctx context.Context, hog *Proc, runErr error) error {
 	if hog != nil {
 		if err := hog.Stop(syscall.SIGKILL); err != nil && runErr == nil {
 			runErr = fmt.Errorf("cpu hog: %w", err)
 		}
 	}
-	if ng.Exited() && runErr == nil {
-		runErr = fmt.Errorf("nginx exited during the scenario: %s", ng.ReadStderr())
+	if r.ng.Exited() && runErr == nil {
+		runErr = fmt.Errorf("nginx exited during the scenario: %s", r.ng.ReadStderr())
 	}
 	// Let the last connections close (keep-alive timeout) so their FINs
 	// are in the captures.
 	if runErr == nil {
-		time.Sleep(min(sc.KeepAlive, 2*time.Second) + 300*time.Millisecond)
+		time.Sleep(min(r.sc.KeepAlive, 2*time.Second) + 300*time.Millisecond)
 	}
-	for _, c := range []*Capture{capt, ccapt} {
+	for _, c := range []*Capture{r.capt, r.ccapt} {
 		if err := c.Stop(); err != nil && runErr == nil {
 			runErr = err
 		}
 	}
-	res.Captured, res.Dropped = capt.Captured, capt.Dropped
-	res.ClientCaptured, res.ClientDropped = ccapt.Captured, ccapt.Dropped
-	res.Bridge = tb.Link.Bridge.Stats()
-	if drop != nil {
-		if n, err := drop.Counters(ctx); err == nil && len(n) > 0 {
+	res := &r.res
+	res.Captured, res.Dropped = r.capt.Captured, r.capt.Dropped
+	res.ClientCaptured, res.ClientDropped = r.ccapt.Captured, r.ccapt.Dropped
+	res.Bridge = r.tb.Link.Bridge.Stats()
+	if r.drop != nil {
+		if n, err := r.drop.Counters(ctx); err == nil && len(n) > 0 {
 			res.NFTDrops = n[0]
 		}
 	}
-	if sc.DropSYNACKMod > 0 {
+	if r.sc.DropSYNACKMod > 0 {
 		res.NFTDrops = int(res.Bridge.HookDrops[ToClient])
 	}
+	return runErr
+}
+
+// finish reads the truth from the client capture (if the run went well)
+// and writes truth.json and wire.json next to the server capture; it
+// returns runErr, or the first error of its own if runErr is nil.
+func (r *scenarioRun) finish(runErr error) error {
+	res := &r.res
 	if runErr == nil {
-		w, err := ReadClientWire(ccapt.Path)
+		w, err := ReadClientWire(r.ccapt.Path)
 		if err != nil {
 			runErr = err
 		} else {
@@ -382,8 +424,8 @@ func RunScenario(ctx context.Context, tb *Testbed, sc Scenario) (ScenarioResult,
 		}
 	}
 	sort.SliceStable(res.Truth, func(i, j int) bool { return res.Truth[i].Start < res.Truth[j].Start })
-	dir := filepath.Dir(capt.Path)
-	if err := writeJSON(filepath.Join(dir, "truth.json"), res); err != nil && runErr == nil {
+	dir := filepath.Dir(r.capt.Path)
+	if err := writeJSON(filepath.Join(dir, "truth.json"), *res); err != nil && runErr == nil {
 		runErr = err
 	}
 	if res.Wire != nil {
@@ -391,7 +433,7 @@ func RunScenario(ctx context.Context, tb *Testbed, sc Scenario) (ScenarioResult,
 			runErr = err
 		}
 	}
-	return res, runErr
+	return runErr
 }
 
 // stealTime reads the machine's total steal time (ns; 0 if unknown).
@@ -424,145 +466,6 @@ func holdGC() (undo func()) {
 }
 
 const gcHoldLimit = 2 << 30
-
-// runSession runs one client program's loads.
-func runSession(ctx context.Context, tb *Testbed, site *Site, base string, s Session) ([]PageTruth, error) {
-	url := func(l Load) string {
-		p := site.Pages[l.Page%len(site.Pages)]
-		switch {
-		case l.Redirect && l.ServerMS > 0:
-			return base + p.AppRedirectPath(l.ServerMS)
-		case l.Redirect:
-			return base + p.RedirectPath()
-		case l.ServerMS > 0:
-			return base + p.AppPath(l.ServerMS)
-		}
-		return base + p.Path
-	}
-	page := func(l Load) Page { return site.Pages[l.Page%len(site.Pages)] }
-	wait := func(d time.Duration) error {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(d):
-			return nil
-		}
-	}
-	var out []PageTruth
-	switch s.Browser {
-	case BrowserChromium:
-		chrome, err := tb.StartChromium(ctx, s.Client)
-		if err != nil {
-			return nil, err
-		}
-		defer chrome.Close()
-		byTab := map[int][]Load{}
-		ntabs := 0
-		for _, l := range s.Loads {
-			byTab[l.Tab] = append(byTab[l.Tab], l)
-			ntabs = max(ntabs, l.Tab+1)
-		}
-		for len(chrome.Tabs) < ntabs {
-			if _, err := chrome.NewTab(); err != nil {
-				return nil, err
-			}
-		}
-		errs := make([]error, ntabs)
-		var wg sync.WaitGroup
-		for ti := range ntabs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for _, l := range byTab[ti] {
-					if _, err := chrome.Tabs[ti].Load(ctx, url(l)); err != nil {
-						errs[ti] = err
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			return nil, err
-		}
-		if err := wait(afterLoadDwell); err != nil {
-			return nil, err
-		}
-		byPath := map[string]Page{}
-		for _, p := range site.Pages {
-			byPath[p.Path] = p
-			byPath["/app"+p.Path] = p
-		}
-		for _, t := range chrome.Tabs {
-			for _, pt := range t.Pages() {
-				u, _, _ := strings.Cut(pt.URL, "?")
-				pt.NoReferer = byPath[u].NoReferrer
-				out = append(out, pt)
-			}
-		}
-		return out, chrome.Close()
-	case BrowserGo:
-		// Real-time only when asked: the truth is the wire, not the
-		// client's clock, and real-time client threads beside a busy
-		// Chromium starved the kernel's network processing (ksoftirqd),
-		// which made the emulated link late by tens of ms (MeasureLink).
-		if s.Realtime {
-			defer clientRealtime()()
-		}
-		newClient := func() *GoClient {
-			g := tb.NewGoClient(s.Client, base)
-			g.NoReferer, g.KeepConnections, g.AcceptBrotli, g.AfterLoad = s.NoReferer, s.KeepConnections, s.Brotli, s.AfterLoad
-			return g
-		}
-		if s.Concurrent {
-			out = make([]PageTruth, len(s.Loads))
-			errs := make([]error, len(s.Loads))
-			var wg sync.WaitGroup
-			for i, l := range s.Loads {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					out[i], errs[i] = newClient().Load(ctx, pathOf(url(l)))
-				}()
-			}
-			wg.Wait()
-			return out, errors.Join(errs...)
-		}
-		g := newClient()
-		defer g.Close()
-		for i, l := range s.Loads {
-			if i > 0 {
-				if err := wait(s.Gap); err != nil {
-					return out, err
-				}
-			}
-			pt, err := g.Load(ctx, pathOf(url(l)))
-			if err != nil {
-				return out, fmt.Errorf("load %d: %w", i, err)
-			}
-			out = append(out, pt)
-		}
-		return out, nil
-	case BrowserPipeline:
-		if s.Realtime {
-			defer clientRealtime()()
-		}
-		for i, l := range s.Loads {
-			if i > 0 {
-				if err := wait(s.Gap); err != nil {
-					return out, err
-				}
-			}
-			pt, err := tb.Pipeline(ctx, s.Client, base, pathOf(url(l)), page(l))
-			if err != nil {
-				return out, fmt.Errorf("load %d: %w", i, err)
-			}
-			out = append(out, pt)
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("unknown browser %q", s.Browser)
-}
 
 func writeJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")

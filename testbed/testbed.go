@@ -43,7 +43,7 @@
 // `go run ./cmd/testbed run --scenario NAME --out DIR` runs one scenario and
 // keeps both captures, truth.json and wire.json.
 //
-// # Safety rules (shared/DESIGN.md, "Tests that use the network")
+// # Safety rules for tests that use the network
 //
 //   - Namespaces, links and nft tables are named with a prefix unique to the
 //     run (default "rtb" + pid + random), and all of it is torn down on Close,

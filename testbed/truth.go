@@ -92,51 +92,58 @@ func wireID(r WireRef, role string) WireID {
 // rule, to the last page of that client whose navigation was issued before
 // it (counted in ByWindow).
 func AttachWireTruth(pages []PageTruth, w *ClientWire) []WireID {
-	type key struct {
-		client netip.Addr
-		port   uint16
+	m := newWireMatcher(w)
+	order := pagesByNavigation(pages)
+	// Chains and in-load objects first, then after-load requests, so a
+	// late beacon of one page never takes another page's object.
+	for _, pi := range order {
+		p := &pages[pi]
+		p.Wire = &PageWire{}
+		for k := range p.Redirects {
+			m.resolve(p, &p.Redirects[k], RoleRedirect, &p.Wire.Chain)
+		}
+		m.resolve(p, &p.Container, RoleContainer, &p.Wire.Chain)
+		for k := range p.Objects {
+			m.resolve(p, &p.Objects[k], RoleObject, &p.Wire.InLoad)
+		}
 	}
+	for _, pi := range order {
+		p := &pages[pi]
+		for k := range p.AfterLoad {
+			m.resolve(p, &p.AfterLoad[k], RoleAfterLoad, &p.Wire.AfterLoad)
+		}
+	}
+	rest := m.claimByWindow(pages, order)
+	settlePageSpans(pages)
+	return rest
+}
+
+// wireMatcher holds a client wire's transactions in the order their
+// requests were sent, indexed by port and by client, and which of them a
+// page has claimed.
+type wireMatcher struct {
+	all      []WireRef
+	byPort   map[connKey][]int
+	byClient map[netip.Addr][]int
+	claimed  []bool
+}
+
+func newWireMatcher(w *ClientWire) *wireMatcher {
 	all := w.Txns()
 	sort.SliceStable(all, func(i, j int) bool { return all[i].Txn.ReqFirst < all[j].Txn.ReqFirst })
-	byPort := map[key][]int{}
-	byClient := map[netip.Addr][]int{}
+	m := &wireMatcher{all: all, byPort: map[connKey][]int{}, byClient: map[netip.Addr][]int{},
+		claimed: make([]bool, len(all))}
 	for i, r := range all {
-		byPort[key{r.Conn.Client, r.Conn.ClientPort}] = append(byPort[key{r.Conn.Client, r.Conn.ClientPort}], i)
-		byClient[r.Conn.Client] = append(byClient[r.Conn.Client], i)
+		k := connKey{r.Conn.Client, r.Conn.ClientPort}
+		m.byPort[k] = append(m.byPort[k], i)
+		m.byClient[r.Conn.Client] = append(m.byClient[r.Conn.Client], i)
 	}
-	claimed := make([]bool, len(all))
-	isChromium := func(r WireRef) bool {
-		ua := r.Txn.UserAgent
-		return ua != GoClientUA && !strings.HasPrefix(ua, "rtmon-testbed-")
-	}
-	find := func(p *PageTruth, o *ObjectTruth) int {
-		client, err := netip.ParseAddr(p.Client)
-		if err != nil {
-			return -1
-		}
-		method := o.Method
-		if method == "" {
-			method = "GET"
-		}
-		var cands []int
-		if p.Source == BrowserChromium {
-			cands = byClient[client]
-		} else {
-			cands = byPort[key{client, uint16(o.LocalPort)}]
-		}
-		for _, i := range cands {
-			r := all[i]
-			if claimed[i] || r.Txn.Method != method || r.Txn.URL != o.URL {
-				continue
-			}
-			if p.Source == BrowserChromium && (!isChromium(r) || r.Txn.ReqFirst < p.NavIssued) {
-				continue
-			}
-			claimed[i] = true
-			return i
-		}
-		return -1
-	}
+	return m
+}
+
+// pagesByNavigation is the indexes of pages in the order their navigations
+// were issued.
+func pagesByNavigation(pages []PageTruth) []int {
 	order := make([]int, len(pages))
 	for i := range order {
 		order[i] = i
@@ -145,69 +152,100 @@ func AttachWireTruth(pages []PageTruth, w *ClientWire) []WireID {
 		pa, pb := &pages[order[a]], &pages[order[b]]
 		return pa.NavIssued < pb.NavIssued
 	})
-	own := func(id *WireID, o *ObjectTruth) {
-		if o.Begin() == 0 && o.ResponseEnd == 0 {
-			return
-		}
-		id.OwnRequest, id.OwnEnd = o.RequestStart, o.ResponseEnd
-		switch {
-		case id.Fresh && o.ConnectStart != 0:
-			id.OwnStart = o.ConnectStart
-		case !id.Fresh:
-			id.OwnStart = o.RequestStart
-		}
-		// Else the client did not time this connection's start: Go's
-		// transport may give a connection dialled for one request to
-		// another, whose trace then has no ConnectStart.
+	return order
+}
+
+// isChromiumTxn: the transaction came from neither the Go client nor
+// another testbed client program.
+func isChromiumTxn(r WireRef) bool {
+	ua := r.Txn.UserAgent
+	return ua != GoClientUA && !strings.HasPrefix(ua, "rtmon-testbed-")
+}
+
+// objectMethod is the request method of o (GET when the client left it
+// empty).
+func objectMethod(o *ObjectTruth) string {
+	if o.Method == "" {
+		return "GET"
 	}
-	resolve := func(p *PageTruth, o *ObjectTruth, role string, into *[]WireID) {
-		i := find(p, o)
-		if i < 0 {
-			m := o.Method
-			if m == "" {
-				m = "GET"
-			}
-			p.Wire.Missing = append(p.Wire.Missing, m+" "+o.URL)
-			return
-		}
-		id := wireID(all[i], role)
-		own(&id, o)
-		switch {
-		case id.Complete:
-		case role == RoleAfterLoad:
-			p.Wire.AfterLoadIncomplete++
-		default:
-			p.Wire.Incomplete = append(p.Wire.Incomplete, id.Method+" "+id.URL)
-		}
-		*into = append(*into, id)
+	return o.Method
+}
+
+// find claims the transaction of p's request o (see AttachWireTruth), or
+// returns -1.
+func (m *wireMatcher) find(p *PageTruth, o *ObjectTruth) int {
+	client, err := netip.ParseAddr(p.Client)
+	if err != nil {
+		return -1
 	}
-	// Chains and in-load objects first, then after-load requests, so a
-	// late beacon of one page never takes another page's object.
-	for _, pi := range order {
-		p := &pages[pi]
-		p.Wire = &PageWire{}
-		for k := range p.Redirects {
-			resolve(p, &p.Redirects[k], RoleRedirect, &p.Wire.Chain)
-		}
-		resolve(p, &p.Container, RoleContainer, &p.Wire.Chain)
-		for k := range p.Objects {
-			resolve(p, &p.Objects[k], RoleObject, &p.Wire.InLoad)
-		}
+	method := objectMethod(o)
+	var cands []int
+	if p.Source == BrowserChromium {
+		cands = m.byClient[client]
+	} else {
+		cands = m.byPort[connKey{client, uint16(o.LocalPort)}]
 	}
-	for _, pi := range order {
-		p := &pages[pi]
-		for k := range p.AfterLoad {
-			resolve(p, &p.AfterLoad[k], RoleAfterLoad, &p.Wire.AfterLoad)
+	for _, i := range cands {
+		r := m.all[i]
+		if m.claimed[i] || r.Txn.Method != method || r.Txn.URL != o.URL {
+			continue
 		}
+		if p.Source == BrowserChromium && (!isChromiumTxn(r) || r.Txn.ReqFirst < p.NavIssued) {
+			continue
+		}
+		m.claimed[i] = true
+		return i
 	}
-	// The window rule for Chromium transactions nobody named.
+	return -1
+}
+
+// resolve finds p's request o on the wire and appends it to into, or
+// records it as missing.
+func (m *wireMatcher) resolve(p *PageTruth, o *ObjectTruth, role string, into *[]WireID) {
+	i := m.find(p, o)
+	if i < 0 {
+		p.Wire.Missing = append(p.Wire.Missing, objectMethod(o)+" "+o.URL)
+		return
+	}
+	id := wireID(m.all[i], role)
+	setOwnTiming(&id, o)
+	switch {
+	case id.Complete:
+	case role == RoleAfterLoad:
+		p.Wire.AfterLoadIncomplete++
+	default:
+		p.Wire.Incomplete = append(p.Wire.Incomplete, id.Method+" "+id.URL)
+	}
+	*into = append(*into, id)
+}
+
+// setOwnTiming gives id the client's own view of request o, if it timed it.
+func setOwnTiming(id *WireID, o *ObjectTruth) {
+	if o.Begin() == 0 && o.ResponseEnd == 0 {
+		return
+	}
+	id.OwnRequest, id.OwnEnd = o.RequestStart, o.ResponseEnd
+	switch {
+	case id.Fresh && o.ConnectStart != 0:
+		id.OwnStart = o.ConnectStart
+	case !id.Fresh:
+		id.OwnStart = o.RequestStart
+	}
+	// Else the client did not time this connection's start: Go's
+	// transport may give a connection dialled for one request to
+	// another, whose trace then has no ConnectStart.
+}
+
+// claimByWindow applies the window rule to the Chromium transactions
+// nobody named and returns the transactions still unclaimed.
+func (m *wireMatcher) claimByWindow(pages []PageTruth, order []int) []WireID {
 	var rest []WireID
-	for i, r := range all {
-		if claimed[i] {
+	for i, r := range m.all {
+		if m.claimed[i] {
 			continue
 		}
 		var best *PageTruth
-		if isChromium(r) {
+		if isChromiumTxn(r) {
 			for _, pi := range order {
 				p := &pages[pi]
 				if p.Source == BrowserChromium && p.Client == r.Conn.Client.String() && p.NavIssued <= r.Txn.ReqFirst {
@@ -220,13 +258,19 @@ func AttachWireTruth(pages []PageTruth, w *ClientWire) []WireID {
 			rest = append(rest, id)
 			continue
 		}
-		claimed[i] = true
+		m.claimed[i] = true
 		best.Wire.AfterLoad = append(best.Wire.AfterLoad, id)
 		best.Wire.ByWindow++
 		if !id.Complete {
 			best.Wire.AfterLoadIncomplete++
 		}
 	}
+	return rest
+}
+
+// settlePageSpans sets each page's validity and its span from its chain
+// and in-load objects.
+func settlePageSpans(pages []PageTruth) {
 	for i := range pages {
 		pw := pages[i].Wire
 		pw.Valid = len(pw.Chain) == 1+len(pages[i].Redirects) && len(pw.Missing) == 0 && len(pw.Incomplete) == 0
@@ -239,7 +283,6 @@ func AttachWireTruth(pages []PageTruth, w *ClientWire) []WireID {
 		}
 		pw.Total = pw.End - pw.Start
 	}
-	return rest
 }
 
 // String is a short description of a page for logs.

@@ -4,8 +4,10 @@ package testbed
 // without it (the baseline, under conditions that make the action matter)
 // is captured and analyzed, and the whatif package predicts from it; a
 // second run with the action really applied measures what the clients then
-// got. This file holds the runs, the real actions and the comparison table;
-// whatif_validate_test.go drives them.
+// got. This file holds the runs and the real actions; the handshake hook is
+// in handshakehook.go, the SPLICE splicer in splicer.go, the site variants
+// and the comparison table in validate_site.go, and whatif_validate_test.go
+// drives them.
 //
 // The real actions:
 //
@@ -54,24 +56,15 @@ package testbed
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"math"
-	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/rtmon/rtmon/whatif"
 )
 
 // Client addresses of the validation workload. Each class has five
@@ -208,134 +201,6 @@ func (s ValidationSpec) Options() (Options, *HandshakeHook) {
 	return Options{Prefix: "rtwv", Link: &l}, h
 }
 
-// handshakeIdle is the quiet time after which an address's next connection
-// counts as its pageview's first (drop and loss rules).
-const handshakeIdle = 2 * time.Second
-
-// fastMaxCopies bounds the copies the bridge injects per handshake.
-const fastMaxCopies = 5
-
-// HandshakeHook is the link's hook for the handshake experiments: SYN/ACK
-// loss as a scenario condition, FAST SYN and FAST SYN/ACK as real actions.
-type HandshakeHook struct {
-	SYNACKLoss          bool
-	FastSYN, FastSYNACK time.Duration
-
-	mu         sync.Mutex
-	lastSYNACK map[netip.Addr]time.Time
-	syns       map[hsKey]*pending // client SYNs by client, port and ISN
-	synacks    map[hsKey]*pending // SYN/ACKs by client, port and server ISN
-	lost       int
-	injected   [2]int
-}
-
-type hsKey struct {
-	client netip.Addr
-	port   uint16
-	isn    uint32
-}
-
-type pending struct {
-	frame  []byte
-	done   bool // answered (SYN) or acknowledged (SYN/ACK)
-	copies int
-}
-
-func (h *HandshakeHook) active() bool { return h.SYNACKLoss || h.FastSYN > 0 || h.FastSYNACK > 0 }
-
-// Counts returns SYN/ACKs lost and copies injected towards the server
-// (FAST SYN) and the client (FAST SYN/ACK).
-func (h *HandshakeHook) Counts() (lost, fastSYN, fastSYNACK int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.lost, h.injected[ToServer], h.injected[ToClient]
-}
-
-// tcpSeqAck returns a TCP frame's sequence and acknowledgement numbers.
-func tcpSeqAck(f *Frame) (seq, ack uint32, ok bool) {
-	if !f.TCP {
-		return 0, 0, false
-	}
-	ihl := int(f.Data[14]&0x0f) * 4
-	tcp := f.Data[14+ihl:]
-	if len(tcp) < 12 {
-		return 0, 0, false
-	}
-	return binary.BigEndian.Uint32(tcp[4:8]), binary.BigEndian.Uint32(tcp[8:12]), true
-}
-
-// Hook is LinkOptions.Hook. It runs on the bridge's two reader goroutines
-// and on the retransmission timers, hence the lock.
-func (h *HandshakeHook) Hook(b *Bridge, f *Frame) bool {
-	seq, ack, ok := tcpSeqAck(f)
-	if !ok || f.RST {
-		return true
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.syns == nil {
-		h.syns, h.synacks, h.lastSYNACK = map[hsKey]*pending{}, map[hsKey]*pending{}, map[netip.Addr]time.Time{}
-	}
-	switch {
-	case f.Dir == ToServer && f.SYN && !f.ACK:
-		if h.FastSYN > 0 {
-			k := hsKey{f.Client, f.SrcPort, seq}
-			if h.syns[k] == nil {
-				p := &pending{frame: append([]byte(nil), f.Data...)}
-				h.syns[k] = p
-				h.arm(b, ToServer, k, p, h.FastSYN)
-			}
-		}
-	case f.Dir == ToClient && f.SYN && f.ACK:
-		if p := h.syns[hsKey{f.Client, f.DstPort, ack - 1}]; p != nil {
-			p.done = true
-		}
-		if h.FastSYNACK > 0 {
-			k := hsKey{f.Client, f.DstPort, seq}
-			if h.synacks[k] == nil {
-				p := &pending{frame: append([]byte(nil), f.Data...)}
-				h.synacks[k] = p
-				h.arm(b, ToClient, k, p, h.FastSYNACK)
-			}
-		}
-		if h.SYNACKLoss {
-			last, seen := h.lastSYNACK[f.Client]
-			h.lastSYNACK[f.Client] = f.At
-			if !seen || f.At.Sub(last) > handshakeIdle {
-				h.lost++
-				return false
-			}
-		}
-	case f.Dir == ToServer && f.ACK && !f.SYN:
-		if p := h.synacks[hsKey{f.Client, f.SrcPort, ack - 1}]; p != nil {
-			p.done = true
-		}
-	}
-	return true
-}
-
-// arm schedules a copy of p's frame gap from now unless it is answered
-// meanwhile; called with h.mu held. Entries are dropped once settled, so
-// the maps hold only handshakes in progress.
-func (h *HandshakeHook) arm(b *Bridge, d Direction, k hsKey, p *pending, gap time.Duration) {
-	time.AfterFunc(gap, func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		m := h.syns
-		if d == ToClient {
-			m = h.synacks
-		}
-		if p.done || p.copies >= fastMaxCopies {
-			delete(m, k)
-			return
-		}
-		p.copies++
-		h.injected[d]++
-		b.Inject(d, p.frame, time.Now())
-		h.arm(b, d, k, p, gap)
-	})
-}
-
 // ValidationLoad is one page load of a run as its client saw it.
 type ValidationLoad struct {
 	Class  string
@@ -368,97 +233,19 @@ type ValidationRun struct {
 // the two classes' open-loop page loads with the Go client.
 func RunValidation(ctx context.Context, tb *Testbed, h *HandshakeHook, spec ValidationSpec) (ValidationRun, error) {
 	run := ValidationRun{Spec: spec}
-	if tb.Link == nil {
-		return run, fmt.Errorf("validation %s: testbed has no emulated link", spec.Name)
+	if err := prepareValidation(ctx, tb, spec); err != nil {
+		return run, err
 	}
-	if spec.PerClass < 1 || spec.PerClass > 100 || spec.Interval <= 0 {
-		return run, fmt.Errorf("validation %s: %d loads per class every %v: want 1..100, a positive interval",
-			spec.Name, spec.PerClass, spec.Interval)
-	}
-	if spec.ClientSYNRetries > 0 {
-		if _, err := tb.Exec(ctx, tb.Client.NS, "sysctl", "-q", "-w",
-			fmt.Sprintf("net.ipv4.tcp_syn_retries=%d", spec.ClientSYNRetries)); err != nil {
-			return run, fmt.Errorf("validation %s: client SYN retries: %w", spec.Name, err)
-		}
-	}
-	nopts := NginxOptions{Content: spec.Site.Content, KeepaliveTimeout: time.Second}
-	if spec.SpliceProxy {
-		nopts.Port = spliceBackendPort
-	}
-	ng, err := tb.StartNginx(ctx, nopts)
+	ng, drop, err := startValidationServer(ctx, tb, spec)
 	if err != nil {
-		return run, fmt.Errorf("validation %s: %w", spec.Name, err)
-	}
-	if err := realtimeProcess(ng.PID); err != nil {
-		return run, fmt.Errorf("validation %s: nginx priority: %w", spec.Name, err)
-	}
-	var drop *NFTable
-	iface := tb.Server.Iface
-	if spec.SpliceProxy {
-		if err := startSplicer(tb, netip.AddrPortFrom(tb.Server.Addr, 80),
-			netip.AddrPortFrom(tb.Server.Addr, spliceBackendPort)); err != nil {
-			return run, fmt.Errorf("validation %s: %w", spec.Name, err)
-		}
-		iface = "lo"
-	}
-	if body := synDropRules(spec.SYNDrops, iface, ng.Port); body != "" {
-		if drop, err = tb.AddNFTable(ctx, tb.Server, "wvdrop", body); err != nil {
-			return run, fmt.Errorf("validation %s: %w", spec.Name, err)
-		}
+		return run, err
 	}
 	capt, err := tb.StartCapture(ctx, tb.Server, spec.Name)
 	if err != nil {
 		return run, fmt.Errorf("validation %s: %w", spec.Name, err)
 	}
 	run.Capture = capt.Path
-	base := "http://" + tb.Server.Addr.String()
-	type plan struct {
-		at     time.Duration
-		class  string
-		client netip.Addr
-		page   Page
-	}
-	var plans []plan
-	n := len(spec.Site.Pages)
-	for i := range spec.PerClass {
-		plans = append(plans,
-			plan{time.Duration(i) * spec.Interval, ValidateHighClass, ValidateHigh[i%len(ValidateHigh)], spec.Site.Pages[i%n]},
-			plan{spec.LowOffset + time.Duration(i)*spec.Interval, ValidateLowClass, ValidateLow[i%len(ValidateLow)],
-				spec.Site.Pages[(i+n/2)%n]})
-	}
-	loads := make([]ValidationLoad, len(plans))
-	errs := make([]error, len(plans))
-	undo := clientRealtime()
-	t0 := time.Now()
-	var wg sync.WaitGroup
-	for i, p := range plans {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case <-ctx.Done():
-				errs[i] = ctx.Err()
-				return
-			case <-time.After(time.Until(t0.Add(p.at))):
-			}
-			pt, err := loadFresh(ctx, tb, p.client, base, p.page.Path)
-			l := ValidationLoad{Class: p.class, Client: p.client, Truth: pt, TotalNS: pt.TotalNS}
-			if err != nil {
-				c := pt.Container
-				// Only a connect that timed out (every SYN dropped) is the
-				// outcome DROP SYN predicts; anything else breaks the run.
-				if !errors.Is(err, syscall.ETIMEDOUT) || c.RequestStart != 0 || c.ConnectStart == 0 || c.ConnectEnd <= c.ConnectStart {
-					errs[i] = fmt.Errorf("load %s from %s: %w", p.page.Path, p.client, err)
-					return
-				}
-				// Connecting failed: the client waited this long for nothing.
-				l.Failed, l.TotalNS = true, c.ConnectEnd-c.ConnectStart
-			}
-			loads[i] = l
-		}()
-	}
-	wg.Wait()
-	undo()
+	loads, errs := runValidationLoads(ctx, tb, "http://"+tb.Server.Addr.String(), validationPlans(spec))
 	var runErr error
 	for _, e := range errs {
 		if e != nil {
@@ -490,116 +277,104 @@ func RunValidation(ctx context.Context, tb *Testbed, h *HandshakeHook, spec Vali
 	return run, runErr
 }
 
-// startSplicer listens on front inside the server namespace and splices
-// every accepted connection to back: the client's handshake is answered at
-// once by the kernel, the server's connection is opened after the accept
-// (its SYN retransmitted by the kernel, 1 s, 2 s, ... if dropped), and bytes
-// are copied both ways until either side closes. Close (via the testbed)
-// stops the listener and every open pair.
-func startSplicer(tb *Testbed, front, back netip.AddrPort) error {
-	var ln net.Listener
-	if err := inNS(tb.Server.NS, func() (err error) {
-		ln, err = net.Listen("tcp4", front.String())
-		return err
-	}); err != nil {
-		return fmt.Errorf("splicer listen: %w", err)
+// prepareValidation checks that tb and spec can run, and sets the
+// client's SYN retries.
+func prepareValidation(ctx context.Context, tb *Testbed, spec ValidationSpec) error {
+	if tb.Link == nil {
+		return fmt.Errorf("validation %s: testbed has no emulated link", spec.Name)
 	}
-	var mu sync.Mutex
-	open := map[net.Conn]bool{}
-	track := func(c net.Conn, on bool) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if open == nil {
-			return false // closing
-		}
-		if on {
-			open[c] = true
-		} else {
-			delete(open, c)
-		}
-		return true
+	if spec.PerClass < 1 || spec.PerClass > 100 || spec.Interval <= 0 {
+		return fmt.Errorf("validation %s: %d loads per class every %v: want 1..100, a positive interval",
+			spec.Name, spec.PerClass, spec.Interval)
 	}
-	// The server side sees every spliced connection from the server's own
-	// address, so it cannot tell a pageview's first connection by the
-	// client as the baseline's drop rule does. The splicer marks it
-	// instead: the server-side connection for a client's first connection
-	// after handshakeIdle gets a source port in spliceFirstPorts, and the
-	// server's rule drops the first SYN from those ports (synDropRules).
-	last := map[netip.Addr]time.Time{}
-	next := 0
-	markFirst := func(client netip.Addr) int {
-		mu.Lock()
-		defer mu.Unlock()
-		now := time.Now()
-		prev, seen := last[client]
-		last[client] = now
-		if seen && now.Sub(prev) <= handshakeIdle {
-			return 0
+	if spec.ClientSYNRetries > 0 {
+		if _, err := tb.Exec(ctx, tb.Client.NS, "sysctl", "-q", "-w",
+			fmt.Sprintf("net.ipv4.tcp_syn_retries=%d", spec.ClientSYNRetries)); err != nil {
+			return fmt.Errorf("validation %s: client SYN retries: %w", spec.Name, err)
 		}
-		next++
-		return spliceFirstPortMin + next%(spliceFirstPortMax-spliceFirstPortMin+1)
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return // listener closed
-			}
-			if !track(c, true) {
-				c.Close()
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { track(c, false); c.Close() }()
-				var s net.Conn
-				port := 0
-				if ra, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-					port = markFirst(ra.AddrPort().Addr().Unmap())
-				}
-				err := inNS(tb.Server.NS, func() (err error) {
-					d := net.Dialer{LocalAddr: &net.TCPAddr{IP: back.Addr().AsSlice(), Port: port}, Timeout: 20 * time.Second}
-					s, err = d.Dial("tcp4", back.String())
-					return err
-				})
-				if err != nil || !track(s, true) {
-					if s != nil {
-						s.Close()
-					}
-					return
-				}
-				defer func() { track(s, false); s.Close() }()
-				done := make(chan struct{}, 2)
-				pipe := func(dst, src net.Conn) {
-					io.Copy(dst, src)
-					if tc, ok := dst.(*net.TCPConn); ok {
-						tc.CloseWrite()
-					}
-					done <- struct{}{}
-				}
-				go pipe(s, c)
-				go pipe(c, s)
-				<-done
-				<-done
-			}()
-		}
-	}()
-	tb.onClose(func() error {
-		err := ln.Close()
-		mu.Lock()
-		for c := range open {
-			c.Close()
-		}
-		open = nil
-		mu.Unlock()
-		wg.Wait()
-		return err
-	})
 	return nil
+}
+
+// startValidationServer starts nginx at real-time priority with the
+// spec's site, the splicer in front of it if asked, and the SYN drops
+// (drop is nil without them).
+func startValidationServer(ctx context.Context, tb *Testbed, spec ValidationSpec) (ng *Nginx, drop *NFTable, err error) {
+	nopts := NginxOptions{Content: spec.Site.Content, KeepaliveTimeout: time.Second}
+	if spec.SpliceProxy {
+		nopts.Port = spliceBackendPort
+	}
+	ng, err = tb.StartNginx(ctx, nopts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("validation %s: %w", spec.Name, err)
+	}
+	if err := realtimeProcess(ng.PID); err != nil {
+		return nil, nil, fmt.Errorf("validation %s: nginx priority: %w", spec.Name, err)
+	}
+	iface := tb.Server.Iface
+	if spec.SpliceProxy {
+		if err := startSplicer(tb, netip.AddrPortFrom(tb.Server.Addr, 80),
+			netip.AddrPortFrom(tb.Server.Addr, spliceBackendPort)); err != nil {
+			return nil, nil, fmt.Errorf("validation %s: %w", spec.Name, err)
+		}
+		iface = "lo"
+	}
+	if body := synDropRules(spec.SYNDrops, iface, ng.Port); body != "" {
+		if drop, err = tb.AddNFTable(ctx, tb.Server, "wvdrop", body); err != nil {
+			return nil, nil, fmt.Errorf("validation %s: %w", spec.Name, err)
+		}
+	}
+	return ng, drop, nil
+}
+
+// validationPlan is one page load of the workload: when, by whom, which
+// page.
+type validationPlan struct {
+	at     time.Duration
+	class  string
+	client netip.Addr
+	page   Page
+}
+
+// validationPlans is the two classes' open-loop streams of page loads.
+func validationPlans(spec ValidationSpec) []validationPlan {
+	var plans []validationPlan
+	n := len(spec.Site.Pages)
+	for i := range spec.PerClass {
+		plans = append(plans,
+			validationPlan{time.Duration(i) * spec.Interval, ValidateHighClass, ValidateHigh[i%len(ValidateHigh)], spec.Site.Pages[i%n]},
+			validationPlan{spec.LowOffset + time.Duration(i)*spec.Interval, ValidateLowClass, ValidateLow[i%len(ValidateLow)],
+				spec.Site.Pages[(i+n/2)%n]})
+	}
+	return plans
+}
+
+// runValidationLoads starts every planned load at its time, the clients
+// at real-time priority, and returns the loads and errors by plan.
+func runValidationLoads(ctx context.Context, tb *Testbed, base string, plans []validationPlan) ([]ValidationLoad, []error) {
+	undo := clientRealtime()
+	t0 := time.Now()
+	loads, errs := inParallel(len(plans), func(i int) (ValidationLoad, error) {
+		p := plans[i]
+		if err := sleepCtx(ctx, time.Until(t0.Add(p.at))); err != nil {
+			return ValidationLoad{}, err
+		}
+		pt, err := loadFresh(ctx, tb, p.client, base, p.page.Path)
+		l := ValidationLoad{Class: p.class, Client: p.client, Truth: pt, TotalNS: pt.TotalNS}
+		if err != nil {
+			c := pt.Container
+			// Only a connect that timed out (every SYN dropped) is the
+			// outcome DROP SYN predicts; anything else breaks the run.
+			if !errors.Is(err, syscall.ETIMEDOUT) || c.RequestStart != 0 || c.ConnectStart == 0 || c.ConnectEnd <= c.ConnectStart {
+				return ValidationLoad{}, fmt.Errorf("load %s from %s: %w", p.page.Path, p.client, err)
+			}
+			// Connecting failed: the client waited this long for nothing.
+			l.Failed, l.TotalNS = true, c.ConnectEnd-c.ConnectStart
+		}
+		return l, nil
+	})
+	undo()
+	return loads, errs
 }
 
 // realtimeProcess puts the threads of process pid (nginx, which the
@@ -670,127 +445,4 @@ func synDropRules(mode SYNDropMode, iface string, port int) string {
   }`, syn, validateHighPattern)
 	}
 	return ""
-}
-
-// ValidationSite is the site every validation run serves: GenerateSite's
-// pages, each with at least one BigImage object (so REWRITE EMBEDS has
-// something to shrink on every page, not only on every third) and at most
-// maxValidateObjects objects, so every object has a connection of its own
-// at once: a seventh object would wait for whichever connection frees first
-// and add a handshake or not, the same lottery loadFresh avoids.
-func ValidationSite(seed uint64) *Site {
-	s := GenerateSite(12, seed)
-	for i := range s.Pages {
-		p := &s.Pages[i]
-		p.Objects = p.Objects[:min(len(p.Objects), maxValidateObjects)]
-		big := false
-		for _, o := range p.Objects {
-			big = big || o.Size >= BigImage
-		}
-		if !big {
-			o := &p.Objects[len(p.Objects)-1]
-			o.Size = BigImage
-			s.Content[o.Path] = objectBody(o.Path, objectExt(o.Path), o.Size)
-		}
-		s.Content[p.Path] = pageHTML(*p)
-	}
-	return s
-}
-
-// maxValidateObjects is the Go client's connection limit.
-const maxValidateObjects = 6
-
-func objectExt(path string) string {
-	return strings.TrimPrefix(filepath.Ext(path), ".")
-}
-
-// WithoutEmbeds is REMOVE EMBEDS applied: every container under its path,
-// referencing no objects.
-func (s *Site) WithoutEmbeds() *Site {
-	out := &Site{Content: map[string][]byte{}}
-	for p, b := range s.Content {
-		out.Content[p] = b
-	}
-	for _, p := range s.Pages {
-		q := Page{Path: p.Path}
-		out.Content[q.Path] = pageHTML(q)
-		out.Pages = append(out.Pages, q)
-	}
-	return out
-}
-
-// Rewritten is REWRITE EMBEDS ABOVE above RATIO ratio applied: objects whose
-// body exceeds above bytes shrink to ratio of it (same paths, same types).
-func (s *Site) Rewritten(above int64, ratio float64) *Site {
-	out := &Site{Content: map[string][]byte{}}
-	for p, b := range s.Content {
-		out.Content[p] = b
-	}
-	for _, p := range s.Pages {
-		q := Page{Path: p.Path}
-		for _, o := range p.Objects {
-			if int64(o.Size) > above {
-				o.Size = int(math.Round(float64(o.Size) * ratio))
-				out.Content[o.Path] = objectBody(o.Path, objectExt(o.Path), o.Size)
-			}
-			q.Objects = append(q.Objects, o)
-		}
-		out.Content[q.Path] = pageHTML(q)
-		out.Pages = append(out.Pages, q)
-	}
-	return out
-}
-
-// WriteValidateClasses writes ValidateClasses into dir and returns its path.
-func WriteValidateClasses(dir string) (string, error) {
-	path := filepath.Join(dir, "classes.yaml")
-	if err := os.WriteFile(path, []byte(ValidateClasses), 0o644); err != nil {
-		return "", fmt.Errorf("classes file: %w", err)
-	}
-	return path, nil
-}
-
-// ValidationRow is one line of the table: an action's predicted and
-// measured median and 90th percentile for one class.
-type ValidationRow struct {
-	Action string
-	Class  string
-	// Predicted from the baseline run; Truth: the clients' own clocks in the
-	// applied run; Rtmon: rtmon's pageviews of the applied run (N 0 when it
-	// has none, e.g. connections that never opened).
-	Baseline, Predicted, Truth, Rtmon whatif.Distribution
-}
-
-// relErr is the relative error of a predicted value against a measured one.
-func relErr(pred, meas int64) float64 {
-	if meas == 0 {
-		return math.Inf(1)
-	}
-	return float64(pred-meas) / float64(meas)
-}
-
-// ErrP50 and ErrP90 compare the prediction with the clients' truth.
-func (r ValidationRow) ErrP50() float64 { return relErr(r.Predicted.P50, r.Truth.P50) }
-func (r ValidationRow) ErrP90() float64 { return relErr(r.Predicted.P90, r.Truth.P90) }
-
-// FormatValidationTable renders rows as a fixed-width table (seconds).
-func FormatValidationTable(rows []ValidationRow) string {
-	var b strings.Builder
-	sec := func(ns int64) string { return fmt.Sprintf("%.3f", float64(ns)/1e9) }
-	opt := func(d whatif.Distribution, ns int64) string {
-		if d.N == 0 {
-			return "-"
-		}
-		return sec(ns)
-	}
-	fmt.Fprintf(&b, "%-44s %-5s %6s %6s | %6s %6s | %6s %6s %4s | %6s %6s | %6s %6s %4s\n",
-		"action", "class", "base50", "base90", "pred50", "pred90", "meas50", "meas90", "n", "err50%", "err90%",
-		"rtm50", "rtm90", "n")
-	for _, r := range rows {
-		fmt.Fprintf(&b, "%-44s %-5s %6s %6s | %6s %6s | %6s %6s %4d | %+6.1f %+6.1f | %6s %6s %4d\n",
-			r.Action, r.Class, opt(r.Baseline, r.Baseline.P50), opt(r.Baseline, r.Baseline.P90),
-			sec(r.Predicted.P50), sec(r.Predicted.P90), sec(r.Truth.P50), sec(r.Truth.P90), r.Truth.N,
-			100*r.ErrP50(), 100*r.ErrP90(), opt(r.Rtmon, r.Rtmon.P50), opt(r.Rtmon, r.Rtmon.P90), r.Rtmon.N)
-	}
-	return b.String()
 }

@@ -729,7 +729,7 @@ func checkWaterfall(t *testing.T, tb *tab, st store.Store, id string) {
 	// A bar opens its transaction's headers.
 	last := wf.Tx[len(wf.Tx)-1].ID
 	tb.run(chromedp.Click(chromedp.CSS(`.wf-tx[data-tx="` + last + `"]`)))
-	tb.waitFor(`document.getElementById('tx-`+last+`').open`, 2*time.Second)
+	tb.waitFor(`document.getElementById('tx-`+last+`').open`, 10*time.Second)
 	var headers []string
 	tb.eval(`[...document.querySelectorAll('details.tx table.headers th')].map((th) => th.textContent)`, &headers)
 	sort.Strings(headers)

@@ -33,7 +33,7 @@ package web
 //	/search                search (kind, client, class, url, status, min [ms], range, page)
 //	/pageview/:id          waterfall and headers
 //	/tx/pageview           redirect from a transaction to its pageview
-//	/whatif                Config.WhatIf, if set (nav slot otherwise)
+//	/whatif, /whatif/api   what-if page and its JSON API, if Config.WhatIf is set (nav slot otherwise)
 //	/api/meta, /api/overview, /api/search, /api/pageview/:id, /api/live (SSE)
 //	/export/search.csv, /export/search.json (search parameters), /export/har/:id.har,
 //	/export/report.html, /export/report.pdf (overview parameters)
@@ -43,7 +43,7 @@ package web
 // whose writer does not keep rollups (store.Options.Rollups "off"), every
 // chart is an exact aggregate over the selected range; from 1M on, the
 // total's distribution, percentiles, series, breakdown and counters come
-// from store.Summary's per-minute and hourly rollups (counts and
+// from query.Summary's per-minute and hourly rollups (counts and
 // histograms exact, percentiles within 0.76%, said on the page) and only
 // the three top lists scan the records. The overview cache shares one
 // computation between browsers for 5 s. BenchmarkOverviewFirstRender, 10M

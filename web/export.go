@@ -4,11 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,7 +17,7 @@ import (
 	"github.com/rtmon/rtmon/export"
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
-	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/query"
 )
 
 // exportPage is how many rows one store query returns while exporting.
@@ -26,7 +26,7 @@ const exportPage = 10000
 // eachMatch pages through every match of q (ignoring its page) up to limit
 // rows, newest first. Pages are keyed by offset, so rows stored while the
 // export runs may shift the pages; an export is a snapshot, not a cursor.
-func eachMatch(ctx context.Context, st store.Store, q store.SearchQuery, limit int, fn func(store.SearchResult) error) error {
+func eachMatch(ctx context.Context, st query.Querier, q query.SearchQuery, limit int, fn func(query.SearchResult) error) error {
 	q.Offset, q.Limit = 0, exportPage
 	for q.Offset < limit {
 		q.Limit = min(exportPage, limit-q.Offset)
@@ -46,7 +46,7 @@ func eachMatch(ctx context.Context, st store.Store, q store.SearchQuery, limit i
 	return nil
 }
 
-func exportName(q store.SearchQuery, ext string) string {
+func exportName(q query.SearchQuery, ext string) string {
 	return fmt.Sprintf("rtmon-%s-%s.%s", q.Kind, time.Now().UTC().Format("20060102-150405"), ext)
 }
 
@@ -56,52 +56,7 @@ func attachment(c *gin.Context, name, ctype string) {
 	c.Header("Cache-Control", "no-store")
 }
 
-var txCSVHeader = []string{"id", "connection_id", "index", "interface", "start", "end", "client", "client_port", "server", "server_port",
-	"method", "host", "url", "status", "content_type", "total_ms", "tconn_ms", "trequest_ms", "tserver_ms", "ttransfer_ms",
-	"rtt_client_ms", "request_bytes", "response_bytes", "retrans_bytes", "referer", "user_agent", "flags"}
-
-var pvCSVHeader = []string{"id", "interface", "start", "end", "client", "class", "server", "host", "url", "status",
-	"total_ms", "tconn_ms", "tserver_ms", "ttransfer_ms", "tother_ms", "objects", "connections", "bytes",
-	"syn_losses", "synack_losses", "retrans_bytes", "user_agent", "flags", "after_load", "redirects", "evidence"}
-
-// ms formats ns as milliseconds with µs precision, exact decimal text.
-func ms(ns int64) string { return strconv.FormatFloat(float64(ns)/1e6, 'f', 3, 64) }
-
-func tstamp(ns int64) string {
-	if ns == 0 {
-		return ""
-	}
-	return time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
-}
-
-// cell defuses captured text a spreadsheet would run as a formula (a
-// leading =, +, -, @ or control character gets a quote), as export does.
-func cell(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
-		return "'" + s
-	}
-	return s
-}
-
-func txCSV(t *reconstruct.Transaction) []string {
-	i := strconv.Itoa
-	return []string{t.ID, t.ConnectionID, i(t.Index), i(t.Interface), tstamp(t.Start), tstamp(t.End), t.Client.String(), i(int(t.ClientPort)),
-		t.Server.String(), i(int(t.ServerPort)), cell(t.Method), cell(t.Host), cell(t.URL), i(t.Status), cell(t.ContentType),
-		ms(t.Total), ms(t.Tconn), ms(t.Trequest), ms(t.Tserver), ms(t.Ttransfer), ms(t.RTTClient),
-		strconv.FormatInt(t.RequestBytes, 10), strconv.FormatInt(t.ResponseBytes, 10), strconv.FormatInt(t.RetransBytes, 10),
-		cell(t.Referer), cell(t.UserAgent), strings.Join(t.Flags.Names(), "|")}
-}
-
-func pvCSV(p *pageview.Pageview) []string {
-	i := strconv.Itoa
-	return []string{p.ID, i(p.Interface), tstamp(p.Start), tstamp(p.End), p.Client.String(), cell(p.Class), p.Server.String(),
-		cell(p.Host), cell(p.URL), i(p.Status), ms(p.Total), ms(p.Tconn), ms(p.Tserver), ms(p.Ttransfer), ms(p.Tother),
-		i(p.Objects), i(p.Connections), strconv.FormatInt(p.Bytes, 10), i(p.SYNLosses), i(p.SYNACKLosses),
-		strconv.FormatInt(p.RetransBytes, 10), cell(p.UserAgent), strings.Join(p.Flags.Names(), "|"),
-		i(p.AfterLoad), i(p.Redirects), cell(p.Evidence)}
-}
-
-func (s *Server) exportQuery(c *gin.Context) (store.SearchQuery, bool) {
+func (s *Server) exportQuery(c *gin.Context) (query.SearchQuery, bool) {
 	ctx := c.Request.Context()
 	q, err := searchParams(c, func() (extent, error) { return dataExtent(ctx, s.cfg.Store) })
 	if err != nil {
@@ -118,37 +73,41 @@ func (s *Server) exportQuery(c *gin.Context) (store.SearchQuery, bool) {
 	return q, true
 }
 
+// exportSearchCSV writes the matches in export's CSV layout, the one of
+// the record files rtmon analyze writes.
 func (s *Server) exportSearchCSV(c *gin.Context) {
 	q, ok := s.exportQuery(c)
 	if !ok {
 		return
 	}
 	attachment(c, exportName(q, "csv"), "text/csv; charset=utf-8")
-	w := csv.NewWriter(c.Writer)
-	if q.Kind == store.Pageviews {
-		_ = w.Write(pvCSVHeader)
+	var err error
+	if q.Kind == query.Pageviews {
+		err = writeCSV(c, s, q, export.PageviewCSV, func(res query.SearchResult) []*pageview.Pageview { return res.Pageviews })
 	} else {
-		_ = w.Write(txCSVHeader)
+		err = writeCSV(c, s, q, export.TransactionCSV, func(res query.SearchResult) []*reconstruct.Transaction { return res.Transactions })
 	}
-	err := eachMatch(c.Request.Context(), s.cfg.Store, q, s.cfg.MaxExportRows, func(res store.SearchResult) error {
-		for _, t := range res.Transactions {
-			if err := w.Write(txCSV(t)); err != nil {
-				return err
-			}
-		}
-		for _, p := range res.Pageviews {
-			if err := w.Write(pvCSV(p)); err != nil {
-				return err
-			}
-		}
-		w.Flush()
-		return w.Error()
-	})
-	w.Flush()
 	if err != nil {
 		// The status is sent; a truncated file is all we can signal.
 		s.cfg.Logger.Warn("csv export ended early", "err", err)
 	}
+}
+
+// writeCSV pages through q's matches, records picks each page's records.
+func writeCSV[T any](c *gin.Context, s *Server, q query.SearchQuery, newCSV func(io.Writer) (*export.CSVWriter[T], error), records func(query.SearchResult) []T) error {
+	w, err := newCSV(c.Writer)
+	if err != nil {
+		return err
+	}
+	err = eachMatch(c.Request.Context(), s.cfg.Store, q, s.cfg.MaxExportRows, func(res query.SearchResult) error {
+		for _, r := range records(res) {
+			if err := w.Write(r); err != nil {
+				return err
+			}
+		}
+		return w.Flush()
+	})
+	return errors.Join(err, w.Flush())
 }
 
 func (s *Server) exportSearchJSON(c *gin.Context) {
@@ -168,7 +127,7 @@ func (s *Server) exportSearchJSON(c *gin.Context) {
 		first = false
 		return enc.Encode(v)
 	}
-	err := eachMatch(c.Request.Context(), s.cfg.Store, q, s.cfg.MaxExportRows, func(res store.SearchResult) error {
+	err := eachMatch(c.Request.Context(), s.cfg.Store, q, s.cfg.MaxExportRows, func(res query.SearchResult) error {
 		for _, t := range res.Transactions {
 			if err := item(t); err != nil {
 				return err
@@ -190,13 +149,8 @@ func (s *Server) exportSearchJSON(c *gin.Context) {
 
 func (s *Server) exportHAR(c *gin.Context) {
 	id := strings.TrimSuffix(c.Param("id"), ".har")
-	det, err := s.cfg.Store.PageviewByID(c.Request.Context(), id)
-	if err != nil {
-		if strings.Contains(err.Error(), "not found") {
-			c.AbortWithStatusJSON(http.StatusNotFound, gin.H{"error": err.Error()})
-			return
-		}
-		fail(c, err)
+	det, ok := s.pageviewByID(c, id)
+	if !ok {
 		return
 	}
 	conns := make(map[string]*reconstruct.Connection, len(det.Connections))

@@ -11,7 +11,7 @@ import (
 	"github.com/rtmon/rtmon/capture"
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
-	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/query"
 )
 
 // PipelineStats are the live pipeline's health counters. They are shown on
@@ -304,7 +304,7 @@ func (o *observer) Pageview(p *pageview.Pageview) {
 
 // StatsFrom assembles PipelineStats from the stages' own counters, for the
 // stats function of Run: capture drops are summed over live interfaces.
-func StatsFrom(src capture.Stats, tr reconstruct.Stats, ws store.WriterStats) PipelineStats {
+func StatsFrom(src capture.Stats, tr reconstruct.Stats, ws query.WriterStats) PipelineStats {
 	p := PipelineStats{Packets: int64(tr.Packets), Evictions: int64(tr.Evicted), OpenConnections: int64(tr.OpenConnections),
 		StoreWritten: ws.Written, StoreQueued: ws.Queued, StoreSpilled: int64(ws.SpilledFiles), StoreRetries: ws.Retries,
 		StoreLastError: ws.LastError}

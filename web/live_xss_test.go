@@ -11,7 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/query"
 	"github.com/rtmon/rtmon/synth"
 )
 
@@ -120,14 +120,14 @@ func TestBrowserXSSCaptureRendersAsText(t *testing.T) {
 	st := openStore(t, classes)
 	ingest(t, st, classes, xssCapture(t))
 	ctx := context.Background()
-	res, err := st.Search(ctx, store.SearchQuery{Limit: 10})
+	res, err := st.Search(ctx, query.SearchQuery{Limit: 10})
 	if err != nil || res.Total != 2 {
 		t.Fatalf("xss capture: %d transactions, %v", res.Total, err)
 	}
 	if res.Transactions[1].URL != xssURL || res.Transactions[1].Host != xssImg || !strings.Contains(res.Transactions[1].UserAgent, xssScript) {
 		t.Fatalf("payloads did not survive reconstruction: %+v", res.Transactions[1])
 	}
-	pvs, _ := st.Search(ctx, store.SearchQuery{Kind: store.Pageviews, Limit: 10})
+	pvs, _ := st.Search(ctx, query.SearchQuery{Kind: query.Pageviews, Limit: 10})
 	if len(pvs.Pageviews) == 0 {
 		t.Fatal("no pageview from the xss capture")
 	}
@@ -198,7 +198,7 @@ func TestBrowserTokenLink(t *testing.T) {
 		t.Errorf("address after the token link: %s", href)
 	}
 	feed.Publish(LiveEvent{Pipeline: PipelineStats{Evictions: 5}})
-	tb.waitFor(`document.querySelector('#pipeline [data-stat="evictions"]').dataset.value === '5'`, 2*time.Second)
+	tb.waitFor(`document.querySelector('#pipeline [data-stat="evictions"]').dataset.value === '5'`, 10*time.Second)
 	tb.clean("token link")
 	// Without the cookie nothing is served.
 	resp := get(t, ts.URL+"/api/meta")

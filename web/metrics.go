@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/query"
 )
 
 // Prometheus histogram buckets (seconds): coarser than the UI's, but with
@@ -30,7 +30,7 @@ type metrics struct {
 // newMetrics registers a collector that asks the store at scrape time, so
 // the histograms are the store's answers (cumulative over everything
 // stored), plus the live pipeline's counters.
-func newMetrics(st store.Store, live *LiveFeed) *metrics {
+func newMetrics(st query.Querier, live *LiveFeed) *metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(&storeCollector{st: st, live: live})
@@ -42,40 +42,85 @@ func (m *metrics) handler() http.Handler {
 }
 
 type storeCollector struct {
-	st   store.Store
+	st   query.Querier
 	live *LiveFeed
 }
 
-var (
-	descRT = prometheus.NewDesc("rtmon_response_time_seconds",
-		"Client-perceived response time of stored records, per class and kind (transaction or pageview).",
-		[]string{"class", "kind"}, nil)
-	descCounter = func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc("rtmon_"+name, help, []string{"class"}, nil)
-	}
-	descConns        = descCounter("connections_total", "Stored connections.")
-	descSYNLoss      = descCounter("syn_losses_total", "Client SYN retransmissions with no SYN/ACK in between (dropped SYNs).")
-	descSYNACKLoss   = descCounter("synack_losses_total", "SYN/ACKs that never reached the client.")
-	descRetransBytes = descCounter("retransmitted_bytes_total", "Retransmitted bytes on stored connections.")
-	descServerErrors = descCounter("server_errors_total", "Transactions with status >= 500.")
-	descIncomplete   = descCounter("incomplete_transactions_total", "Transactions still open at end of input or eviction.")
+var descRT = prometheus.NewDesc("rtmon_response_time_seconds",
+	"Client-perceived response time of stored records, per class and kind (transaction or pageview).",
+	[]string{"class", "kind"}, nil)
 
-	descPipeline = func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc("rtmon_"+name, help, nil, nil)
-	}
-	descPackets      = descPipeline("packets_total", "TCP packets decoded by the live pipeline.")
-	descBytes        = descPipeline("capture_bytes_total", "Captured bytes read by the live pipeline.")
-	descDrops        = descPipeline("capture_drops_total", "Packets dropped by libpcap or the kernel (rtmon too slow).")
-	descIfDrops      = descPipeline("interface_drops_total", "Packets dropped by the interface or driver.")
-	descEvictions    = descPipeline("evictions_total", "Connections evicted from the tracker's full table.")
-	descOpenConns    = descPipeline("open_connections", "Connections being tracked.")
-	descStoreWritten = descPipeline("store_written_total", "Records stored by this process's writer.")
-	descStoreQueued  = descPipeline("store_backlog_records", "Records waiting to be stored (memory and spill files).")
-	descStoreSpilled = descPipeline("store_spill_files", "Spill files waiting to be stored.")
-	descStoreRetries = descPipeline("store_retries_total", "Failed store insert attempts.")
-	descStoreDup     = descPipeline("store_duplicates_total", "Records dropped because their id was already stored.")
-	descScrapeErr    = descPipeline("store_query_errors", "1 if the last scrape's store queries failed.")
+// metric is one Prometheus value read from a source S: the store's
+// counters of a class, the writer's stats, the live pipeline's.
+type metric[S any] struct {
+	desc  *prometheus.Desc
+	vt    prometheus.ValueType
+	value func(S) int64
+}
+
+// counter and gauge are the value types of the metrics below.
+const (
+	counter = prometheus.CounterValue
+	gauge   = prometheus.GaugeValue
 )
+
+func newMetric[S any](vt prometheus.ValueType, name, help string, labels []string, value func(S) int64) metric[S] {
+	return metric[S]{prometheus.NewDesc("rtmon_"+name, help, labels, nil), vt, value}
+}
+
+// emit sends each of ms's values read from src.
+func emit[S any](ch chan<- prometheus.Metric, ms []metric[S], src S, labels ...string) {
+	for _, m := range ms {
+		ch <- prometheus.MustNewConstMetric(m.desc, m.vt, float64(m.value(src)), labels...)
+	}
+}
+
+var byClass = []string{"class"}
+
+var classMetrics = []metric[query.Counters]{
+	newMetric(counter, "connections_total", "Stored connections.", byClass,
+		func(k query.Counters) int64 { return k.Connections }),
+	newMetric(counter, "syn_losses_total", "Client SYN retransmissions with no SYN/ACK in between (dropped SYNs).", byClass,
+		func(k query.Counters) int64 { return k.SYNLosses }),
+	newMetric(counter, "synack_losses_total", "SYN/ACKs that never reached the client.", byClass,
+		func(k query.Counters) int64 { return k.SYNACKLosses }),
+	newMetric(counter, "retransmitted_bytes_total", "Retransmitted bytes on stored connections.", byClass,
+		func(k query.Counters) int64 { return k.ConnRetransBytes }),
+	newMetric(counter, "server_errors_total", "Transactions with status >= 500.", byClass,
+		func(k query.Counters) int64 { return k.ServerErrors }),
+	newMetric(counter, "incomplete_transactions_total", "Transactions still open at end of input or eviction.", byClass,
+		func(k query.Counters) int64 { return k.IncompleteTx }),
+}
+
+var writerMetrics = []metric[query.WriterStats]{
+	newMetric(counter, "store_written_total", "Records stored by this process's writer.", nil,
+		func(s query.WriterStats) int64 { return s.Written }),
+	newMetric(gauge, "store_backlog_records", "Records waiting to be stored (memory and spill files).", nil,
+		func(s query.WriterStats) int64 { return s.Queued }),
+	newMetric(gauge, "store_spill_files", "Spill files waiting to be stored.", nil,
+		func(s query.WriterStats) int64 { return int64(s.SpilledFiles) }),
+	newMetric(counter, "store_retries_total", "Failed store insert attempts.", nil,
+		func(s query.WriterStats) int64 { return s.Retries }),
+	newMetric(counter, "store_duplicates_total", "Records dropped because their id was already stored.", nil,
+		func(s query.WriterStats) int64 { return s.Duplicates }),
+}
+
+var pipelineMetrics = []metric[PipelineStats]{
+	newMetric(counter, "packets_total", "TCP packets decoded by the live pipeline.", nil,
+		func(p PipelineStats) int64 { return p.Packets }),
+	newMetric(counter, "capture_bytes_total", "Captured bytes read by the live pipeline.", nil,
+		func(p PipelineStats) int64 { return p.Bytes }),
+	newMetric(counter, "capture_drops_total", "Packets dropped by libpcap or the kernel (rtmon too slow).", nil,
+		func(p PipelineStats) int64 { return p.CaptureDrops }),
+	newMetric(counter, "interface_drops_total", "Packets dropped by the interface or driver.", nil,
+		func(p PipelineStats) int64 { return p.InterfaceDrops }),
+	newMetric(counter, "evictions_total", "Connections evicted from the tracker's full table.", nil,
+		func(p PipelineStats) int64 { return p.Evictions }),
+	newMetric(gauge, "open_connections", "Connections being tracked.", nil,
+		func(p PipelineStats) int64 { return p.OpenConnections }),
+}
+
+var descScrapeErr = prometheus.NewDesc("rtmon_store_query_errors", "1 if the last scrape's store queries failed.", nil, nil)
 
 // Describe sends nothing: an unchecked collector, because describing by
 // collecting would query the whole store when the server starts.
@@ -85,8 +130,8 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	failed := 0.0
-	for _, kind := range []store.Kind{store.Transactions, store.Pageviews} {
-		hs, err := c.st.Histogram(ctx, store.HistogramQuery{Kind: kind, Edges: promBuckets})
+	for _, kind := range []query.Kind{query.Transactions, query.Pageviews} {
+		hs, err := c.st.Histogram(ctx, query.HistogramQuery{Kind: kind, Edges: promBuckets})
 		if err != nil {
 			slog.Warn("metrics: histogram", "kind", kind, "err", err)
 			failed = 1
@@ -96,51 +141,28 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- constHistogram(h, string(kind))
 		}
 	}
-	classes, err := c.st.Classes(ctx, store.TimeRange{})
+	classes, err := c.st.Classes(ctx, query.TimeRange{})
 	if err != nil {
 		slog.Warn("metrics: classes", "err", err)
 		failed = 1
 	}
 	for _, class := range classes {
-		k, err := c.st.Counters(ctx, store.TimeRange{}, class)
+		k, err := c.st.Counters(ctx, query.TimeRange{}, class)
 		if err != nil {
 			slog.Warn("metrics: counters", "class", class, "err", err)
 			failed = 1
 			continue
 		}
-		cv := func(d *prometheus.Desc, v int64) {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), class)
-		}
-		cv(descConns, k.Connections)
-		cv(descSYNLoss, k.SYNLosses)
-		cv(descSYNACKLoss, k.SYNACKLosses)
-		cv(descRetransBytes, k.ConnRetransBytes)
-		cv(descServerErrors, k.ServerErrors)
-		cv(descIncomplete, k.IncompleteTx)
+		emit(ch, classMetrics, k, class)
 	}
 	ch <- prometheus.MustNewConstMetric(descScrapeErr, prometheus.GaugeValue, failed)
 
-	ws := c.st.Stats()
-	ch <- prometheus.MustNewConstMetric(descStoreWritten, prometheus.CounterValue, float64(ws.Written))
-	ch <- prometheus.MustNewConstMetric(descStoreQueued, prometheus.GaugeValue, float64(ws.Queued))
-	ch <- prometheus.MustNewConstMetric(descStoreSpilled, prometheus.GaugeValue, float64(ws.SpilledFiles))
-	ch <- prometheus.MustNewConstMetric(descStoreRetries, prometheus.CounterValue, float64(ws.Retries))
-	ch <- prometheus.MustNewConstMetric(descStoreDup, prometheus.CounterValue, float64(ws.Duplicates))
-
+	emit(ch, writerMetrics, c.st.Stats())
 	if c.live == nil {
 		return
 	}
 	ev, _ := c.live.Latest()
-	p := ev.Pipeline
-	cv := func(d *prometheus.Desc, v int64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
-	}
-	cv(descPackets, p.Packets)
-	cv(descBytes, p.Bytes)
-	cv(descDrops, p.CaptureDrops)
-	cv(descIfDrops, p.InterfaceDrops)
-	cv(descEvictions, p.Evictions)
-	ch <- prometheus.MustNewConstMetric(descOpenConns, prometheus.GaugeValue, float64(p.OpenConnections))
+	emit(ch, pipelineMetrics, ev.Pipeline)
 }
 
 // constHistogram converts a store histogram (bucket i = [e_i, e_i+1), the
@@ -148,7 +170,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 // Prometheus's cumulative "le" buckets. A value equal to an edge counts in
 // the bucket above it, so "le" is the next edge minus 1 ns; the sum is
 // approximated with bucket lower edges since the store returns counts only.
-func constHistogram(h store.ClassHistogram, kind string) prometheus.Metric {
+func constHistogram(h query.ClassHistogram, kind string) prometheus.Metric {
 	buckets := make(map[float64]uint64, len(h.Edges))
 	var cum uint64
 	var sum float64

@@ -20,7 +20,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/query"
 )
 
 // The report's stylesheet is inlined (the file must stand alone); when the
@@ -63,7 +63,7 @@ type reportRow struct {
 
 type reportTop struct {
 	Title string
-	Rows  []store.TopRow
+	Rows  []query.TopRow
 }
 
 func fmtMS(ns int64) string {
@@ -83,7 +83,7 @@ func fmtMS(ns int64) string {
 var reportFuncs = template.FuncMap{
 	"ms":    fmtMS,
 	"mulq":  func(q float64) float64 { return q * 100 },
-	"comps": func(k store.Kind) []string { return breakdownComponents(k) },
+	"comps": func(k query.Kind) []string { return breakdownComponents(k) },
 }
 
 // buildReport renders the overview of a range as one self-contained HTML
@@ -145,7 +145,7 @@ const svgW, svgH, padL, padR, padT, padB = 760.0, 240.0, 56.0, 12.0, 10.0, 34.0
 
 // histSVG draws each class's share of records per log-spaced bucket as a
 // step line, with decade grid lines (1 ms ... 100 s).
-func histSVG(hs []store.ClassHistogram, color map[string]string) template.HTML {
+func histSVG(hs []query.ClassHistogram, color map[string]string) template.HTML {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %.0f %.0f" width="%.0f" height="%.0f" role="img" aria-label="response time distribution">`, svgW, svgH, svgW, svgH)
 	// The first bucket starts at 0; draw it one step left of 1 ms.
@@ -224,7 +224,7 @@ func seriesSVG(o *Overview, color map[string]string) template.HTML {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" font-size="10" text-anchor="%s" fill="#374151">%s</text>`, x(t), svgH-padB+16,
 			anchor, time.Unix(0, t).UTC().Format("01-02 15:04:05"))
 	}
-	byClass := map[string][]store.SeriesPoint{}
+	byClass := map[string][]query.SeriesPoint{}
 	var order []string
 	for _, p := range o.Series {
 		if _, ok := byClass[p.Class]; !ok {
@@ -361,4 +361,12 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " | ")
+}
+
+// tstamp is a time as RFC 3339 in UTC, for people ("" for none).
+func tstamp(ns int64) string {
+	if ns == 0 {
+		return ""
+	}
+	return time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
 }

@@ -2,6 +2,10 @@
 // keeps on a wall screen, pageview waterfalls, search, exports (CSV, JSON,
 // HAR, HTML and PDF reports), Prometheus /metrics and /healthz.
 //
+// It depends on a query.Querier alone (Config.Store): the reads, and the
+// writer's Stats for cache keys and health. It never writes and knows no
+// engine, so any Querier serves, the one store.Open returns or a fake.
+//
 // Every string shown came from the network, so the front end builds DOM with
 // textContent only, server-rendered pages use html/template, and every
 // response carries a strict Content-Security-Policy. The UI is read-only:
@@ -24,7 +28,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/query"
 )
 
 // DefaultListen is loopback only: the UI shows captured URLs and client
@@ -33,7 +37,10 @@ const DefaultListen = "127.0.0.1:8080"
 
 // Config configures a Server.
 type Config struct {
-	Store store.Store
+	// Store is what the UI reads: the queries, and the writer's Stats
+	// (a change counter for the caches, whether rollups are kept,
+	// health). Required.
+	Store query.Querier
 	// Listen is host:port; default DefaultListen. A non-loopback address
 	// needs Token or BasicAuth.
 	Listen string
@@ -46,8 +53,9 @@ type Config struct {
 	// Live, if set, feeds the live panel (server-sent events) and the
 	// pipeline metrics; nil for a UI over a stored capture.
 	Live *LiveFeed
-	// WhatIf, if set, is mounted at /whatif/ and shown in the navigation.
-	WhatIf http.Handler
+	// WhatIf, if set, serves the what-if page at /whatif with these
+	// options and shows it in the navigation.
+	WhatIf *WhatIfOptions
 	// Chromium is the browser used for PDF reports; default /usr/bin/chromium
 	// or "chromium" on PATH.
 	Chromium string
@@ -58,8 +66,8 @@ type Config struct {
 	CacheTTL time.Duration
 	// ExactBelow: the overview of a store with fewer transactions than
 	// this computes exact percentiles from the records; from this many on
-	// it reads the per-minute rollups (store.Summary), whose percentiles
-	// are within store.RollupRelError, and which cost the same over a day
+	// it reads the per-minute rollups (query.Summary), whose percentiles
+	// are within query.RollupRelError, and which cost the same over a day
 	// of 10M transactions as over a minute, if the store keeps them
 	// (store.Options.Rollups). Default 1,000,000; < 0: always exact.
 	ExactBelow int64
@@ -269,8 +277,7 @@ func (s *Server) routes() *gin.Engine {
 	r.GET("/search", s.page("search"))
 	r.GET("/pageview/:id", s.page("pageview"))
 	r.GET("/tx/pageview", s.txPageview)
-	r.GET("/whatif", s.whatif)
-	r.GET("/whatif/*rest", s.whatif)
+	s.whatIfRoutes(r)
 	r.GET("/assets/*file", s.asset)
 
 	api := r.Group("/api", func(c *gin.Context) { c.Header("Cache-Control", "no-store"); c.Next() })
@@ -304,7 +311,7 @@ func (s *Server) routes() *gin.Engine {
 func (s *Server) healthz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 5*time.Second)
 	defer cancel()
-	if _, err := s.cfg.Store.Classes(ctx, store.TimeRange{From: time.Now().UnixNano()}); err != nil {
+	if _, err := s.cfg.Store.Classes(ctx, query.TimeRange{From: time.Now().UnixNano()}); err != nil {
 		c.String(http.StatusServiceUnavailable, "store: %v\n", err)
 		return
 	}
@@ -314,12 +321,4 @@ func (s *Server) healthz(c *gin.Context) {
 		return
 	}
 	c.String(http.StatusOK, "ok\n")
-}
-
-func (s *Server) whatif(c *gin.Context) {
-	if s.cfg.WhatIf == nil {
-		s.errorPage(c, http.StatusNotFound, "What-if", "The what-if analysis is not available in this build yet.")
-		return
-	}
-	s.cfg.WhatIf.ServeHTTP(c.Writer, c.Request)
 }

@@ -7,29 +7,21 @@ package web
 // in the query string (GET), so a what-if view is a shareable link.
 
 import (
-	"bytes"
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"net/http"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/rtmon/rtmon/pageview"
-	"github.com/rtmon/rtmon/reconstruct"
-	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/query"
 	"github.com/rtmon/rtmon/whatif"
 )
 
@@ -37,102 +29,58 @@ import (
 // first standard candidate, the cheapest cure for the 3 s SYN peak.
 const DefaultWhatIfRules = "IF IP.SRC == * THEN FAST SYN GAP 200ms"
 
-// WhatIfOptions tune NewWhatIfHandler. Zero values take the defaults noted.
+// WhatIfOptions tune the what-if page (Config.WhatIf). Zero values take
+// the defaults noted.
 type WhatIfOptions struct {
-	// Title is shown in the header; default "rtmon".
-	Title string
 	// Priorities are used when the link has no priority= parameter, e.g.
 	// from the classes file the capture was analyzed with. Unlisted classes
 	// are low priority (whatif.Options).
 	Priorities map[string]whatif.Priority
-	// MaxTransactions bounds the transactions read for one time range
-	// (default 200,000): the newest are kept and the page says so.
-	MaxTransactions int
-	// MaxConnectionLookups and ConnectionBudget bound the pageviews whose
-	// connections are read (default 20,000 lookups, 15 s). The store
-	// returns connections only with their pageview, so each costs a
-	// PageviewByID, which scans the transactions table. Pageviews whose
-	// handshakes show a loss are read first (see loadRecords).
-	MaxConnectionLookups int
-	ConnectionBudget     time.Duration
+	// Read bounds the records read for one time range (whatif.ReadLimits):
+	// past MaxTransactions the newest are kept and the page says so.
+	Read whatif.ReadLimits
 	// CacheTTL is how long the records of one time range are reused while
 	// the store takes new records, so editing rules does not re-read it
 	// (default 2 min; < 0: never). While the store writes nothing (a stored
 	// capture under rtmon serve) they are reused until evicted by other
 	// ranges.
 	CacheTTL time.Duration
-	// Logger; default slog.Default().
+	// Logger; default Config.Logger.
 	Logger *slog.Logger
 }
 
-// NewWhatIfHandler serves the what-if page at /whatif/ and its JSON API at
-// /whatif/api over st, for web.Config.WhatIf. It answers GET and HEAD only.
-func NewWhatIfHandler(st store.Store, o WhatIfOptions) http.Handler {
-	o.defaults()
+// whatIfRoutes serves the what-if page at /whatif (and /whatif/) and its
+// JSON API at /whatif/api when Config.WhatIf is set; otherwise /whatif
+// says the analysis is not available.
+func (s *Server) whatIfRoutes(r gin.IRoutes) {
+	if s.cfg.WhatIf == nil {
+		off := func(c *gin.Context) {
+			s.errorPage(c, http.StatusNotFound, "What-if", "The what-if analysis is not available in this build yet.")
+		}
+		r.GET("/whatif", off)
+		r.GET("/whatif/*rest", off)
+		return
+	}
+	o := *s.cfg.WhatIf
 	if o.CacheTTL == 0 {
 		o.CacheTTL = 2 * time.Minute
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = s.cfg.Logger
 	}
-	return &whatIfHandler{st: st, o: o, items: map[string]*whatIfData{}}
-}
-
-// defaults fills the read bounds shared by the page and WhatIfRecords.
-func (o *WhatIfOptions) defaults() {
-	if o.Title == "" {
-		o.Title = "rtmon"
-	}
-	if o.MaxTransactions <= 0 {
-		o.MaxTransactions = 200_000
-	}
-	if o.MaxConnectionLookups <= 0 {
-		o.MaxConnectionLookups = 20_000
-	}
-	if o.ConnectionBudget <= 0 {
-		o.ConnectionBudget = 15 * time.Second
-	}
+	h := &whatIfHandler{st: s.cfg.Store, o: o, items: map[string]*whatIfData{}}
+	page := func(c *gin.Context) { s.render(c, http.StatusOK, pageData{Page: "whatif", Heading: "What-if"}) }
+	r.GET("/whatif", page)
+	r.GET("/whatif/", page)
+	r.GET("/whatif/api", h.api)
 }
 
 type whatIfHandler struct {
-	st    store.Store
+	st    query.Querier
 	o     WhatIfOptions
 	group singleflight.Group
 	mu    sync.Mutex
 	items map[string]*whatIfData
-}
-
-func (h *whatIfHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// Mounted in Server these are set already; standalone they are not.
-	if w.Header().Get("Content-Security-Policy") == "" {
-		w.Header().Set("Content-Security-Policy", CSP)
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed: the UI is read-only", http.StatusMethodNotAllowed)
-		return
-	}
-	switch r.URL.Path {
-	case "/whatif", "/whatif/":
-		h.page(w)
-	case "/whatif/api":
-		h.api(w, r)
-	default:
-		http.Error(w, "not found", http.StatusNotFound)
-	}
-}
-
-func (h *whatIfHandler) page(w http.ResponseWriter) {
-	var buf bytes.Buffer
-	d := pageData{Page: "whatif", Title: h.o.Title, Heading: "What-if", WhatIf: true, HasBundle: HasBundle()}
-	if err := templates.ExecuteTemplate(&buf, "page.html", d); err != nil {
-		http.Error(w, fmt.Sprintf("template: %v", err), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(buf.Bytes())
 }
 
 // WhatIfResponse is /whatif/api's answer. Durations and times are ns.
@@ -147,8 +95,8 @@ type WhatIfResponse struct {
 	Rules      []string          `json:"rules"`
 	Unit       string            `json:"unit"` // "pageview" or "transaction"
 	Units      int               `json:"units"`
-	Range      store.TimeRange   `json:"range"` // records read: [From, To)
-	Loaded     WhatIfLoaded      `json:"loaded"`
+	Range      query.TimeRange   `json:"range"` // records read: [From, To)
+	Loaded     whatif.Loaded     `json:"loaded"`
 	// Notes say what limits the answer (truncation, missing connections).
 	Notes      []string                   `json:"notes"`
 	Priorities map[string]whatif.Priority `json:"priorities"`
@@ -172,25 +120,6 @@ type WhatIfParseError struct {
 	Message string `json:"message"`
 }
 
-// WhatIfLoaded counts the records the evaluation read.
-type WhatIfLoaded struct {
-	Transactions int `json:"transactions"`
-	Pageviews    int `json:"pageviews"`
-	Connections  int `json:"connections"`
-	// Matching counts the transactions in the requested range; more than
-	// Transactions when Truncated.
-	Matching  int64 `json:"matching_transactions"`
-	Truncated bool  `json:"truncated"`
-	// ConnLookupsSkipped: pageviews whose connections were not read
-	// (MaxConnectionLookups, ConnectionBudget); NoConnection:
-	// fresh-connection transactions whose connection record is missing,
-	// LossyNoConnection those of them whose connect time shows a lost SYN
-	// or SYN/ACK (the SYN models and SPLICE leave them as measured).
-	ConnLookupsSkipped int `json:"conn_lookups_skipped"`
-	NoConnection       int `json:"no_connection"`
-	LossyNoConnection  int `json:"lossy_no_connection"`
-}
-
 // WhatIfCandidate is one standard candidate for the page's picker.
 type WhatIfCandidate struct {
 	Label string `json:"label"`
@@ -203,64 +132,64 @@ type WhatIfAssumption struct {
 	Text   string `json:"text"`
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	// encoding/json escapes <, > and &, so the answer is inert even if a
-	// browser were tricked into rendering it as HTML.
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+// newWhatIfResponse has every list empty rather than null, for the page.
+func newWhatIfResponse() *WhatIfResponse {
+	return &WhatIfResponse{Notes: []string{}, Rules: []string{}, Classes: []whatif.ClassResult{},
+		Ranking: []whatif.Ranked{}, Candidates: []WhatIfCandidate{}, Assumptions: []WhatIfAssumption{},
+		RulesText: DefaultWhatIfRules}
 }
 
-func jsonError(w http.ResponseWriter, status int, err error) {
-	writeJSON(w, status, gin.H{"error": err.Error()})
-}
+// badRequest marks errors in the link's parameters (400, not 500).
+type badRequest struct{ error }
+
+func (e badRequest) Unwrap() error { return e.error }
 
 // parsePriorities reads "premium=high,others=low" as the CLI's --priority.
 func parsePriorities(s string) (map[string]whatif.Priority, error) {
 	out := map[string]whatif.Priority{}
 	for _, p := range strings.Split(s, ",") {
-		p = strings.TrimSpace(p)
-		if p == "" {
+		if strings.TrimSpace(p) == "" {
 			continue
 		}
-		name, prio, ok := strings.Cut(p, "=")
-		switch strings.ToLower(strings.TrimSpace(prio)) {
-		case "high":
-			prio = string(whatif.High)
-		case "low":
-			prio = string(whatif.Low)
-		default:
-			ok = false
+		name, prio, err := whatif.ParsePriority(strings.TrimSpace(p))
+		if err != nil {
+			return nil, err
 		}
-		if !ok || strings.TrimSpace(name) == "" {
-			return nil, fmt.Errorf("priority %q: want class=high or class=low", p)
-		}
-		out[strings.TrimSpace(name)] = whatif.Priority(prio)
+		out[name] = prio
 	}
 	return out, nil
 }
 
-func (h *whatIfHandler) api(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	resp := WhatIfResponse{Notes: []string{}, Rules: []string{}, Classes: []whatif.ClassResult{},
-		Ranking: []whatif.Ranked{}, Candidates: []WhatIfCandidate{}, Assumptions: []WhatIfAssumption{}}
-	resp.RulesText = DefaultWhatIfRules
-	if _, ok := q["rules"]; ok {
+// api answers /whatif/api: the link's rules evaluated over its range, the
+// ranking of the standard candidates and the user's rules for one class,
+// and the assumptions of every action shown.
+func (h *whatIfHandler) api(c *gin.Context) {
+	c.Header("Cache-Control", "no-store")
+	resp, err := h.answer(c)
+	if err != nil {
+		status := http.StatusInternalServerError
+		if errors.As(err, new(badRequest)) {
+			status = http.StatusBadRequest
+		}
+		c.AbortWithStatusJSON(status, gin.H{"error": err.Error()})
+		return
+	}
+	// encoding/json escapes <, > and &, so the answer is inert even if a
+	// browser were tricked into rendering it as HTML.
+	c.JSON(http.StatusOK, resp)
+}
+
+func (h *whatIfHandler) answer(c *gin.Context) (*WhatIfResponse, error) {
+	resp := newWhatIfResponse()
+	if rules, ok := c.GetQuery("rules"); ok {
 		// Present but empty evaluates no rules: predicted equals measured.
-		resp.RulesText = q.Get("rules")
+		resp.RulesText = rules
 	}
 	resp.Priorities = maps.Clone(h.o.Priorities)
-	if _, ok := q["priority"]; ok {
-		p, err := parsePriorities(q.Get("priority"))
+	if prios, ok := c.GetQuery("priority"); ok {
+		p, err := parsePriorities(prios)
 		if err != nil {
-			jsonError(w, http.StatusBadRequest, err)
-			return
+			return nil, badRequest{err}
 		}
 		resp.Priorities = p
 	}
@@ -268,18 +197,10 @@ func (h *whatIfHandler) api(w http.ResponseWriter, r *http.Request) {
 		resp.Priorities = map[string]whatif.Priority{}
 	}
 	opts := whatif.Options{Priorities: resp.Priorities, Edges: histEdges}
-	rng := rangeParams{Last: q.Get("last"), From: q.Get("from"), To: q.Get("to")}
-
 	rules, perr := whatif.ParseRules(resp.RulesText)
-	data, err := h.data(r.Context(), rng)
+	data, err := h.data(c.Request.Context(), rangeFrom(c))
 	if err != nil {
-		var re rangeError
-		if errors.As(err, &re) {
-			jsonError(w, http.StatusBadRequest, err)
-			return
-		}
-		jsonError(w, http.StatusInternalServerError, err)
-		return
+		return nil, err
 	}
 	resp.Range, resp.Loaded, resp.Notes = data.rng, data.loaded, append([]string{}, data.notes...)
 	resp.Units, resp.Unit = data.ds.Units(), "transaction"
@@ -288,8 +209,7 @@ func (h *whatIfHandler) api(w http.ResponseWriter, r *http.Request) {
 	}
 	singles, err := data.ds.StandardCandidates(opts)
 	if err != nil {
-		jsonError(w, http.StatusInternalServerError, err)
-		return
+		return nil, err
 	}
 	for _, rs := range singles {
 		resp.Candidates = append(resp.Candidates, WhatIfCandidate{Label: candidateLabel(rs), Rules: rulesText(rs)})
@@ -297,34 +217,56 @@ func (h *whatIfHandler) api(w http.ResponseWriter, r *http.Request) {
 	if perr != nil {
 		// A typo is the user's to fix, not a failed request: 200, with the
 		// position so the page can point at it.
-		pe := &WhatIfParseError{Message: perr.Error()}
-		var p *whatif.ParseError
-		if errors.As(perr, &p) {
-			pe.Line, pe.Col = p.Line, p.Col
-			pe.Message = fmt.Sprintf("expected %s, found %s", p.Expected, p.Found)
-		}
-		resp.ParseError, resp.Error = pe, perr.Error()
-		writeJSON(w, http.StatusOK, resp)
-		return
+		resp.setParseError(perr)
+		return resp, nil
 	}
-	res, err := data.ds.Evaluate(rules, opts)
-	if err != nil {
-		jsonError(w, http.StatusBadRequest, fmt.Errorf("evaluate: %w", err))
-		return
-	}
-	resp.Rules = nonNil(res.Rules)
-	resp.Classes, resp.LoadModel, resp.Passes = res.Classes, res.LoadModel, res.Passes
-
-	resp.Class = q.Get("class")
-	if resp.Class != "" && !slices.Contains(data.ds.Classes(), resp.Class) {
-		jsonError(w, http.StatusBadRequest, fmt.Errorf("class %q has no records in this range", resp.Class))
-		return
-	}
-	if resp.Class == "" {
-		resp.Class = defaultRankClass(data.ds.Classes(), resp.Priorities)
+	if err := resp.evaluate(data.ds, rules, c.Query("class"), opts); err != nil {
+		return nil, err
 	}
 	// The user's rules join the standard candidates as singles, so the
 	// ranking says how they compare and combine.
+	singles = withRules(singles, rules)
+	if err := resp.rank(data, singles, opts); err != nil {
+		return nil, err
+	}
+	assume := whatif.Assumptions(append([][]whatif.Rule{rules}, singles...)...)
+	for _, k := range slices.Sorted(maps.Keys(assume)) {
+		resp.Assumptions = append(resp.Assumptions, WhatIfAssumption{Action: k, Text: assume[k]})
+	}
+	return resp, nil
+}
+
+func (resp *WhatIfResponse) setParseError(perr error) {
+	pe := &WhatIfParseError{Message: perr.Error()}
+	var p *whatif.ParseError
+	if errors.As(perr, &p) {
+		pe.Line, pe.Col = p.Line, p.Col
+		pe.Message = fmt.Sprintf("expected %s, found %s", p.Expected, p.Found)
+	}
+	resp.ParseError, resp.Error = pe, perr.Error()
+}
+
+// evaluate replays the rules and picks the class the ranking is for: the
+// link's, else defaultRankClass.
+func (resp *WhatIfResponse) evaluate(ds *whatif.Dataset, rules []whatif.Rule, class string, opts whatif.Options) error {
+	res, err := ds.Evaluate(rules, opts)
+	if err != nil {
+		return badRequest{fmt.Errorf("evaluate: %w", err)}
+	}
+	resp.Rules = nonNil(res.Rules)
+	resp.Classes, resp.LoadModel, resp.Passes = res.Classes, res.LoadModel, res.Passes
+	resp.Class = class
+	if resp.Class != "" && !slices.Contains(ds.Classes(), resp.Class) {
+		return badRequest{fmt.Errorf("class %q has no records in this range", resp.Class)}
+	}
+	if resp.Class == "" {
+		resp.Class = defaultRankClass(ds.Classes(), resp.Priorities)
+	}
+	return nil
+}
+
+// withRules adds each rule as a single not among singles already.
+func withRules(singles [][]whatif.Rule, rules []whatif.Rule) [][]whatif.Rule {
 	seen := map[string]bool{}
 	for _, rs := range singles {
 		seen[rulesText(rs)] = true
@@ -335,10 +277,14 @@ func (h *whatIfHandler) api(w http.ResponseWriter, r *http.Request) {
 			singles = append(singles, rs)
 		}
 	}
+	return singles
+}
+
+// rank fills the ranking for resp.Class.
+func (resp *WhatIfResponse) rank(data *whatIfData, singles [][]whatif.Rule, opts whatif.Options) error {
 	ranking, err := data.rank(singles, opts)
 	if err != nil {
-		jsonError(w, http.StatusInternalServerError, err)
-		return
+		return err
 	}
 	for _, rk := range ranking {
 		if rk.Class == resp.Class {
@@ -348,18 +294,7 @@ func (h *whatIfHandler) api(w http.ResponseWriter, r *http.Request) {
 	if len(singles) > maxPairSingles {
 		resp.Notes = append(resp.Notes, fmt.Sprintf("%d single rule sets: pairs are not ranked above %d.", len(singles), maxPairSingles))
 	}
-	assume := map[string]string{}
-	for _, rs := range append([][]whatif.Rule{rules}, singles...) {
-		for _, r := range rs {
-			for _, a := range r.Actions {
-				assume[a.String()] = a.Assumptions()
-			}
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(assume)) {
-		resp.Assumptions = append(resp.Assumptions, WhatIfAssumption{Action: k, Text: assume[k]})
-	}
-	writeJSON(w, http.StatusOK, resp)
+	return nil
 }
 
 // defaultRankClass is the first high-priority class (the one the RLM
@@ -408,11 +343,6 @@ func candidateLabel(rs []whatif.Rule) string {
 // each a full replay.
 const maxPairSingles = 10
 
-// rangeError marks errors in the link's range parameters (400, not 500).
-type rangeError struct{ error }
-
-func (e rangeError) Unwrap() error { return e.error }
-
 // whatIfData is one time range's records, ready to replay, with the
 // rankings computed over it (ranking is the slow part; rules edits that
 // leave the candidate set alone reuse it).
@@ -420,8 +350,8 @@ type whatIfData struct {
 	at      time.Time
 	written int64 // store's Stats().Written when read
 	ds      *whatif.Dataset
-	rng     store.TimeRange
-	loaded  WhatIfLoaded
+	rng     query.TimeRange
+	loaded  whatif.Loaded
 	notes   []string
 
 	group singleflight.Group
@@ -482,192 +412,18 @@ func (h *whatIfHandler) load(ctx context.Context, rp rangeParams) (*whatIfData, 
 	}
 	rng, err := rp.resolve(ext)
 	if err != nil {
-		return nil, rangeError{err}
+		return nil, badRequest{err}
 	}
 	d := &whatIfData{at: time.Now(), written: h.st.Stats().Written, ranks: map[string][]whatif.Ranked{}}
-	lim := loadLimits{transactions: h.o.MaxTransactions, lookups: h.o.MaxConnectionLookups, budget: h.o.ConnectionBudget}
-	conns, txs, pvs, err := loadRecords(ctx, h.st, rng, lim, &d.loaded, &rng)
+	recs, err := whatif.ReadStore(ctx, h.st, rng, h.o.Read)
 	if err != nil {
 		return nil, err
 	}
-	d.rng = rng
-	if d.ds, err = whatif.NewDataset(conns, txs, pvs); err != nil {
-		return nil, fmt.Errorf("whatif dataset: %w", err)
+	if d.ds, err = recs.Dataset(); err != nil {
+		return nil, err
 	}
-	l := d.loaded
-	if l.Truncated {
-		d.notes = append(d.notes, fmt.Sprintf("Only the newest %d of the %d transactions in this range were read (from %s UTC): choose a shorter range to see all.",
-			l.Transactions, l.Matching, time.Unix(0, rng.From).UTC().Format("2006-01-02 15:04:05")))
-	}
-	if l.ConnLookupsSkipped > 0 {
-		d.notes = append(d.notes, fmt.Sprintf("Connections of %d pageviews were not read (at most %d lookups in %v; those whose handshakes show a loss first).",
-			l.ConnLookupsSkipped, h.o.MaxConnectionLookups, h.o.ConnectionBudget))
-	}
-	if l.NoConnection > 0 {
-		d.notes = append(d.notes, fmt.Sprintf("%d transactions opened a connection whose record was not read (%d of them with a lost SYN or SYN/ACK): FAST SYN, FAST SYN/ACK and SPLICE leave them as measured, REWRITE EMBEDS assumes a 1460-byte MSS.",
-			l.NoConnection, l.LossyNoConnection))
-	}
+	d.rng, d.loaded, d.notes = recs.Range, recs.Loaded, recs.Notes()
 	return d, nil
-}
-
-// searchPage is the store's largest search page.
-const searchPage = 10000
-
-// loadRecords reads the records of rng through the public Store API: the
-// newest limit transactions (Search pages), the pageviews from the oldest of
-// them on, and, for every pageview with a transaction that opened a
-// connection, that pageview's connections (the store returns connections
-// only with their pageview). When transactions are cut, *rng is narrowed to
-// what was read, so pageviews and transactions cover the same span. Records
-// come back ordered by start time, then id.
-func loadRecords(ctx context.Context, st store.Store, rng store.TimeRange, lim loadLimits, info *WhatIfLoaded, out *store.TimeRange) (
-	[]*reconstruct.Connection, []*reconstruct.Transaction, []*pageview.Pageview, error) {
-	limit := lim.transactions
-	var txs []*reconstruct.Transaction
-	seen := map[string]bool{}
-	for off := 0; ; off += searchPage {
-		res, err := st.Search(ctx, store.SearchQuery{Kind: store.Transactions, Range: rng, Offset: off, Limit: searchPage})
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("whatif: reading transactions: %w", err)
-		}
-		if off == 0 {
-			info.Matching = res.Total
-		}
-		for _, t := range res.Transactions {
-			if !seen[t.ID] {
-				seen[t.ID] = true
-				txs = append(txs, t)
-			}
-		}
-		if len(res.Transactions) < searchPage || len(txs) >= limit || int64(off+searchPage) >= res.Total {
-			break
-		}
-	}
-	// (On a live store new records shift the pages while they are read;
-	// the few that are seen twice or missed then are not a truncation.)
-	if len(txs) >= limit && info.Matching > int64(limit) {
-		// Newest first: keep the newest limit, then drop the oldest start
-		// time's records, which the cut may have split.
-		info.Truncated = true
-		if len(txs) > limit {
-			txs = txs[:limit]
-		}
-		cut := txs[len(txs)-1].Start
-		for len(txs) > 0 && txs[len(txs)-1].Start == cut {
-			txs = txs[:len(txs)-1]
-		}
-		rng.From = cut + 1
-	}
-	var pvs []*pageview.Pageview
-	clear(seen)
-	for off := 0; ; off += searchPage {
-		res, err := st.Search(ctx, store.SearchQuery{Kind: store.Pageviews, Range: rng, Offset: off, Limit: searchPage})
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("whatif: reading pageviews: %w", err)
-		}
-		for _, p := range res.Pageviews {
-			if !seen[p.ID] {
-				seen[p.ID] = true
-				pvs = append(pvs, p)
-			}
-		}
-		if len(res.Pageviews) < searchPage || len(pvs) >= limit || int64(off+searchPage) >= res.Total {
-			break
-		}
-	}
-	// Connections: only a transaction that opened its connection (Tconn >
-	// 0) needs the record (its SYN and SYN/ACK times); the others would
-	// lend only their MSS, for which the model has a default. Pageviews
-	// with a lossy handshake come first: there the SYN models act.
-	need := map[string]bool{}
-	for _, t := range txs {
-		if t.Tconn > 0 && t.PageviewID != "" {
-			need[t.PageviewID] = need[t.PageviewID] || lossyHandshake(t)
-		}
-	}
-	var lookups []string
-	for _, lossy := range []bool{true, false} {
-		for _, p := range pvs { // newest first
-			if l, ok := need[p.ID]; ok && l == lossy {
-				if len(lookups) == lim.lookups {
-					info.ConnLookupsSkipped++
-					continue
-				}
-				lookups = append(lookups, p.ID)
-			}
-		}
-	}
-	details := make([]*store.PageviewDetail, len(lookups))
-	var skipped atomic.Int64
-	deadline := time.Now().Add(lim.budget)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(2, runtime.GOMAXPROCS(0)))
-	for i, id := range lookups {
-		g.Go(func() error {
-			if time.Now().After(deadline) {
-				skipped.Add(1)
-				return nil
-			}
-			d, err := st.PageviewByID(gctx, id)
-			if err != nil {
-				return fmt.Errorf("whatif: connections of pageview %s: %w", id, err)
-			}
-			details[i] = d
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, nil, nil, err
-	}
-	info.ConnLookupsSkipped += int(skipped.Load())
-	var conns []*reconstruct.Connection
-	connSeen := map[string]bool{}
-	for _, d := range details {
-		if d == nil {
-			continue // over the budget
-		}
-		for _, c := range d.Connections {
-			if !connSeen[c.ID] {
-				connSeen[c.ID] = true
-				conns = append(conns, c)
-			}
-		}
-	}
-	for _, t := range txs {
-		if t.Tconn > 0 && !connSeen[t.ConnectionID] {
-			info.NoConnection++
-			if lossyHandshake(t) {
-				info.LossyNoConnection++
-			}
-		}
-	}
-	// A fixed order makes the replay independent of the store's paging
-	// (units starting together are taken in input order).
-	slices.SortFunc(txs, func(a, b *reconstruct.Transaction) int {
-		return cmp.Or(cmp.Compare(a.Start, b.Start), strings.Compare(a.ID, b.ID))
-	})
-	slices.SortFunc(pvs, func(a, b *pageview.Pageview) int {
-		return cmp.Or(cmp.Compare(a.Start, b.Start), strings.Compare(a.ID, b.ID))
-	})
-	slices.SortFunc(conns, func(a, b *reconstruct.Connection) int {
-		return cmp.Or(cmp.Compare(a.FirstSeen, b.FirstSeen), strings.Compare(a.ID, b.ID))
-	})
-	info.Transactions, info.Pageviews, info.Connections = len(txs), len(pvs), len(conns)
-	*out = rng
-	return conns, txs, pvs, nil
-}
-
-type loadLimits struct {
-	transactions, lookups int
-	budget                time.Duration
-}
-
-// lossyHandshake guesses from a transaction alone that its connection's
-// handshake lost a SYN or SYN/ACK: the connect time exceeds the client RTT
-// by more than the shortest retransmission timeout (200 ms) can explain
-// otherwise. An unknown RTT counts as lossy, so it is read early.
-func lossyHandshake(t *reconstruct.Transaction) bool {
-	return t.RTTClient <= 0 || t.Tconn-t.RTTClient > int64(150*time.Millisecond)
 }
 
 // rank ranks singles (and their pairs, up to maxPairSingles singles) once
@@ -691,9 +447,9 @@ func (d *whatIfData) rank(singles [][]whatif.Rule, opts whatif.Options) ([]whati
 		if len(singles) <= maxPairSingles {
 			cands = whatif.Pairs(singles)
 		}
-		r, err := rankParallel(d.ds, cands, opts)
+		r, err := d.ds.Rank(cands, opts)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("whatif ranking: %w", err)
 		}
 		d.mu.Lock()
 		defer d.mu.Unlock()
@@ -707,56 +463,4 @@ func (d *whatIfData) rank(singles [][]whatif.Rule, opts whatif.Options) ([]whati
 		return nil, err
 	}
 	return v.([]whatif.Ranked), nil
-}
-
-// rankParallel is ds.Rank(cands, opts) spread over the cores: Rank replays
-// each candidate independently and then sorts stably, so ranking chunks in
-// order and sorting their concatenation the same way gives the same list.
-func rankParallel(ds *whatif.Dataset, cands [][]whatif.Rule, opts whatif.Options) ([]whatif.Ranked, error) {
-	n := min(runtime.GOMAXPROCS(0), len(cands))
-	if n <= 1 {
-		r, err := ds.Rank(cands, opts)
-		if err != nil {
-			return nil, fmt.Errorf("whatif ranking: %w", err)
-		}
-		return r, nil
-	}
-	parts := make([][]whatif.Ranked, n)
-	var g errgroup.Group
-	for i := range n {
-		lo, hi := i*len(cands)/n, (i+1)*len(cands)/n
-		g.Go(func() error {
-			r, err := ds.Rank(cands[lo:hi], opts)
-			parts[i] = r
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, fmt.Errorf("whatif ranking: %w", err)
-	}
-	// Ties keep candidate order within a part, and parts are concatenated
-	// in candidate order, so this stable sort gives Rank's own order.
-	var out []whatif.Ranked
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	slices.SortStableFunc(out, func(a, b whatif.Ranked) int {
-		return cmp.Or(strings.Compare(a.Class, b.Class), cmp.Compare(b.Gain, a.Gain), cmp.Compare(a.Cost, b.Cost))
-	})
-	return out, nil
-}
-
-// WhatIfRecords reads a time range's records from st for a what-if replay
-// outside the UI (rtmon whatif --store), with the page's bounds: at most
-// maxTransactions (the newest; 0: 200,000) and the same connection-lookup
-// budget, so the CLI and the page replay the same data.
-func WhatIfRecords(ctx context.Context, st store.Store, rng store.TimeRange, maxTransactions int) (
-	[]*reconstruct.Connection, []*reconstruct.Transaction, []*pageview.Pageview, WhatIfLoaded, error) {
-	var o WhatIfOptions
-	o.MaxTransactions = maxTransactions
-	o.defaults()
-	var info WhatIfLoaded
-	conns, txs, pvs, err := loadRecords(ctx, st, rng, loadLimits{transactions: o.MaxTransactions,
-		lookups: o.MaxConnectionLookups, budget: o.ConnectionBudget}, &info, &rng)
-	return conns, txs, pvs, info, err
 }

@@ -1,18 +1,8 @@
-// Package whatif replays reconstructed connections, transactions and
-// pageviews under RLM management actions (fast SYN and SYN/ACK
-// retransmission, splicing, priority admission control, embedded-object
-// removal and rewrite) and predicts, per client class, the response-time
-// distribution the clients would then have perceived.
-//
-// The unit of response time is the pageview when pageviews are available,
-// else the transaction. Rules are judged the way a live appliance judges
-// them: in time order, against sliding-window response times of the units
-// completed so far under the actions themselves (see Options). Every model
-// states its assumptions on Action.Assumptions and in models.go.
 package whatif
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,40 +63,29 @@ type unit struct {
 // Load reads DIR/connections.jsonl, DIR/transactions.jsonl and, when present,
 // DIR/pageviews.jsonl as written by rtmon analyze --out DIR.
 func Load(dir string) (*Dataset, error) {
-	var conns []*reconstruct.Connection
-	if err := readJSONL(filepath.Join(dir, "connections.jsonl"), func() any {
-		c := new(reconstruct.Connection)
-		conns = append(conns, c)
-		return c
-	}); err != nil {
+	conns, err := readJSONL[reconstruct.Connection](filepath.Join(dir, "connections.jsonl"))
+	if err != nil {
 		return nil, err
 	}
-	var txs []*reconstruct.Transaction
-	if err := readJSONL(filepath.Join(dir, "transactions.jsonl"), func() any {
-		t := new(reconstruct.Transaction)
-		txs = append(txs, t)
-		return t
-	}); err != nil {
+	txs, err := readJSONL[reconstruct.Transaction](filepath.Join(dir, "transactions.jsonl"))
+	if err != nil {
 		return nil, err
 	}
-	var pvs []*pageview.Pageview
-	err := readJSONL(filepath.Join(dir, "pageviews.jsonl"), func() any {
-		p := new(pageview.Pageview)
-		pvs = append(pvs, p)
-		return p
-	})
+	pvs, err := readJSONL[pageview.Pageview](filepath.Join(dir, "pageviews.jsonl"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
 	return NewDataset(conns, txs, pvs)
 }
 
-func readJSONL(path string, next func() any) error {
+// readJSONL reads one record of type T per non-blank line of path.
+func readJSONL[T any](path string) ([]*T, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("whatif: %w", err)
+		return nil, fmt.Errorf("whatif: %w", err)
 	}
 	defer f.Close()
+	var out []*T
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), maxRecordLine)
 	for n := 1; sc.Scan(); n++ {
@@ -115,16 +94,18 @@ func readJSONL(path string, next func() any) error {
 			continue
 		}
 		if n > MaxRecords {
-			return fmt.Errorf("whatif: %s: more than %d records", path, MaxRecords)
+			return nil, fmt.Errorf("whatif: %s: more than %d records", path, MaxRecords)
 		}
-		if err := json.Unmarshal(line, next()); err != nil {
-			return fmt.Errorf("whatif: %s line %d: %w", path, n, err)
+		rec := new(T)
+		if err := json.Unmarshal(line, rec); err != nil {
+			return nil, fmt.Errorf("whatif: %s line %d: %w", path, n, err)
 		}
+		out = append(out, rec)
 	}
 	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("whatif: reading %s: %w", path, err)
+		return nil, fmt.Errorf("whatif: reading %s: %w", path, err)
 	}
-	return nil
+	return out, nil
 }
 
 // NewDataset builds a dataset from records in memory. pvs may be nil: the
@@ -147,10 +128,7 @@ func newDataset(conns []*reconstruct.Connection, txs []*reconstruct.Transaction,
 	// Transactions in time order; per connection, by index.
 	order := slices.Clone(txs)
 	slices.SortStableFunc(order, func(a, b *reconstruct.Transaction) int {
-		if a.Start != b.Start {
-			return cmp64(a.Start, b.Start)
-		}
-		return strings.Compare(a.ID, b.ID)
+		return cmp.Or(cmp.Compare(a.Start, b.Start), strings.Compare(a.ID, b.ID))
 	})
 	last := map[string]int{}
 	d.txs = make([]txInfo, len(order))
@@ -185,7 +163,7 @@ func newDataset(conns []*reconstruct.Connection, txs []*reconstruct.Transaction,
 	} else {
 		d.linkPageviews(pvs)
 	}
-	slices.SortStableFunc(d.units, func(a, b unit) int { return cmp64(a.start, b.start) })
+	slices.SortStableFunc(d.units, func(a, b unit) int { return cmp.Compare(a.start, b.start) })
 	for ui := range d.units {
 		for _, ti := range d.units[ui].txs {
 			d.txs[ti].unit = ui
@@ -253,16 +231,6 @@ func (d *Dataset) linkPageviews(pvs []*pageview.Pageview) {
 	}
 	// Units keep positions while linking; unit indices on transactions are
 	// assigned after sorting by the caller.
-}
-
-func cmp64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Classes lists the classes present, sorted.

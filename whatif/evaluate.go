@@ -1,10 +1,11 @@
 package whatif
 
 import (
-	"container/heap"
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -15,6 +16,26 @@ const (
 	High Priority = "high"
 	Low  Priority = "low"
 )
+
+// ParsePriority reads one "class=high" or "class=low" (case-insensitive
+// priority, spaces around either side ignored), as --priority and the
+// page's priority= parameter write them.
+func ParsePriority(pair string) (class string, p Priority, err error) {
+	name, prio, ok := strings.Cut(pair, "=")
+	name = strings.TrimSpace(name)
+	switch strings.ToLower(strings.TrimSpace(prio)) {
+	case "high":
+		p = High
+	case "low":
+		p = Low
+	default:
+		ok = false
+	}
+	if !ok || name == "" {
+		return "", "", fmt.Errorf("priority %q: want class=high or class=low", pair)
+	}
+	return name, p, nil
+}
 
 // Stat is the sliding-window statistic conditions compare.
 type Stat string
@@ -68,17 +89,12 @@ var DefaultEdges = func() []int64 {
 }()
 
 func (o Options) withDefaults() (Options, error) {
-	if o.Window == 0 {
-		o.Window = 30 * time.Second
-	}
-	if o.Window < time.Second || o.Window > time.Hour {
-		return o, fmt.Errorf("whatif: window %v outside 1s..1h", o.Window)
-	}
-	if o.WindowSamples == 0 {
-		o.WindowSamples = 4096
-	}
-	if o.WindowSamples < 1 || o.WindowSamples > 65536 {
-		return o, fmt.Errorf("whatif: window samples %d outside 1..65536", o.WindowSamples)
+	// Checked in field order, so the first bad field is the one reported.
+	if err := cmp.Or(
+		defaultIn(&o.Window, 30*time.Second, time.Second, time.Hour, "window %v outside 1s..1h"),
+		defaultIn(&o.WindowSamples, 4096, 1, 65536, "window samples %d outside 1..65536"),
+	); err != nil {
+		return o, err
 	}
 	switch o.Stat {
 	case "":
@@ -93,23 +109,12 @@ func (o Options) withDefaults() (Options, error) {
 	if len(o.Edges) == 0 || len(o.Edges) > 1000 || !slices.IsSorted(o.Edges) {
 		return o, fmt.Errorf("whatif: histogram edges: want 1..1000 ascending values")
 	}
-	if o.SYNTimeout == 0 {
-		o.SYNTimeout = 3 * time.Second
-	}
-	if o.SYNTimeout < time.Millisecond || o.SYNTimeout > time.Minute {
-		return o, fmt.Errorf("whatif: SYN timeout %v outside 1ms..1m", o.SYNTimeout)
-	}
-	if o.SYNAttempts == 0 {
-		o.SYNAttempts = 3
-	}
-	if o.SYNAttempts < 1 || o.SYNAttempts > 10 {
-		return o, fmt.Errorf("whatif: SYN attempts %d outside 1..10", o.SYNAttempts)
-	}
-	if o.Passes == 0 {
-		o.Passes = 4
-	}
-	if o.Passes < 1 || o.Passes > 10 {
-		return o, fmt.Errorf("whatif: passes %d outside 1..10", o.Passes)
+	if err := cmp.Or(
+		defaultIn(&o.SYNTimeout, 3*time.Second, time.Millisecond, time.Minute, "SYN timeout %v outside 1ms..1m"),
+		defaultIn(&o.SYNAttempts, 3, 1, 10, "SYN attempts %d outside 1..10"),
+		defaultIn(&o.Passes, 4, 1, 10, "passes %d outside 1..10"),
+	); err != nil {
+		return o, err
 	}
 	for c, p := range o.Priorities {
 		if p != High && p != Low {
@@ -117,6 +122,18 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	}
 	return o, nil
+}
+
+// defaultIn sets a zero *v to def and checks that it lies in [lo, hi];
+// msg formats the error with the value.
+func defaultIn[T int | time.Duration](v *T, def, lo, hi T, msg string) error {
+	if *v == 0 {
+		*v = def
+	}
+	if *v < lo || *v > hi {
+		return fmt.Errorf("whatif: "+msg, *v)
+	}
+	return nil
 }
 
 // Distribution summarises response times (ns). Counts[i] counts values in
@@ -296,316 +313,4 @@ func priorityOf(o *Options, class string) Priority {
 		return p
 	}
 	return Low
-}
-
-type unitState struct {
-	act     active
-	dropped bool
-	failed  bool
-	delay   int64
-}
-
-// window holds the predicted response times of recently completed units:
-// in completion order for eviction, and sorted for the median (insertion
-// into a sorted slice of at most WindowSamples values is a short memmove,
-// so each completion and each judgement costs O(samples) at worst, O(1) for
-// the statistic itself).
-type window struct {
-	at, val []int64 // completion times and values, oldest first
-	sorted  []int64
-	sum     float64
-}
-
-func (w *window) push(t, v int64, limit int) {
-	w.at, w.val = append(w.at, t), append(w.val, v)
-	w.sum += float64(v)
-	i, _ := slices.BinarySearch(w.sorted, v)
-	w.sorted = slices.Insert(w.sorted, i, v)
-	if len(w.at) > limit {
-		w.drop(1)
-	}
-}
-
-func (w *window) drop(n int) {
-	for _, v := range w.val[:n] {
-		w.sum -= float64(v)
-		i, _ := slices.BinarySearch(w.sorted, v)
-		w.sorted = slices.Delete(w.sorted, i, i+1)
-	}
-	w.at, w.val = w.at[n:], w.val[n:]
-}
-
-func (w *window) evict(before int64) {
-	n := 0
-	for n < len(w.at) && w.at[n] < before {
-		n++
-	}
-	if n > 0 {
-		w.drop(n)
-	}
-}
-
-func (w *window) stat(s Stat) (int64, bool) {
-	if len(w.val) == 0 {
-		return 0, false
-	}
-	if s == Mean {
-		return int64(w.sum / float64(len(w.val))), true
-	}
-	return w.sorted[(len(w.sorted)-1)/2], true // lower median: an observed value
-}
-
-// event is a unit completing (window update) or arriving again after a
-// dropped SYN.
-type event struct {
-	t       int64
-	done    bool // completion: sorts before arrivals at the same time
-	unit    int
-	attempt int
-	value   int64
-}
-
-type eventHeap []event
-
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(i, j int) bool {
-	if h[i].t != h[j].t {
-		return h[i].t < h[j].t
-	}
-	return h[i].done && !h[j].done
-}
-func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *eventHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
-type replayer struct {
-	d       *Dataset
-	o       *Options
-	rules   []Rule
-	windows map[string]*window // "*", "high", "low", "class:NAME"
-}
-
-func (r *replayer) win(key string) *window {
-	w := r.windows[key]
-	if w == nil {
-		w = &window{}
-		r.windows[key] = w
-	}
-	return w
-}
-
-func (r *replayer) complete(class string, t, v int64) {
-	lim := r.o.WindowSamples
-	r.win("*").push(t, v, lim)
-	r.win(string(priorityOf(r.o, class))).push(t, v, lim)
-	r.win("class:"+class).push(t, v, lim)
-}
-
-func (r *replayer) metric(c *RTCond, now int64) (int64, bool) {
-	key := "*"
-	switch c.Metric {
-	case MetricHigh:
-		key = string(High)
-	case MetricLow:
-		key = string(Low)
-	case MetricClass:
-		key = "class:" + c.Class
-	}
-	w := r.win(key)
-	w.evict(now - int64(r.o.Window))
-	return w.stat(r.o.Stat)
-}
-
-func (r *replayer) holds(c Cond, u *unit, now int64) bool {
-	switch c := c.(type) {
-	case *And:
-		return r.holds(c.L, u, now) && r.holds(c.R, u, now)
-	case *Or:
-		return r.holds(c.L, u, now) || r.holds(c.R, u, now)
-	case *AddrCond:
-		return c.Match(u.client)
-	case *ClassCond:
-		return (u.class == c.Class) != c.Neg
-	case *RTCond:
-		v, ok := r.metric(c, now)
-		return ok && c.Op.compare(v, int64(c.Value))
-	}
-	return false
-}
-
-func (d *Dataset) replay(rules []Rule, o *Options, model LoadModel, delta *loadDelta) ([]UnitResult, []unitState) {
-	r := &replayer{d: d, o: o, rules: rules, windows: map[string]*window{}}
-	out := make([]UnitResult, len(d.units))
-	st := make([]unitState, len(d.units))
-	var h eventHeap
-	next := 0
-	timeout := int64(o.SYNTimeout)
-	for next < len(d.units) || len(h) > 0 {
-		var ev event
-		if len(h) > 0 && (next == len(d.units) || h[0].t <= d.units[next].start) {
-			ev = heap.Pop(&h).(event)
-		} else {
-			ev = event{t: d.units[next].start, unit: next}
-			next++
-		}
-		u := &d.units[ev.unit]
-		if ev.done {
-			r.complete(u.class, ev.t, ev.value)
-			continue
-		}
-		var act active
-		for _, rule := range rules {
-			if r.holds(rule.Cond, u, ev.t) {
-				for _, a := range rule.Actions {
-					act.add(a)
-				}
-			}
-		}
-		s := &st[ev.unit]
-		if act.drop && d.droppable(u) {
-			s.dropped = true
-			if ev.attempt+1 >= o.SYNAttempts {
-				// The last SYN was dropped too: the client gives up one more
-				// (doubled) timeout later.
-				wait := timeout * (int64(1)<<o.SYNAttempts - 1)
-				s.failed, s.act = true, act
-				out[ev.unit] = UnitResult{ID: u.id, Class: u.class, Start: u.start, Measured: u.total,
-					Predicted: wait, Delay: wait, Failed: true}
-				heap.Push(&h, event{t: u.start + wait, done: true, unit: ev.unit, value: wait})
-				continue
-			}
-			heap.Push(&h, event{t: u.start + timeout*(int64(1)<<(ev.attempt+1)-1), unit: ev.unit, attempt: ev.attempt + 1})
-			continue
-		}
-		s.act = act
-		s.delay = ev.t - u.start
-		p := s.delay + d.predict(u, &act, model, delta, s.delay)
-		out[ev.unit] = UnitResult{ID: u.id, Class: u.class, Start: u.start, Measured: u.total, Predicted: p, Delay: s.delay}
-		heap.Push(&h, event{t: u.start + p, done: true, unit: ev.unit, value: p})
-	}
-	return out, st
-}
-
-// droppable: only a unit that begins with a new connection has a first SYN
-// to drop.
-func (d *Dataset) droppable(u *unit) bool {
-	first := u.container
-	if first < 0 && len(u.txs) > 0 {
-		first = u.txs[0]
-	}
-	return first >= 0 && d.txs[first].fresh
-}
-
-// predict is the unit's response time under act, excluding admission delay.
-func (d *Dataset) predict(u *unit, a *active, model LoadModel, delta *loadDelta, shift int64) int64 {
-	if len(u.txs) == 0 {
-		return u.total
-	}
-	type txNew struct{ end, newEnd int64 }
-	ends := make(map[int]txNew, len(u.txs))
-	var measuredMax, newMax int64 = math.MinInt64, math.MinInt64
-	var contEnd, contShift int64
-	contDone := false
-	remove := a.remove && u.container >= 0
-	for _, ti := range u.txs {
-		t := &d.txs[ti]
-		measuredMax = max(measuredMax, t.tx.End)
-		if remove && ti != u.container {
-			continue
-		}
-		total := t.tx.Total
-		if t.fresh {
-			save, add := connEffect(t, a)
-			total += add - save
-		}
-		if a.rewrite && t.embed && t.tx.BodyBytes > a.above {
-			total -= rewriteSave(t, a.ratio)
-		}
-		if s, e, ok := serviceTimes(t); ok && (!delta.empty() || shift != 0) && model.Slope > 0 {
-			from := float64(d.conc[ti])
-			to := float64(countIn(d.starts, d.ends, s+shift) + delta.at(s+shift))
-			if shift != 0 && delta.empty() {
-				// Itself at its new time; from the second pass on, the load
-				// change of the previous pass holds it (one pass behind).
-				to++
-			}
-			proc := float64(e - s)
-			total += int64(math.Round(proc*model.Scale(from, max(to, 1)))) - (e - s)
-		}
-		// Critical path: the transaction waited for its connection's previous
-		// transaction and, if it started after the container ended, for the
-		// container. The one that ended last was the gate: the gap after it
-		// (think, parse time) is kept. The others only bound the new start:
-		// it cannot come before they end (less any measured overlap, as
-		// with pipelining), so one that now ends later still delays it.
-		type pred struct{ end, newEnd int64 }
-		var preds []pred
-		if p, ok := ends[t.prev]; ok && t.prev >= 0 {
-			preds = append(preds, pred{p.end, p.newEnd})
-		}
-		if contDone && ti != u.container && t.tx.Start >= contEnd {
-			preds = append(preds, pred{contEnd, contEnd - contShift})
-		}
-		start := t.tx.Start
-		if len(preds) > 0 {
-			gate := preds[0]
-			for _, p := range preds[1:] {
-				if p.end > gate.end {
-					gate = p
-				}
-			}
-			start -= gate.end - gate.newEnd
-			for _, p := range preds {
-				start = max(start, p.newEnd-max(0, p.end-t.tx.Start))
-			}
-		}
-		newEnd := start + total
-		ends[ti] = txNew{t.tx.End, newEnd}
-		newMax = max(newMax, newEnd)
-		if ti == u.container {
-			contEnd, contShift, contDone = t.tx.End, t.tx.End-newEnd, true
-		}
-	}
-	if newMax == math.MinInt64 {
-		return u.total
-	}
-	return max(0, u.total-(measuredMax-newMax))
-}
-
-// loadChange is the load a replay took out of service or moved.
-func (d *Dataset) loadChange(st []unitState) loadDelta {
-	var l loadDelta
-	for ui := range d.units {
-		s := &st[ui]
-		u := &d.units[ui]
-		if !s.failed && s.delay == 0 && !(s.act.remove && u.container >= 0) {
-			continue
-		}
-		for _, ti := range u.txs {
-			start, end, ok := serviceTimes(&d.txs[ti])
-			if !ok {
-				continue
-			}
-			removed := s.failed || s.delay != 0 || (s.act.remove && ti != u.container)
-			if !removed {
-				continue
-			}
-			l.rmStart, l.rmEnd = append(l.rmStart, start), append(l.rmEnd, end)
-			if !s.failed && s.delay != 0 && !(s.act.remove && ti != u.container) {
-				l.addStart, l.addEnd = append(l.addStart, start+s.delay), append(l.addEnd, end+s.delay)
-			}
-		}
-	}
-	l.sort()
-	return l
-}
-
-func sameDelta(a, b *loadDelta) bool {
-	return slices.Equal(a.rmStart, b.rmStart) && slices.Equal(a.rmEnd, b.rmEnd) &&
-		slices.Equal(a.addStart, b.addStart) && slices.Equal(a.addEnd, b.addEnd)
 }

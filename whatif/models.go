@@ -47,43 +47,6 @@ func (a *active) add(x Action) {
 	}
 }
 
-// handshakeWaits splits a connection's handshake waits into SYN-loss gaps
-// (consecutive client SYNs with no SYN/ACK between them: the server or the
-// path to it dropped the SYN) and SYN/ACK-loss gaps (a client SYN
-// retransmission after a SYN/ACK, and server SYN/ACK retransmissions after
-// the last SYN: the SYN/ACK never reached the client). This is the same
-// split reconstruct makes for SYNLossGap and SYNACKLossGap.
-func handshakeWaits(c *reconstruct.Connection) (syn, synack []int64) {
-	s, a := c.SYNTimes, c.SYNACKTimes
-	j := 0
-	for i := 1; i < len(s); i++ {
-		answered := false
-		for j < len(a) && a[j] < s[i] {
-			if a[j] >= s[i-1] {
-				answered = true
-			}
-			j++
-		}
-		if answered {
-			synack = append(synack, s[i]-s[i-1])
-		} else {
-			syn = append(syn, s[i]-s[i-1])
-		}
-	}
-	// Server SYN/ACK retransmissions after the last SYN, up to the handshake.
-	var prev int64
-	for ; j < len(a); j++ {
-		if c.Established > 0 && a[j] > c.Established {
-			break
-		}
-		if prev != 0 {
-			synack = append(synack, a[j]-prev)
-		}
-		prev = a[j]
-	}
-	return syn, synack
-}
-
 // fastSave is the time saved when each wait shrinks to gap: the FAST SYN and
 // FAST SYN/ACK model. Assumption: the front end's retransmission after gap
 // succeeds exactly when the client's later one did (the number of attempts
@@ -152,7 +115,7 @@ func restartSave(ti *txInfo, gap int64) int64 {
 // client's (earlier by the FAST SYN saving), and the request waits for that.
 func connEffect(ti *txInfo, a *active) (tconnSave, serverAdd int64) {
 	c, t := ti.conn, ti.tx
-	syn, synack := handshakeWaits(c)
+	syn, synack := reconstruct.HandshakeWaits(c)
 	var synSave, ackSave int64
 	if a.fastSYN > 0 && !a.halt {
 		synSave = fastSave(syn, a.fastSYN)

@@ -444,37 +444,22 @@ func splitNumber(s string) (float64, string, bool) {
 	return f, s[i:], true
 }
 
+// Units a DURATION or SIZE may carry, as factors to ns or bytes.
+var (
+	durationUnits = map[string]float64{"ns": 1, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9, "m": 60e9}
+	sizeUnits     = map[string]float64{"": 1, "b": 1, "kb": 1024, "kib": 1024, "k": 1024, "mb": 1 << 20, "mib": 1 << 20, "m": 1 << 20}
+)
+
 func parseDuration(t token) (time.Duration, bool) {
-	if t.kind != tWord {
-		return 0, false
-	}
-	f, unit, ok := splitNumber(t.text)
-	if !ok {
-		return 0, false
-	}
-	var scale float64
-	switch strings.ToLower(unit) {
-	case "ns":
-		scale = 1
-	case "us", "µs":
-		scale = 1e3
-	case "ms":
-		scale = 1e6
-	case "s":
-		scale = 1e9
-	case "m":
-		scale = 60e9
-	default:
-		return 0, false
-	}
-	v := f * scale
-	if v > float64(maxDuration) {
-		return 0, false
-	}
-	return time.Duration(math.Round(v)), true
+	v, ok := parseQuantity(t, durationUnits, int64(maxDuration))
+	return time.Duration(v), ok
 }
 
-func parseSize(t token) (int64, bool) {
+func parseSize(t token) (int64, bool) { return parseQuantity(t, sizeUnits, maxSize) }
+
+// parseQuantity reads a number followed by one of units (case-insensitive),
+// scaled by it and rounded; false past limit.
+func parseQuantity(t token, units map[string]float64, limit int64) (int64, bool) {
 	if t.kind != tWord {
 		return 0, false
 	}
@@ -482,19 +467,12 @@ func parseSize(t token) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
-	var scale float64
-	switch strings.ToLower(unit) {
-	case "", "b":
-		scale = 1
-	case "kb", "kib", "k":
-		scale = 1024
-	case "mb", "mib", "m":
-		scale = 1024 * 1024
-	default:
+	scale, ok := units[strings.ToLower(unit)]
+	if !ok {
 		return 0, false
 	}
 	v := f * scale
-	if v > float64(maxSize) {
+	if v > float64(limit) {
 		return 0, false
 	}
 	return int64(math.Round(v)), true

@@ -1,10 +1,14 @@
 package whatif
 
 import (
+	"cmp"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // MaxCandidates bounds the rule sets one Rank call replays.
@@ -28,12 +32,37 @@ type Ranked struct {
 }
 
 // Rank replays every candidate rule set and ranks them per class: by Gain
-// (largest first), then by Cost (smallest first). The result holds one entry
-// per class and candidate, classes in name order.
+// (largest first), then by Cost (smallest first), ties in candidate order.
+// The result holds one entry per class and candidate, classes in name order.
+// The replays are independent, so they are spread over the cores; each
+// core's share is consecutive candidates and the parts are joined in order,
+// so the stable sort gives the order one core would.
 func (d *Dataset) Rank(candidates [][]Rule, opts Options) ([]Ranked, error) {
 	if len(candidates) > MaxCandidates {
 		return nil, fmt.Errorf("whatif: %d candidate rule sets, at most %d", len(candidates), MaxCandidates)
 	}
+	n := max(1, min(runtime.GOMAXPROCS(0), len(candidates)))
+	parts := make([][]Ranked, n)
+	var g errgroup.Group
+	for i := range n {
+		lo, hi := i*len(candidates)/n, (i+1)*len(candidates)/n
+		g.Go(func() (err error) {
+			parts[i], err = d.judge(candidates[lo:hi], opts)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	out := slices.Concat(parts...)
+	slices.SortStableFunc(out, func(a, b Ranked) int {
+		return cmp.Or(strings.Compare(a.Class, b.Class), cmp.Compare(b.Gain, a.Gain), cmp.Compare(a.Cost, b.Cost))
+	})
+	return out, nil
+}
+
+// judge replays each candidate and rates it for every class, unsorted.
+func (d *Dataset) judge(candidates [][]Rule, opts Options) ([]Ranked, error) {
 	var out []Ranked
 	for _, rs := range candidates {
 		res, err := d.Evaluate(rs, opts)
@@ -59,15 +88,6 @@ func (d *Dataset) Rank(candidates [][]Rule, opts Options) ([]Ranked, error) {
 			out = append(out, r)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b Ranked) int {
-		if c := strings.Compare(a.Class, b.Class); c != 0 {
-			return c
-		}
-		if a.Gain != b.Gain {
-			return cmp64(b.Gain, a.Gain)
-		}
-		return cmp64(a.Cost, b.Cost)
-	})
 	return out, nil
 }
 
@@ -80,6 +100,20 @@ func (r *Result) rulesOr(rs []Rule) []string {
 		s = append(s, x.String())
 	}
 	return s
+}
+
+// Assumptions maps each action of the rule sets (by its text) to its
+// model's assumptions (Action.Assumptions), for showing next to a result.
+func Assumptions(sets ...[]Rule) map[string]string {
+	out := map[string]string{}
+	for _, rs := range sets {
+		for _, r := range rs {
+			for _, a := range r.Actions {
+				out[a.String()] = a.Assumptions()
+			}
+		}
+	}
+	return out
 }
 
 // Pairs returns every single rule set and every union of two of them: the

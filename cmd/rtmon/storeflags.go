@@ -12,7 +12,7 @@ import (
 func addStoreFlags(f *pflag.FlagSet, o *analyzeOptions) {
 	f.StringVar(&o.storeURL, "store", "", "also write records to a store: duckdb:PATH, memory:, clickhouse://host:9000/db")
 	f.StringVar(&o.sensor, "sensor", "", "sensor name written with every stored record")
-	f.StringVar(&o.rollups, "rollups", "auto", "keep per-minute rollups for fast overviews of millions of records (percentiles within 0.76%): on, off (exact overviews, faster ingest), auto (= on)")
+	f.StringVar(&o.rollups, "rollups", "on", "keep per-minute rollups for fast overviews of millions of records (percentiles within 0.76%): on, off (exact overviews, faster ingest)")
 }
 
 func (o analyzeOptions) storeOptions() store.Options {

@@ -30,5 +30,5 @@ func (o uiOptions) server(st store.Store, feed *web.LiveFeed) (*web.Server, erro
 		o.basic = os.Getenv("RTMON_BASIC_AUTH")
 	}
 	return web.NewServer(web.Config{Store: st, Live: feed, Listen: o.listen, Token: o.token, BasicAuth: o.basic,
-		WhatIf: web.NewWhatIfHandler(st, web.WhatIfOptions{})})
+		WhatIf: &web.WhatIfOptions{}})
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/rtmon/rtmon/pipeline"
 	"github.com/rtmon/rtmon/reconstruct"
 	"github.com/rtmon/rtmon/store"
-	"github.com/rtmon/rtmon/web"
 	"github.com/rtmon/rtmon/whatif"
 )
 
@@ -108,18 +107,11 @@ func (o whatifOptions) options() (whatif.Options, error) {
 		}
 	}
 	for _, p := range pairs {
-		name, prio, ok := strings.Cut(p, "=")
-		if !ok || name == "" {
-			return opts, fmt.Errorf("priority %q: want class=high or class=low", p)
+		name, prio, err := whatif.ParsePriority(p)
+		if err != nil {
+			return opts, err
 		}
-		switch strings.ToLower(prio) {
-		case "high":
-			opts.Priorities[name] = whatif.High
-		case "low":
-			opts.Priorities[name] = whatif.Low
-		default:
-			return opts, fmt.Errorf("priority %q: want class=high or class=low", p)
-		}
+		opts.Priorities[name] = prio
 	}
 	return opts, nil
 }
@@ -196,7 +188,7 @@ func runWhatif(ctx context.Context, stdout io.Writer, o whatifOptions) error {
 	if err != nil {
 		return err
 	}
-	rep := whatifReport{Units: d.Units(), LoadModel: d.LoadModel(), Assumptions: map[string]string{}, Priorities: opts.Priorities,
+	rep := whatifReport{Units: d.Units(), LoadModel: d.LoadModel(), Priorities: opts.Priorities,
 		Unit: "transaction"}
 	if d.Pageviews() {
 		rep.Unit = "pageview"
@@ -230,13 +222,7 @@ func runWhatif(ctx context.Context, stdout io.Writer, o whatifOptions) error {
 			return err
 		}
 	}
-	for _, rs := range append([][]whatif.Rule{rules}, singles...) {
-		for _, r := range rs {
-			for _, a := range r.Actions {
-				rep.Assumptions[a.String()] = a.Assumptions()
-			}
-		}
-	}
+	rep.Assumptions = whatif.Assumptions(append([][]whatif.Rule{rules}, singles...)...)
 	if o.format == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -324,14 +310,14 @@ func (o whatifOptions) dataset(ctx context.Context) (*whatif.Dataset, error) {
 			return nil, fmt.Errorf("--store %s: %w", o.storeURL, err)
 		}
 		defer st.Close()
-		conns, txs, pvs, info, err := web.WhatIfRecords(ctx, st, store.TimeRange{}, o.maxTx)
+		recs, err := whatif.ReadStore(ctx, st, store.TimeRange{}, whatif.ReadLimits{MaxTransactions: o.maxTx})
 		if err != nil {
 			return nil, err
 		}
-		if info.Truncated {
-			slog.Warn("whatif: read only the newest transactions", "read", info.Transactions, "matching", info.Matching)
+		if recs.Loaded.Truncated {
+			slog.Warn("whatif: read only the newest transactions", "read", recs.Loaded.Transactions, "matching", recs.Loaded.Matching)
 		}
-		return whatif.NewDataset(conns, txs, pvs)
+		return recs.Dataset()
 	case len(o.captures) > 0:
 		var rec recordCollector
 		cfg := pipeline.DefaultConfig()

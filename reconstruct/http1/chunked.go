@@ -25,123 +25,161 @@ func unhex(c byte) (int64, bool) {
 func (p *Parser) chunkStep(data []byte, h Handler) int {
 	base := p.off
 	i := 0
-	fail := func(reason string) int {
-		p.off = base + int64(i)
-		p.lose(h, reason)
-		return i
-	}
 	for i < len(data) {
+		var n int
+		var lost string
+		ended := false
 		switch p.st {
 		case stChunkData:
-			n := min(int64(len(data)-i), p.remain)
-			p.bodyData(data[i : i+int(n)])
-			i += int(n)
-			p.remain -= n
-			p.msg.BodyLen += n
-			if p.remain == 0 {
-				p.st = stChunkDataEnd
-			}
+			n = p.chunkData(data[i:])
 		case stChunkSize:
-			c := data[i]
-			if v, ok := unhex(c); ok {
-				if p.remain >= 1<<59 {
-					return fail(ReasonChunkOverflow)
-				}
-				p.remain = p.remain<<4 | v
-				p.digits++
-				p.chunkLine++
-				if p.chunkLine > maxChunkLine {
-					return fail(ReasonChunkLine)
-				}
-				i++
-				continue
-			}
-			if p.digits == 0 {
-				return fail(ReasonChunkSize)
-			}
-			switch c {
-			case ';', ' ', '\t':
-				p.st = stChunkExt
-			case '\r':
-				p.st = stChunkSizeLF
-			case '\n':
-				p.chunkLineDone()
-			default:
-				return fail(ReasonChunkSize)
-			}
-			p.chunkLine++
-			i++
+			n, lost = p.chunkSize(data[i:])
 		case stChunkExt:
-			j := bytes.IndexByte(data[i:], '\n')
-			if j < 0 {
-				j = len(data) - i
-			}
-			p.chunkLine += j
-			if p.chunkLine > maxChunkLine {
-				return fail(ReasonChunkLine)
-			}
-			i += j
-			if i < len(data) {
-				i++ // the LF
-				p.chunkLineDone()
-			}
+			n, lost = p.chunkExt(data[i:])
 		case stChunkSizeLF:
-			if data[i] != '\n' {
-				return fail(ReasonChunkSize)
-			}
-			i++
-			p.chunkLineDone()
+			n, lost = p.chunkSizeLF(data[i])
 		case stChunkDataEnd, stChunkDataLF:
-			switch {
-			case data[i] == '\r' && p.st == stChunkDataEnd:
-				p.st = stChunkDataLF
-			case data[i] == '\n':
-				p.startChunk()
-				p.st = stChunkSize
-			default:
-				return fail(ReasonChunkCRLF)
-			}
-			i++
+			n, lost = p.chunkDataEnd(data[i])
 		case stTrailer:
-			j := bytes.IndexByte(data[i:], '\n')
-			seg := j
-			if j < 0 {
-				seg = len(data) - i
-			}
-			if p.trLen == 0 && seg > 0 && data[i] == '\r' {
-				p.trCR = true
-			}
-			step := seg
-			if j >= 0 {
-				step++ // the LF
-			}
-			if p.trTotal+step > p.max {
-				// Fail at the first byte past the limit, wherever the Feed
-				// boundaries fall, so the events do not depend on segmenting.
-				i += p.max - p.trTotal
-				return fail(ReasonTrailerTooBig)
-			}
-			p.trLen += seg
-			p.trTotal += step
-			i += seg
-			if j < 0 {
-				continue
-			}
-			i++
-			empty := p.trLen == 0 || (p.trLen == 1 && p.trCR)
-			p.trLen, p.trCR = 0, false
-			if empty {
-				p.off = base + int64(i)
-				p.end(h)
-				return i
-			}
+			n, lost, ended = p.trailer(data[i:])
 		default:
 			p.off = base + int64(i)
+			return i
+		}
+		i += n
+		switch {
+		case lost != "":
+			p.off = base + int64(i)
+			p.lose(h, lost)
+			return i
+		case ended:
+			p.off = base + int64(i)
+			p.end(h)
 			return i
 		}
 	}
 	p.off = base + int64(i)
 	return i
+}
+
+// The chunk states' steps below each take the bytes from the parser's
+// position and return how many they consumed; a loss of sync names its
+// reason, the bytes before it consumed.
+
+func (p *Parser) chunkData(data []byte) int {
+	n := min(int64(len(data)), p.remain)
+	p.bodyData(data[:n])
+	p.remain -= n
+	p.msg.BodyLen += n
+	if p.remain == 0 {
+		p.st = stChunkDataEnd
+	}
+	return int(n)
+}
+
+// chunkSize reads the chunk-size digits in one tight loop (the size line
+// is parsed on every chunk), then the byte that ends them.
+func (p *Parser) chunkSize(data []byte) (int, string) {
+	i := 0
+	for ; i < len(data); i++ {
+		v, ok := unhex(data[i])
+		if !ok {
+			break
+		}
+		if p.remain >= 1<<59 {
+			return i, ReasonChunkOverflow
+		}
+		p.remain = p.remain<<4 | v
+		p.digits++
+		p.chunkLine++
+		if p.chunkLine > maxChunkLine {
+			return i, ReasonChunkLine
+		}
+	}
+	if i == len(data) {
+		return i, ""
+	}
+	if p.digits == 0 {
+		return i, ReasonChunkSize
+	}
+	switch data[i] {
+	case ';', ' ', '\t':
+		p.st = stChunkExt
+	case '\r':
+		p.st = stChunkSizeLF
+	case '\n':
+		p.chunkLineDone()
+	default:
+		return i, ReasonChunkSize
+	}
+	p.chunkLine++
+	return i + 1, ""
+}
+
+func (p *Parser) chunkExt(data []byte) (int, string) {
+	j := bytes.IndexByte(data, '\n')
+	if j < 0 {
+		j = len(data)
+	}
+	p.chunkLine += j
+	if p.chunkLine > maxChunkLine {
+		return 0, ReasonChunkLine
+	}
+	if j < len(data) {
+		p.chunkLineDone()
+		return j + 1, "" // with the LF
+	}
+	return j, ""
+}
+
+func (p *Parser) chunkSizeLF(c byte) (int, string) {
+	if c != '\n' {
+		return 0, ReasonChunkSize
+	}
+	p.chunkLineDone()
+	return 1, ""
+}
+
+func (p *Parser) chunkDataEnd(c byte) (int, string) {
+	switch {
+	case c == '\r' && p.st == stChunkDataEnd:
+		p.st = stChunkDataLF
+	case c == '\n':
+		p.startChunk()
+		p.st = stChunkSize
+	default:
+		return 0, ReasonChunkCRLF
+	}
+	return 1, ""
+}
+
+// trailer consumes trailer lines up to the empty one that ends the message.
+func (p *Parser) trailer(data []byte) (n int, lost string, ended bool) {
+	j := bytes.IndexByte(data, '\n')
+	seg := j
+	if j < 0 {
+		seg = len(data)
+	}
+	if p.trLen == 0 && seg > 0 && data[0] == '\r' {
+		p.trCR = true
+	}
+	step := seg
+	if j >= 0 {
+		step++ // the LF
+	}
+	if p.trTotal+step > p.max {
+		// Fail at the first byte past the limit, wherever the Feed
+		// boundaries fall, so the events do not depend on segmenting.
+		return p.max - p.trTotal, ReasonTrailerTooBig, false
+	}
+	p.trLen += seg
+	p.trTotal += step
+	if j < 0 {
+		return seg, "", false
+	}
+	empty := p.trLen == 0 || (p.trLen == 1 && p.trCR)
+	p.trLen, p.trCR = 0, false
+	return seg + 1, "", empty
 }
 
 func (p *Parser) chunkLineDone() {

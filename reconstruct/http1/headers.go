@@ -75,30 +75,20 @@ func (p *Parser) headerLine(buf []byte, ls, nl int) {
 	for vb > va && (buf[vb-1] == ' ' || buf[vb-1] == '\t') {
 		vb--
 	}
+	for _, k := range keptHeaders {
+		if len(k.name) == len(name) && eqFold(name, k.name) {
+			setOnce(&vals[k.v], va, vb)
+			return
+		}
+	}
 	v := buf[va:vb]
 	switch len(name) {
-	case 4:
-		if eqFold(name, "host") {
-			setOnce(&vals[vHost], va, vb)
-		}
 	case 6:
-		if eqFold(name, "accept") {
-			setOnce(&vals[vAccept], va, vb)
-		} else if eqFold(name, "expect") && eqFold(v, "100-continue") {
+		if eqFold(name, "expect") && eqFold(v, "100-continue") {
 			m.ExpectContinue = true
 		}
-	case 7:
-		if eqFold(name, "referer") {
-			setOnce(&vals[vReferer], va, vb)
-		}
-	case 8:
-		if eqFold(name, "location") {
-			setOnce(&vals[vLocation], va, vb)
-		}
 	case 10:
-		if eqFold(name, "user-agent") {
-			setOnce(&vals[vUA], va, vb)
-		} else if eqFold(name, "connection") {
+		if eqFold(name, "connection") {
 			forTokens(v, func(t []byte) {
 				if eqFold(t, "close") {
 					fr.connClose = true
@@ -107,22 +97,9 @@ func (p *Parser) headerLine(buf []byte, ls, nl int) {
 				}
 			})
 		}
-	case 12:
-		if eqFold(name, "content-type") {
-			setOnce(&vals[vCT], va, vb)
-		}
 	case 14:
-		switch {
-		case eqFold(name, "content-length"):
+		if eqFold(name, "content-length") {
 			fr.addCL(v)
-		case eqFold(name, "sec-fetch-dest"):
-			setOnce(&vals[vFetchDest], va, vb)
-		case eqFold(name, "sec-fetch-mode"):
-			setOnce(&vals[vFetchMode], va, vb)
-		}
-	case 16:
-		if eqFold(name, "content-encoding") {
-			setOnce(&vals[vCE], va, vb)
 		}
 	case 17:
 		if eqFold(name, "transfer-encoding") {
@@ -132,6 +109,16 @@ func (p *Parser) headerLine(buf []byte, ls, nl int) {
 			fr.chunked = eqFold(last, "chunked")
 		}
 	}
+}
+
+// keptHeaders are the headers whose first value is kept as it is.
+var keptHeaders = [...]struct {
+	name string
+	v    int
+}{
+	{"host", vHost}, {"accept", vAccept}, {"referer", vReferer}, {"location", vLocation},
+	{"user-agent", vUA}, {"content-type", vCT}, {"sec-fetch-dest", vFetchDest},
+	{"sec-fetch-mode", vFetchMode}, {"content-encoding", vCE},
 }
 
 // values builds the extracted strings from the header section's bytes

@@ -192,22 +192,13 @@ func (p *Parser) Gap(n int64, h Handler) {
 			p.releaseHdr()
 			p.hunt(true)
 		case stBody:
-			k := min(n, p.remain)
-			p.bodyGap(k)
-			p.remain -= k
-			p.msg.Hole += k
-			p.off += k
-			n -= k
+			n -= p.holeInBody(n)
 			if p.remain == 0 {
 				p.end(h)
 			}
 		case stChunkData:
-			k := min(n, p.remain)
-			p.bodyGap(k)
-			p.remain -= k
-			p.msg.Hole += k
+			k := p.holeInBody(n)
 			p.msg.BodyLen += k
-			p.off += k
 			n -= k
 			if p.remain == 0 {
 				p.st = stChunkDataEnd
@@ -225,6 +216,17 @@ func (p *Parser) Gap(n int64, h Handler) {
 			return
 		}
 	}
+}
+
+// holeInBody advances over the part of an n-byte gap that falls in the
+// body bytes still expected (p.remain) and returns its length.
+func (p *Parser) holeInBody(n int64) int64 {
+	k := min(n, p.remain)
+	p.bodyGap(k)
+	p.remain -= k
+	p.msg.Hole += k
+	p.off += k
+	return k
 }
 
 // Close reports the end of the direction (FIN or RST). It ends a

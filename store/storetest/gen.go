@@ -79,40 +79,13 @@ func (g *Gen) dur(median float64, sigma float64) int64 {
 
 // Next generates connections until at least nTx transactions are made;
 // every connection's transactions and its pageview are in the same batch.
+// The draws from the generator's random source come in a fixed order, so
+// a seed always gives the same records.
 func (g *Gen) Next(nTx int) store.Batch {
 	var b store.Batch
 	b.Transactions = make([]*reconstruct.Transaction, 0, nTx+4)
 	for len(b.Transactions) < nTx {
-		g.nConn++
-		g.now += 1 + g.rng.Int64N(2*g.step)
-		cl := g.clients[g.rng.IntN(len(g.clients))]
-		sv := g.servers[g.rng.IntN(len(g.servers))]
-		class := Classify(cl)
-		c := &reconstruct.Connection{
-			ID:        fmt.Sprintf("c%d-%d", g.seed, g.nConn),
-			Interface: g.nConn % 2, Client: cl, ClientPort: uint16(1024 + g.nConn%60000), Server: sv, ServerPort: 80,
-			FirstSeen: g.now, RTTClient: g.dur(20e6, 0.5), RTTServer: g.dur(1e6, 0.3), MSSClient: 1460, MSSServer: 1460,
-			Class: class,
-		}
-		c.SYNTimes = []int64{g.now}
-		if g.rng.IntN(20) == 0 {
-			c.SYNLosses = 1
-			c.SYNLossGap = 1e9
-			c.SYNTimes = append(c.SYNTimes, g.now+1e9)
-		}
-		if g.rng.IntN(40) == 0 {
-			c.SYNACKLosses = 1
-			c.SYNACKLossGap = 1e9
-		}
-		c.SYNACKTimes = []int64{c.SYNTimes[len(c.SYNTimes)-1] + c.RTTServer}
-		c.Tconn = c.SYNLossGap + c.SYNACKLossGap + c.RTTClient + c.RTTServer
-		c.Established = c.FirstSeen + c.Tconn
-		if g.rng.IntN(50) == 0 {
-			c.Flags |= reconstruct.FlagIncomplete
-		}
-		if g.rng.IntN(30) == 0 {
-			c.Flags |= reconstruct.FlagReset
-		}
+		c := g.connection()
 		ntx := 1 + g.rng.IntN(4)
 		// A few connections belong to no pageview and arrive without a
 		// class, as from a caller that bypasses the pageview stage: the
@@ -122,90 +95,143 @@ func (g *Gen) Next(nTx int) store.Batch {
 		if !bare {
 			pvID = "pv-" + fmt.Sprintf("%s/%d", c.ID, 0)
 		}
-		t := c.FirstSeen
-		var pvTx []*reconstruct.Transaction
-		for j := 0; j < ntx; j++ {
-			tx := &reconstruct.Transaction{
-				ID: fmt.Sprintf("%s/%d", c.ID, j), ConnectionID: c.ID, Index: j, Interface: c.Interface,
-				Client: cl, ClientPort: c.ClientPort, Server: sv, ServerPort: 80,
-				Trequest: g.dur(1e5, 1), Tserver: g.dur(30e6, 1.2), Ttransfer: g.dur(10e6, 1.5), RTTClient: c.RTTClient,
-				Method: "GET", Host: fmt.Sprintf("www%d.example.com", g.rng.IntN(3)), URL: g.urls[g.rng.IntN(len(g.urls))],
-				Status: 200, ContentType: "text/html", UserAgent: "Mozilla/5.0 (synthetic)", Accept: "*/*",
-				RequestBytes: 300 + g.rng.Int64N(200), ResponseBytes: 1000 + g.rng.Int64N(100000),
-				PageviewID: pvID,
-			}
-			if !bare {
-				tx.Class = class
-			}
-			if j == 0 {
-				tx.Tconn = c.Tconn
-				tx.Start = c.FirstSeen
-			} else {
-				tx.Start = t + g.rng.Int64N(5e6)
-			}
-			tx.BodyBytes = tx.ResponseBytes - 200
-			tx.Total = tx.Tconn + tx.Trequest + tx.Tserver + tx.Ttransfer
-			tx.End = tx.Start + tx.Total
-			tx.RequestFirst = tx.Start + tx.Tconn
-			tx.RequestLast = tx.RequestFirst + tx.Trequest
-			tx.ResponseFirst = tx.RequestLast + tx.Tserver
-			tx.ResponseLast = tx.ResponseFirst + tx.Ttransfer
-			tx.ResponseAcked = tx.ResponseLast + c.RTTClient
-			switch r := g.rng.IntN(100); {
-			case r < 3:
-				tx.Status = 404
-			case r < 5:
-				tx.Status = 500
-			case r < 6:
-				tx.Status = 503
-			}
-			if g.rng.IntN(25) == 0 {
-				tx.RetransBytes = 1460 * (1 + g.rng.Int64N(4))
-				c.RetransBytes += tx.RetransBytes
-			}
-			if g.rng.IntN(50) == 0 {
-				tx.Flags |= reconstruct.FlagIncomplete
-			}
-			if g.rng.IntN(100) == 0 {
-				tx.Flags |= reconstruct.FlagNoResponse
-			}
-			if j > 0 {
-				tx.Referer = "http://" + pvTx[0].Host + pvTx[0].URL
-			}
-			t = tx.End
-			c.BytesClient += tx.RequestBytes
-			c.BytesServer += tx.ResponseBytes
-			pvTx = append(pvTx, tx)
-			b.Transactions = append(b.Transactions, tx)
-		}
-		c.Transactions = ntx
-		c.LastSeen = t
-		c.Closed = t + c.RTTClient
+		txs := g.transactions(c, ntx, pvID, bare)
+		b.Transactions = append(b.Transactions, txs...)
 		b.Connections = append(b.Connections, c)
-		if bare {
-			continue
+		if !bare {
+			b.Pageviews = append(b.Pageviews, pageviewOf(c, txs, pvID))
 		}
-		// One pageview per connection: container = the first transaction.
-		ct := pvTx[0]
-		pv := &pageview.Pageview{
-			ID: pvID, Interface: c.Interface, Client: cl, UserAgent: ct.UserAgent, Class: class,
-			Priority: map[string]string{"gold": "high", "silver": "normal", "bronze": "low"}[class],
-			Server:   sv, Host: ct.Host, URL: ct.URL, Status: ct.Status, ContainerID: ct.ID,
-			Start: ct.Start, End: t, Objects: ntx - 1, Connections: 1, SYNLosses: c.SYNLosses,
-			SYNACKLosses: c.SYNACKLosses, RetransBytes: c.RetransBytes,
-		}
-		for _, tx := range pvTx {
-			pv.Bytes += tx.ResponseBytes
-		}
-		pv.Total = pv.End - pv.Start
-		pv.Tconn = ct.Tconn
-		pv.Tserver = ct.Tserver
-		pv.Ttransfer = ct.Ttransfer
-		pv.Tother = pv.Total - pv.Tconn - pv.Tserver - pv.Ttransfer
-		if c.Flags&reconstruct.FlagIncomplete != 0 {
-			pv.Flags |= reconstruct.FlagIncomplete
-		}
-		b.Pageviews = append(b.Pageviews, pv)
 	}
 	return b
+}
+
+// connection opens the next connection, with its handshake losses and
+// flags drawn.
+func (g *Gen) connection() *reconstruct.Connection {
+	g.nConn++
+	g.now += 1 + g.rng.Int64N(2*g.step)
+	cl := g.clients[g.rng.IntN(len(g.clients))]
+	sv := g.servers[g.rng.IntN(len(g.servers))]
+	c := &reconstruct.Connection{
+		ID:        fmt.Sprintf("c%d-%d", g.seed, g.nConn),
+		Interface: g.nConn % 2, Client: cl, ClientPort: uint16(1024 + g.nConn%60000), Server: sv, ServerPort: 80,
+		FirstSeen: g.now, RTTClient: g.dur(20e6, 0.5), RTTServer: g.dur(1e6, 0.3), MSSClient: 1460, MSSServer: 1460,
+		Class: Classify(cl),
+	}
+	c.SYNTimes = []int64{g.now}
+	if g.rng.IntN(20) == 0 {
+		c.SYNLosses = 1
+		c.SYNLossGap = 1e9
+		c.SYNTimes = append(c.SYNTimes, g.now+1e9)
+	}
+	if g.rng.IntN(40) == 0 {
+		c.SYNACKLosses = 1
+		c.SYNACKLossGap = 1e9
+	}
+	c.SYNACKTimes = []int64{c.SYNTimes[len(c.SYNTimes)-1] + c.RTTServer}
+	c.Tconn = c.SYNLossGap + c.SYNACKLossGap + c.RTTClient + c.RTTServer
+	c.Established = c.FirstSeen + c.Tconn
+	if g.rng.IntN(50) == 0 {
+		c.Flags |= reconstruct.FlagIncomplete
+	}
+	if g.rng.IntN(30) == 0 {
+		c.Flags |= reconstruct.FlagReset
+	}
+	return c
+}
+
+// transactions makes n transactions one after another on c, and closes c
+// after the last.
+func (g *Gen) transactions(c *reconstruct.Connection, n int, pvID string, bare bool) []*reconstruct.Transaction {
+	t := c.FirstSeen
+	var txs []*reconstruct.Transaction
+	for j := 0; j < n; j++ {
+		tx := g.transaction(c, j, t, pvID, bare)
+		if j > 0 {
+			tx.Referer = "http://" + txs[0].Host + txs[0].URL
+		}
+		t = tx.End
+		c.BytesClient += tx.RequestBytes
+		c.BytesServer += tx.ResponseBytes
+		txs = append(txs, tx)
+	}
+	c.Transactions = n
+	c.LastSeen = t
+	c.Closed = t + c.RTTClient
+	return txs
+}
+
+// transaction makes c's j-th transaction, starting after t (the first
+// one with the connection).
+func (g *Gen) transaction(c *reconstruct.Connection, j int, t int64, pvID string, bare bool) *reconstruct.Transaction {
+	tx := &reconstruct.Transaction{
+		ID: fmt.Sprintf("%s/%d", c.ID, j), ConnectionID: c.ID, Index: j, Interface: c.Interface,
+		Client: c.Client, ClientPort: c.ClientPort, Server: c.Server, ServerPort: 80,
+		Trequest: g.dur(1e5, 1), Tserver: g.dur(30e6, 1.2), Ttransfer: g.dur(10e6, 1.5), RTTClient: c.RTTClient,
+		Method: "GET", Host: fmt.Sprintf("www%d.example.com", g.rng.IntN(3)), URL: g.urls[g.rng.IntN(len(g.urls))],
+		Status: 200, ContentType: "text/html", UserAgent: "Mozilla/5.0 (synthetic)", Accept: "*/*",
+		RequestBytes: 300 + g.rng.Int64N(200), ResponseBytes: 1000 + g.rng.Int64N(100000),
+		PageviewID: pvID,
+	}
+	if !bare {
+		tx.Class = c.Class
+	}
+	if j == 0 {
+		tx.Tconn = c.Tconn
+		tx.Start = c.FirstSeen
+	} else {
+		tx.Start = t + g.rng.Int64N(5e6)
+	}
+	tx.BodyBytes = tx.ResponseBytes - 200
+	tx.Total = tx.Tconn + tx.Trequest + tx.Tserver + tx.Ttransfer
+	tx.End = tx.Start + tx.Total
+	tx.RequestFirst = tx.Start + tx.Tconn
+	tx.RequestLast = tx.RequestFirst + tx.Trequest
+	tx.ResponseFirst = tx.RequestLast + tx.Tserver
+	tx.ResponseLast = tx.ResponseFirst + tx.Ttransfer
+	tx.ResponseAcked = tx.ResponseLast + c.RTTClient
+	switch r := g.rng.IntN(100); {
+	case r < 3:
+		tx.Status = 404
+	case r < 5:
+		tx.Status = 500
+	case r < 6:
+		tx.Status = 503
+	}
+	if g.rng.IntN(25) == 0 {
+		tx.RetransBytes = 1460 * (1 + g.rng.Int64N(4))
+		c.RetransBytes += tx.RetransBytes
+	}
+	if g.rng.IntN(50) == 0 {
+		tx.Flags |= reconstruct.FlagIncomplete
+	}
+	if g.rng.IntN(100) == 0 {
+		tx.Flags |= reconstruct.FlagNoResponse
+	}
+	return tx
+}
+
+// pageviewOf is c's pageview: one per connection, its container the first
+// transaction.
+func pageviewOf(c *reconstruct.Connection, txs []*reconstruct.Transaction, id string) *pageview.Pageview {
+	ct := txs[0]
+	pv := &pageview.Pageview{
+		ID: id, Interface: c.Interface, Client: c.Client, UserAgent: ct.UserAgent, Class: c.Class,
+		Priority: map[string]string{"gold": "high", "silver": "normal", "bronze": "low"}[c.Class],
+		Server:   c.Server, Host: ct.Host, URL: ct.URL, Status: ct.Status, ContainerID: ct.ID,
+		Start: ct.Start, End: c.LastSeen, Objects: len(txs) - 1, Connections: 1, SYNLosses: c.SYNLosses,
+		SYNACKLosses: c.SYNACKLosses, RetransBytes: c.RetransBytes,
+	}
+	for _, tx := range txs {
+		pv.Bytes += tx.ResponseBytes
+	}
+	pv.Total = pv.End - pv.Start
+	pv.Tconn = ct.Tconn
+	pv.Tserver = ct.Tserver
+	pv.Ttransfer = ct.Ttransfer
+	pv.Tother = pv.Total - pv.Tconn - pv.Tserver - pv.Ttransfer
+	if c.Flags&reconstruct.FlagIncomplete != 0 {
+		pv.Flags |= reconstruct.FlagIncomplete
+	}
+	return pv
 }

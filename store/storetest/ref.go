@@ -2,7 +2,9 @@ package storetest
 
 import (
 	"encoding/hex"
+	"maps"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -103,28 +105,39 @@ func comp(c string) string {
 
 // Histogram per the HistogramQuery contract.
 func (r *Ref) Histogram(q store.HistogramQuery) []store.ClassHistogram {
-	by := map[string]*store.ClassHistogram{}
-	for _, x := range r.rows(q.Kind, q.Range, q.Class) {
-		h := by[x.class]
-		if h == nil {
-			h = &store.ClassHistogram{Class: x.class, Edges: q.Edges, Counts: make([]int64, len(q.Edges))}
-			by[x.class] = h
-		}
-		v := x.comp[comp(q.Component)]
-		b := 0
-		for _, e := range q.Edges[1:] {
-			if v >= e {
-				b++
+	return perClass(r.rows(q.Kind, q.Range, q.Class),
+		func(class string) *store.ClassHistogram {
+			return &store.ClassHistogram{Class: class, Edges: q.Edges, Counts: make([]int64, len(q.Edges))}
+		},
+		func(h *store.ClassHistogram, x row) {
+			v := x.comp[comp(q.Component)]
+			b := 0
+			for _, e := range q.Edges[1:] {
+				if v >= e {
+					b++
+				}
 			}
+			h.Counts[b]++
+			h.Total++
+		})
+}
+
+// perClass folds rows into one answer per class (made by start, each row
+// added by add), in class order; none if there are no rows.
+func perClass[T any](rows []row, start func(class string) *T, add func(*T, row)) []T {
+	by := map[string]*T{}
+	for _, x := range rows {
+		a := by[x.class]
+		if a == nil {
+			a = start(x.class)
+			by[x.class] = a
 		}
-		h.Counts[b]++
-		h.Total++
+		add(a, x)
 	}
-	var out []store.ClassHistogram
-	for _, h := range by {
-		out = append(out, *h)
+	var out []T
+	for _, class := range slices.Sorted(maps.Keys(by)) {
+		out = append(out, *by[class])
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Class < out[j].Class })
 	return out
 }
 
@@ -179,6 +192,12 @@ func (r *Ref) Percentiles(q store.PercentileQuery) []store.ClassPercentiles {
 	return out
 }
 
+func countIf(n *int64, cond bool) {
+	if cond {
+		*n++
+	}
+}
+
 // Counters per the Counters doc.
 func (r *Ref) Counters(tr store.TimeRange, class string) store.Counters {
 	var c store.Counters
@@ -192,38 +211,22 @@ func (r *Ref) Counters(tr store.TimeRange, class string) store.Counters {
 		c.SYNLossGap += x.SYNLossGap
 		c.SYNACKLossGap += x.SYNACKLossGap
 		c.ConnRetransBytes += x.RetransBytes
-		if x.RetransBytes > 0 {
-			c.ConnsWithRetrans++
-		}
-		if x.Flags&reconstruct.FlagIncomplete != 0 {
-			c.IncompleteConnections++
-		}
-		if x.Flags&reconstruct.FlagReset != 0 {
-			c.ResetConnections++
-		}
+		countIf(&c.ConnsWithRetrans, x.RetransBytes > 0)
+		countIf(&c.IncompleteConnections, x.Flags&reconstruct.FlagIncomplete != 0)
+		countIf(&c.ResetConnections, x.Flags&reconstruct.FlagReset != 0)
 	}
 	for _, x := range r.rows(store.Transactions, tr, class) {
 		t := x.tx
 		c.Transactions++
 		c.TxRetransBytes += t.RetransBytes
-		if t.RetransBytes > 0 {
-			c.TxWithRetrans++
-		}
-		if t.Flags&reconstruct.FlagIncomplete != 0 {
-			c.IncompleteTx++
-		}
-		if t.Flags&reconstruct.FlagNoResponse != 0 {
-			c.NoResponseTx++
-		}
-		if t.Status >= 500 {
-			c.ServerErrors++
-		}
+		countIf(&c.TxWithRetrans, t.RetransBytes > 0)
+		countIf(&c.IncompleteTx, t.Flags&reconstruct.FlagIncomplete != 0)
+		countIf(&c.NoResponseTx, t.Flags&reconstruct.FlagNoResponse != 0)
+		countIf(&c.ServerErrors, t.Status >= 500)
 	}
 	for _, x := range r.rows(store.Pageviews, tr, class) {
 		c.Pageviews++
-		if x.pv.Flags&reconstruct.FlagIncomplete != 0 {
-			c.IncompletePageviews++
-		}
+		countIf(&c.IncompletePageviews, x.pv.Flags&reconstruct.FlagIncomplete != 0)
 	}
 	return c
 }
@@ -414,24 +417,16 @@ func (r *Ref) Extent(k store.Kind) store.Extent {
 
 // ComponentSums per the ComponentSums doc.
 func (r *Ref) ComponentSums(q store.SumQuery) []store.ComponentSums {
-	by := map[string]*store.ComponentSums{}
-	for _, x := range r.rows(q.Kind, q.Range, q.Class) {
-		cs := by[x.class]
-		if cs == nil {
-			cs = &store.ComponentSums{Class: x.class, Sums: map[string]int64{}}
-			by[x.class] = cs
-		}
-		cs.Count++
-		for c, v := range x.comp {
-			cs.Sums[c] += v
-		}
-	}
-	var out []store.ComponentSums
-	for _, cs := range by {
-		out = append(out, *cs)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Class < out[j].Class })
-	return out
+	return perClass(r.rows(q.Kind, q.Range, q.Class),
+		func(class string) *store.ComponentSums {
+			return &store.ComponentSums{Class: class, Sums: map[string]int64{}}
+		},
+		func(cs *store.ComponentSums, x row) {
+			cs.Count++
+			for c, v := range x.comp {
+				cs.Sums[c] += v
+			}
+		})
 }
 
 // Summary per the Summary contract, computed from the records directly:

@@ -1,0 +1,195 @@
+package reconstruct
+
+import (
+	"github.com/rtmon/rtmon/capture"
+	"github.com/rtmon/rtmon/reconstruct/http1"
+)
+
+// Delivery: the in-order bytes and gaps of each direction handed to its HTTP
+// parser, and the client's ACKs of the response.
+
+// serverRetransmitted handles server bytes [from, to) sent again by p: a
+// response is complete at the client only when its last needed byte
+// arrived, and the bytes count against the transaction they belong to.
+// Bytes the client had acknowledged were resent spuriously; bytes beyond
+// its last ACK wait for its next ACK to say whether it lacked them.
+func (c *conn) serverRetransmitted(p *capture.Packet, from, to int64) {
+	c.probes.reset() // Karn: an ACK after a retransmission is ambiguous
+	for _, st := range c.awaiting {
+		if from < st.respEndOff && to > st.respStartOff {
+			if to > c.lastAck {
+				c.addRetrans(st, pendingRetrans{at: p.Timestamp, from: from, to: to, hasTS: p.HasTimestamps, tsVal: p.TSVal,
+					tail: to >= st.respEndOff})
+			} else {
+				st.tx.Flags |= FlagSpuriousRetrans
+			}
+			st.tx.RetransBytes += min(to, st.respEndOff) - max(from, st.respStartOff)
+		}
+	}
+	if c.resp != nil {
+		c.resp.tx.RetransBytes += to - from
+	}
+}
+
+// clientAck processes the client's cumulative ACK of the server's stream.
+func (c *conn) clientAck(a ackInfo) {
+	ts, off := a.ts, a.off
+	for _, st := range c.awaiting {
+		if len(st.rtx) > 0 {
+			c.judgeRetrans(st, a)
+		}
+	}
+	if off > c.s2c.next && off <= c.s2c.highest+1 {
+		c.s2c.acked(off, c.deliverServer, c.gapServer)
+		if c.s2c.finReady() {
+			c.closeServerStream()
+		}
+	}
+	if off <= c.lastAck {
+		return
+	}
+	c.lastAck = off
+	if sent, ok := c.probes.acked(off); ok {
+		if s := ts - sent; c.dataRTT == 0 || s < c.dataRTT {
+			c.dataRTT = s
+		}
+	}
+	for len(c.awaiting) > 0 && c.awaiting[0].respEndOff <= off {
+		st := c.awaiting[0]
+		c.awaiting[0] = nil
+		c.awaiting = c.awaiting[1:]
+		st.tx.ResponseAcked = ts
+		c.emit(st)
+	}
+}
+
+func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen int) {
+	c.curTS = ts
+	lost := c.pktLost
+	c.c2sLog.add(off, off+int64(wireLen), ts, lost, c.pktAckOrCopy)
+	c.pktLost = 0 // the losses came before the packet's own bytes, delivered first
+	if c.truncated {
+		c.heuristicClientData(ts, off, captured, wireLen)
+		return
+	}
+	c.feed(c.reqP(), &c.reqH, captured, wireLen)
+	if n := len(c.pending); n > 0 {
+		st := c.pending[n-1]
+		switch {
+		case off < st.reqStartOff:
+		case arrived < ts:
+			// A later piece of the request overtook its first one: the
+			// client was sending by the time it passed. If what filled the
+			// hole was sent after the pieces that overtook it (IP IDs), it
+			// was a retransmission: the first copy was lost before the
+			// capture point.
+			st.tx.RequestFirst = min(st.tx.RequestFirst, arrived)
+			if c.pktNew {
+				st.resent = true
+			}
+			if c.oooLost > 0 && off <= c.oooOff && c.oooOff < off+int64(wireLen) {
+				// The piece that overtook the hole came after lost packets;
+				// those beyond the request's segments before it were
+				// copies of the flight, so this piece was resent too (a
+				// tail probe resends the last segment first).
+				seg := c.sendMSS()
+				before := int((c.oooOff - st.reqStartOff + seg/2) / seg)
+				if rounds := c.oooLost - before; rounds > 0 && arrived == st.tx.RequestFirst {
+					st.upLost, st.upMulti = rounds, true
+				}
+				c.oooLost = 0
+			}
+		case lost > 0 && off > st.reqStartOff:
+			// A later segment of the request came after lost packets: its
+			// first copy was lost (the wait is in RequestLast already).
+			st.resent = true
+		}
+	}
+}
+
+func (c *conn) deliverServer(ts, _, off int64, captured []byte, wireLen int) {
+	c.curTS = ts
+	c.s2cLog.add(off, off+int64(wireLen), ts, 0, false)
+	c.probes.sent(off+int64(wireLen), ts)
+	if c.truncated {
+		c.heuristicServerData(ts, off, captured, wireLen)
+		return
+	}
+	c.feed(c.respP(), &c.respH, captured, wireLen)
+}
+
+// feed hands one segment's bytes to a direction's parser: the captured
+// ones, then the part the snap length cut off as a gap.
+func (c *conn) feed(p *http1.Parser, h http1.Handler, captured []byte, wireLen int) {
+	p.SegmentStart()
+	p.Feed(captured, h)
+	if len(captured) < wireLen {
+		p.Gap(int64(wireLen-len(captured)), h)
+	}
+	c.releaseIdleParsers()
+}
+
+func (c *conn) gapClient(off, n int64) {
+	c.t.stats.Holes++
+	c.t.stats.HoleBytes += uint64(n)
+	if st := c.currentRequest(); st != nil {
+		st.tx.Flags |= FlagHole
+		st.tx.HoleBytes += n
+	}
+	if !c.truncated {
+		c.reqP().Gap(n, &c.reqH)
+		c.releaseIdleParsers()
+	}
+}
+
+func (c *conn) gapServer(off, n int64) {
+	c.t.stats.Holes++
+	c.t.stats.HoleBytes += uint64(n)
+	if c.resp != nil {
+		c.resp.tx.Flags |= FlagHole
+		c.resp.tx.HoleBytes += n
+	}
+	if !c.truncated {
+		c.respP().Gap(n, &c.respH)
+		c.releaseIdleParsers()
+	}
+}
+
+func (c *conn) reqP() *http1.Parser {
+	if c.reqParser == nil {
+		c.reqParser = http1.Acquire(http1.Request, c.t.cfg.MaxHeaderBytes, c.reqOff)
+	}
+	return c.reqParser
+}
+
+func (c *conn) respP() *http1.Parser {
+	if c.respParser == nil {
+		c.respParser = http1.Acquire(http1.Response, c.t.cfg.MaxHeaderBytes, c.respOff)
+	}
+	return c.respParser
+}
+
+// releaseIdleParsers hands back parsers that hold no state but their offset.
+func (c *conn) releaseIdleParsers() {
+	if p := c.reqParser; p != nil && p.Idle() {
+		c.reqOff = p.Offset()
+		p.Release()
+		c.reqParser = nil
+	}
+	if p := c.respParser; p != nil && p.Idle() {
+		c.respOff = p.Offset()
+		p.Release()
+		c.respParser = nil
+	}
+}
+
+func (c *conn) releaseParsers() {
+	if c.reqParser != nil {
+		c.reqParser.Release()
+		c.reqParser = nil
+	}
+	if c.respParser != nil {
+		c.respParser.Release()
+		c.respParser = nil
+	}
+}

@@ -1,0 +1,136 @@
+package reconstruct
+
+import "github.com/rtmon/rtmon/capture"
+
+// HandshakeWaits splits a connection's handshake waits into the two kinds
+// of loss the client sat through:
+//   - syn: consecutive client SYNs with no SYN/ACK between them (the SYN or
+//     the path to the server was lost);
+//   - synack: a client SYN retransmission after a SYN/ACK, and the server's
+//     SYN/ACK retransmissions after the last SYN up to the handshake ACK
+//     (the SYN/ACK never reached the client).
+//
+// Each wait is one gap in nanoseconds, in capture order. A handshake that
+// never completed has no end to measure the server's retransmissions
+// against, so they count only once Established is set. SYNLossGap and
+// SYNACKLossGap are the sums of the two lists.
+func HandshakeWaits(c *Connection) (syn, synack []int64) {
+	s, a := c.SYNTimes, c.SYNACKTimes
+	j := 0
+	for i := 1; i < len(s); i++ {
+		answered := false
+		for j < len(a) && a[j] < s[i] {
+			if a[j] >= s[i-1] {
+				answered = true
+			}
+			j++
+		}
+		if answered {
+			synack = append(synack, s[i]-s[i-1])
+		} else {
+			syn = append(syn, s[i]-s[i-1])
+		}
+	}
+	if c.Established == 0 {
+		return syn, synack
+	}
+	// The server's own SYN/ACK retransmissions after the last SYN.
+	var prev int64
+	for ; j < len(a) && a[j] <= c.Established; j++ {
+		if prev != 0 {
+			synack = append(synack, a[j]-prev)
+		}
+		prev = a[j]
+	}
+	return syn, synack
+}
+
+// handshakeLossGaps is the total of each kind of handshake wait.
+func handshakeLossGaps(c *Connection) (syn, synack int64) {
+	synWaits, synackWaits := HandshakeWaits(c)
+	for _, w := range synWaits {
+		syn += w
+	}
+	for _, w := range synackWaits {
+		synack += w
+	}
+	return syn, synack
+}
+
+// openSide takes what a side's first SYN (the client's) or SYN/ACK (the
+// server's) says: its ISN, where its byte stream starts, and its MSS.
+func openSide(p *capture.Packet, seen *bool, isn *uint32, h *halfStream, mss *int) {
+	*seen = true
+	*isn = p.Seq
+	h.setBase(p.Seq + 1)
+	if p.MSS > 0 {
+		*mss = int(p.MSS)
+	}
+}
+
+func (c *conn) handshake(p *capture.Packet, fromClient bool) {
+	ts := p.Timestamp
+	if fromClient && p.Flags&capture.FlagACK == 0 {
+		if !c.synSeen {
+			openSide(p, &c.synSeen, &c.clientISN, &c.c2s, &c.rec.MSSClient)
+		} else if c.synackSinceSyn {
+			c.rec.SYNACKLosses++
+		} else {
+			c.rec.SYNLosses++
+		}
+		c.rec.SYNTimes = append(c.rec.SYNTimes, ts)
+		c.synackSinceSyn = false
+		return
+	}
+	if !fromClient && p.Flags&capture.FlagACK != 0 {
+		if !c.synackSeen {
+			openSide(p, &c.synackSeen, &c.serverISN, &c.s2c, &c.rec.MSSServer)
+		}
+		if c.synackSinceSyn {
+			// The server retransmitted its SYN/ACK: the first never got an answer.
+			c.rec.SYNACKLosses++
+		} else if n := len(c.rec.SYNTimes); n > 0 {
+			c.rec.RTTServer = ts - c.rec.SYNTimes[n-1]
+		}
+		c.rec.SYNACKTimes = append(c.rec.SYNACKTimes, ts)
+		c.synackSinceSyn = true
+		c.lastSynAck = ts
+		if p.HasTimestamps {
+			c.synackTS[0] = c.synackTS[1]
+			c.synackTS[1].at, c.synackTS[1].tsval = ts, p.TSVal
+		}
+	}
+}
+
+// answeredSynAck is the capture time of the SYN/ACK a handshake ACK
+// answers: the one whose timestamp it echoes, else the latest. After a
+// lost SYN/ACK the server may send two close together (its own timer's and
+// the answer to the client's retransmitted SYN); the client answers the
+// first to arrive.
+func (c *conn) answeredSynAck(p *capture.Packet) int64 {
+	if p.HasTimestamps {
+		for _, s := range c.synackTS {
+			if s.at != 0 && s.tsval == p.TSEcr {
+				return s.at
+			}
+		}
+	}
+	return c.lastSynAck
+}
+
+// answeredSyn is the capture time of the SYN the server first answered: the
+// client's round-trip sample runs from it, for Linux takes the sample from
+// the SYN/ACK's timestamp echo, and a retransmitted SYN/ACK still echoes
+// that SYN (so after a lost SYN/ACK the sample spans the SYN timeout).
+func (c *conn) answeredSyn() int64 {
+	r := &c.rec
+	answered := r.SYNTimes[len(r.SYNTimes)-1]
+	if len(r.SYNACKTimes) > 0 {
+		for _, syn := range r.SYNTimes {
+			if syn <= r.SYNACKTimes[0] {
+				answered = syn
+			}
+		}
+	}
+	return answered
+}

@@ -1,0 +1,67 @@
+package reconstruct
+
+// The client's round trip, timed from the server's segments to the ACKs
+// that cover them.
+
+// clientRTT is the round trip between the capture point and the client: the
+// smallest sample of the handshake (SYN/ACK out, ACK back) and of data/ACK
+// pairs. Queueing or a delayed ACK only ever inflates a sample, so the
+// minimum is the best estimate of the path itself.
+func (c *conn) clientRTT() int64 {
+	switch {
+	case c.handshakeRTT > 0 && c.dataRTT > 0:
+		return min(c.handshakeRTT, c.dataRTT)
+	case c.handshakeRTT > 0:
+		return c.handshakeRTT
+	}
+	return c.dataRTT
+}
+
+// rttProbes remembers when recent server segments left, so the client's ACKs
+// yield RTT samples when no handshake was captured. The newest segment an ACK
+// covers gives the sample: the client acknowledges on receipt (or within its
+// delayed-ACK timer, which the minimum over samples filters out). With more
+// segments in flight than the ring holds (a bulk transfer), the ring's
+// entries are gone before their ACKs come back; one segment is then timed
+// until its ACK arrives (as TCP senders time one segment per round trip),
+// a sample that may include the gap to the segment that triggered the ACK.
+type rttProbes struct {
+	ring [3]struct{ end, ts int64 }
+	head int // next slot to write
+	n    int
+	held struct{ end, ts int64 } // ts 0: none
+}
+
+func (r *rttProbes) sent(end, ts int64) {
+	r.ring[r.head].end, r.ring[r.head].ts = end, ts
+	r.head = (r.head + 1) % len(r.ring)
+	if r.n < len(r.ring) {
+		r.n++
+	}
+	if r.held.ts == 0 {
+		r.held.end, r.held.ts = end, ts
+	}
+}
+
+// acked returns the send time of the newest segment ending at or before off
+// and forgets every segment the ACK covers.
+func (r *rttProbes) acked(off int64) (int64, bool) {
+	held := r.held
+	if held.ts != 0 && held.end <= off {
+		r.held.ts = 0
+	}
+	for i := 0; i < r.n; i++ {
+		slot := (r.head - 1 - i + len(r.ring)) % len(r.ring)
+		if r.ring[slot].end <= off {
+			ts := r.ring[slot].ts
+			r.n = i // older entries are covered too
+			return ts, true
+		}
+	}
+	if held.ts != 0 && held.end <= off {
+		return held.ts, true
+	}
+	return 0, false
+}
+
+func (r *rttProbes) reset() { r.n, r.held.ts = 0, 0 }

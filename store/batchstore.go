@@ -1,0 +1,209 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Storing one batch, in phases: classify the transactions that came
+// without a class, then per table (the three in parallel) drop the ids
+// already stored, insert the rest, and note the minutes whose rollups to
+// recompute.
+
+// recordItem is record i of its table's slice in the batch, with what
+// dedup needs; no per-record closure (an allocation each, which the GC
+// then scans).
+type recordItem struct {
+	id    string
+	start int64
+	i     int
+}
+
+// recordGroup is one table's records of a batch.
+type recordGroup struct {
+	t     table
+	items []recordItem
+	row   func(c *colSet, i int) // appends record i's row
+}
+
+// groupResult is what storing one group did.
+type groupResult struct {
+	dups    int
+	minutes map[int64]bool // touched, for the rollups
+	err     error
+}
+
+// store dedups and inserts one batch; it returns how many were duplicates.
+func (w *writer) store(ctx context.Context, b *Batch) (int, error) {
+	groups := recordGroups(b, clip(w.opts.Sensor, maxSensorOrPri), w.txClasses(b))
+	// The three tables are independent: dedup and insert them in parallel,
+	// which lets the server's insert work use both cores.
+	results := make([]groupResult, len(groups))
+	var wg sync.WaitGroup
+	for gi := range groups {
+		if len(groups[gi].items) > 0 {
+			wg.Go(func() { results[gi] = w.storeGroup(ctx, &groups[gi]) })
+		}
+	}
+	wg.Wait()
+	dups := 0
+	var errs []error
+	for _, r := range results {
+		dups += r.dups
+		errs = append(errs, r.err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	if w.opts.keepRollups() {
+		w.markDirty(groups, results)
+	}
+	return dups, nil
+}
+
+// txClasses gives each transaction of b its class. The pageview stage's
+// class wins: it is the classifier the pageviews and connections were
+// stamped with, so all three tables agree. The rest serves callers that
+// write bare transactions: Options.Classify, else the connection's class
+// in the same batch, else the client's last class seen.
+func (w *writer) txClasses(b *Batch) []string {
+	var connClass map[string]string // built only if needed
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, len(b.Transactions))
+	for i, t := range b.Transactions {
+		switch {
+		case t.Class != "":
+			out[i] = t.Class
+		case w.opts.Classify != nil:
+			out[i] = w.opts.Classify(t.Client)
+		default:
+			if connClass == nil {
+				connClass = make(map[string]string, len(b.Connections))
+				for _, c := range b.Connections {
+					connClass[c.ID] = c.Class
+				}
+			}
+			if c := connClass[t.ConnectionID]; c != "" {
+				out[i] = c
+			} else {
+				out[i] = w.classOf[t.Client]
+			}
+		}
+	}
+	return out
+}
+
+// recordGroups splits b into its tables' groups.
+func recordGroups(b *Batch, sensor string, txClass []string) []recordGroup {
+	groups := []recordGroup{
+		{t: pvTable, items: make([]recordItem, len(b.Pageviews)), row: func(c *colSet, i int) { pvRow(c, sensor, b.Pageviews[i]) }},
+		{t: txTable, items: make([]recordItem, len(b.Transactions)), row: func(c *colSet, i int) { txRow(c, sensor, txClass[i], b.Transactions[i]) }},
+		{t: connTable, items: make([]recordItem, len(b.Connections)), row: func(c *colSet, i int) { connRow(c, sensor, b.Connections[i]) }},
+	}
+	for i, p := range b.Pageviews {
+		groups[0].items[i] = recordItem{clip(p.ID, maxID), p.Start, i}
+	}
+	for i, t := range b.Transactions {
+		groups[1].items[i] = recordItem{clip(t.ID, maxID), t.Start, i}
+	}
+	for i, c := range b.Connections {
+		groups[2].items[i] = recordItem{clip(c.ID, maxID), c.FirstSeen, i}
+	}
+	return groups
+}
+
+func (w *writer) storeGroup(ctx context.Context, g *recordGroup) groupResult {
+	keep, dups, err := w.dedup(ctx, g)
+	if err != nil {
+		return groupResult{err: err}
+	}
+	if err := w.insertGroup(ctx, g, keep); err != nil {
+		return groupResult{err: err}
+	}
+	r := groupResult{dups: dups}
+	if w.opts.keepRollups() {
+		r.minutes = touchedMinutes(g.items)
+	}
+	return r
+}
+
+// dedup drops the items whose id is stored already or repeats within the
+// batch.
+func (w *writer) dedup(ctx context.Context, g *recordGroup) (keep []recordItem, dups int, err error) {
+	ids := make(map[string]bool, len(g.items))
+	lo, hi := g.items[0].start, g.items[0].start
+	for _, it := range g.items {
+		ids[it.id] = true
+		lo, hi = min(lo, it.start), max(hi, it.start)
+	}
+	t0 := time.Now()
+	have, err := w.q.existingIDs(ctx, g.t, lo, hi, ids)
+	w.opts.Logger.Debug("store: dedup", "table", g.t.name, "ids", len(ids), "took", time.Since(t0))
+	if err != nil {
+		return nil, 0, fmt.Errorf("dedup %s: %w", g.t.name, err)
+	}
+	// ids doubles as the seen-set: an id is kept once, then marked false
+	// so a repeat within the batch is dropped.
+	keep = make([]recordItem, 0, len(g.items))
+	for _, it := range g.items {
+		if have[it.id] || !ids[it.id] {
+			dups++
+			continue
+		}
+		ids[it.id] = false
+		keep = append(keep, it)
+	}
+	return keep, dups, nil
+}
+
+// insertGroup inserts keep, split into concurrent inserts where the engine
+// says so: the server's per-insert work (sort, compress, write a part) is
+// single threaded, the client's encoding too.
+func (w *writer) insertGroup(ctx context.Context, g *recordGroup, keep []recordItem) error {
+	size := len(keep)
+	if n := w.ins.chunkRows(len(keep)); n > 0 {
+		size = n
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for lo := 0; lo < len(keep); lo += size {
+		part := keep[lo:min(lo+size, len(keep))]
+		wg.Go(func() {
+			cs := newColSet(g.t, len(part))
+			for _, it := range part {
+				g.row(cs, it.i)
+			}
+			cs.done()
+			t0 := time.Now()
+			err := w.ins.insert(ctx, cs)
+			w.opts.Logger.Debug("store: insert", "table", g.t.name, "rows", cs.n, "took", time.Since(t0))
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("insert %d %s: %w", cs.n, g.t.name, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// touchedMinutes lists every minute the items fall in, duplicates
+// included: a retried batch's records are all duplicates, but the failure
+// may have come between its insert and the recompute. Records come mostly
+// in time order: a map insert per change of minute, not per record.
+func touchedMinutes(items []recordItem) map[int64]bool {
+	ms := make(map[int64]bool)
+	last := int64(-1 << 62)
+	for _, it := range items {
+		if m := floorDiv(it.start, rollupGrain); m != last {
+			ms[m], last = true, m
+		}
+	}
+	return ms
+}

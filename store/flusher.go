@@ -1,0 +1,122 @@
+package store
+
+import (
+	"context"
+	"os"
+	"time"
+)
+
+// run is the single flusher goroutine: it takes streamed records, queues
+// the buffer by age, and stores the queue in order with backoff.
+func (w *writer) run() {
+	defer close(w.done)
+	tick := time.NewTicker(w.opts.MaxAge / 4)
+	defer tick.Stop()
+	backoff := time.Duration(0)
+	var nextTry time.Time
+	for {
+		var retry <-chan time.Time
+		if backoff > 0 {
+			retry = time.After(time.Until(nextTry))
+		}
+		select {
+		case <-w.stop:
+			return
+		case <-w.kick:
+		case <-tick.C:
+			w.takeStream()
+		case <-retry:
+		}
+		w.mu.Lock()
+		if w.cur.Len() > 0 && time.Since(w.curAt) >= w.opts.MaxAge {
+			w.enqueueLocked()
+		}
+		w.mu.Unlock()
+		if backoff > 0 && time.Now().Before(nextTry) {
+			continue
+		}
+		backoff = w.drain(backoff)
+		nextTry = time.Now().Add(backoff)
+	}
+}
+
+// drain stores queue entries in order until the queue is empty or an insert
+// fails; it returns the next backoff (0 after success). With the queue
+// empty it recomputes the rollups of the minutes stored batches touched,
+// when someone waits for them or they have waited rollupDelay.
+func (w *writer) drain(backoff time.Duration) time.Duration {
+	for {
+		w.mu.Lock()
+		if len(w.queue) == 0 {
+			if len(w.dirty) > 0 && (w.flushing > 0 || w.closed || time.Since(w.dirtySince) >= rollupDelay) {
+				w.mu.Unlock()
+				w.refreshDirty()
+				continue
+			}
+			w.cond.Broadcast()
+			w.mu.Unlock()
+			return 0
+		}
+		p := w.queue[0]
+		w.busy = true
+		w.mu.Unlock()
+
+		dups, took, err := w.storePending(p)
+
+		w.mu.Lock()
+		w.busy = false
+		if err != nil {
+			w.failedLocked(err)
+			w.mu.Unlock()
+			if backoff == 0 {
+				return 100 * time.Millisecond
+			}
+			return min(backoff*2, w.opts.MaxBackoff)
+		}
+		w.storedLocked(p, dups, took)
+		w.mu.Unlock()
+		backoff = 0
+	}
+}
+
+// storePending stores one queue entry, from memory or its spill file.
+func (w *writer) storePending(p *pending) (dups int, took time.Duration, err error) {
+	b := p.b
+	if b == nil {
+		if b, err = loadSpill(p.path); err != nil {
+			return 0, 0, err
+		}
+	}
+	t0 := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dups, err = w.store(ctx, b)
+	return dups, time.Since(t0), err
+}
+
+// failedLocked notes a failed store; the entry stays at the queue's head.
+func (w *writer) failedLocked(err error) {
+	w.err = err
+	w.stats.Retries++
+	w.stats.LastError = err.Error()
+	w.cond.Broadcast()
+}
+
+// storedLocked removes the stored head entry p from the queue.
+func (w *writer) storedLocked(p *pending, dups int, took time.Duration) {
+	w.queue = w.queue[1:]
+	if p.b != nil {
+		w.memRow -= p.n
+	} else {
+		os.Remove(p.path)
+		w.stats.SpilledFiles--
+		w.stats.ReplayedFiles++
+	}
+	w.err = nil
+	w.stalled = false
+	w.lastStore = took
+	w.stats.Queued -= int64(p.n)
+	w.stats.Written += int64(p.n - dups)
+	w.stats.Duplicates += int64(dups)
+	w.cond.Broadcast()
+}

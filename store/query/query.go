@@ -1,0 +1,56 @@
+package query
+
+import "context"
+
+// Querier answers the dashboard's and the what-if's reads. Every filter is
+// bound as a parameter, never spliced into SQL.
+type Querier interface {
+	// Histogram counts values of one component per class into fixed buckets.
+	Histogram(ctx context.Context, q HistogramQuery) ([]ClassHistogram, error)
+	// Percentiles gives exact percentiles per class (see Percentile contract).
+	Percentiles(ctx context.Context, q PercentileQuery) ([]ClassPercentiles, error)
+	// PercentileSeries gives the same per time bucket of q.Bucket.
+	PercentileSeries(ctx context.Context, q PercentileQuery) ([]SeriesPoint, error)
+	// Counters sums losses, retransmissions and incomplete records.
+	Counters(ctx context.Context, r TimeRange, class string) (Counters, error)
+	// TopSlow ranks URLs, servers or clients by mean total time.
+	TopSlow(ctx context.Context, q TopQuery) ([]TopRow, error)
+	// Search finds transactions or pageviews by filters, newest first.
+	Search(ctx context.Context, q SearchQuery) (SearchResult, error)
+	// PageviewByID returns one pageview with its transactions and
+	// connections; ErrNotFound when no pageview has that id.
+	PageviewByID(ctx context.Context, id string) (*PageviewDetail, error)
+	// Classes lists the classes that have records in r, sorted.
+	Classes(ctx context.Context, r TimeRange) ([]string, error)
+	// Extent is the size and time span of one kind's records.
+	Extent(ctx context.Context, k Kind) (Extent, error)
+	// ComponentSums is, per class, the count and exact sum of every
+	// component in range.
+	ComponentSums(ctx context.Context, q SumQuery) ([]ComponentSums, error)
+	// Summary answers the overview of a range from per-minute rollups:
+	// exact counts, sums, counters and histograms, percentiles within
+	// RollupRelError, at a cost that does not grow with the records.
+	Summary(ctx context.Context, q SummaryQuery) (*Summary, error)
+	// Stats reports the writer of this store as readers need it: Written
+	// changes when the data does (a cache key), Rollups says whether
+	// Summary's rollups are kept current, LastError and Queued how
+	// writing goes (health, metrics).
+	Stats() WriterStats
+}
+
+// WriterStats describe the writer behind a store: Querier.Stats reports
+// them to readers, the store's Writer to the pipeline. The fields named
+// after Options are package store's options.
+type WriterStats struct {
+	Written       int64 // records stored
+	Duplicates    int64 // records dropped because their id was already stored
+	Queued        int64 // records waiting (streamed, memory and spill files)
+	SpilledFiles  int   // spill files waiting
+	Retries       int64 // failed insert attempts
+	LastError     string
+	ReplayedFiles int64 // spill files stored after a failure or from a previous run
+	Rejected      int64 // records streamed through the Sink after Close (not stored)
+	BatchRows     int   // records per stored batch (the effective Options.BatchRows)
+	RollupErrors  int64 // failed rollup recomputes (readers recompute those minutes)
+	Rollups       bool  // the writer keeps the rollups current (Options.Rollups)
+}

@@ -1,0 +1,168 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync/atomic"
+	"time"
+)
+
+// versionClock gives a store's rollup recomputes their versions: the wall
+// clock in ns, strictly increasing where the clock repeats a value.
+type versionClock struct{ last atomic.Int64 }
+
+func (c *versionClock) next() int64 {
+	for {
+		old := c.last.Load()
+		v := max(time.Now().UnixNano(), old+1)
+		if c.last.CompareAndSwap(old, v) {
+			return v
+		}
+	}
+}
+
+// refreshRollups recomputes the whole minutes rs (aligned to rollupGrain)
+// of t and stores them. gone lists keys whose raw rows no longer exist; they
+// get an empty row so that readers stop counting them.
+func (q *querier) refreshRollups(ctx context.Context, t table, rs []TimeRange, gone []rollupKey) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	rk, err := rollupKindOf(q.d, t)
+	if err != nil {
+		return err
+	}
+	version := q.versions.next() // before reading: a later insert gets a later recompute
+	rows, err := q.computeRollups(ctx, rk, rs)
+	if err != nil {
+		return err
+	}
+	return q.storeRollups(ctx, rk, rs, rows, gone, version)
+}
+
+// storeRollups writes rows (computed over the whole minutes rs, reading
+// after version was taken) and an empty row for each key of gone that has
+// none.
+func (q *querier) storeRollups(ctx context.Context, rk rollupKind, rs []TimeRange, rows map[rollupKey]*rollupRow, gone []rollupKey, version int64) error {
+	for _, k := range gone {
+		if rows[k] == nil {
+			rows[k] = &rollupRow{}
+		}
+	}
+	if err := insertRollups(ctx, q.ins, rk, rk.name, rows, version); err != nil {
+		return err
+	}
+	// A failed prune leaves older rows that readers skip; the hours are
+	// still refreshed, and the failure is returned for the counters.
+	pruneErr := q.pruneRollups(ctx, rk.name, rs, version)
+	keys := make([]rollupKey, 0, len(rows))
+	for k := range rows {
+		keys = append(keys, k)
+	}
+	return errors.Join(pruneErr, q.refreshHours(ctx, rk, keys))
+}
+
+// pruneRollups deletes the rows of kind in rs older than version, where
+// the engine does not do so itself.
+func (q *querier) pruneRollups(ctx context.Context, kind string, rs []TimeRange, version int64) error {
+	if q.d.pruneRollups == nil {
+		return nil
+	}
+	return q.d.pruneRollups(ctx, q.db, kind, rs, version)
+}
+
+// refreshHours recomputes, from their minute rows, the hour rows of the
+// hours that keys' minutes fall in.
+func (q *querier) refreshHours(ctx context.Context, rk rollupKind, keys []rollupKey) error {
+	set := map[int64]bool{}
+	for _, k := range keys {
+		set[floorDiv(k.minute, rollupHour)] = true
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	hours := make([]int64, 0, len(set))
+	for h := range set {
+		hours = append(hours, h)
+	}
+	sort.Slice(hours, func(i, j int) bool { return hours[i] < hours[j] })
+	version := q.versions.next() // before reading the minutes, as for them
+	for i := 0; i < len(hours); {
+		j := i + 1
+		for j < len(hours) && hours[j] == hours[j-1]+1 {
+			j++
+		}
+		run := TimeRange{From: hours[i] * rollupHour, To: (hours[j-1] + 1) * rollupHour}
+		i = j
+		minutes, err := q.readRollups(ctx, rk.name, run.From, run.To)
+		if err != nil {
+			return err
+		}
+		old, err := q.readRollups(ctx, hourKind(rk.name), run.From, run.To)
+		if err != nil {
+			return err
+		}
+		agg := map[rollupKey]*rollupRow{}
+		for k, r := range minutes {
+			if r.n == 0 {
+				continue
+			}
+			hk := rollupKey{floorDiv(k.minute, rollupHour) * rollupHour, k.class}
+			if agg[hk] == nil {
+				agg[hk] = &rollupRow{sums: map[string]int64{}}
+			}
+			agg[hk].merge(r)
+		}
+		for k := range old {
+			if agg[k] == nil {
+				agg[k] = &rollupRow{} // its minutes are gone
+			}
+		}
+		if err := insertRollups(ctx, q.ins, rk, hourKind(rk.name), agg, version); err != nil {
+			return err
+		}
+		if err := q.pruneRollups(ctx, hourKind(rk.name), []TimeRange{run}, version); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// insertRollups writes rows of kind (rk's sums) with version.
+func insertRollups(ctx context.Context, ins inserter, rk rollupKind, kind string, rows map[rollupKey]*rollupRow, version int64) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	keys := make([]rollupKey, 0, len(rows))
+	for k := range rows {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].minute != keys[j].minute {
+			return keys[i].minute < keys[j].minute
+		}
+		return keys[i].class < keys[j].class
+	})
+	cs := newColSet(rollupTable, len(rows))
+	for _, k := range keys {
+		r := rows[k]
+		cs.next()
+		cs.Day(k.minute)
+		cs.Str(kind)
+		cs.I64(k.minute)
+		cs.Str(k.class)
+		cs.I64(version)
+		for _, v := range []int64{r.n, r.first, r.last, r.lo, r.hi} {
+			cs.I64(v)
+		}
+		cs.Str(encodeSums(rk.names, r.sums))
+		cs.Str(encodeHist(r.hist))
+	}
+	cs.done()
+	if err := ins.insert(ctx, cs); err != nil {
+		return fmt.Errorf("rollups of %s: %w", rk.t.name, err)
+	}
+	return nil
+}

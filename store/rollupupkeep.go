@@ -1,0 +1,80 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// The writer's share of the rollups (Options.Rollups on): it notes the
+// minutes stored batches touched and recomputes them when its queue is
+// empty (see writer.dirty and rollupDelay).
+
+// markDirty adds the minutes the groups' stored records touched.
+func (w *writer) markDirty(groups []recordGroup, results []groupResult) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for gi, g := range groups {
+		if len(results[gi].minutes) == 0 {
+			continue
+		}
+		if len(w.dirty) == 0 {
+			w.dirtySince = time.Now()
+		}
+		d := w.dirty[g.t.name]
+		if d == nil {
+			d = map[int64]bool{}
+			w.dirty[g.t.name] = d
+		}
+		for m := range results[gi].minutes {
+			d[m] = true
+		}
+	}
+}
+
+// refreshDirty recomputes the rollups of the dirty minutes, the tables in
+// parallel. A failure is counted and its minutes dropped: the records are
+// stored, and readers recompute any minute whose rollup disagrees with
+// them, so retrying here would only hold up the queue.
+func (w *writer) refreshDirty() {
+	w.mu.Lock()
+	dirty := w.dirty
+	w.dirty = map[string]map[int64]bool{}
+	w.refreshing = true
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	var emu sync.Mutex
+	var errs []error
+	for _, t := range tables {
+		ms := dirty[t.name]
+		if len(ms) == 0 {
+			continue
+		}
+		starts := make([]int64, 0, len(ms))
+		for m := range ms {
+			starts = append(starts, m*rollupGrain)
+		}
+		wg.Go(func() {
+			t0 := time.Now()
+			rs := minuteRuns(starts, 64)
+			err := w.q.refreshRollups(ctx, t, rs, nil)
+			w.opts.Logger.Debug("store: rollups", "table", t.name, "minutes", len(starts), "runs", len(rs), "took", time.Since(t0))
+			if err != nil {
+				emu.Lock()
+				errs = append(errs, err)
+				emu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		w.countRollupError(err)
+	}
+	w.mu.Lock()
+	w.refreshing = false
+	w.cond.Broadcast()
+	w.mu.Unlock()
+}

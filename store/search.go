@@ -1,0 +1,180 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/rtmon/rtmon/pageview"
+	"github.com/rtmon/rtmon/reconstruct"
+)
+
+// Search counts the matches, then reads one page of them in two steps:
+// order and page over (start_ns, id) only, then read whole rows for that
+// page. 18.16 has no lazy column reads, so one step would read every
+// column of every match before the LIMIT.
+func (q *querier) Search(ctx context.Context, sq SearchQuery) (SearchResult, error) {
+	var res SearchResult
+	k, t, err := kindTable(sq.Kind)
+	if err != nil {
+		return res, err
+	}
+	w, err := q.searchWhere(sq)
+	if err != nil {
+		return res, err
+	}
+	sq.Limit, sq.Offset = min(max(sq.Limit, 0), 10000), max(sq.Offset, 0)
+	if sq.Limit == 0 {
+		sq.Limit = 50
+	}
+	tbl := q.d.table(t.name)
+	if err := q.db.QueryRowContext(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", tbl, w), w.args...).Scan(&res.Total); err != nil {
+		return res, fmt.Errorf("search count: %w", err)
+	}
+	p, err := q.searchPage(ctx, tbl, w, sq.Limit, sq.Offset)
+	if err != nil || len(p.ids) == 0 {
+		return res, err
+	}
+	if k == Transactions {
+		res.Transactions, err = searchRows(ctx, q, t, p, scanTx, func(tx *reconstruct.Transaction) string { return tx.ID })
+	} else {
+		res.Pageviews, err = searchRows(ctx, q, t, p, scanPv, func(pv *pageview.Pageview) string { return pv.ID })
+	}
+	return res, err
+}
+
+// searchWhere is the condition sq's filters make.
+func (q *querier) searchWhere(sq SearchQuery) (*where, error) {
+	w := baseWhere(sq.Range, sq.Class)
+	if sq.Client != "" {
+		cond, args, err := clientCond(sq.Client)
+		if err != nil {
+			return nil, err
+		}
+		w.add(cond, args...)
+	}
+	if sq.URLContains != "" {
+		w.add(q.d.strpos+"(url, ?) > 0", sq.URLContains)
+	}
+	if sq.Status != 0 {
+		w.add("status = ?", sq.Status)
+	}
+	if sq.MinTotal > 0 {
+		w.add("total >= ?", sq.MinTotal)
+	}
+	return w, nil
+}
+
+// searchPage is one page of matches: their ids in order and the span of
+// their start times, which bounds the read of their rows.
+type searchPage struct {
+	ids    []string
+	pos    map[string]int // id -> index in ids
+	lo, hi int64
+}
+
+func (q *querier) searchPage(ctx context.Context, tbl string, w *where, limit, offset int) (searchPage, error) {
+	p := searchPage{pos: map[string]int{}}
+	err := eachRow(ctx, q.db, fmt.Sprintf("SELECT id, start_ns FROM %s WHERE %s ORDER BY start_ns DESC, id ASC LIMIT ? OFFSET ?", tbl, w),
+		append(w.args, limit, offset), func(rows *sql.Rows) error {
+			var id string
+			var st int64
+			if err := rows.Scan(&id, &st); err != nil {
+				return err
+			}
+			if len(p.ids) == 0 {
+				p.lo, p.hi = st, st
+			}
+			p.lo, p.hi = min(p.lo, st), max(p.hi, st)
+			p.pos[id] = len(p.ids)
+			p.ids = append(p.ids, id)
+			return nil
+		})
+	if err != nil {
+		return p, fmt.Errorf("search: %w", err)
+	}
+	return p, nil
+}
+
+// searchRows reads the whole rows of page p, in the page's order.
+func searchRows[R any](ctx context.Context, q *querier, t table, p searchPage, scan func(rowScanner, *string) (*R, error), id func(*R) string) ([]*R, error) {
+	args := []any{p.lo, p.hi}
+	for _, id := range p.ids {
+		args = append(args, id)
+	}
+	byPos := make([]*R, len(p.ids))
+	var sensor string
+	err := eachRow(ctx, q.db, fmt.Sprintf("SELECT %s FROM %s WHERE start_ns >= ? AND start_ns <= ? AND id IN (%s)", t.selectList(), q.d.table(t.name), marks(len(p.ids))),
+		args, func(rows *sql.Rows) error {
+			r, err := scan(rows, &sensor)
+			if err != nil {
+				return err
+			}
+			byPos[p.pos[id(r)]] = r
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("search rows: %w", err)
+	}
+	var out []*R
+	for _, r := range byPos {
+		if r != nil {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (q *querier) PageviewByID(ctx context.Context, id string) (*PageviewDetail, error) {
+	var sensor string
+	row := q.db.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE id = ? LIMIT 1", pvTable.selectList(), q.d.table(pvTable.name)), id)
+	pv, err := scanPv(row, &sensor)
+	if err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("pageview %q: %w", id, ErrNotFound)
+		}
+		return nil, fmt.Errorf("pageview %q: %w", id, err)
+	}
+	det := &PageviewDetail{Pageview: pv}
+	// Exact membership: the pageview stage stamps every transaction it
+	// forwards with its pageview id. No time or client window is added,
+	// because an object's transaction may start before the pageview does
+	// (a connection opened in advance) and a window would silently drop it.
+	connIDs := map[string]bool{}
+	err = eachRow(ctx, q.db, fmt.Sprintf("SELECT %s FROM %s WHERE pageview_id = ? ORDER BY start_ns, id",
+		txTable.selectList(), q.d.table(txTable.name)), []any{pv.ID}, func(rows *sql.Rows) error {
+		tx, err := scanTx(rows, &sensor)
+		if err != nil {
+			return err
+		}
+		det.Transactions = append(det.Transactions, tx)
+		connIDs[tx.ConnectionID] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pageview transactions: %w", err)
+	}
+	if len(connIDs) == 0 {
+		return det, nil
+	}
+	args := make([]any, 0, len(connIDs))
+	for _, id := range slices.Sorted(maps.Keys(connIDs)) {
+		args = append(args, id)
+	}
+	err = eachRow(ctx, q.db, fmt.Sprintf("SELECT %s FROM %s WHERE id IN (%s) ORDER BY start_ns, id",
+		connTable.selectList(), q.d.table(connTable.name), marks(len(args))), args, func(rows *sql.Rows) error {
+		c, err := scanConn(rows, &sensor)
+		if err != nil {
+			return err
+		}
+		det.Connections = append(det.Connections, c)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pageview connections: %w", err)
+	}
+	return det, nil
+}

@@ -1,0 +1,145 @@
+package testbed
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// startSplicer listens on front inside the server namespace and splices
+// every accepted connection to back: the client's handshake is answered at
+// once by the kernel, the server's connection is opened after the accept
+// (its SYN retransmitted by the kernel, 1 s, 2 s, ... if dropped), and bytes
+// are copied both ways until either side closes. Close (via the testbed)
+// stops the listener and every open pair.
+func startSplicer(tb *Testbed, front, back netip.AddrPort) error {
+	var ln net.Listener
+	if err := inNS(tb.Server.NS, func() (err error) {
+		ln, err = net.Listen("tcp4", front.String())
+		return err
+	}); err != nil {
+		return fmt.Errorf("splicer listen: %w", err)
+	}
+	sp := &splicer{ns: tb.Server.NS, back: back, open: map[net.Conn]bool{}, last: map[netip.Addr]time.Time{}}
+	sp.wg.Add(1)
+	go sp.serve(ln)
+	tb.onClose(func() error {
+		err := ln.Close()
+		sp.mu.Lock()
+		for c := range sp.open {
+			c.Close()
+		}
+		sp.open = nil
+		sp.mu.Unlock()
+		sp.wg.Wait()
+		return err
+	})
+	return nil
+}
+
+// splicer is the state of a running splicer: its open connections and
+// the clients' last connections.
+type splicer struct {
+	ns   string
+	back netip.AddrPort
+	wg   sync.WaitGroup
+
+	mu   sync.Mutex
+	open map[net.Conn]bool // nil: closing
+	// The server side sees every spliced connection from the server's own
+	// address, so it cannot tell a pageview's first connection by the
+	// client as the baseline's drop rule does. The splicer marks it
+	// instead: the server-side connection for a client's first connection
+	// after handshakeIdle gets a source port in spliceFirstPorts, and the
+	// server's rule drops the first SYN from those ports (synDropRules).
+	last map[netip.Addr]time.Time
+	next int
+}
+
+// track adds c to the open connections (on) or removes it; false when the
+// splicer is closing.
+func (sp *splicer) track(c net.Conn, on bool) bool {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.open == nil {
+		return false // closing
+	}
+	if on {
+		sp.open[c] = true
+	} else {
+		delete(sp.open, c)
+	}
+	return true
+}
+
+// markFirst is the source port for the server-side connection of client's
+// new connection: one of spliceFirstPortMin..Max for a pageview's first
+// connection, else 0 (any).
+func (sp *splicer) markFirst(client netip.Addr) int {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	now := time.Now()
+	prev, seen := sp.last[client]
+	sp.last[client] = now
+	if seen && now.Sub(prev) <= handshakeIdle {
+		return 0
+	}
+	sp.next++
+	return spliceFirstPortMin + sp.next%(spliceFirstPortMax-spliceFirstPortMin+1)
+}
+
+// serve accepts connections until the listener closes and splices each.
+func (sp *splicer) serve(ln net.Listener) {
+	defer sp.wg.Done()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return // listener closed
+		}
+		if !sp.track(c, true) {
+			c.Close()
+			return
+		}
+		sp.wg.Add(1)
+		go sp.splice(c)
+	}
+}
+
+// splice connects to the back end for the accepted c and copies both
+// ways until both directions are done.
+func (sp *splicer) splice(c net.Conn) {
+	defer sp.wg.Done()
+	defer func() { sp.track(c, false); c.Close() }()
+	var s net.Conn
+	port := 0
+	if ra, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		port = sp.markFirst(ra.AddrPort().Addr().Unmap())
+	}
+	err := inNS(sp.ns, func() (err error) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: sp.back.Addr().AsSlice(), Port: port}, Timeout: 20 * time.Second}
+		s, err = d.Dial("tcp4", sp.back.String())
+		return err
+	})
+	if err != nil || !sp.track(s, true) {
+		if s != nil {
+			s.Close()
+		}
+		return
+	}
+	defer func() { sp.track(s, false); s.Close() }()
+	done := make(chan struct{}, 2)
+	pipe := func(dst, src net.Conn) {
+		io.Copy(dst, src)
+		if tc, ok := dst.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		}
+		done <- struct{}{}
+	}
+	go pipe(s, c)
+	go pipe(c, s)
+	<-done
+	<-done
+}
