@@ -2,7 +2,6 @@ package export
 
 import (
 	"strconv"
-	"strings"
 
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
@@ -52,6 +51,6 @@ func pageviewRow(p *pageview.Pageview) []string {
 		cell(p.Priority), p.Server.String(), cell(p.Host), cell(p.URL), strconv.Itoa(p.Status), cell(p.ContainerID),
 		i(p.Start, 10), i(p.End, 10), i(p.Total, 10), i(p.Tconn, 10), i(p.Tserver, 10), i(p.Ttransfer, 10),
 		i(p.Tother, 10), strconv.Itoa(p.Objects), strconv.Itoa(p.Connections), i(p.Bytes, 10),
-		strconv.Itoa(p.SYNLosses), strconv.Itoa(p.SYNACKLosses), i(p.RetransBytes, 10), strings.Join(p.Flags.Names(), "|"),
+		strconv.Itoa(p.SYNLosses), strconv.Itoa(p.SYNACKLosses), i(p.RetransBytes, 10), p.Flags.Join("|"),
 		strconv.Itoa(p.AfterLoad), strconv.Itoa(p.Redirects), cell(p.Evidence)}
 }

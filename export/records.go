@@ -150,7 +150,7 @@ func connectionRow(c *reconstruct.Connection) []string {
 		i(c.Established, 10), i(c.Closed, 10), strconv.Itoa(len(c.SYNTimes)), strconv.Itoa(len(c.SYNACKTimes)),
 		strconv.Itoa(c.SYNLosses), strconv.Itoa(c.SYNACKLosses), i(c.SYNLossGap, 10), i(c.SYNACKLossGap, 10),
 		i(c.RTTClient, 10), i(c.RTTServer, 10), i(c.Tconn, 10), i(c.BytesClient, 10), i(c.BytesServer, 10),
-		i(c.RetransBytes, 10), strconv.Itoa(c.Transactions), cell(c.Class), strings.Join(c.Flags.Names(), "|")}
+		i(c.RetransBytes, 10), strconv.Itoa(c.Transactions), cell(c.Class), c.Flags.Join("|")}
 }
 
 var transactionHeader = []string{"id", "connection_id", "index", "interface", "client", "client_port",
@@ -169,7 +169,7 @@ func transactionRow(t *reconstruct.Transaction) []string {
 		i(t.Ttransfer, 10), i(t.Total, 10), i(t.RTTClient, 10), i(t.RetransBytes, 10), i(t.RequestBytes, 10),
 		i(t.ResponseBytes, 10), i(t.BodyBytes, 10), cell(t.Method), cell(t.Host), cell(t.URL), strconv.Itoa(t.Status),
 		cell(t.ContentType), cell(t.Referer), cell(t.UserAgent), i(t.HoleBytes, 10),
-		t.PageviewID, cell(t.Class), strings.Join(t.Flags.Names(), "|")}
+		t.PageviewID, cell(t.Class), t.Flags.Join("|")}
 }
 
 var _ io.Closer = (*RecordWriter)(nil)
