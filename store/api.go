@@ -22,6 +22,8 @@ type (
 	TopRow           = query.TopRow
 	SearchQuery      = query.SearchQuery
 	SearchResult     = query.SearchResult
+	ConnectionSearch = query.ConnectionSearch
+	ConnectionResult = query.ConnectionResult
 	PageviewDetail   = query.PageviewDetail
 	Extent           = query.Extent
 	SumQuery         = query.SumQuery

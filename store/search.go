@@ -12,10 +12,7 @@ import (
 	"github.com/rtmon/rtmon/reconstruct"
 )
 
-// Search counts the matches, then reads one page of them in two steps:
-// order and page over (start_ns, id) only, then read whole rows for that
-// page. 18.16 has no lazy column reads, so one step would read every
-// column of every match before the LIMIT.
+// Search counts the matches, then reads one page of them (searchTable).
 func (q *querier) Search(ctx context.Context, sq SearchQuery) (SearchResult, error) {
 	var res SearchResult
 	k, t, err := kindTable(sq.Kind)
@@ -26,24 +23,50 @@ func (q *querier) Search(ctx context.Context, sq SearchQuery) (SearchResult, err
 	if err != nil {
 		return res, err
 	}
-	sq.Limit, sq.Offset = min(max(sq.Limit, 0), 10000), max(sq.Offset, 0)
-	if sq.Limit == 0 {
-		sq.Limit = 50
-	}
-	tbl := q.d.table(t.name)
-	if err := q.db.QueryRowContext(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", tbl, w), w.args...).Scan(&res.Total); err != nil {
-		return res, fmt.Errorf("search count: %w", err)
-	}
-	p, err := q.searchPage(ctx, tbl, w, sq.Limit, sq.Offset)
-	if err != nil || len(p.ids) == 0 {
-		return res, err
-	}
 	if k == Transactions {
-		res.Transactions, err = searchRows(ctx, q, t, p, scanTx, func(tx *reconstruct.Transaction) string { return tx.ID })
+		res.Total, res.Transactions, err = searchTable(ctx, q, t, w, sq.Limit, sq.Offset, scanTx, func(tx *reconstruct.Transaction) string { return tx.ID })
 	} else {
-		res.Pageviews, err = searchRows(ctx, q, t, p, scanPv, func(pv *pageview.Pageview) string { return pv.ID })
+		res.Total, res.Pageviews, err = searchTable(ctx, q, t, w, sq.Limit, sq.Offset, scanPv, func(pv *pageview.Pageview) string { return pv.ID })
 	}
 	return res, err
+}
+
+// SearchConnections pages the connections of a range as Search pages
+// transactions, so a reader gets them in bulk rather than one pageview at
+// a time.
+func (q *querier) SearchConnections(ctx context.Context, cq ConnectionSearch) (ConnectionResult, error) {
+	var res ConnectionResult
+	var err error
+	res.Total, res.Connections, err = searchTable(ctx, q, connTable, baseWhere(cq.Range, ""), cq.Limit, cq.Offset, scanConn,
+		func(c *reconstruct.Connection) string { return c.ID })
+	if err != nil {
+		return res, fmt.Errorf("connections: %w", err)
+	}
+	return res, nil
+}
+
+// searchTable counts the rows of t that match w, then reads page [offset,
+// offset+limit) of them, newest first, in two steps: order and page over
+// (start_ns, id) only, then read whole rows for that page. 18.16 has no
+// lazy column reads, so one step would read every column of every match
+// before the LIMIT. limit defaults to 50 and is at most 10000.
+func searchTable[R any](ctx context.Context, q *querier, t table, w *where, limit, offset int,
+	scan func(rowScanner, *string) (*R, error), id func(*R) string) (int64, []*R, error) {
+	limit, offset = min(max(limit, 0), 10000), max(offset, 0)
+	if limit == 0 {
+		limit = 50
+	}
+	tbl := q.d.table(t.name)
+	var total int64
+	if err := q.db.QueryRowContext(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", tbl, w), w.args...).Scan(&total); err != nil {
+		return 0, nil, fmt.Errorf("search count: %w", err)
+	}
+	p, err := q.searchPage(ctx, tbl, w, limit, offset)
+	if err != nil || len(p.ids) == 0 {
+		return total, nil, err
+	}
+	rows, err := searchRows(ctx, q, t, p, scan, id)
+	return total, rows, err
 }
 
 // searchWhere is the condition sq's filters make.

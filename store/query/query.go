@@ -17,6 +17,9 @@ type Querier interface {
 	TopSlow(ctx context.Context, q TopQuery) ([]TopRow, error)
 	// Search finds transactions or pageviews by filters, newest first.
 	Search(ctx context.Context, q SearchQuery) (SearchResult, error)
+	// SearchConnections pages the connection records of a range, newest
+	// first, as Search pages transactions: the bulk read of connections.
+	SearchConnections(ctx context.Context, q ConnectionSearch) (ConnectionResult, error)
 	// PageviewByID returns one pageview with its transactions and
 	// connections; ErrNotFound when no pageview has that id.
 	PageviewByID(ctx context.Context, id string) (*PageviewDetail, error)

@@ -144,6 +144,21 @@ type SearchResult struct {
 	Pageviews    []*pageview.Pageview
 }
 
+// ConnectionSearch selects one page of the connections of Range (by
+// FirstSeen), ordered as Search orders its matches: newest first, ties by
+// id ascending.
+type ConnectionSearch struct {
+	Range  TimeRange
+	Offset int
+	Limit  int // default 50, at most 10000
+}
+
+// ConnectionResult holds one page; Total counts all connections in range.
+type ConnectionResult struct {
+	Total       int64
+	Connections []*reconstruct.Connection
+}
+
 // PageviewDetail is one pageview, exactly the transactions stored with its
 // id as PageviewID (ordered by Start, then ID), and those transactions'
 // connections (ordered by FirstSeen, then ID).

@@ -29,6 +29,7 @@ func checkQueries(t *testing.T, s store.Store, ref *Ref) {
 		t.Fatalf("synthetic data too thin: %+v", c)
 	}
 	checkSearches(t, s, ref)
+	checkConnectionSearches(t, s, ref)
 	checkPageviews(t, s, ref)
 }
 
@@ -167,6 +168,40 @@ func checkSearches(t *testing.T, s store.Store, ref *Ref) {
 		same(t, "Search transactions", normTx(got.Transactions), normTx(want.Transactions))
 		same(t, "Search pageviews", normPv(got.Pageviews), normPv(want.Pageviews))
 	}
+}
+
+// checkConnectionSearches: pages of the connections of a range, the
+// bulk read the what-if loads them with.
+func checkConnectionSearches(t *testing.T, s store.Store, ref *Ref) {
+	ctx := context.Background()
+	searches := []store.ConnectionSearch{
+		{Range: ranges()[0]},
+		{Range: ranges()[0], Limit: 20, Offset: 20},
+		{Range: ranges()[1], Limit: 10000},
+		{Range: ranges()[2], Limit: 300, Offset: 100},
+		{Range: ranges()[3], Limit: 100},
+		{Range: ranges()[4]},
+		{Range: store.TimeRange{}, Limit: 10, Offset: len(ref.Conns) - 5},
+	}
+	for i, cq := range searches {
+		got, err := s.SearchConnections(ctx, cq)
+		if err != nil {
+			t.Fatalf("SearchConnections(%+v): %v", cq, err)
+		}
+		want := ref.SearchConnections(cq)
+		if i < 4 && len(want.Connections) == 0 {
+			t.Errorf("connection search %+v finds nothing in the reference; pick a better range", cq)
+		}
+		same(t, "SearchConnections total", got.Total, want.Total)
+		same(t, "SearchConnections", normConn(got.Connections), normConn(want.Connections))
+	}
+	// A page is at most 10000, as Search's.
+	all, err := s.SearchConnections(ctx, store.ConnectionSearch{Range: ranges()[0], Limit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ref.SearchConnections(store.ConnectionSearch{Range: ranges()[0], Limit: 10000})
+	same(t, "SearchConnections over the largest page", normConn(all.Connections), normConn(want.Connections))
 }
 
 // checkPageviews: pageviews by id with their transactions and connections.

@@ -337,6 +337,31 @@ func (r *Ref) Search(q store.SearchQuery) store.SearchResult {
 	return res
 }
 
+// SearchConnections per the ConnectionSearch doc.
+func (r *Ref) SearchConnections(q store.ConnectionSearch) store.ConnectionResult {
+	var match []*reconstruct.Connection
+	for _, c := range r.Conns {
+		if inRange(q.Range, c.FirstSeen) {
+			match = append(match, c)
+		}
+	}
+	sort.Slice(match, func(i, j int) bool {
+		if match[i].FirstSeen != match[j].FirstSeen {
+			return match[i].FirstSeen > match[j].FirstSeen
+		}
+		return match[i].ID < match[j].ID
+	})
+	res := store.ConnectionResult{Total: int64(len(match))}
+	lim := q.Limit
+	if lim <= 0 {
+		lim = 50
+	}
+	if q.Offset < len(match) {
+		res.Connections = match[q.Offset:min(q.Offset+lim, len(match))]
+	}
+	return res
+}
+
 // PageviewByID per the PageviewDetail doc.
 func (r *Ref) PageviewByID(id string) *store.PageviewDetail {
 	var pv *pageview.Pageview
