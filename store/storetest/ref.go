@@ -316,25 +316,36 @@ func (r *Ref) Search(q store.SearchQuery) store.SearchResult {
 		}
 		match = append(match, x)
 	}
-	sort.Slice(match, func(i, j int) bool {
-		if match[i].start != match[j].start {
-			return match[i].start > match[j].start
-		}
-		return match[i].id < match[j].id
-	})
+	page := newestPage(match, q.Offset, q.Limit, func(x row) (int64, string) { return x.start, x.id })
 	res := store.SearchResult{Total: int64(len(match))}
-	lim := q.Limit
-	if lim <= 0 {
-		lim = 50
-	}
-	for i := q.Offset; i < len(match) && i < q.Offset+lim; i++ {
-		if match[i].tx != nil {
-			res.Transactions = append(res.Transactions, match[i].tx)
+	for _, x := range page {
+		if x.tx != nil {
+			res.Transactions = append(res.Transactions, x.tx)
 		} else {
-			res.Pageviews = append(res.Pageviews, match[i].pv)
+			res.Pageviews = append(res.Pageviews, x.pv)
 		}
 	}
 	return res
+}
+
+// newestPage is page [offset, offset+limit) of match ordered as searches
+// order it: newest first (key's start), ties by id. limit defaults to 50.
+func newestPage[T any](match []T, offset, limit int, key func(T) (int64, string)) []T {
+	sort.Slice(match, func(i, j int) bool {
+		si, ii := key(match[i])
+		sj, ij := key(match[j])
+		if si != sj {
+			return si > sj
+		}
+		return ii < ij
+	})
+	if limit <= 0 {
+		limit = 50
+	}
+	if offset >= len(match) {
+		return nil
+	}
+	return match[offset:min(offset+limit, len(match))]
 }
 
 // SearchConnections per the ConnectionSearch doc.
@@ -345,21 +356,8 @@ func (r *Ref) SearchConnections(q store.ConnectionSearch) store.ConnectionResult
 			match = append(match, c)
 		}
 	}
-	sort.Slice(match, func(i, j int) bool {
-		if match[i].FirstSeen != match[j].FirstSeen {
-			return match[i].FirstSeen > match[j].FirstSeen
-		}
-		return match[i].ID < match[j].ID
-	})
-	res := store.ConnectionResult{Total: int64(len(match))}
-	lim := q.Limit
-	if lim <= 0 {
-		lim = 50
-	}
-	if q.Offset < len(match) {
-		res.Connections = match[q.Offset:min(q.Offset+lim, len(match))]
-	}
-	return res
+	return store.ConnectionResult{Total: int64(len(match)),
+		Connections: newestPage(match, q.Offset, q.Limit, func(c *reconstruct.Connection) (int64, string) { return c.FirstSeen, c.ID })}
 }
 
 // PageviewByID per the PageviewDetail doc.
