@@ -7,13 +7,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
@@ -27,35 +23,29 @@ import (
 type Querier interface {
 	// Search pages transactions or pageviews of a range, newest first.
 	Search(ctx context.Context, q query.SearchQuery) (query.SearchResult, error)
-	// PageviewByID returns a pageview with its transactions' connections,
-	// the only way the store hands out connection records.
-	PageviewByID(ctx context.Context, id string) (*query.PageviewDetail, error)
+	// SearchConnections pages connections of a range, newest first.
+	SearchConnections(ctx context.Context, q query.ConnectionSearch) (query.ConnectionResult, error)
 }
 
 // ReadLimits bound what ReadStore reads and so the queries it makes: at
 // most MaxTransactions/10,000+1 Search pages of each kind and
-// MaxConnectionLookups PageviewByID calls. Zero values take the defaults.
+// MaxConnections/10,000+1 SearchConnections pages. Zero values take the
+// defaults.
 type ReadLimits struct {
 	// MaxTransactions: the newest transactions read (default 200,000).
 	MaxTransactions int
-	// MaxConnectionLookups and ConnectionBudget bound the pageviews whose
-	// connections are read (default 20,000 lookups, 15 s). The store
-	// returns connections only with their pageview, so each costs a
-	// PageviewByID, which scans the transactions table. Pageviews whose
-	// handshakes look lossy are read first: there the SYN models act.
-	MaxConnectionLookups int
-	ConnectionBudget     time.Duration
+	// MaxConnections: the newest connections read from the span of the
+	// transactions that opened one (default MaxTransactions, which a
+	// connection per transaction reaches).
+	MaxConnections int
 }
 
 func (l ReadLimits) withDefaults() ReadLimits {
 	if l.MaxTransactions <= 0 {
 		l.MaxTransactions = 200_000
 	}
-	if l.MaxConnectionLookups <= 0 {
-		l.MaxConnectionLookups = 20_000
-	}
-	if l.ConnectionBudget <= 0 {
-		l.ConnectionBudget = 15 * time.Second
+	if l.MaxConnections <= 0 {
+		l.MaxConnections = l.MaxTransactions
 	}
 	return l
 }
@@ -69,14 +59,14 @@ type Loaded struct {
 	// Transactions when Truncated.
 	Matching  int64 `json:"matching_transactions"`
 	Truncated bool  `json:"truncated"`
-	// ConnLookupsSkipped: pageviews whose connections were not read
-	// (MaxConnectionLookups, ConnectionBudget); NoConnection:
+	// ConnectionsTruncated: the span held more than MaxConnections
+	// connections and the oldest were not read. NoConnection:
 	// fresh-connection transactions whose connection record is missing,
 	// LossyNoConnection those of them whose connect time shows a lost SYN
 	// or SYN/ACK (the SYN models and SPLICE leave them as measured).
-	ConnLookupsSkipped int `json:"conn_lookups_skipped"`
-	NoConnection       int `json:"no_connection"`
-	LossyNoConnection  int `json:"lossy_no_connection"`
+	ConnectionsTruncated bool `json:"connections_truncated"`
+	NoConnection         int  `json:"no_connection"`
+	LossyNoConnection    int  `json:"lossy_no_connection"`
 }
 
 // Records are one time range's records as ReadStore read them, each kind
@@ -109,11 +99,10 @@ func (r *Records) Dataset() (*Dataset, error) {
 const searchPage = 10000
 
 // ReadStore reads the records of rng from q: the newest MaxTransactions
-// transactions, the pageviews from the oldest of them on, and, for every
-// pageview with a transaction that opened a connection, that pageview's
-// connections (lossy handshakes first, within MaxConnectionLookups and
-// ConnectionBudget). CLI and page both read through it, so they replay the
-// same data.
+// transactions, the pageviews from the oldest of them on, and the newest
+// MaxConnections connections of the span in which the transactions that
+// opened a connection saw it open. CLI and page both read through it, so
+// they replay the same data.
 func ReadStore(ctx context.Context, q Querier, rng query.TimeRange, lim ReadLimits) (*Records, error) {
 	lim = lim.withDefaults()
 	r := &Records{Limits: lim}
@@ -136,24 +125,11 @@ func ReadStore(ctx context.Context, q Querier, rng query.TimeRange, lim ReadLimi
 	if err != nil {
 		return nil, err
 	}
-	ids, skipped := connectionLookups(txs, pvs, lim.MaxConnectionLookups)
-	conns, late, err := readConnections(ctx, q, ids, lim.ConnectionBudget)
+	conns, err := r.readConnections(ctx, q, txs)
 	if err != nil {
 		return nil, err
 	}
-	r.Loaded.ConnLookupsSkipped = skipped + late
-	have := make(map[string]bool, len(conns))
-	for _, c := range conns {
-		have[c.ID] = true
-	}
-	for _, t := range txs {
-		if t.Tconn > 0 && !have[t.ConnectionID] {
-			r.Loaded.NoConnection++
-			if lossyHandshake(t) {
-				r.Loaded.LossyNoConnection++
-			}
-		}
-	}
+	r.countMissing(txs, conns)
 	slices.SortFunc(txs, func(a, b *reconstruct.Transaction) int {
 		return cmp.Or(cmp.Compare(a.Start, b.Start), strings.Compare(a.ID, b.ID))
 	})
@@ -168,30 +144,39 @@ func ReadStore(ctx context.Context, q Querier, rng query.TimeRange, lim ReadLimi
 	return r, nil
 }
 
-// searchNewest pages one kind of rng, newest first, until it has limit
-// records or the store has no more; it returns them (each id once) and
-// the number matching.
+// searchNewest pages one kind of rng through Search (pageNewest).
 func searchNewest[T any](ctx context.Context, q Querier, k query.Kind, rng query.TimeRange, limit int,
 	records func(query.SearchResult) []T, id func(T) string) ([]T, int64, error) {
+	return pageNewest(ctx, string(k), limit, func(ctx context.Context, off int) ([]T, int64, error) {
+		res, err := q.Search(ctx, query.SearchQuery{Kind: k, Range: rng, Offset: off, Limit: searchPage})
+		return records(res), res.Total, err
+	}, id)
+}
+
+// pageNewest reads pages of what (page answers one at an offset, with the
+// number matching), newest first, until it has limit records or the
+// store has no more; it returns them (each id once) and the number
+// matching.
+func pageNewest[T any](ctx context.Context, what string, limit int,
+	page func(ctx context.Context, off int) ([]T, int64, error), id func(T) string) ([]T, int64, error) {
 	var out []T
 	var matching int64
 	seen := map[string]bool{}
 	for off := 0; ; off += searchPage {
-		res, err := q.Search(ctx, query.SearchQuery{Kind: k, Range: rng, Offset: off, Limit: searchPage})
+		recs, total, err := page(ctx, off)
 		if err != nil {
-			return nil, 0, fmt.Errorf("whatif: reading %s: %w", k, err)
+			return nil, 0, fmt.Errorf("whatif: reading %s: %w", what, err)
 		}
 		if off == 0 {
-			matching = res.Total
+			matching = total
 		}
-		page := records(res)
-		for _, x := range page {
+		for _, x := range recs {
 			if !seen[id(x)] {
 				seen[id(x)] = true
 				out = append(out, x)
 			}
 		}
-		if len(page) < searchPage || len(out) >= limit || int64(off+searchPage) >= res.Total {
+		if len(recs) < searchPage || len(out) >= limit || int64(off+searchPage) >= total {
 			return out, matching, nil
 		}
 	}
@@ -211,78 +196,72 @@ func cutOldest(txs []*reconstruct.Transaction, limit int) ([]*reconstruct.Transa
 	return txs, cut + 1
 }
 
-// connectionLookups picks the pageviews whose connections to read, at most
-// limit of them, and counts the ones left out. Only a transaction that opened
-// its connection (Tconn > 0) needs the record (its SYN and SYN/ACK times);
-// the others would lend only their MSS, for which the model has a default.
-// Pageviews with a lossy handshake come first, newest first within each.
-func connectionLookups(txs []*reconstruct.Transaction, pvs []*pageview.Pageview, limit int) (ids []string, skipped int) {
-	need := map[string]bool{}
+// connectionSpan is the FirstSeen range of the connections txs opened,
+// false when none opened one. Only such a transaction (Tconn > 0) needs
+// the record (its SYN and SYN/ACK times); the others would lend only
+// their MSS, for which the model has a default. Its Start is its first
+// SYN's capture time less half the client RTT (reconstruct's timing), so
+// the connection was first seen in [Start, Start+RTTClient].
+func connectionSpan(txs []*reconstruct.Transaction) (query.TimeRange, bool) {
+	var span query.TimeRange
+	found := false
 	for _, t := range txs {
-		if t.Tconn > 0 && t.PageviewID != "" {
-			need[t.PageviewID] = need[t.PageviewID] || lossyHandshake(t)
+		if t.Tconn <= 0 {
+			continue
 		}
-	}
-	for _, lossy := range []bool{true, false} {
-		for _, p := range pvs {
-			if l, ok := need[p.ID]; ok && l == lossy {
-				if len(ids) == limit {
-					skipped++
-					continue
-				}
-				ids = append(ids, p.ID)
-			}
+		hi := t.Start + max(t.RTTClient, 0) + 1
+		if !found {
+			span, found = query.TimeRange{From: t.Start, To: hi}, true
 		}
+		span.From, span.To = min(span.From, t.Start), max(span.To, hi)
 	}
-	return ids, skipped
+	return span, found
 }
 
-// readConnections looks the pageviews up in parallel until budget has
-// passed and returns their connections (each once) and how many lookups
-// the budget cut.
-func readConnections(ctx context.Context, q Querier, ids []string, budget time.Duration) ([]*reconstruct.Connection, int, error) {
-	details := make([]*query.PageviewDetail, len(ids))
-	var late atomic.Int64
-	deadline := time.Now().Add(budget)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(2, runtime.GOMAXPROCS(0)))
-	for i, id := range ids {
-		g.Go(func() error {
-			if time.Now().After(deadline) {
-				late.Add(1)
-				return nil
-			}
-			d, err := q.PageviewByID(gctx, id)
-			if err != nil {
-				return fmt.Errorf("whatif: connections of pageview %s: %w", id, err)
-			}
-			details[i] = d
-			return nil
-		})
+// readConnections reads the newest MaxConnections connections of the span
+// txs opened theirs in, in pages of the store's bulk read.
+func (r *Records) readConnections(ctx context.Context, q Querier, txs []*reconstruct.Transaction) ([]*reconstruct.Connection, error) {
+	span, ok := connectionSpan(txs)
+	if !ok {
+		return nil, nil
 	}
-	if err := g.Wait(); err != nil {
-		return nil, 0, err
+	limit := r.Limits.MaxConnections
+	conns, matching, err := pageNewest(ctx, "connections", limit, func(ctx context.Context, off int) ([]*reconstruct.Connection, int64, error) {
+		res, err := q.SearchConnections(ctx, query.ConnectionSearch{Range: span, Offset: off, Limit: searchPage})
+		return res.Connections, res.Total, err
+	}, func(c *reconstruct.Connection) string { return c.ID })
+	if err != nil {
+		return nil, err
 	}
-	var conns []*reconstruct.Connection
-	seen := map[string]bool{}
-	for _, d := range details {
-		if d == nil {
-			continue // over the budget
-		}
-		for _, c := range d.Connections {
-			if !seen[c.ID] {
-				seen[c.ID] = true
-				conns = append(conns, c)
+	if len(conns) >= limit && matching > int64(limit) {
+		r.Loaded.ConnectionsTruncated = true
+		conns = conns[:limit]
+	}
+	return conns, nil
+}
+
+// countMissing counts the transactions that opened a connection whose
+// record was not read.
+func (r *Records) countMissing(txs []*reconstruct.Transaction, conns []*reconstruct.Connection) {
+	have := make(map[string]bool, len(conns))
+	for _, c := range conns {
+		have[c.ID] = true
+	}
+	for _, t := range txs {
+		if t.Tconn > 0 && !have[t.ConnectionID] {
+			r.Loaded.NoConnection++
+			if lossyHandshake(t) {
+				r.Loaded.LossyNoConnection++
 			}
 		}
 	}
-	return conns, int(late.Load()), nil
 }
 
 // lossyHandshake guesses from a transaction alone that its connection's
 // handshake lost a SYN or SYN/ACK: the connect time exceeds the client RTT
 // by more than the shortest retransmission timeout (200 ms) can explain
-// otherwise. An unknown RTT counts as lossy, so it is read early.
+// otherwise. An unknown RTT counts as lossy. It tells, of the transactions
+// whose connection was not read, those the SYN models would have acted on.
 func lossyHandshake(t *reconstruct.Transaction) bool {
 	return t.RTTClient <= 0 || t.Tconn-t.RTTClient > int64(150*time.Millisecond)
 }
@@ -296,9 +275,8 @@ func (r *Records) Notes() []string {
 		notes = append(notes, fmt.Sprintf("Only the newest %d of the %d transactions in this range were read (from %s UTC): choose a shorter range to see all.",
 			l.Transactions, l.Matching, time.Unix(0, r.Range.From).UTC().Format("2006-01-02 15:04:05")))
 	}
-	if l.ConnLookupsSkipped > 0 {
-		notes = append(notes, fmt.Sprintf("Connections of %d pageviews were not read (at most %d lookups in %v; those whose handshakes show a loss first).",
-			l.ConnLookupsSkipped, lim.MaxConnectionLookups, lim.ConnectionBudget))
+	if l.ConnectionsTruncated {
+		notes = append(notes, fmt.Sprintf("Only the newest %d connections of this span were read: choose a shorter range to see all.", lim.MaxConnections))
 	}
 	if l.NoConnection > 0 {
 		notes = append(notes, fmt.Sprintf("%d transactions opened a connection whose record was not read (%d of them with a lost SYN or SYN/ACK): FAST SYN, FAST SYN/ACK and SPLICE leave them as measured, REWRITE EMBEDS assumes a 1460-byte MSS.",

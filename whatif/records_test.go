@@ -18,31 +18,31 @@ import (
 )
 
 // memQuerier answers ReadStore's queries from memory as the stores do:
-// Search newest first by (start, id), PageviewByID with the connections of
-// the transactions stamped with the pageview's id. It counts the queries.
+// Search and SearchConnections newest first by (start, id). It counts the
+// queries.
 type memQuerier struct {
 	conns []*reconstruct.Connection
 	txs   []*reconstruct.Transaction
 	pvs   []*pageview.Pageview
 	fail  error // returned by every query when set
 
-	mu                sync.Mutex
-	searches, lookups int
+	mu                     sync.Mutex
+	searches, connSearches int
 }
 
 func inRange(r query.TimeRange, t int64) bool {
 	return t >= r.From && (r.To == 0 || t < r.To)
 }
 
-func newestPage[T any](all []T, q query.SearchQuery, start func(T) int64, id func(T) string) ([]T, int64) {
+func newestPage[T any](all []T, r query.TimeRange, offset, limit int, start func(T) int64, id func(T) string) ([]T, int64) {
 	var m []T
 	for _, x := range all {
-		if inRange(q.Range, start(x)) {
+		if inRange(r, start(x)) {
 			m = append(m, x)
 		}
 	}
 	slices.SortFunc(m, func(a, b T) int { return cmp.Or(cmp.Compare(start(b), start(a)), strings.Compare(id(a), id(b))) })
-	lo, hi := min(q.Offset, len(m)), min(q.Offset+min(q.Limit, searchPage), len(m))
+	lo, hi := min(offset, len(m)), min(offset+min(limit, searchPage), len(m))
 	return m[lo:hi], int64(len(m))
 }
 
@@ -56,36 +56,26 @@ func (m *memQuerier) Search(ctx context.Context, q query.SearchQuery) (query.Sea
 	}
 	switch q.Kind {
 	case query.Transactions:
-		res.Transactions, res.Total = newestPage(m.txs, q, func(t *reconstruct.Transaction) int64 { return t.Start },
+		res.Transactions, res.Total = newestPage(m.txs, q.Range, q.Offset, q.Limit, func(t *reconstruct.Transaction) int64 { return t.Start },
 			func(t *reconstruct.Transaction) string { return t.ID })
 	case query.Pageviews:
-		res.Pageviews, res.Total = newestPage(m.pvs, q, func(p *pageview.Pageview) int64 { return p.Start },
+		res.Pageviews, res.Total = newestPage(m.pvs, q.Range, q.Offset, q.Limit, func(p *pageview.Pageview) int64 { return p.Start },
 			func(p *pageview.Pageview) string { return p.ID })
 	}
 	return res, nil
 }
 
-func (m *memQuerier) PageviewByID(ctx context.Context, id string) (*query.PageviewDetail, error) {
+func (m *memQuerier) SearchConnections(ctx context.Context, q query.ConnectionSearch) (query.ConnectionResult, error) {
 	m.mu.Lock()
-	m.lookups++
+	m.connSearches++
 	m.mu.Unlock()
+	var res query.ConnectionResult
 	if m.fail != nil {
-		return nil, m.fail
+		return res, m.fail
 	}
-	d := &query.PageviewDetail{}
-	ids := map[string]bool{}
-	for _, t := range m.txs {
-		if t.PageviewID == id {
-			d.Transactions = append(d.Transactions, t)
-			ids[t.ConnectionID] = true
-		}
-	}
-	for _, c := range m.conns {
-		if ids[c.ID] {
-			d.Connections = append(d.Connections, c)
-		}
-	}
-	return d, nil
+	res.Connections, res.Total = newestPage(m.conns, q.Range, q.Offset, q.Limit, func(c *reconstruct.Connection) int64 { return c.FirstSeen },
+		func(c *reconstruct.Connection) string { return c.ID })
+	return res, nil
 }
 
 // synthRecords is a lossy synthetic capture, reconstructed, with the
@@ -104,19 +94,22 @@ func TestReadStoreReadsEverythingInBoundedQueries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Connections come with the transactions that used them; a pageview
-	// is looked up when one of its transactions opened a connection.
-	used, opened := map[string]bool{}, map[string]bool{}
+	// Every connection a transaction opened is read, in the span they
+	// opened in.
+	opened := map[string]bool{}
 	for _, tx := range m.txs {
-		used[tx.ConnectionID] = true
 		if tx.Tconn > 0 {
-			opened[tx.PageviewID] = true
+			opened[tx.ConnectionID] = true
 		}
 	}
+	for _, c := range r.Connections {
+		delete(opened, c.ID)
+	}
 	l := r.Loaded
-	if l.Transactions != len(m.txs) || l.Pageviews != len(m.pvs) || l.Connections != len(used) || l.Matching != int64(len(m.txs)) ||
-		l.Truncated || l.ConnLookupsSkipped != 0 || l.NoConnection != 0 || len(r.Notes()) != 0 {
-		t.Errorf("loaded %+v, notes %q; have %d transactions, %d pageviews, %d connections used", l, r.Notes(), len(m.txs), len(m.pvs), len(used))
+	if l.Transactions != len(m.txs) || l.Pageviews != len(m.pvs) || l.Connections == 0 || l.Connections > len(m.conns) || len(opened) != 0 ||
+		l.Matching != int64(len(m.txs)) || l.Truncated || l.ConnectionsTruncated || l.NoConnection != 0 || len(r.Notes()) != 0 {
+		t.Errorf("loaded %+v, notes %q; have %d transactions, %d pageviews, %d connections; %d opened not read",
+			l, r.Notes(), len(m.txs), len(m.pvs), len(m.conns), len(opened))
 	}
 	if !slices.IsSortedFunc(r.Transactions, func(a, b *reconstruct.Transaction) int {
 		return cmp.Or(cmp.Compare(a.Start, b.Start), strings.Compare(a.ID, b.ID))
@@ -125,10 +118,9 @@ func TestReadStoreReadsEverythingInBoundedQueries(t *testing.T) {
 	}) {
 		t.Error("records not in start order")
 	}
-	// One page of each kind, one lookup per pageview that opened a
-	// connection.
-	if m.searches != 2 || m.lookups != len(opened) || r.Limits != (ReadLimits{200_000, 20_000, 15 * time.Second}) {
-		t.Errorf("%d searches, %d lookups for %d pageviews; limits %+v", m.searches, m.lookups, len(opened), r.Limits)
+	// One page of each kind: no query per pageview.
+	if m.searches != 2 || m.connSearches != 1 || r.Limits != (ReadLimits{200_000, 200_000}) {
+		t.Errorf("%d searches, %d connection searches; limits %+v", m.searches, m.connSearches, r.Limits)
 	}
 	// Read through the store or handed over, the replay is the same.
 	ds, err := r.Dataset()
@@ -167,8 +159,9 @@ func TestReadStoreTruncatesToTheNewest(t *testing.T) {
 			n++
 		}
 	}
-	if n != l.Transactions || r.Transactions[0].Start < r.Range.From || m.searches != 4 {
-		t.Errorf("%d transactions from %d on, read %d in %d searches", n, r.Range.From, l.Transactions, m.searches)
+	// No transaction opened a connection: none is looked for.
+	if n != l.Transactions || r.Transactions[0].Start < r.Range.From || m.searches != 4 || m.connSearches != 0 {
+		t.Errorf("%d transactions from %d on, read %d in %d searches, %d connection searches", n, r.Range.From, l.Transactions, m.searches, m.connSearches)
 	}
 	notes := r.Notes()
 	if len(notes) != 1 || !strings.Contains(notes[0], fmt.Sprintf("newest %d of the 25000", l.Transactions)) {
@@ -176,29 +169,30 @@ func TestReadStoreTruncatesToTheNewest(t *testing.T) {
 	}
 }
 
-func TestReadStoreLimitsLookups(t *testing.T) {
+func TestReadStoreLimitsConnections(t *testing.T) {
 	m := synthRecords(t)
-	r, err := ReadStore(context.Background(), m, query.TimeRange{}, ReadLimits{MaxConnectionLookups: 3})
+	r, err := ReadStore(context.Background(), m, query.TimeRange{}, ReadLimits{MaxConnections: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := r.Loaded
-	if m.lookups != 3 || l.ConnLookupsSkipped < len(m.pvs)/2 || l.NoConnection == 0 || len(r.Notes()) != 2 {
-		t.Errorf("%d lookups: %+v, notes %q", m.lookups, l, r.Notes())
+	if l.Connections != 3 || !l.ConnectionsTruncated || l.NoConnection == 0 || l.Transactions != len(m.txs) || m.connSearches != 1 || len(r.Notes()) != 2 {
+		t.Errorf("%d connection searches: %+v, notes %q", m.connSearches, l, r.Notes())
 	}
-	// A budget already spent reads no connection at all.
-	m.lookups = 0
-	r, err = ReadStore(context.Background(), m, query.TimeRange{}, ReadLimits{ConnectionBudget: time.Nanosecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Loaded.Connections != 0 || m.lookups != 0 || r.Loaded.ConnLookupsSkipped < len(m.pvs)/2 {
-		t.Errorf("over budget: %+v after %d lookups", r.Loaded, m.lookups)
+	// The newest three are kept.
+	byAge := slices.Clone(m.conns)
+	slices.SortFunc(byAge, func(a, b *reconstruct.Connection) int {
+		return cmp.Or(cmp.Compare(b.FirstSeen, a.FirstSeen), strings.Compare(a.ID, b.ID))
+	})
+	for _, c := range r.Connections {
+		if !slices.Contains(byAge[:3], c) {
+			t.Errorf("connection %s (first seen %d) read, not one of the newest", c.ID, c.FirstSeen)
+		}
 	}
 }
 
 // The guess from a transaction alone must catch every handshake that
-// reconstruct saw lose a SYN or SYN/ACK, or those are not read first.
+// reconstruct saw lose a SYN or SYN/ACK, or LossyNoConnection undercounts.
 func TestLossyHandshakeGuess(t *testing.T) {
 	m := synthRecords(t)
 	first := map[string]*reconstruct.Transaction{}
@@ -234,18 +228,18 @@ func TestReadStoreErrorsSayWhat(t *testing.T) {
 		t.Errorf("search failure: %v", err)
 	}
 	m = synthRecords(t)
-	lookupFails := &failingLookups{memQuerier: m, err: boom}
-	_, err = ReadStore(context.Background(), lookupFails, query.TimeRange{}, ReadLimits{})
-	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "connections of pageview") {
-		t.Errorf("lookup failure: %v", err)
+	connsFail := &failingConnections{memQuerier: m, err: boom}
+	_, err = ReadStore(context.Background(), connsFail, query.TimeRange{}, ReadLimits{})
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "reading connections") {
+		t.Errorf("connection read failure: %v", err)
 	}
 }
 
-type failingLookups struct {
+type failingConnections struct {
 	*memQuerier
 	err error
 }
 
-func (f *failingLookups) PageviewByID(ctx context.Context, id string) (*query.PageviewDetail, error) {
-	return nil, f.err
+func (f *failingConnections) SearchConnections(ctx context.Context, q query.ConnectionSearch) (query.ConnectionResult, error) {
+	return query.ConnectionResult{}, f.err
 }
