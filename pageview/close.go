@@ -171,8 +171,14 @@ func (g *Grouper) finish(p *pv) {
 // inLoad judges a member the HTML does not name as blocking, given the
 // load's end so far: an undeclared favicon never counts (browsers ask for
 // it after the load event); an icon, prefetch or lazy image the HTML names
-// counts only if it was over within the load; anything else counts if it
-// started before the load was over (see parserSlack).
+// counts only if it was over within the load; an object of a kind the
+// load waits for counts if it started before the load was over (see
+// parserSlack); a beacon, ping, fetch or XHR only if it was over within
+// the load, since the load event never waits for one. Its Start is no
+// guide either: on a fresh connection it is the connection's first SYN,
+// which a client may have sent for another request long before (a Go
+// client's beacon took over a connection dialled 1.1 s earlier, during a
+// SYN retransmission, for an object that got another one).
 func (g *Grouper) inLoad(p *pv, tx *reconstruct.Transaction, loadEnd int64) bool {
 	switch {
 	case isFavicon(tx) && !g.declares(p, tx):
@@ -184,7 +190,7 @@ func (g *Grouper) inLoad(p *pv, tx *reconstruct.Transaction, loadEnd int64) bool
 	case subresource(tx):
 		return tx.Start <= loadEnd+parserSlack
 	}
-	return tx.Start <= loadEnd
+	return tx.End <= loadEnd
 }
 
 // isFavicon: the icon browsers fetch by convention when a page declares none.

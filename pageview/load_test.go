@@ -71,6 +71,29 @@ func TestFaviconAndBeaconAfterLoad(t *testing.T) {
 	}
 }
 
+// The load event never waits for fetch, XHR or a beacon: one that was over
+// within the load is part of it, one that ended later is after the load
+// even if its Start (on a fresh connection, the first SYN, which the
+// client may have sent for another request) came before the load's end.
+func TestXHRAndBeaconNeverDelayTheLoad(t *testing.T) {
+	cont := withHTML(t, html("c1", 0, "/index.html", 0, 100, 100, 100), false, `<img src="/a.png">`)
+	img := obj("c2", 0, "/a.png", page, 320, 100, 50, 100) // ends at 570
+	xhr := obj("c1", 1, "/api/items", page, 400, 0, 60, 10)
+	xhr.ContentType = "application/json"
+	beacon := obj("c3", 0, "/beacon", page, 200, 1100, 5, 0) // SYN at 200, retransmitted: ends at 1305
+	beacon.Method, beacon.ContentType, beacon.Status = "POST", "", 204
+	c, _ := run(t, Config{}, cont, img, xhr, beacon)
+	id := same(t, c, cont.ID, img.ID, xhr.ID, beacon.ID)
+	p := c.byID[id]
+	if p.End != img.End || p.Objects != 2 || p.AfterLoad != 1 {
+		t.Errorf("pageview end %d objects %d after-load %d, want end %d, 2 objects, 1 after load",
+			(p.End-base)/ms, p.Objects, p.AfterLoad, (img.End-base)/ms)
+	}
+	if afterLoad(c, xhr.ID) || !afterLoad(c, beacon.ID) {
+		t.Errorf("after-load flags: xhr %v beacon %v, want false true", afterLoad(c, xhr.ID), afterLoad(c, beacon.ID))
+	}
+}
+
 // An object the HTML names as blocking counts however late it starts (a
 // background image found once its stylesheet arrived); a lazy image the
 // HTML marks as such does not extend the load.
