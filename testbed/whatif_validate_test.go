@@ -25,6 +25,22 @@ var validateOptions = whatif.Options{
 	SYNAttempts: 3,
 }
 
+// validateLateSends bounds the frames the emulated link may send over a
+// millisecond late in one direction of one run. The models are compared
+// with what the clients got in a second run, and a link held up by a busy
+// machine adds to one run what the other did not have: a fast-syn
+// baseline beside the CPU hog had 1,765 and 2,142 late frames (max 28 ms)
+// and its prediction missed by 10.5%, where a quiet run has 71 and 91
+// (max 9 ms). A case whose runs exceed it runs again, up to
+// maxScenarioRuns times, as the scenarios do.
+const validateLateSends = 500
+
+// linkHeld reports whether a run's link kept to its delays closely enough
+// for the run to be compared (validateLateSends).
+func linkHeld(s BridgeStats) bool {
+	return max(s.LateSends[0], s.LateSends[1]) <= validateLateSends
+}
+
 type validationCase struct {
 	name string
 	rule string
@@ -177,7 +193,20 @@ func TestWhatIfValidation(t *testing.T) {
 				}
 				return r, out
 			}
-			base, baseDir := run("base", c.base)
+			var base, applied ValidationRun
+			var baseDir, appliedDir string
+			for attempt := 1; ; attempt++ {
+				base, baseDir = run("base", c.base)
+				applied, appliedDir = run("applied", c.applied)
+				if linkHeld(base.Bridge) && linkHeld(applied.Bridge) {
+					break
+				}
+				if attempt == maxScenarioRuns {
+					t.Fatalf("testbed: after %d attempts the emulated link still sent more than %d frames over a millisecond late in a run: the machine was too busy to judge the models",
+						attempt, validateLateSends)
+				}
+				t.Logf("attempt %d: the link sent too many frames late (the machine was busy): running the case again", attempt)
+			}
 			ds, err := whatif.Load(baseDir)
 			if err != nil {
 				t.Fatal(err)
@@ -186,7 +215,6 @@ func TestWhatIfValidation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			applied, appliedDir := run("applied", c.applied)
 			c.check(t, base, applied)
 			rtmonPVs := readJSONL[struct {
 				Class string `json:"class"`
