@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -79,15 +80,20 @@ func (s *snapshot) setStore(st Store) {
 	s.mu.Unlock()
 }
 
+// set copies src.Sources into the snapshot's own slice: a source reuses
+// its slice on every Stats call, and get runs on other goroutines.
 func (s *snapshot) set(src capture.Stats, tr reconstruct.Stats) {
 	s.mu.Lock()
+	sources := append(s.src.Sources[:0], src.Sources...)
 	s.src, s.tr = src, tr
+	s.src.Sources = sources
 	s.mu.Unlock()
 }
 
 func (s *snapshot) get() web.PipelineStats {
 	s.mu.Lock()
 	src, tr, st := s.src, s.tr, s.store
+	src.Sources = slices.Clone(src.Sources)
 	s.mu.Unlock()
 	var ws store.WriterStats
 	if st != nil {
