@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"encoding/binary"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,6 +97,44 @@ type BridgeStats struct {
 	// (its release counts from the kernel's time); a late send does.
 	LateReads, LateSends   [2]int64
 	MaxReadLag, MaxSendLag [2]int64
+	// Stalls are the spans, per direction, during which the link held a
+	// frame over a millisecond past its release time: from the release to
+	// the send, overlapping spans merged, in time order. A load that ran
+	// during a stall may have been delayed by up to the stall's length,
+	// which neither a monitor nor a model could know of.
+	Stalls [2][]Stall
+}
+
+// Stall is a span of wall-clock time (Unix ns) in which the link was late.
+type Stall struct{ From, To int64 }
+
+// maxStalls bounds each direction's stall log; past it the last span
+// grows to cover later stalls, which overstates them but never hides one.
+const maxStalls = 1 << 16
+
+// StallWithin is how long, in total, the link stalled (either direction)
+// within [from, to] (Unix ns).
+func (s BridgeStats) StallWithin(from, to int64) time.Duration {
+	var spans []Stall
+	for d := range 2 {
+		for _, st := range s.Stalls[d] {
+			if st.To > from && st.From < to {
+				spans = append(spans, Stall{max(st.From, from), min(st.To, to)})
+			}
+		}
+	}
+	slices.SortFunc(spans, func(a, b Stall) int { return cmp.Compare(a.From, b.From) })
+	var total, end int64
+	for _, sp := range spans {
+		if sp.From < end {
+			sp.From = end
+		}
+		if sp.To > sp.From {
+			total += sp.To - sp.From
+			end = sp.To
+		}
+	}
+	return time.Duration(total)
 }
 
 // Bridge forwards Ethernet frames between two interfaces of the link
@@ -122,6 +162,7 @@ type Bridge struct {
 
 	stats  [6][2]atomic.Int64
 	lags   [4][2]atomic.Int64 // late reads, late sends, max read lag, max send lag
+	stalls [2][]Stall         // guarded by lk[d]
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 }
@@ -267,6 +308,9 @@ func (b *Bridge) Stats() BridgeStats {
 		s.SendErrors[d] = b.stats[stSendErr][d].Load()
 		s.LateReads[d], s.LateSends[d] = b.lags[0][d].Load(), b.lags[1][d].Load()
 		s.MaxReadLag[d], s.MaxSendLag[d] = b.lags[2][d].Load(), b.lags[3][d].Load()
+		b.lk[d].Lock()
+		s.Stalls[d] = slices.Clone(b.stalls[d])
+		b.lk[d].Unlock()
 	}
 	return s
 }
@@ -459,6 +503,7 @@ func (b *Bridge) send(ctx context.Context, d Direction) {
 		wait := time.Until(b.q[d][0].release)
 		if wait <= 0 {
 			b.noteLag(1, d, -wait)
+			b.noteStall(d, b.q[d][0].release, -wait)
 			f := heap.Pop(&b.q[d]).(queued).f
 			b.lk[d].Unlock()
 			if _, err := unix.Write(out, f.Data); err != nil {
@@ -483,6 +528,22 @@ func (b *Bridge) noteLag(kind int, d Direction, lag time.Duration) {
 	m := &b.lags[2+kind][d]
 	for old := m.Load(); int64(lag) > old && !m.CompareAndSwap(old, int64(lag)); old = m.Load() {
 	}
+}
+
+// noteStall logs that a frame released at release left lag late. The
+// caller holds lk[d].
+func (b *Bridge) noteStall(d Direction, release time.Time, lag time.Duration) {
+	if lag <= time.Millisecond {
+		return
+	}
+	st := Stall{release.UnixNano(), release.Add(lag).UnixNano()}
+	log := b.stalls[d]
+	if n := len(log); n > 0 && (st.From <= log[n-1].To || n == maxStalls) {
+		log[n-1].From = min(log[n-1].From, st.From)
+		log[n-1].To = max(log[n-1].To, st.To)
+		return
+	}
+	b.stalls[d] = append(log, st)
 }
 
 // parseFrame fills the client address and TCP flags of an IPv4 frame; the

@@ -66,8 +66,7 @@ func TestCurlSYNDropMatchesRtmon(t *testing.T) {
 // the harness against the wire, all before rtmon is involved.
 func runScenario(t *testing.T, sc scenario) *outcome {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
-	t.Cleanup(cancel)
+	ctx := testContext(t)
 	tb := New(t, Options{})
 	t.Logf("testbed %s in %s", tb.Name, tb.Dir)
 	ng, err := tb.StartNginx(ctx, NginxOptions{})
@@ -261,12 +260,25 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// testContext ends a little before the test binary's -timeout, so that a
+// hung peer fails the test with its cleanup run. Per-step deadlines are
+// not used: how long a step takes on a busy machine is not what the
+// tests judge.
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	if dl, ok := t.Deadline(); ok {
+		ctx, cancel = context.WithDeadline(ctx, dl.Add(-time.Minute))
+	}
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // buildRtmon builds ./cmd/rtmon from the module root once per test binary.
 func buildRtmon() (string, error) {
 	rtmonOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
-		defer cancel()
-		gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+		// No deadline: linking DuckDB takes a minute on a busy machine,
+		// and the test binary's -timeout bounds a hang.
+		gomod, err := exec.Command("go", "env", "GOMOD").Output()
 		if err != nil {
 			rtmonErr = fmt.Errorf("go env GOMOD: %w", err)
 			return
@@ -277,7 +289,7 @@ func buildRtmon() (string, error) {
 			return
 		}
 		bin := filepath.Join(rtmonDir, "rtmon")
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/rtmon")
+		cmd := exec.Command("go", "build", "-o", bin, "./cmd/rtmon")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			rtmonErr = fmt.Errorf("go build ./cmd/rtmon in %s: %w\n%s", root, err, out)
@@ -296,9 +308,7 @@ func analyze(t *testing.T, pcap string) ([]rtmonConn, []rtmonTxn) {
 		t.Fatalf("rtmon is not buildable (cmd/rtmon is another engineer's, possibly not ready): %v", err)
 	}
 	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "analyze", "--format", "jsonl", "--out", out, pcap)
+	cmd := exec.CommandContext(testContext(t), bin, "analyze", "--format", "jsonl", "--out", out, pcap)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("rtmon analyze --format jsonl --out %s %s: %v\n%s", out, pcap, err, b)
 	}

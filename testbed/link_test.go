@@ -1,7 +1,6 @@
 package testbed
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -48,8 +47,7 @@ func listenIn(t *testing.T, h *Host, port int) net.Listener {
 // (SYN out, SYN/ACK back), which must be the configured one within a few ms.
 func TestBridgeRTT(t *testing.T) {
 	needPackage(t, "/usr/sbin/ethtool", "ethtool")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testContext(t)
 	tb := New(t, Options{Link: &LinkOptions{RTT: rttClients, DefaultRTT: 20 * time.Millisecond, Seed: 1}})
 	ln := listenIn(t, tb.Server, 9000)
 	// The measuring side runs like the testbed's clients (clientRealtime),
@@ -165,5 +163,44 @@ func TestBridgeLossOrderRate(t *testing.T) {
 	want := time.Duration(float64(len(got)*(size+42)) / rate * float64(time.Second))
 	if el := last.Sub(start); el < want*9/10 || el > want*12/10+100*time.Millisecond {
 		t.Errorf("transfer took %v, the rate implies about %v", el, want)
+	}
+}
+
+// TestStallWithin: the stall log merges overlapping late sends, and a
+// load's stall counts time during which either direction was late once,
+// however many frames were late then.
+func TestStallWithin(t *testing.T) {
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	b := &Bridge{}
+	t0 := time.Unix(0, ms(1000))
+	b.noteStall(ToServer, t0, 5*time.Millisecond)                          // 1000-1005
+	b.noteStall(ToServer, t0.Add(2*time.Millisecond), 6*time.Millisecond)  // 1002-1008: merged
+	b.noteStall(ToServer, t0.Add(20*time.Millisecond), time.Millisecond/2) // under 1 ms: not a stall
+	b.noteStall(ToServer, t0.Add(30*time.Millisecond), 4*time.Millisecond) // 1030-1034
+	b.noteStall(ToClient, t0.Add(3*time.Millisecond), 10*time.Millisecond) // 1003-1013
+	s := BridgeStats{Stalls: [2][]Stall{b.stalls[0], b.stalls[1]}}
+	if want := []Stall{{ms(1000), ms(1008)}, {ms(1030), ms(1034)}}; !slices.Equal(s.Stalls[0], want) {
+		t.Fatalf("to-server stalls %v, want %v", s.Stalls[0], want)
+	}
+	for _, c := range []struct {
+		from, to int64
+		want     time.Duration
+	}{
+		{ms(0), ms(2000), 17 * time.Millisecond}, // 1000-1013 and 1030-1034
+		{ms(1004), ms(1032), 11 * time.Millisecond},
+		{ms(1013), ms(1030), 0},
+		{ms(1033), ms(1033), 0},
+	} {
+		if got := s.StallWithin(c.from, c.to); got != c.want {
+			t.Errorf("StallWithin(%d, %d ms) = %v, want %v", c.from/ms(1), c.to/ms(1), got, c.want)
+		}
+	}
+	full := &Bridge{}
+	for i := range maxStalls + 10 {
+		full.noteStall(ToClient, time.Unix(0, ms(int64(10*i))), 2*time.Millisecond)
+	}
+	st := full.stalls[ToClient]
+	if len(st) != maxStalls || st[len(st)-1].To != ms(10*(maxStalls+9)+2) {
+		t.Errorf("full log: %d spans, last %v: want %d spans, the last reaching the latest stall", len(st), st[len(st)-1], maxStalls)
 	}
 }

@@ -158,8 +158,7 @@ func runScenarioTest(t *testing.T, bin, name string, hog bool) *acceptance {
 		t.Fatal(err)
 	}
 	sc.CPUHog = hog
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := testContext(t)
 	tb := New(t, sc.Options())
 	res, err := RunScenario(ctx, tb, sc)
 	if err != nil {
@@ -174,9 +173,7 @@ func runScenarioTest(t *testing.T, bin, name string, hog bool) *acceptance {
 	link := checkLink(t, sc, res)
 	checkWireAgainstClients(t, res, !hog)
 	out := t.TempDir()
-	actx, acancel := context.WithTimeout(ctx, 60*time.Second)
-	defer acancel()
-	if b, err := exec.CommandContext(actx, bin, "analyze", "--out", out, res.Capture).CombinedOutput(); err != nil {
+	if b, err := exec.CommandContext(ctx, bin, "analyze", "--out", out, res.Capture).CombinedOutput(); err != nil {
 		t.Fatalf("rtmon analyze: %v\n%s", err, b)
 	}
 	a := compareWithRtmon(t, sc, res, srv, link, out)

