@@ -210,6 +210,55 @@ func TestRequestLostAfterNeededRetransmission(t *testing.T) {
 	}
 }
 
+// The client's handshake ACK queued on its way to the capture point (a
+// busy uplink), and the request it sent with it was lost. rtmon's RTT
+// sample holds the queue, the client's does not, so the resend came
+// sooner after the ACK than rtmon's estimate of the client's timer: still
+// a lost first copy, timed from the SYN, and no preconnect. A connection
+// whose first request comes later than any timer would have resent it is
+// a preconnect even with a packet missing before it.
+func TestRequestLostBehindQueuedHandshakeAck(t *testing.T) {
+	rtt := 2 * D
+	rto := rtt + max(2*rtt, 200*ms)
+	for _, queued := range []int64{0, 30 * ms, 60 * ms, 100 * ms} {
+		var again int64
+		out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+			c := linuxConn(w, 300)
+			t0 := synth.T(0)
+			c.SYN(t0)
+			c.SYNACK(t0 + 100*us)
+			sent := t0 + 100*us + 2*D // as the client's ACK and request would arrive
+			c.ACK(sent + queued)
+			c.ClientLost()
+			again = synth.TimerFires(sent, rto)
+			c.Client(again, get("/late"))
+			c.Server(again+3*ms, synth.Response(200, "text/html", synth.Body(100)))
+			c.ClientAck(again + 3*ms + 2*D)
+		})
+		tx := one(t, "transaction", out.txs)
+		end := again + 3*ms + D // the last byte at the client
+		if tx.Flags&reconstruct.FlagUpstreamLoss == 0 || tx.Flags&reconstruct.FlagPreconnected != 0 {
+			t.Errorf("ACK queued %v: flags %v, want upstream_loss and not preconnected", time.Duration(queued), tx.Flags)
+		}
+		if tx.Start != synth.T(0)-D || tx.End != end {
+			t.Errorf("ACK queued %v: start %v end %v off the client's", time.Duration(queued),
+				time.Duration(tx.Start-(synth.T(0)-D)), time.Duration(tx.End-end))
+		}
+	}
+	out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+		c := linuxConn(w, 400)
+		est := handshake(c, synth.T(0))
+		c.ClientLost()
+		late := est + rto + 600*ms
+		c.Client(late, get("/spare"))
+		c.Server(late+ms, synth.Response(200, "text/html", synth.Body(10)))
+		c.ClientAck(late + ms + 2*D)
+	})
+	if tx := one(t, "transaction", out.txs); tx.Flags&reconstruct.FlagPreconnected == 0 {
+		t.Errorf("request %v after connecting: flags %v, want preconnected", time.Duration(rto+600*ms), tx.Flags)
+	}
+}
+
 // A Linux client remembers a destination's RTT from its last closed
 // connection and starts a new one's timeout from it when it is longer than
 // the handshake's sample. Here an earlier connection's requests met a slow

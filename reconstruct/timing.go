@@ -175,6 +175,7 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 	// data was sent within the client's delayed-ACK time of that data's
 	// arrival, else the client would have sent a pure ACK first.
 	weak := c.ipid.steps < 3 && st.sentBy == 0
+	fresh := st.tx.Index == 0 && len(c.rec.SYNTimes) > 0
 	ackOrCopy := st.upAckOrCopy && st.sentBy == 0
 	ok = false
 	var spread int64
@@ -188,6 +189,17 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 			ok = sent >= earliest-max(estimateSlack, wait/8) && sent <= earliest+linuxDelAck
 		case weak:
 			ok = sent >= earliest-max(estimateSlack, wait/8) && sent <= earliest+wait/4
+			if !ok && k == 1 && fresh {
+				// A young connection's one missing packet before its
+				// first request: nothing else is sent then. The copy
+				// came sooner than the estimate when the handshake ACK
+				// queued on the way (rtmon's RTT sample then includes
+				// the queue, the client's does not), so only a copy
+				// later than one wait after connecting, or one sooner
+				// than any timer fires even after such a queue, speaks
+				// against a lost first copy.
+				ok = sent <= earliest+wait/4 && st.tx.RequestFirst-earliest >= freshResendMin
+			}
 		default:
 			ok = sent >= earliest-wait/4
 		}
@@ -217,6 +229,12 @@ const (
 	estimateSlack = int64(25 * time.Millisecond)
 	linuxDelAck   = int64(40 * time.Millisecond)
 )
+
+// freshResendMin is the shortest time from a handshake ACK to the resent
+// first request that a lost first copy explains: half of TCP_RTO_MIN, the
+// least any Linux retransmission timer waits, for an ACK that queued up to
+// that long on its way to the capture point.
+const freshResendMin = linuxRTOMin / 2
 
 // preconnectIdle is how long a connection may sit between its handshake and
 // its first request before the connect is no longer counted in that
