@@ -1,10 +1,10 @@
 package pageview
 
 import (
-	"container/heap"
 	"net/netip"
 	"time"
 
+	"github.com/rtmon/rtmon/internal/minheap"
 	"github.com/rtmon/rtmon/pageview/embeds"
 	"github.com/rtmon/rtmon/reconstruct"
 )
@@ -198,7 +198,7 @@ type Grouper struct {
 
 	now       int64 // latest capture time seen in any record
 	settle    int64
-	held      txHeap
+	held      minheap.Heap[heldTx]
 	seq       uint64
 	lastStart int64
 
@@ -253,23 +253,12 @@ type heldTx struct {
 	refs       *pageRefs // what its body references (HTML or CSS), nil if none was read
 }
 
-type txHeap []heldTx
-
-func (h txHeap) Len() int { return len(h) }
-func (h txHeap) Less(i, j int) bool {
-	if h[i].start != h[j].start {
-		return h[i].start < h[j].start
+// Before orders held transactions by start, then arrival.
+func (a heldTx) Before(b heldTx) bool {
+	if a.start != b.start {
+		return a.start < b.start
 	}
-	return h[i].seq < h[j].seq
-}
-func (h txHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *txHeap) Push(x any)   { *h = append(*h, x.(heldTx)) }
-func (h *txHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	old[len(old)-1] = heldTx{}
-	*h = old[:len(old)-1]
-	return x
+	return a.seq < b.seq
 }
 
 type orphan struct {
@@ -375,10 +364,10 @@ func (g *Grouper) Transaction(tx *reconstruct.Transaction) {
 		h.refs = g.readPage(tx)
 	}
 	tx.Body = nil
-	heap.Push(&g.held, h)
+	g.held.Push(h)
 	for len(g.held) > g.cfg.MaxHeld {
 		g.stats.HeldOverflow++
-		g.process(heap.Pop(&g.held).(heldTx))
+		g.process(g.held.Pop())
 	}
 	g.release()
 }
@@ -426,7 +415,7 @@ func (g *Grouper) claimConn(p *pv, l connLosses) {
 // of input, after the tracker's Flush.
 func (g *Grouper) Flush() {
 	for len(g.held) > 0 {
-		g.process(heap.Pop(&g.held).(heldTx))
+		g.process(g.held.Pop())
 	}
 	for g.lru.next != &g.lru {
 		g.close(g.lru.next)
@@ -450,7 +439,7 @@ func (g *Grouper) Flush() {
 func (g *Grouper) release() {
 	wm := g.now - g.settle
 	for len(g.held) > 0 && g.held[0].end <= wm {
-		g.process(heap.Pop(&g.held).(heldTx))
+		g.process(g.held.Pop())
 	}
 	// Everything that starts before pw has been processed (late arrivals
 	// aside), so pageviews idle before pw can take no more objects.

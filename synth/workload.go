@@ -1,12 +1,13 @@
 package synth
 
 import (
-	"container/heap"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"os"
 	"time"
+
+	"github.com/rtmon/rtmon/internal/minheap"
 )
 
 // Workload describes a synthetic population of browsers loading pages.
@@ -264,22 +265,12 @@ type item struct {
 	pc  *pconn
 }
 
-type itemHeap []*item
-
-func (h itemHeap) Len() int { return len(h) }
-func (h itemHeap) Less(i, j int) bool {
-	if h[i].t != h[j].t {
-		return h[i].t < h[j].t
+// Before orders items by time, then creation.
+func (a *item) Before(b *item) bool {
+	if a.t != b.t {
+		return a.t < b.t
 	}
-	return h[i].seq < h[j].seq
-}
-func (h itemHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *itemHeap) Push(x any)   { *h = append(*h, x.(*item)) }
-func (h *itemHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+	return a.seq < b.seq
 }
 
 type gen struct {
@@ -293,7 +284,7 @@ type gen struct {
 	ev      []event // the pageview being built
 	planned int64   // estimated file bytes of every packet planned so far
 	free    [][]event
-	h       itemHeap
+	h       minheap.Heap[*item]
 	seq     uint64
 
 	ext  bool          // the extended model (Workload.extended)
@@ -325,13 +316,13 @@ func Generate(w *Writer, wl Workload, truth func(TruthRecord)) (Summary, error) 
 			g.newClient(cl)
 		}
 	}
-	heap.Init(&g.h)
+	g.h.Init()
 	first := true
 	for len(g.h) > 0 {
 		it := g.h[0]
 		if it.cl != nil {
 			if g.stop(it.t) {
-				heap.Pop(&g.h)
+				g.h.Pop()
 				continue
 			}
 			var st *stream
@@ -351,11 +342,11 @@ func Generate(w *Writer, wl Workload, truth func(TruthRecord)) (Summary, error) 
 			} else {
 				it.t += max(int64(g.rng.ExpFloat64()*float64(think)), int64(time.Second))
 			}
-			heap.Fix(&g.h, 0)
+			g.h.Fix(0)
 			continue
 		}
 		if it.pc != nil {
-			heap.Pop(&g.h)
+			g.h.Pop()
 			if st := g.lazyClose(it); st != nil {
 				g.push(&item{t: st.ev[0].t, st: st})
 			}
@@ -374,9 +365,9 @@ func Generate(w *Writer, wl Workload, truth func(TruthRecord)) (Summary, error) 
 		st.i++
 		if st.i < len(st.ev) {
 			it.t = st.ev[st.i].t
-			heap.Fix(&g.h, 0)
+			g.h.Fix(0)
 		} else {
-			heap.Pop(&g.h)
+			g.h.Pop()
 			g.free = append(g.free, st.ev[:0])
 		}
 	}
@@ -390,7 +381,7 @@ func Generate(w *Writer, wl Workload, truth func(TruthRecord)) (Summary, error) 
 func (g *gen) push(it *item) {
 	g.seq++
 	it.seq = g.seq
-	heap.Push(&g.h, it)
+	g.h.Push(it)
 }
 
 // GenerateFile writes the workload to a new file at path.

@@ -2,7 +2,6 @@ package testbed
 
 import (
 	"cmp"
-	"container/heap"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rtmon/rtmon/internal/minheap"
 )
 
 // Direction of a frame through the bridge.
@@ -150,7 +151,7 @@ type Bridge struct {
 	// lk guards q, txEnd and seq of one direction, so a direction's
 	// reader and sender are the only ones to contend for it.
 	lk [2]sync.Mutex
-	q  [2]frameHeap
+	q  [2]minheap.Heap[queued]
 	// wake: an eventfd per direction, written when a frame is queued. The
 	// sender blocks in the kernel on it (ppoll), never on a Go channel:
 	// a locked real-time goroutine woken through the Go scheduler waited
@@ -449,7 +450,7 @@ func (b *Bridge) enqueue(f *Frame, at time.Time) {
 		b.txEnd[d] = start
 	}
 	b.seq[d]++
-	heap.Push(&b.q[d], queued{f: f, release: start.Add(b.oneWay(f.Client)), seq: b.seq[d]})
+	b.q[d].Push(queued{f: f, release: start.Add(b.oneWay(f.Client)), seq: b.seq[d]})
 	b.lk[d].Unlock()
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
@@ -504,7 +505,7 @@ func (b *Bridge) send(ctx context.Context, d Direction) {
 		if wait <= 0 {
 			b.noteLag(1, d, -wait)
 			b.noteStall(d, b.q[d][0].release, -wait)
-			f := heap.Pop(&b.q[d]).(queued).f
+			f := b.q[d].Pop().f
 			b.lk[d].Unlock()
 			if _, err := unix.Write(out, f.Data); err != nil {
 				b.stats[stSendErr][d].Add(1)
@@ -581,22 +582,11 @@ type queued struct {
 	seq     uint64
 }
 
-// frameHeap orders by release time, then arrival: with per-client constant
+// Before orders frames by release time, then arrival: with per-client constant
 // delays this keeps each client's frames in order per direction.
-type frameHeap []queued
-
-func (h frameHeap) Len() int { return len(h) }
-func (h frameHeap) Less(i, j int) bool {
-	if !h[i].release.Equal(h[j].release) {
-		return h[i].release.Before(h[j].release)
+func (a queued) Before(b queued) bool {
+	if !a.release.Equal(b.release) {
+		return a.release.Before(b.release)
 	}
-	return h[i].seq < h[j].seq
-}
-func (h frameHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *frameHeap) Push(x any)   { *h = append(*h, x.(queued)) }
-func (h *frameHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+	return a.seq < b.seq
 }

@@ -4,9 +4,10 @@ package whatif
 // completions under the rules (Evaluate drives it pass by pass).
 
 import (
-	"container/heap"
 	"math"
 	"slices"
+
+	"github.com/rtmon/rtmon/internal/minheap"
 )
 
 type unitState struct {
@@ -78,20 +79,13 @@ type event struct {
 
 type eventHeap []event
 
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(i, j int) bool {
-	if h[i].t != h[j].t {
-		return h[i].t < h[j].t
+// Before orders events by time, a unit's completion before a timeout at
+// the same instant.
+func (a event) Before(b event) bool {
+	if a.t != b.t {
+		return a.t < b.t
 	}
-	return h[i].done && !h[j].done
-}
-func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *eventHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+	return a.done && !b.done
 }
 
 type replayer struct {
@@ -153,13 +147,13 @@ func (d *Dataset) replay(rules []Rule, o *Options, model LoadModel, delta *loadD
 	r := &replayer{d: d, o: o, rules: rules, windows: map[string]*window{}}
 	out := make([]UnitResult, len(d.units))
 	st := make([]unitState, len(d.units))
-	var h eventHeap
+	var h minheap.Heap[event]
 	next := 0
 	timeout := int64(o.SYNTimeout)
 	for next < len(d.units) || len(h) > 0 {
 		var ev event
 		if len(h) > 0 && (next == len(d.units) || h[0].t <= d.units[next].start) {
-			ev = heap.Pop(&h).(event)
+			ev = h.Pop()
 		} else {
 			ev = event{t: d.units[next].start, unit: next}
 			next++
@@ -187,17 +181,17 @@ func (d *Dataset) replay(rules []Rule, o *Options, model LoadModel, delta *loadD
 				s.failed, s.act = true, act
 				out[ev.unit] = UnitResult{ID: u.id, Class: u.class, Start: u.start, Measured: u.total,
 					Predicted: wait, Delay: wait, Failed: true}
-				heap.Push(&h, event{t: u.start + wait, done: true, unit: ev.unit, value: wait})
+				h.Push(event{t: u.start + wait, done: true, unit: ev.unit, value: wait})
 				continue
 			}
-			heap.Push(&h, event{t: u.start + timeout*(int64(1)<<(ev.attempt+1)-1), unit: ev.unit, attempt: ev.attempt + 1})
+			h.Push(event{t: u.start + timeout*(int64(1)<<(ev.attempt+1)-1), unit: ev.unit, attempt: ev.attempt + 1})
 			continue
 		}
 		s.act = act
 		s.delay = ev.t - u.start
 		p := s.delay + d.predict(u, &act, model, delta, s.delay)
 		out[ev.unit] = UnitResult{ID: u.id, Class: u.class, Start: u.start, Measured: u.total, Predicted: p, Delay: s.delay}
-		heap.Push(&h, event{t: u.start + p, done: true, unit: ev.unit, value: p})
+		h.Push(event{t: u.start + p, done: true, unit: ev.unit, value: p})
 	}
 	return out, st
 }
