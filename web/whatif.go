@@ -203,10 +203,7 @@ func (h *whatIfHandler) answer(c *gin.Context) (*WhatIfResponse, error) {
 		return nil, err
 	}
 	resp.Range, resp.Loaded, resp.Notes = data.rng, data.loaded, append([]string{}, data.notes...)
-	resp.Units, resp.Unit = data.ds.Units(), "transaction"
-	if data.ds.Pageviews() {
-		resp.Unit = "pageview"
-	}
+	resp.Units, resp.Unit = data.ds.Units(), data.ds.UnitName()
 	singles, err := data.ds.StandardCandidates(opts)
 	if err != nil {
 		return nil, err

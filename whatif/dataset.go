@@ -58,6 +58,9 @@ type unit struct {
 	total     int64
 	txs       []int // by Start
 	container int   // -1 when unknown
+	// standalone: a transaction that belongs to no pageview (an API call,
+	// a load generator's fetch), replayed as a unit of one object.
+	standalone bool
 }
 
 // Load reads DIR/connections.jsonl, DIR/transactions.jsonl and, when present,
@@ -112,9 +115,10 @@ func readJSONL[T any](path string) ([]*T, error) {
 // transactions are then the units. A transaction belongs to the pageview its
 // PageviewID names; without one, to the pageview whose ContainerID names it,
 // else to the pageview of the same client whose [Start, End] holds its start
-// (the latest started). In pageview mode a transaction in no pageview is no
-// unit. A transaction's class is its own Class, else its connection's, else
-// DefaultClass; a pageview's is its own.
+// (the latest started). A transaction in no pageview is a unit of its own
+// (stand-alone: API calls, load generators), so every unit of traffic is
+// replayed. A transaction's class is its own Class, else its connection's,
+// else DefaultClass; a pageview's is its own.
 func NewDataset(conns []*reconstruct.Connection, txs []*reconstruct.Transaction, pvs []*pageview.Pageview) (*Dataset, error) {
 	return newDataset(conns, txs, pvs)
 }
@@ -161,7 +165,7 @@ func newDataset(conns []*reconstruct.Connection, txs []*reconstruct.Transaction,
 				start: t.tx.Start, end: t.tx.End, total: t.tx.Total, txs: []int{i}, container: -1})
 		}
 	} else {
-		d.linkPageviews(pvs)
+		d.linkPageviews(pvs, classOf)
 	}
 	slices.SortStableFunc(d.units, func(a, b unit) int { return cmp.Compare(a.start, b.start) })
 	for ui := range d.units {
@@ -181,7 +185,7 @@ func newDataset(conns []*reconstruct.Connection, txs []*reconstruct.Transaction,
 	return d, nil
 }
 
-func (d *Dataset) linkPageviews(pvs []*pageview.Pageview) {
+func (d *Dataset) linkPageviews(pvs []*pageview.Pageview, classOf func(tx int) string) {
 	pvIndex := make(map[string]int, len(pvs))
 	byClient := map[netip.Addr][]int{}
 	for i, p := range pvs {
@@ -219,7 +223,10 @@ func (d *Dataset) linkPageviews(pvs []*pageview.Pageview) {
 			}
 		}
 		if ui < 0 {
-			continue // not part of any pageview: it has no unit
+			// Part of no pageview: a unit of its own, not an embed.
+			d.units = append(d.units, unit{id: t.tx.ID, class: classOf(ti), client: t.tx.Client,
+				start: t.tx.Start, end: t.tx.End, total: t.tx.Total, txs: []int{ti}, container: -1, standalone: true})
+			continue
 		}
 		u := &d.units[ui]
 		u.txs = append(u.txs, ti)
@@ -236,11 +243,40 @@ func (d *Dataset) linkPageviews(pvs []*pageview.Pageview) {
 // Classes lists the classes present, sorted.
 func (d *Dataset) Classes() []string { return slices.Clone(d.classes) }
 
-// Pageviews reports whether pageviews are the unit (else transactions).
+// Pageviews reports whether the records held pageviews. Transactions in
+// none are then stand-alone units; without pageviews every transaction is.
 func (d *Dataset) Pageviews() bool { return d.pageviews }
 
-// Units is the number of units (pageviews or transactions).
+// Units is the number of units replayed: pageviews and stand-alone
+// transactions.
 func (d *Dataset) Units() int { return len(d.units) }
+
+// UnitCounts splits Units into pageviews and stand-alone transactions.
+func (d *Dataset) UnitCounts() (pageviews, transactions int) {
+	for i := range d.units {
+		if d.isPageview(&d.units[i]) {
+			pageviews++
+		} else {
+			transactions++
+		}
+	}
+	return pageviews, transactions
+}
+
+// UnitName says what the units are, as the CLI and the web page print it:
+// "pageview", "transaction" or "pageview and transaction".
+func (d *Dataset) UnitName() string {
+	pv, tx := d.UnitCounts()
+	switch {
+	case pv > 0 && tx > 0:
+		return "pageview and transaction"
+	case pv > 0:
+		return "pageview"
+	}
+	return "transaction"
+}
+
+func (d *Dataset) isPageview(u *unit) bool { return d.pageviews && !u.standalone }
 
 // LoadModel returns the load model fitted on the capture.
 func (d *Dataset) LoadModel() LoadModel { return d.model }

@@ -206,9 +206,13 @@ type ClassResult struct {
 	Priority  Priority     `json:"priority"`
 	Measured  Distribution `json:"measured"`
 	Predicted Distribution `json:"predicted"`
-	Affected  int          `json:"affected"` // units some action applied to
-	Dropped   int          `json:"dropped"`  // units with at least one SYN dropped
-	Failed    int          `json:"failed"`   // units whose connection failed
+	// Pageviews and Transactions count the class's units by kind: a
+	// pageview, or a transaction that belongs to none.
+	Pageviews    int `json:"pageviews"`
+	Transactions int `json:"transactions"`
+	Affected     int `json:"affected"` // units some action applied to
+	Dropped      int `json:"dropped"`  // units with at least one SYN dropped
+	Failed       int `json:"failed"`   // units whose connection failed
 }
 
 // UnitResult is one unit's measured and predicted response time.
@@ -225,7 +229,7 @@ type UnitResult struct {
 // Result is the outcome of one replay.
 type Result struct {
 	Rules     []string      `json:"rules"`
-	Unit      string        `json:"unit"` // "pageview" or "transaction"
+	Unit      string        `json:"unit"` // Dataset.UnitName
 	Classes   []ClassResult `json:"classes"`
 	Units     []UnitResult  `json:"-"`
 	Passes    int           `json:"passes"`
@@ -277,10 +281,7 @@ func (d *Dataset) Evaluate(rules []Rule, opts Options) (*Result, error) {
 		}
 		delta = next
 	}
-	res := &Result{Unit: "transaction", Passes: passes, LoadModel: model, Units: units}
-	if d.pageviews {
-		res.Unit = "pageview"
-	}
+	res := &Result{Unit: d.UnitName(), Passes: passes, LoadModel: model, Units: units}
 	for _, r := range rules {
 		res.Rules = append(res.Rules, r.String())
 	}
@@ -292,6 +293,11 @@ func (d *Dataset) Evaluate(rules []Rule, opts Options) (*Result, error) {
 				continue
 			}
 			meas, pred = append(meas, u.Measured), append(pred, u.Predicted)
+			if d.isPageview(&d.units[i]) {
+				cr.Pageviews++
+			} else {
+				cr.Transactions++
+			}
 			if st[i].act.any {
 				cr.Affected++
 			}

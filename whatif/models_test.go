@@ -386,3 +386,45 @@ func FuzzEvaluate(f *testing.F) {
 		}
 	})
 }
+
+// Traffic outside pageviews is replayed too: an API client's requests and
+// a load generator's fetches, in a capture that also holds pageviews, are
+// units of one transaction each. Their classes count them, FAST SYN helps
+// the one that lost a SYN, and REMOVE EMBEDS leaves them alone (they are
+// no page's objects).
+func TestStandaloneTransactionsAreUnits(t *testing.T) {
+	var b builder
+	c := b.add(spec{id: "c", client: "198.51.100.1", class: "browsers", syns: []int64{0}, synacks: []int64{30 * us},
+		est: 100 * ms, rtt: 100 * ms, proc: 300 * ms, transfer: 100 * ms, ctype: "text/html"})
+	e := b.add(spec{id: "e", client: "198.51.100.1", class: "browsers", conn: c.ConnectionID, est: 600 * ms,
+		rtt: 100 * ms, proc: 10 * ms, transfer: 400 * ms, ctype: "image/png", body: 200 << 10})
+	lost := b.add(spec{id: "api1", client: "203.0.113.9", class: "api", syns: []int64{200 * ms, 1200 * ms},
+		synacks: []int64{1200*ms + 30*us}, est: 1200*ms + 30*us + 20*ms, rtt: 20 * ms, proc: 50 * ms, transfer: 1 * ms,
+		ctype: "application/json", body: 300 << 10})
+	b.add(spec{id: "api2", client: "203.0.113.9", class: "api", conn: lost.ConnectionID, est: 2 * sec, rtt: 20 * ms,
+		proc: 40 * ms, transfer: 1 * ms, ctype: "application/json"})
+	pv := page("pv", "198.51.100.1", c.Start, e.End, c.ID)
+	pv.Class = "browsers"
+	e.PageviewID = "pv"
+	d := b.dataset(t, []*pageview.Pageview{pv})
+	if pvs, txs := d.UnitCounts(); d.Units() != 3 || pvs != 1 || txs != 2 || d.UnitName() != "pageview and transaction" {
+		t.Fatalf("units %d (%d pageviews, %d transactions, %q): want 1 pageview and 2 stand-alone transactions",
+			d.Units(), pvs, txs, d.UnitName())
+	}
+	res := eval(t, d, "IF IP.SRC == * THEN FAST SYN GAP 200ms", Options{})
+	api, browsers := res.Class("api"), res.Class("browsers")
+	if api == nil || browsers == nil || api.Transactions != 2 || api.Pageviews != 0 || browsers.Pageviews != 1 || browsers.Transactions != 0 {
+		t.Fatalf("classes %+v: want api with 2 transactions, browsers with 1 pageview", res.Classes)
+	}
+	if u, want := unitByID(t, res, lost.ID), lost.Total-800*ms; u.Predicted != want || api.Affected != 2 {
+		t.Errorf("FAST SYN on a stand-alone transaction: predicted %v, want %v (affected %d)",
+			time.Duration(u.Predicted), time.Duration(want), api.Affected)
+	}
+	res = eval(t, d, "IF IP.SRC == * THEN REWRITE EMBEDS ABOVE 100KB RATIO 0.25", Options{})
+	if u := unitByID(t, res, lost.ID); u.Predicted != lost.Total {
+		t.Errorf("REWRITE EMBEDS changed a stand-alone transaction: %v != %v", time.Duration(u.Predicted), time.Duration(lost.Total))
+	}
+	if u := unitByID(t, res, "pv"); u.Predicted >= pv.Total {
+		t.Errorf("REWRITE EMBEDS left the page's 200 KB image: %v, measured %v", time.Duration(u.Predicted), time.Duration(pv.Total))
+	}
+}

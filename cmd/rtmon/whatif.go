@@ -189,10 +189,7 @@ func runWhatif(ctx context.Context, stdout io.Writer, o whatifOptions) error {
 		return err
 	}
 	rep := whatifReport{Units: d.Units(), LoadModel: d.LoadModel(), Priorities: opts.Priorities,
-		Unit: "transaction"}
-	if d.Pageviews() {
-		rep.Unit = "pageview"
-	}
+		Unit: d.UnitName()}
 	var singles [][]whatif.Rule
 	if len(rules) > 0 {
 		if rep.Result, err = d.Evaluate(rules, opts); err != nil {
@@ -256,7 +253,8 @@ func writeWhatifText(w io.Writer, rep *whatifReport) {
 		classes = rep.Result.Classes
 	}
 	for _, c := range classes {
-		fmt.Fprintf(w, "\nclass %s (%s priority): %d\n", c.Class, c.Priority, c.Measured.N)
+		fmt.Fprintf(w, "\nclass %s (%s priority): %d (%d pageviews, %d stand-alone transactions)\n",
+			c.Class, c.Priority, c.Measured.N, c.Pageviews, c.Transactions)
 		if rep.Result == nil {
 			fmt.Fprintf(w, "  mean %s  p50 %s  p90 %s  p99 %s\n", dur(c.Measured.Mean), dur(c.Measured.P50), dur(c.Measured.P90), dur(c.Measured.P99))
 			continue

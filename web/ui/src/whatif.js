@@ -95,7 +95,7 @@ function render(box, res, textarea) {
   const l = res.loaded;
   const m = res.load_model;
   box.append(el('p', { class: 'range-note', id: 'whatif-summary' },
-    `${fmtInt(res.units)} ${res.unit}s · ${fmtInt(l.transactions)} transactions, ${fmtInt(l.pageviews)} pageviews, `
+    `${fmtInt(res.units)} units replayed (${res.unit}) · ${fmtInt(l.transactions)} transactions, ${fmtInt(l.pageviews)} pageviews, `
     + `${fmtInt(l.connections)} connections read · ${res.range.From ? fmtTime(res.range.From) : 'start'} – ${res.range.To ? fmtTime(res.range.To) : 'end'} UTC`
     + ` · load model: server time ${fmtDur(m.intercept_ns)} + ${fmtDur(m.slope_ns)} × concurrency (${fmtInt(m.samples)} samples)`
     + ` · ${res.passes} replay pass${res.passes === 1 ? '' : 'es'}`));
@@ -114,7 +114,7 @@ function render(box, res, textarea) {
     } });
     charts.push([chart, c]);
     grid.append(el('section', { class: 'card whatif-class' + (c.class === res.class ? ' ranked' : ''), dataset: { class: c.class } },
-      el('h2', {}, classLabel(c.class), ' ', el('span', { class: 'note' }, `${c.priority} priority · ${fmtInt(c.measured.n)} ${res.unit}s`)),
+      el('h2', {}, classLabel(c.class), ' ', el('span', { class: 'note' }, `${c.priority} priority · ${unitCount(c)}`)),
       chart,
       statsTable(c)));
   });
@@ -126,7 +126,7 @@ function render(box, res, textarea) {
     el('dl', { class: 'assumptions' }, res.assumptions.map((a) => [el('dt', {}, a.action), el('dd', { dataset: { action: a.action } }, a.text)])),
     el('p', { class: 'note' }, 'Conditions (RT, RT_HIGH, RT_LOW, RT[class]) are judged in time order against the median of the '
       + 'predicted response times completed in the last 30 s, as an appliance applying the rules would measure them; an empty window '
-      + 'never triggers an action. The unit is the pageview when pageviews are stored, else the transaction.')));
+      + 'never triggers an action. The units are the pageviews and every transaction that belongs to none (API calls, load generators).')));
 
   // Charts size themselves to their box, so draw after layout.
   requestAnimationFrame(() => {
@@ -184,6 +184,15 @@ function ranking(res) {
 function signed(ns) {
   if (!ns) return '0';
   return (ns > 0 ? '+' : '−') + fmtDur(Math.abs(ns));
+}
+
+// unitCount names a class's units by kind: "12 pageviews + 3 stand-alone
+// transactions".
+function unitCount(c) {
+  const parts = [];
+  if (c.pageviews) parts.push(`${fmtInt(c.pageviews)} pageview${c.pageviews === 1 ? '' : 's'}`);
+  if (c.transactions) parts.push(`${fmtInt(c.transactions)} stand-alone transaction${c.transactions === 1 ? '' : 's'}`);
+  return parts.join(' + ') || 'no units';
 }
 
 // Overlay: share of the class's units per bucket (the overview's log
