@@ -93,7 +93,7 @@ type WhatIfResponse struct {
 	ParseError *WhatIfParseError `json:"parse_error,omitempty"`
 	Error      string            `json:"error,omitempty"`
 	Rules      []string          `json:"rules"`
-	Unit       string            `json:"unit"` // "pageview" or "transaction"
+	Unit       string            `json:"unit"` // whatif.Dataset.UnitName
 	Units      int               `json:"units"`
 	Range      query.TimeRange   `json:"range"` // records read: [From, To)
 	Loaded     whatif.Loaded     `json:"loaded"`
@@ -109,7 +109,9 @@ type WhatIfResponse struct {
 	Candidates  []WhatIfCandidate  `json:"candidates"`
 	Assumptions []WhatIfAssumption `json:"assumptions"`
 	LoadModel   whatif.LoadModel   `json:"load_model"`
-	Passes      int                `json:"passes"`
+	// SYNSchedules: how DROP SYN times each class's retransmissions.
+	SYNSchedules []whatif.SYNScheduleSummary `json:"syn_schedules"`
+	Passes       int                         `json:"passes"`
 }
 
 // WhatIfParseError locates a rule syntax error (1-based; 0 when the error
@@ -204,6 +206,7 @@ func (h *whatIfHandler) answer(c *gin.Context) (*WhatIfResponse, error) {
 	}
 	resp.Range, resp.Loaded, resp.Notes = data.rng, data.loaded, append([]string{}, data.notes...)
 	resp.Units, resp.Unit = data.ds.Units(), data.ds.UnitName()
+	resp.SYNSchedules = data.ds.SYNSchedules(opts)
 	singles, err := data.ds.StandardCandidates(opts)
 	if err != nil {
 		return nil, err

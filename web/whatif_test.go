@@ -397,6 +397,7 @@ func TestBrowserWhatIf(t *testing.T) {
 		Ranking  int
 		Assume   map[string]string
 		Rules    string
+		SYN      string
 	}
 	tb.eval(`(() => {
 	  const q = (s) => [...document.querySelectorAll(s)];
@@ -411,6 +412,7 @@ func TestBrowserWhatIf(t *testing.T) {
 	    Ranking: q('#ranking tbody tr[data-gain]').length,
 	    Assume: Object.fromEntries(q('dl.assumptions dd').map((d) => [d.dataset.action, d.textContent])),
 	    Rules: document.getElementById('rules').value,
+	    SYN: document.getElementById('whatif-syn-schedules').textContent,
 	  };
 	})()`, &shown)
 	if len(shown.Series) != len(api.Classes) || len(api.Classes) != 2 || shown.Canvases != len(api.Classes) {
@@ -437,6 +439,15 @@ func TestBrowserWhatIf(t *testing.T) {
 	}
 	if shown.Rules != fastSYN {
 		t.Errorf("textarea %q", shown.Rules)
+	}
+	// Every class's SYN schedule, as the API says where it came from.
+	for _, s := range api.SYNSchedules {
+		if !strings.Contains(shown.SYN, s.Class+": ") || !strings.Contains(shown.SYN, s.Schedule.Source) {
+			t.Errorf("SYN schedules shown %q lack class %s (%s)", shown.SYN, s.Class, s.Schedule.Source)
+		}
+	}
+	if len(api.SYNSchedules) != len(api.Classes) {
+		t.Errorf("%d SYN schedules for %d classes", len(api.SYNSchedules), len(api.Classes))
 	}
 	tb.screenshot("whatif")
 	tb.clean("whatif")

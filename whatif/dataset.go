@@ -38,6 +38,7 @@ type Dataset struct {
 	conc      []int32 // measured concurrency at each transaction's service start
 	starts    []int64 // sorted service starts and ends, for concurrency queries
 	ends      []int64
+	syn       synSchedules // the clients' SYN retransmission schedules
 }
 
 type txInfo struct {
@@ -181,6 +182,9 @@ func newDataset(conns []*reconstruct.Connection, txs []*reconstruct.Transaction,
 		}
 	}
 	slices.Sort(d.classes)
+	d.syn = learnSYNSchedules(conns, func(c *reconstruct.Connection) string {
+		return cmp.Or(c.Class, DefaultClass)
+	})
 	d.measureLoad()
 	return d, nil
 }

@@ -64,9 +64,11 @@ type Options struct {
 	// Edges are histogram bucket lower bounds in ns, ascending (default
 	// DefaultEdges); at most 1000.
 	Edges []int64
-	// SYNTimeout is the client's initial SYN retransmission timeout, doubling
-	// per attempt (default 3 s, the classic value of the RLM experiments;
-	// Linux uses 1 s).
+	// SYNTimeout, when set, is every client's initial SYN retransmission
+	// timeout, doubling per attempt (3 s: the classic stacks of the RLM
+	// experiments; 1 s: Linux). Zero (the default) learns each client's
+	// schedule from the capture's SYN retransmissions: its own, else its
+	// class's, else the capture's, else 1 s doubling (Dataset.SYNSchedules).
 	SYNTimeout time.Duration
 	// SYNAttempts: SYNs a client sends before the connection fails (default
 	// 3: 3+6+12 = 21 s to failure, at most 10).
@@ -110,11 +112,13 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("whatif: histogram edges: want 1..1000 ascending values")
 	}
 	if err := cmp.Or(
-		defaultIn(&o.SYNTimeout, 3*time.Second, time.Millisecond, time.Minute, "SYN timeout %v outside 1ms..1m"),
 		defaultIn(&o.SYNAttempts, 3, 1, 10, "SYN attempts %d outside 1..10"),
 		defaultIn(&o.Passes, 4, 1, 10, "passes %d outside 1..10"),
 	); err != nil {
 		return o, err
+	}
+	if o.SYNTimeout != 0 && (o.SYNTimeout < time.Millisecond || o.SYNTimeout > time.Minute) {
+		return o, fmt.Errorf("whatif: SYN timeout %v outside 1ms..1m", o.SYNTimeout)
 	}
 	for c, p := range o.Priorities {
 		if p != High && p != Low {

@@ -264,7 +264,9 @@ func TestDropSYNLoadModel(t *testing.T) {
 	h2 := b.add(spec{id: "h2", client: "10.4.0.2", class: "premium", syns: []int64{5 * sec}, synacks: []int64{5*sec + 30*us}, est: 5*sec + 100*ms,
 		rtt: 100 * ms, proc: sec})
 	d := b.dataset(t, nil)
-	o := Options{LoadModel: &LoadModel{Slope: float64(500 * ms)}, Priorities: map[string]Priority{"premium": High}}
+	// The classic stacks' schedule (3 s doubling) given as an override.
+	o := Options{LoadModel: &LoadModel{Slope: float64(500 * ms)}, Priorities: map[string]Priority{"premium": High},
+		SYNTimeout: 3 * time.Second}
 	res := eval(t, d, "IF IP.SRC != 10.4.*.* AND RT_HIGH > 3.0s THEN DROP SYN", o)
 	if u := unitByID(t, res, l1.ID); !u.Failed || u.Predicted != 21*sec {
 		t.Errorf("L1: %+v, want failed after 21 s", u)

@@ -149,7 +149,6 @@ func (d *Dataset) replay(rules []Rule, o *Options, model LoadModel, delta *loadD
 	st := make([]unitState, len(d.units))
 	var h minheap.Heap[event]
 	next := 0
-	timeout := int64(o.SYNTimeout)
 	for next < len(d.units) || len(h) > 0 {
 		var ev event
 		if len(h) > 0 && (next == len(d.units) || h[0].t <= d.units[next].start) {
@@ -174,17 +173,18 @@ func (d *Dataset) replay(rules []Rule, o *Options, model LoadModel, delta *loadD
 		s := &st[ev.unit]
 		if act.drop && d.droppable(u) {
 			s.dropped = true
+			sched := d.synSchedule(u, o)
 			if ev.attempt+1 >= o.SYNAttempts {
 				// The last SYN was dropped too: the client gives up one more
-				// (doubled) timeout later.
-				wait := timeout * (int64(1)<<o.SYNAttempts - 1)
+				// wait later.
+				wait := sched.waitBefore(o.SYNAttempts)
 				s.failed, s.act = true, act
 				out[ev.unit] = UnitResult{ID: u.id, Class: u.class, Start: u.start, Measured: u.total,
 					Predicted: wait, Delay: wait, Failed: true}
 				h.Push(event{t: u.start + wait, done: true, unit: ev.unit, value: wait})
 				continue
 			}
-			h.Push(event{t: u.start + timeout*(int64(1)<<(ev.attempt+1)-1), unit: ev.unit, attempt: ev.attempt + 1})
+			h.Push(event{t: u.start + sched.waitBefore(ev.attempt+1), unit: ev.unit, attempt: ev.attempt + 1})
 			continue
 		}
 		s.act = act
@@ -194,6 +194,15 @@ func (d *Dataset) replay(rules []Rule, o *Options, model LoadModel, delta *loadD
 		h.Push(event{t: u.start + p, done: true, unit: ev.unit, value: p})
 	}
 	return out, st
+}
+
+// synSchedule is how u's client retransmits a dropped SYN: the override,
+// else what the capture taught.
+func (d *Dataset) synSchedule(u *unit, o *Options) SYNSchedule {
+	if o.SYNTimeout > 0 {
+		return SYNSchedule{Initial: o.SYNTimeout, Growth: 2, Source: "override"}
+	}
+	return d.syn.forUnit(u)
 }
 
 // droppable: only a unit that begins with a new connection has a first SYN

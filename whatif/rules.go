@@ -265,9 +265,11 @@ func (a Action) Assumptions() string {
 			"capture point the server is a LAN hop away."
 	case DropSYN:
 		return "While the condition holds, the first SYN of a new unit (pageview) of the matching clients is " +
-			"dropped; the client retransmits on its schedule (Options.SYNTimeout, doubling; classic 3 s, 6 s, 12 s) " +
-			"and each retransmission is judged again against the condition at its time. After Options.SYNAttempts " +
-			"dropped attempts the unit fails and counts with the total time the client waited (21 s classic). " +
+			"dropped; the client retransmits on its own schedule, learned from the capture's SYN retransmissions " +
+			"(that client's, else its class's, else the capture's, else 1 s doubling; --syn-timeout sets one for all, " +
+			"e.g. the classic 3 s, 6 s, 12 s) and each retransmission is judged again against the condition at its time. " +
+			"After Options.SYNAttempts dropped attempts the unit fails and counts with the total time the client " +
+			"waited (1 + 2 + 4 = 7 s for Linux, 21 s classic). " +
 			"Admitted late, the unit runs as measured (with the other actions), shifted in time; its server load " +
 			"moves with it and a failed unit's load disappears. Other units' server time scales with the load " +
 			"model fitted on the capture: processing time = a + b x concurrency (least squares, b >= 0), predicted " +

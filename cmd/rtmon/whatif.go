@@ -79,7 +79,7 @@ Rules: IF <cond> THEN <action>[, <action>], one per line, # comments, e.g.
 	f.StringVar(&o.format, "format", "text", "output: text or json")
 	f.DurationVar(&o.window, "window", 30*time.Second, "sliding window of the RT conditions")
 	f.StringVar(&o.stat, "stat", "median", "window statistic: median or mean")
-	f.DurationVar(&o.synTimeout, "syn-timeout", 3*time.Second, "client's initial SYN retransmission timeout (doubling); Linux uses 1s")
+	f.DurationVar(&o.synTimeout, "syn-timeout", 0, "every client's initial SYN retransmission timeout, doubling (e.g. 3s classic, 1s Linux); default: each client's schedule learned from the capture")
 	f.IntVar(&o.synAttempts, "syn-attempts", 3, "SYNs a client sends before its connection fails")
 	f.DurationSliceVar(&o.edges, "edges", nil, "histogram bucket lower bounds (default 0,0.5s,1s,...,60s)")
 	f.StringVar(&o.storeURL, "store", "", "read the records from a store (memory:, duckdb:PATH, clickhouse://...)")
@@ -170,6 +170,8 @@ type whatifReport struct {
 	Ranking     []whatif.Ranked            `json:"ranking,omitempty"`
 	Measured    []whatif.ClassResult       `json:"measured,omitempty"`
 	Priorities  map[string]whatif.Priority `json:"priorities,omitempty"`
+	// SYNSchedules: how DROP SYN times each class's retransmissions.
+	SYNSchedules []whatif.SYNScheduleSummary `json:"syn_schedules"`
 }
 
 func runWhatif(ctx context.Context, stdout io.Writer, o whatifOptions) error {
@@ -189,7 +191,7 @@ func runWhatif(ctx context.Context, stdout io.Writer, o whatifOptions) error {
 		return err
 	}
 	rep := whatifReport{Units: d.Units(), LoadModel: d.LoadModel(), Priorities: opts.Priorities,
-		Unit: d.UnitName()}
+		Unit: d.UnitName(), SYNSchedules: d.SYNSchedules(opts)}
 	var singles [][]whatif.Rule
 	if len(rules) > 0 {
 		if rep.Result, err = d.Evaluate(rules, opts); err != nil {
@@ -244,6 +246,14 @@ func writeWhatifText(w io.Writer, rep *whatifReport) {
 	m := rep.LoadModel
 	fmt.Fprintf(w, "unit: %s (%d)\nload model: server time = %s + %s x concurrency (%d samples)\n",
 		rep.Unit, rep.Units, dur(int64(m.Intercept)), dur(int64(m.Slope)), m.Samples)
+	fmt.Fprintln(w, "SYN retransmissions (DROP SYN):")
+	for _, s := range rep.SYNSchedules {
+		fmt.Fprintf(w, "  class %s: %s, then x%g per attempt (%s", s.Class, dur(int64(s.Schedule.Initial)), s.Schedule.Growth, s.Schedule.Source)
+		if s.OwnClients > 0 {
+			fmt.Fprintf(w, "; %d of %d clients on their own", s.OwnClients, s.Clients)
+		}
+		fmt.Fprintln(w, ")")
+	}
 	classes := rep.Measured
 	if rep.Result != nil {
 		fmt.Fprintln(w, "\nrules:")

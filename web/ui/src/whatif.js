@@ -124,6 +124,9 @@ function render(box, res, textarea) {
   box.append(el('section', { class: 'card wide', id: 'whatif-assumptions' },
     el('h2', {}, 'Assumptions of the models ', el('span', { class: 'note' }, '(what each prediction takes for granted)')),
     el('dl', { class: 'assumptions' }, res.assumptions.map((a) => [el('dt', {}, a.action), el('dd', { dataset: { action: a.action } }, a.text)])),
+    el('p', { class: 'note', id: 'whatif-syn-schedules' }, 'SYN retransmissions (DROP SYN): ',
+      (res.syn_schedules || []).map((s) => `${classLabel(s.class)}: ${fmtDur(s.schedule.initial_ns)} then ×${s.schedule.growth} per attempt `
+        + `(${s.schedule.source}${s.own_clients ? `; ${fmtInt(s.own_clients)} of ${fmtInt(s.clients)} clients on their own` : ''})`).join(' · ')),
     el('p', { class: 'note' }, 'Conditions (RT, RT_HIGH, RT_LOW, RT[class]) are judged in time order against the median of the '
       + 'predicted response times completed in the last 30 s, as an appliance applying the rules would measure them; an empty window '
       + 'never triggers an action. The units are the pageviews and every transaction that belongs to none (API calls, load generators).')));
