@@ -27,9 +27,9 @@ func TestSYNSchedulesLearnedFromTheCapture(t *testing.T) {
 	}{
 		"linux":   {"198.51.100.1", "web", 7070 * time.Millisecond}, // 1.01 + 2.02 + 4.04
 		"linear":  {"198.51.100.2", "web", 9 * time.Second},
-		"class":   {"198.51.100.4", "old", 21 * time.Second}, // its class's 3 s doubling
+		"class":   {"198.51.100.4", "old", 21 * time.Second},          // its class's 3 s doubling
 		"capture": {"198.51.100.5", "quiet", 7070 * time.Millisecond}, // the capture's lower median: 1.01 s, doubling
-		"once":    {"198.51.100.6", "new", 7 * time.Second}, // its 1 s, the capture's doubling
+		"once":    {"198.51.100.6", "new", 7 * time.Second},           // its 1 s, the capture's doubling
 	}
 	ids := map[string]string{}
 	for name, tg := range targets {
