@@ -3,7 +3,7 @@ package web
 import (
 	"errors"
 	"fmt"
-	"math"
+	"io"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -96,8 +96,8 @@ func searchParams(c *gin.Context, ext func() (extent, error)) (query.SearchQuery
 	}
 	if v := c.Query("min"); v != "" {
 		ms, err := strconv.ParseFloat(v, 64)
-		if err != nil || ms < 0 || math.IsInf(ms, 0) || math.IsNaN(ms) {
-			return q, fmt.Errorf("min=%q: want milliseconds", v)
+		if err != nil || !(ms >= 0 && ms <= maxMinMillis) {
+			return q, fmt.Errorf("min=%q: want milliseconds, 0 to %d", v, int64(maxMinMillis))
 		}
 		q.MinTotal = int64(ms * 1e6)
 	}
@@ -110,8 +110,8 @@ func searchParams(c *gin.Context, ext func() (extent, error)) (query.SearchQuery
 	}
 	if v := c.Query("page"); v != "" {
 		page, err := strconv.Atoi(v)
-		if err != nil || page < 1 {
-			return q, fmt.Errorf("page=%q: want 1, 2, ...", v)
+		if err != nil || page < 1 || page > maxSearchOffset/q.Limit+1 {
+			return q, fmt.Errorf("page=%q: want 1, 2, ... up to result %d", v, maxSearchOffset)
 		}
 		q.Offset = (page - 1) * q.Limit
 	}
@@ -223,6 +223,13 @@ func (s *Server) txPageview(c *gin.Context) {
 }
 
 // apiLive streams the live feed as server-sent events.
+// Search bounds: the largest min= (one day, in ms) and the deepest result
+// a page may start at.
+const (
+	maxMinMillis    = 86_400_000.0
+	maxSearchOffset = 10_000_000
+)
+
 func (s *Server) apiLive(c *gin.Context) {
 	if s.cfg.Live == nil {
 		c.AbortWithStatusJSON(http.StatusNotFound, gin.H{"error": "not live: this server shows a stored capture"})
@@ -236,13 +243,16 @@ func (s *Server) apiLive(c *gin.Context) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	send := func(js []byte) bool {
-		if _, err := fmt.Fprintf(w, "event: live\ndata: %s\n\n", js); err != nil {
+	rc := http.NewResponseController(w)
+	write := func(frame string) bool {
+		// A reader that stops reading must not hold the stream forever.
+		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.LiveWriteTimeout))
+		if _, err := io.WriteString(w, frame); err != nil {
 			return false
 		}
-		w.Flush()
-		return true
+		return rc.Flush() == nil
 	}
+	send := func(js []byte) bool { return write("event: live\ndata: " + string(js) + "\n\n") }
 	if first != nil && !send(first) {
 		return
 	}
@@ -260,10 +270,9 @@ func (s *Server) apiLive(c *gin.Context) {
 			}
 		case <-keep.C:
 			// A comment keeps proxies from closing an idle stream.
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+			if !write(": keep-alive\n\n") {
 				return
 			}
-			w.Flush()
 		}
 	}
 }

@@ -95,12 +95,15 @@ func (p rangeParams) resolve(ext extent) (query.TimeRange, error) {
 	return r, nil
 }
 
+// maxLastDays bounds last=Nd (a century): past it the duration overflows.
+const maxLastDays = 36500
+
 // parseLast reads a Go duration, or whole days as "7d" (Go has no d unit).
 func parseLast(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.Atoi(days)
-		if err != nil {
-			return 0, fmt.Errorf("days %q: %w", s, err)
+		if err != nil || n < 0 || n > maxLastDays {
+			return 0, fmt.Errorf("days %q: want 0 to %d", s, maxLastDays)
 		}
 		return time.Duration(n) * 24 * time.Hour, nil
 	}

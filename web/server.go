@@ -14,14 +14,19 @@ package web
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +55,19 @@ type Config struct {
 	Token string
 	// BasicAuth "user:password", if set, is required with HTTP basic auth.
 	BasicAuth string
+	// AllowedHosts are the host names (no port) the UI answers to besides
+	// loopback ones, when it runs without Token and BasicAuth: behind a
+	// proxy that keeps the Host header, say. Any other Host is refused
+	// (421), so that a page whose name was rebound to 127.0.0.1 (DNS
+	// rebinding) cannot read a loopback UI. With credentials every Host is
+	// served: such a page has none to send.
+	AllowedHosts []string
+	// LiveWriteTimeout bounds each write of the live stream: a browser
+	// that reads nothing for this long is disconnected (default 30 s).
+	LiveWriteTimeout time.Duration
+	// TLSCert and TLSKey, if set, are PEM files: the UI is served over
+	// HTTPS only, and the login cookie is marked Secure.
+	TLSCert, TLSKey string
 	// Live, if set, feeds the live panel (server-sent events) and the
 	// pipeline metrics; nil for a UI over a stored capture.
 	Live *LiveFeed
@@ -106,6 +124,17 @@ func NewServer(cfg Config) (*Server, error) {
 	if !loop && cfg.Token == "" && cfg.BasicAuth == "" {
 		return nil, fmt.Errorf("web: refusing to listen on %s without a token or basic auth: the UI shows captured URLs and client addresses (set a token, basic auth, or listen on 127.0.0.1)", cfg.Listen)
 	}
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return nil, errors.New("web: TLS needs both a certificate and a key file")
+	}
+	if cfg.TLSCert != "" {
+		if _, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey); err != nil {
+			return nil, fmt.Errorf("web: TLS certificate: %w", err)
+		}
+	}
+	for i, h := range cfg.AllowedHosts {
+		cfg.AllowedHosts[i] = strings.ToLower(strings.TrimSuffix(h, "."))
+	}
 	if cfg.MaxExportRows <= 0 {
 		cfg.MaxExportRows = 1_000_000
 	}
@@ -114,6 +143,9 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.LiveWriteTimeout <= 0 {
+		cfg.LiveWriteTimeout = 30 * time.Second
 	}
 	if cfg.CacheTTL == 0 {
 		cfg.CacheTTL = 5 * time.Second
@@ -166,7 +198,11 @@ func (s *Server) URL() string {
 	if addr.IP.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	return "http://" + net.JoinHostPort(host, fmt.Sprint(addr.Port)) + "/"
+	scheme := "http://"
+	if s.cfg.TLSCert != "" {
+		scheme = "https://"
+	}
+	return scheme + net.JoinHostPort(host, fmt.Sprint(addr.Port)) + "/"
 }
 
 // Run serves until ctx ends, then shuts down gracefully (5 s).
@@ -174,13 +210,26 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.listen(); err != nil {
 		return err
 	}
+	// Requests are GETs without bodies: reading one takes no time, and a
+	// client that keeps an idle connection or a slow header is dropped.
+	// Responses have no overall deadline (exports and the live stream are
+	// long); the live stream bounds each write instead (LiveWriteTimeout).
 	srv := &http.Server{
 		Handler:           s.engine,
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(s.ln) }()
+	go func() {
+		if s.cfg.TLSCert != "" {
+			errc <- srv.ServeTLS(s.ln, s.cfg.TLSCert, s.cfg.TLSKey)
+			return
+		}
+		errc <- srv.Serve(s.ln)
+	}()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("web: serve: %w", err)
@@ -214,6 +263,28 @@ func securityHeaders(c *gin.Context) {
 
 const authCookie = "rtmon_token"
 
+// hostCheck refuses, on a UI without credentials, a Host that is neither
+// loopback nor in Config.AllowedHosts (see there).
+func (s *Server) hostCheck(c *gin.Context) {
+	if s.cfg.Token != "" || s.cfg.BasicAuth != "" {
+		c.Next()
+		return
+	}
+	host := c.Request.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	ip := net.ParseIP(host)
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") || ip != nil && ip.IsLoopback() ||
+		slices.Contains(s.cfg.AllowedHosts, host) {
+		c.Next()
+		return
+	}
+	c.AbortWithStatusJSON(http.StatusMisdirectedRequest, gin.H{
+		"error": "this UI answers only to loopback names or its allowed hosts (--allow-host), or needs a token"})
+}
+
 func (s *Server) auth(c *gin.Context) {
 	if s.cfg.Token == "" && s.cfg.BasicAuth == "" {
 		c.Next()
@@ -229,19 +300,16 @@ func (s *Server) auth(c *gin.Context) {
 			c.Next()
 			return
 		}
-		if ck, err := c.Cookie(authCookie); err == nil && equal(ck, tokenCookieValue(s.cfg.Token)) {
+		if ck, err := c.Cookie(authCookie); err == nil && validSessionCookie(ck, s.cfg.Token, time.Now()) {
 			c.Next()
 			return
 		}
 		if q := c.Query("token"); q != "" && equal(q, s.cfg.Token) {
-			http.SetCookie(c.Writer, &http.Cookie{Name: authCookie, Value: tokenCookieValue(s.cfg.Token), Path: "/",
-				HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			http.SetCookie(c.Writer, &http.Cookie{Name: authCookie, Value: sessionCookie(s.cfg.Token, time.Now()), Path: "/",
+				MaxAge: int(sessionMaxAge / time.Second), HttpOnly: true, Secure: c.Request.TLS != nil,
+				SameSite: http.SameSiteStrictMode})
 			// Take the token out of the address bar and history.
-			u := *c.Request.URL
-			v := u.Query()
-			v.Del("token")
-			u.RawQuery = v.Encode()
-			c.Redirect(http.StatusSeeOther, u.RequestURI())
+			c.Redirect(http.StatusSeeOther, sameSiteTarget(c.Request.URL))
 			c.Abort()
 			return
 		}
@@ -257,10 +325,49 @@ func (s *Server) auth(c *gin.Context) {
 	c.AbortWithStatusJSON(http.StatusUnauthorized, gin.H{"error": "authentication required"})
 }
 
-// tokenCookieValue keeps the token itself out of the cookie jar.
-func tokenCookieValue(token string) string {
-	sum := sha256.Sum256([]byte("rtmon-cookie\x00" + token))
-	return base64.RawURLEncoding.EncodeToString(sum[:])
+// sessionMaxAge is how long a token login lasts: a wall screen logs in
+// again weekly, a stolen cookie stops working.
+const sessionMaxAge = 7 * 24 * time.Hour
+
+// sessionCookie is the login cookie issued at now: the issue time and its
+// HMAC under the token, so the token itself never enters the cookie jar,
+// each login's value differs, and an old one expires.
+func sessionCookie(token string, now time.Time) string {
+	msg := binary.BigEndian.AppendUint64(nil, uint64(now.Unix()))
+	return base64.RawURLEncoding.EncodeToString(append(msg, sessionMAC(token, msg)...))
+}
+
+func sessionMAC(token string, msg []byte) []byte {
+	m := hmac.New(sha256.New, []byte("rtmon-session\x00"+token))
+	m.Write(msg)
+	return m.Sum(nil)
+}
+
+// validSessionCookie checks the MAC and that the cookie was issued within
+// sessionMaxAge before now (and not after it, give or take a minute).
+func validSessionCookie(v, token string, now time.Time) bool {
+	raw, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil || len(raw) != 8+sha256.Size || !hmac.Equal(raw[8:], sessionMAC(token, raw[:8])) {
+		return false
+	}
+	issued := time.Unix(int64(binary.BigEndian.Uint64(raw[:8])), 0)
+	return !issued.After(now.Add(time.Minute)) && now.Sub(issued) <= sessionMaxAge
+}
+
+// sameSiteTarget is u without its token parameter, as a path on this site:
+// a path that starts with "//" or "/\" would send a browser to another
+// host (an open redirect), so it loses its extra slashes.
+func sameSiteTarget(u *url.URL) string {
+	path := u.EscapedPath()
+	if trimmed := strings.TrimLeft(path, "/\\"); trimmed != path || path == "" {
+		path = "/" + trimmed
+	}
+	v := u.Query()
+	v.Del("token")
+	if q := v.Encode(); q != "" {
+		return path + "?" + q
+	}
+	return path
 }
 
 func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
@@ -270,7 +377,7 @@ func (s *Server) routes() *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false
-	r.Use(gin.Recovery(), securityHeaders, s.auth)
+	r.Use(gin.Recovery(), securityHeaders, s.hostCheck, s.auth)
 
 	// Pages (HTML shells filled by the bundled script).
 	r.GET("/", s.page("overview"))

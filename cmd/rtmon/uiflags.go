@@ -12,6 +12,8 @@ import (
 // uiOptions are the web UI flags shared by serve-like commands (live, demo).
 type uiOptions struct {
 	listen, token, basic string
+	tlsCert, tlsKey      string
+	allowHosts           []string
 	disabled             bool
 }
 
@@ -19,6 +21,9 @@ func addUIFlags(f *pflag.FlagSet, o *uiOptions) {
 	f.StringVar(&o.listen, "listen", web.DefaultListen, "web UI address (non-loopback needs --token or --basic-auth)")
 	f.StringVar(&o.token, "token", "", "bearer token required from UI clients (default $RTMON_TOKEN)")
 	f.StringVar(&o.basic, "basic-auth", "", "user:password required from UI clients (default $RTMON_BASIC_AUTH)")
+	f.StringVar(&o.tlsCert, "tls-cert", "", "serve the web UI over HTTPS with this PEM certificate (with --tls-key)")
+	f.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	f.StringSliceVar(&o.allowHosts, "allow-host", nil, "host names the UI answers to besides loopback ones when it has no --token or --basic-auth (DNS-rebinding guard)")
 	f.BoolVar(&o.disabled, "no-ui", false, "do not serve the web UI")
 }
 
@@ -30,5 +35,6 @@ func (o uiOptions) server(st store.Store, feed *web.LiveFeed) (*web.Server, erro
 		o.basic = os.Getenv("RTMON_BASIC_AUTH")
 	}
 	return web.NewServer(web.Config{Store: st, Live: feed, Listen: o.listen, Token: o.token, BasicAuth: o.basic,
+		TLSCert: o.tlsCert, TLSKey: o.tlsKey, AllowedHosts: o.allowHosts,
 		WhatIf: &web.WhatIfOptions{}})
 }
