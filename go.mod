@@ -10,6 +10,7 @@ require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/duckdb/duckdb-go/v2 v2.10506.0
 	github.com/gin-gonic/gin v1.12.0
+	github.com/google/btree v1.1.3
 	github.com/gopacket/gopacket v1.7.7
 	github.com/prometheus/client_golang v1.25.0
 	github.com/schollz/progressbar/v3 v3.19.1

@@ -27,6 +27,7 @@ type conn struct {
 	clientISN           uint32
 	serverISN           uint32
 	lastSynAck          int64
+	lastSYNSeen         int64 // the latest client SYN copy, duplicates included
 	// synackTS: the two latest SYN/ACKs' timestamp values and times, so the
 	// handshake ACK's echo names the one it answers.
 	synackTS [2]struct {

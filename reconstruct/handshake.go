@@ -1,6 +1,10 @@
 package reconstruct
 
-import "github.com/rtmon/rtmon/capture"
+import (
+	"time"
+
+	"github.com/rtmon/rtmon/capture"
+)
 
 // HandshakeWaits splits a connection's handshake waits into the two kinds
 // of loss the client sat through:
@@ -71,6 +75,14 @@ func openSide(p *capture.Packet, seen *bool, isn *uint32, h *halfStream, mss *in
 func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 	ts := p.Timestamp
 	if fromClient && p.Flags&capture.FlagACK == 0 {
+		dup := c.synSeen && p.Seq == c.clientISN && ts-c.lastSYNSeen < duplicateSYNGap
+		c.lastSYNSeen = ts
+		if dup {
+			// The same SYN seen again at once (captured twice, or sent
+			// as a flood): no client timer fired, so no loss.
+			c.t.stats.DuplicateSYNs++
+			return
+		}
 		if !c.synSeen {
 			openSide(p, &c.synSeen, &c.clientISN, &c.c2s, &c.rec.MSSClient)
 		} else if c.synackSinceSyn {
@@ -78,7 +90,7 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 		} else {
 			c.rec.SYNLosses++
 		}
-		c.rec.SYNTimes = append(c.rec.SYNTimes, ts)
+		c.rec.SYNTimes = appendHandshakeTime(c, c.rec.SYNTimes, ts)
 		c.synackSinceSyn = false
 		return
 	}
@@ -92,7 +104,7 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 		} else if n := len(c.rec.SYNTimes); n > 0 {
 			c.rec.RTTServer = ts - c.rec.SYNTimes[n-1]
 		}
-		c.rec.SYNACKTimes = append(c.rec.SYNACKTimes, ts)
+		c.rec.SYNACKTimes = appendHandshakeTime(c, c.rec.SYNACKTimes, ts)
 		c.synackSinceSyn = true
 		c.lastSynAck = ts
 		if p.HasTimestamps {
@@ -100,6 +112,27 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 			c.synackTS[1].at, c.synackTS[1].tsval = ts, p.TSVal
 		}
 	}
+}
+
+// duplicateSYNGap: a client SYN this soon after the previous copy, with the
+// same ISN, is the same SYN again; no retransmission timer fires sooner
+// (Linux: 1 s, at least 200 ms).
+const duplicateSYNGap = int64(time.Millisecond)
+
+// maxHandshakeTimes bounds the SYN and SYN/ACK times a connection keeps:
+// Linux sends at most 7 SYNs by default (tcp_syn_retries 6), other
+// stacks fewer. Past it the attempts are still counted as losses, the
+// list keeps its first times and the newest, and the tracker counts the
+// times it let go.
+const maxHandshakeTimes = 16
+
+func appendHandshakeTime(c *conn, times []int64, ts int64) []int64 {
+	if len(times) < maxHandshakeTimes {
+		return append(times, ts)
+	}
+	c.t.stats.HandshakeTimesDropped++
+	times[len(times)-1] = ts // the newest stays last: RTT and timing read it
+	return times
 }
 
 // answeredSynAck is the capture time of the SYN/ACK a handshake ACK

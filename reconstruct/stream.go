@@ -1,6 +1,10 @@
 package reconstruct
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/google/btree"
+)
 
 // maxWindow is how far from the expected offset a segment may land before it is
 // treated as garbage rather than data: far beyond any real TCP window.
@@ -40,16 +44,112 @@ type halfStream struct {
 	retransBytes int64
 }
 
+// reorderBuffer holds out-of-order segments by offset, one per offset:
+// in a sorted slice while they are few (a lost segment and the flight
+// behind it, the common case), in a B-tree once they are many, so that
+// segments arriving in any order (a crafted capture sends 200,000 one-byte
+// segments in descending order) cost O(log n) each. bytes is the memory
+// they hold, not their wire length: each segment also costs
+// segmentOverhead, so a flood of tiny segments meets MaxBufferedBytes as
+// soon as their memory does.
 type reorderBuffer struct {
-	segs  []segment // by offset
+	small []segment // by offset, while tree is nil
+	tree  *btree.BTreeG[segment]
 	bytes int
 }
 
-func (h *halfStream) buffered() []segment {
-	if h.ooo == nil {
-		return nil
+// smallReorder is how many segments the sorted slice holds before they
+// move to a B-tree: inserting into it costs a copy of the segments after.
+const smallReorder = 64
+
+func (b *reorderBuffer) len() int {
+	if b.tree != nil {
+		return b.tree.Len()
 	}
-	return h.ooo.segs
+	return len(b.small)
+}
+
+func (b *reorderBuffer) min() (segment, bool) {
+	if b.tree != nil {
+		return b.tree.Min()
+	}
+	if len(b.small) == 0 {
+		return segment{}, false
+	}
+	return b.small[0], true
+}
+
+func (b *reorderBuffer) deleteMin() {
+	if b.tree != nil {
+		b.tree.DeleteMin()
+		return
+	}
+	b.small[0] = segment{}
+	b.small = b.small[1:]
+}
+
+// put inserts s, with a copy of captured as its data, unless a segment at
+// least as long is buffered at its offset (no copy is made then); a
+// shorter one there is replaced and returned.
+func (b *reorderBuffer) put(s segment, captured []byte) (inserted bool, replaced segment) {
+	if b.tree == nil && len(b.small) >= smallReorder {
+		b.tree = btree.NewG(reorderDegree, segmentBefore)
+		for _, x := range b.small {
+			b.tree.ReplaceOrInsert(x)
+		}
+		b.small = nil
+	}
+	if b.tree != nil {
+		if old, ok := b.tree.Get(s); ok && old.wireLen >= s.wireLen {
+			return false, segment{}
+		}
+		s.data = append([]byte(nil), captured...)
+		replaced, _ = b.tree.ReplaceOrInsert(s)
+		return true, replaced
+	}
+	i := len(b.small) // in-order arrivals behind a hole append
+	if i > 0 && b.small[i-1].off >= s.off {
+		i = sort.Search(len(b.small), func(i int) bool { return b.small[i].off >= s.off })
+	}
+	if i < len(b.small) && b.small[i].off == s.off {
+		if b.small[i].wireLen >= s.wireLen {
+			return false, segment{}
+		}
+		s.data = append([]byte(nil), captured...)
+		replaced, b.small[i] = b.small[i], s
+		return true, replaced
+	}
+	s.data = append([]byte(nil), captured...)
+	b.small = append(b.small, segment{})
+	copy(b.small[i+1:], b.small[i:])
+	b.small[i] = s
+	return true, segment{}
+}
+
+// segmentOverhead is the memory a buffered segment costs besides its bytes:
+// the segment itself, its B-tree slot and the allocation of its copy.
+const segmentOverhead = 96
+
+// reorderDegree keeps the B-tree's nodes small: most buffers hold a few
+// segments behind one hole.
+const reorderDegree = 8
+
+func segmentBefore(a, b segment) bool { return a.off < b.off }
+
+// firstBuffered is the buffered segment with the lowest offset.
+func (h *halfStream) firstBuffered() (segment, bool) {
+	if h.ooo == nil {
+		return segment{}, false
+	}
+	return h.ooo.min()
+}
+
+// bufferedCount is how many segments wait behind a hole.
+func (h *halfStream) bufferedCount() int {
+	if h.ooo == nil {
+		return 0
+	}
+	return h.ooo.len()
 }
 
 // setBase anchors sequence numbers: offset 0 is the byte at seq.
@@ -99,7 +199,8 @@ func (h *halfStream) segment(ts int64, seq uint32, captured []byte, wireLen int,
 		h.bytes += int64(wireLen)
 		if h.ooo.bytes > maxBuffered {
 			// Memory is bounded: give up waiting for the missing range.
-			h.skipTo(h.ooo.segs[0].off, gap)
+			first, _ := h.firstBuffered()
+			h.skipTo(first.off, gap)
 			h.drain(0, deliver)
 		}
 	}
@@ -113,21 +214,23 @@ func cut(b []byte, n int) []byte {
 	return b[n:]
 }
 
-// buffer inserts s in offset order; identical retransmissions of a buffered
-// segment are dropped so a storm of them cannot fill memory.
+// buffer keeps a segment until the bytes before it arrive. A copy of a
+// buffered segment, or a shorter one at the same offset, is dropped so a
+// storm of them cannot fill memory; a longer one replaces it.
 func (h *halfStream) buffer(off, ts int64, captured []byte, wireLen int) bool {
 	if h.ooo == nil {
 		h.ooo = &reorderBuffer{}
 	}
 	b := h.ooo
-	i := sort.Search(len(b.segs), func(i int) bool { return b.segs[i].off >= off })
-	if i < len(b.segs) && b.segs[i].off == off && b.segs[i].wireLen >= wireLen {
+	inserted, old := b.put(segment{off: off, ts: ts, wireLen: wireLen}, captured)
+	if !inserted {
 		return false
 	}
-	b.segs = append(b.segs, segment{})
-	copy(b.segs[i+1:], b.segs[i:])
-	b.segs[i] = segment{off: off, ts: ts, data: append([]byte(nil), captured...), wireLen: wireLen}
-	b.bytes += wireLen
+	if old.wireLen > 0 {
+		b.bytes -= old.wireLen + segmentOverhead
+		h.bytes -= int64(old.wireLen) // counted when buffered, now replaced
+	}
+	b.bytes += wireLen + segmentOverhead
 	return true
 }
 
@@ -140,11 +243,13 @@ func (h *halfStream) drain(filled int64, deliver delivery) {
 	if b == nil {
 		return
 	}
-	for len(b.segs) > 0 && b.segs[0].off <= h.next {
-		s := b.segs[0]
-		b.segs[0] = segment{}
-		b.segs = b.segs[1:]
-		b.bytes -= s.wireLen
+	for {
+		s, ok := b.min()
+		if !ok || s.off > h.next {
+			break
+		}
+		b.deleteMin()
+		b.bytes -= s.wireLen + segmentOverhead
 		end := s.off + int64(s.wireLen)
 		if end > h.next {
 			skip := int(h.next - s.off)
@@ -155,7 +260,7 @@ func (h *halfStream) drain(filled int64, deliver delivery) {
 			h.bytes -= int64(s.wireLen)
 		}
 	}
-	if len(b.segs) == 0 {
+	if b.len() == 0 {
 		h.ooo = nil // let the buffer go
 	}
 }
@@ -175,14 +280,14 @@ func (h *halfStream) skipTo(off int64, gap func(off, n int64)) {
 // now instead of waiting for the end of the connection.
 func (h *halfStream) acked(off int64, deliver delivery, gap func(off, n int64)) {
 	for h.next < off {
-		segs := h.buffered()
-		if len(segs) > 0 && segs[0].off <= h.next {
+		first, ok := h.firstBuffered()
+		if ok && first.off <= h.next {
 			h.drain(0, deliver)
 			continue
 		}
 		target := off
-		if len(segs) > 0 && segs[0].off < target {
-			target = segs[0].off
+		if ok && first.off < target {
+			target = first.off
 		}
 		// A FIN's sequence slot is acknowledged too; it is not a byte.
 		if h.finSeen && target > h.finOff {
@@ -198,8 +303,8 @@ func (h *halfStream) acked(off int64, deliver delivery, gap func(off, n int64)) 
 
 // flush delivers everything still buffered, declaring holes between pieces.
 func (h *halfStream) flush(deliver delivery, gap func(off, n int64)) {
-	for segs := h.buffered(); len(segs) > 0; segs = h.buffered() {
-		h.skipTo(segs[0].off, gap)
+	for first, ok := h.firstBuffered(); ok; first, ok = h.firstBuffered() {
+		h.skipTo(first.off, gap)
 		h.drain(0, deliver)
 	}
 	if h.finSeen && h.finOff > h.next {

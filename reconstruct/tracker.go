@@ -33,7 +33,8 @@ type Config struct {
 	// MaxBufferedBytes bounds out-of-order bytes held per direction; past it the
 	// missing range is declared a hole.
 	MaxBufferedBytes int
-	// MaxPendingRequests bounds requests waiting for responses (pipelining).
+	// MaxPendingRequests bounds requests waiting for responses (pipelining),
+	// and complete responses waiting for the client's ACK.
 	MaxPendingRequests int
 	// MaxBodyBytes bounds the body kept of one HTML or CSS response, which
 	// the pageview stage reads for the objects a page references;
@@ -105,6 +106,15 @@ type Stats struct {
 	OutOfWindow        uint64 `json:"out_of_window"`
 	BufferOverflows    uint64 `json:"buffer_overflows"`
 	PendingOverflows   uint64 `json:"pending_overflows"`
+	// AwaitingOverflows counts complete responses given up waiting for
+	// the client's ACK (emitted flagged no_ack) because a connection held
+	// MaxPendingRequests of them.
+	AwaitingOverflows uint64 `json:"awaiting_overflows"`
+	// DuplicateSYNs counts client SYNs seen again within a millisecond
+	// (not losses); HandshakeTimesDropped the SYN and SYN/ACK times past
+	// a connection's bound of 16.
+	DuplicateSYNs         uint64 `json:"duplicate_syns"`
+	HandshakeTimesDropped uint64 `json:"handshake_times_dropped"`
 	// BodiesCut counts HTML/CSS bodies cut by MaxBodyBytes or MaxBodyBudget.
 	BodiesCut       uint64 `json:"bodies_cut"`
 	OpenConnections int    `json:"open_connections"`

@@ -61,6 +61,19 @@ func (c *conn) completeResponse(st *txState) {
 		c.emit(st)
 		return
 	}
+	if len(c.awaiting) >= c.t.cfg.MaxPendingRequests {
+		// A client that acknowledges nothing must not grow memory: the
+		// oldest response is given up as never acknowledged.
+		c.t.stats.AwaitingOverflows++
+		old := c.awaiting[0]
+		c.awaiting = slices.Delete(c.awaiting, 0, 1)
+		old.tx.Flags |= FlagNoAck
+		for _, r := range old.rtx {
+			c.settleRetrans(old, r, false)
+		}
+		old.rtx = nil
+		c.emit(old)
+	}
 	c.awaiting = append(c.awaiting, st)
 }
 
