@@ -173,9 +173,14 @@ func (c *chBackend) batchRows(requested int) int {
 }
 
 // spillDir: a server can go away, so batches spill by default, to a
-// directory of this database's own.
+// directory of this database's own under the user's cache directory (not
+// a shared /tmp, where another user could create it first).
 func (c *chBackend) spillDir() string {
-	return filepath.Join(os.TempDir(), "rtmon-spill", strings.NewReplacer(":", "_", "/", "_").Replace(c.host)+"_"+c.db)
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "rtmon", "spill", strings.NewReplacer(":", "_", "/", "_").Replace(c.host)+"_"+c.db)
 }
 
 func (c *chBackend) prepareSchema(ctx context.Context) error {

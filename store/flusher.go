@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"time"
 )
@@ -65,6 +67,11 @@ func (w *writer) drain(backoff time.Duration) time.Duration {
 
 		w.mu.Lock()
 		w.busy = false
+		if errors.Is(err, errBadSpill) {
+			w.setAsideLocked(p, err)
+			w.mu.Unlock()
+			continue
+		}
 		if err != nil {
 			w.failedLocked(err)
 			w.mu.Unlock()
@@ -79,12 +86,15 @@ func (w *writer) drain(backoff time.Duration) time.Duration {
 	}
 }
 
+// errBadSpill marks a spill file that cannot be read back.
+var errBadSpill = errors.New("unreadable spill file")
+
 // storePending stores one queue entry, from memory or its spill file.
 func (w *writer) storePending(p *pending) (dups int, took time.Duration, err error) {
 	b := p.b
 	if b == nil {
 		if b, err = loadSpill(p.path); err != nil {
-			return 0, 0, err
+			return 0, 0, fmt.Errorf("%w: %w", errBadSpill, err)
 		}
 	}
 	t0 := time.Now()
@@ -110,10 +120,12 @@ func (w *writer) storedLocked(p *pending, dups int, took time.Duration) {
 	} else {
 		os.Remove(p.path)
 		w.stats.SpilledFiles--
+		w.stats.SpillBytes -= p.size
 		w.stats.ReplayedFiles++
 	}
 	w.err = nil
 	w.stalled = false
+	w.spillFailed = false // room may be back: the next spill will tell
 	w.lastStore = took
 	w.stats.Queued -= int64(p.n)
 	w.stats.Written += int64(p.n - dups)

@@ -24,11 +24,17 @@ type Options struct {
 	// engine is healthy but behind, writers wait for room instead (bounded,
 	// see README), so the bound can be exceeded by about one batch.
 	MaxBufferRows int
-	// SpillDir receives batches the engine could not take. Default for
-	// ClickHouse: $TMPDIR/rtmon-spill/<host>_<port>_<db>; "-" disables
-	// spilling (writers then block when the buffer is full). DuckDB does not
-	// spill unless set.
+	// SpillDir receives batches the engine could not take, in files only
+	// its owner can read (0600, in a directory created 0700): they hold
+	// captured URLs and addresses. Default for ClickHouse:
+	// <user cache dir>/rtmon/spill/<host>_<port>_<db> (~/.cache on Linux);
+	// "-" disables spilling (writers then block when the buffer is full).
+	// DuckDB does not spill unless set.
 	SpillDir string
+	// MaxSpillBytes bounds the spill files (default 8 GiB). Past it, or
+	// when spilling fails (a full disk), writers block when the buffer is
+	// full, as without a spill directory: backpressure, not loss.
+	MaxSpillBytes int64
 	// MaxBackoff caps the retry backoff (default 10 s; first retry 100 ms).
 	MaxBackoff time.Duration
 	// CloseTimeout bounds the final flush in Close (default 30 s).
@@ -78,6 +84,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 10 * time.Second
+	}
+	if o.MaxSpillBytes <= 0 {
+		o.MaxSpillBytes = 8 << 30
 	}
 	if o.CloseTimeout <= 0 {
 		o.CloseTimeout = 30 * time.Second

@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/gob"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -20,7 +21,9 @@ func (w *writer) queueLeftovers() error {
 	if w.spillDir() == "" {
 		return nil
 	}
-	if err := os.MkdirAll(w.spillDir(), 0o755); err != nil {
+	// Spill files hold captured URLs and addresses: only their owner
+	// may list or read them.
+	if err := os.MkdirAll(w.spillDir(), 0o700); err != nil {
 		return fmt.Errorf("spill dir: %w", err)
 	}
 	files, err := filepath.Glob(filepath.Join(w.spillDir(), "seg-*.gob"))
@@ -32,8 +35,13 @@ func (w *writer) queueLeftovers() error {
 		var n, s int
 		var ts int64
 		fmt.Sscanf(filepath.Base(f), "seg-%d-%d-%d.gob", &ts, &s, &n)
-		w.queue = append(w.queue, &pending{path: f, n: n})
+		var size int64
+		if fi, err := os.Stat(f); err == nil {
+			size = fi.Size()
+		}
+		w.queue = append(w.queue, &pending{path: f, n: n, size: size})
 		w.stats.SpilledFiles++
+		w.stats.SpillBytes += size
 		w.stats.Queued += int64(n)
 	}
 	return nil
@@ -49,7 +57,11 @@ func (w *writer) spillNewestLocked() {
 			continue
 		}
 		if err := w.spillLocked(p); err != nil {
-			w.err = err
+			// A full disk: keep the batch in memory and hold writers
+			// back (waitForRoomLocked) rather than lose anything.
+			w.spillFailed = true
+			w.stats.LastError = err.Error()
+			w.opts.Logger.Warn("store: spilling failed; writers wait for the engine", "err", err)
 			return
 		}
 	}
@@ -60,7 +72,7 @@ func (w *writer) spillLocked(p *pending) error {
 	name := fmt.Sprintf("seg-%020d-%08d-%d.gob", time.Now().UnixNano(), w.seq, p.n)
 	path := filepath.Join(w.spillDir(), name)
 	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("spill: %w", err)
 	}
@@ -74,15 +86,37 @@ func (w *writer) spillLocked(p *pending) error {
 		os.Remove(tmp)
 		return fmt.Errorf("spill %s: %w", tmp, err)
 	}
+	size, _ := f.Seek(0, io.SeekCurrent)
 	f.Close()
 	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("spill: %w", err)
 	}
 	w.memRow -= p.n
-	p.b, p.path = nil, path
+	p.b, p.path, p.size = nil, path, size
 	w.stats.SpilledFiles++
+	w.stats.SpillBytes += size
 	w.cond.Broadcast()
 	return nil
+}
+
+// setAsideLocked takes the unreadable spill file p, the queue's head, out
+// of the queue: renamed *.corrupt for a person to look at, its records
+// counted lost. Retrying it would wedge the writer forever.
+func (w *writer) setAsideLocked(p *pending, err error) {
+	w.queue = w.queue[1:]
+	if rerr := os.Rename(p.path, p.path+".corrupt"); rerr != nil {
+		os.Remove(p.path)
+	}
+	w.stats.SpilledFiles--
+	w.stats.SpillBytes -= p.size
+	w.stats.Queued -= int64(p.n)
+	w.stats.CorruptSpillFiles++
+	w.stats.LostRecords += int64(p.n)
+	w.stats.LastError = err.Error()
+	w.opts.Logger.Error("store: a spill file could not be read back; set aside, its records are lost",
+		"file", p.path+".corrupt", "records", p.n, "err", err)
+	w.cond.Broadcast()
 }
 
 func loadSpill(path string) (*Batch, error) {

@@ -35,6 +35,7 @@ type pending struct {
 	b    *Batch
 	path string
 	n    int
+	size int64 // of the spill file
 }
 
 // writer buffers records, flushes by size or age from one goroutine (so
@@ -72,6 +73,9 @@ type writer struct {
 	// lastStore is how long the last stored batch took; a writer waits up
 	// to twice that (at least MaxAge) before declaring the engine stalled.
 	lastStore time.Duration
+	// spillFailed: the last spill failed (a full disk); writers get
+	// backpressure until a batch is stored again.
+	spillFailed bool
 	// classes learned from connections and pageviews, the last fallback
 	// for a transaction that arrives without Class (not from the pageview
 	// stage, which always sets it).
@@ -112,6 +116,12 @@ func (w *writer) spillDir() string {
 	return w.opts.SpillDir
 }
 
+// canSpillLocked: there is a spill directory, spilling last worked, and
+// the spill files are within MaxSpillBytes.
+func (w *writer) canSpillLocked() bool {
+	return w.spillDir() != "" && !w.spillFailed && w.stats.SpillBytes < w.opts.MaxSpillBytes
+}
+
 func (w *writer) signal() {
 	select {
 	case w.kick <- struct{}{}:
@@ -147,13 +157,16 @@ func (w *writer) add(ctx context.Context, b Batch) error {
 // mistaken for a hang (10 s before the first batch is stored, when there
 // is no measure yet).
 func (w *writer) waitForRoomLocked(ctx context.Context) error {
-	for w.spillDir() == "" && w.memRow >= w.opts.MaxBufferRows {
+	for !w.canSpillLocked() && w.memRow >= w.opts.MaxBufferRows {
 		if ctx.Err() != nil {
-			return fmt.Errorf("store: buffer full (%d records) and no spill dir: %w", w.memRow, ctx.Err())
+			return fmt.Errorf("store: buffer full (%d records) and no room to spill: %w", w.memRow, ctx.Err())
+		}
+		if w.closed {
+			return fmt.Errorf("store: write after Close: %w", ErrClosed)
 		}
 		w.cond.Wait()
 	}
-	if w.spillDir() == "" || w.memRow < w.opts.MaxBufferRows || w.err != nil || w.stalled {
+	if !w.canSpillLocked() || w.memRow < w.opts.MaxBufferRows || w.err != nil || w.stalled {
 		return nil
 	}
 	grace := max(w.opts.MaxAge, 2*w.lastStore)
@@ -254,7 +267,7 @@ func (w *writer) enqueueLocked() {
 	w.memRow += b.Len()
 	// Over the bound while healthy, waitForRoomLocked keeps the overshoot
 	// to about one batch; spill only when the engine fails or is stalled.
-	if w.spillDir() != "" && w.memRow > w.opts.MaxBufferRows && (w.err != nil || w.stalled) {
+	if w.canSpillLocked() && w.memRow > w.opts.MaxBufferRows && (w.err != nil || w.stalled) {
 		w.spillNewestLocked()
 	}
 	w.signal()

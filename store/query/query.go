@@ -56,4 +56,10 @@ type WriterStats struct {
 	BatchRows     int   // records per stored batch (the effective Options.BatchRows)
 	RollupErrors  int64 // failed rollup recomputes (readers recompute those minutes)
 	Rollups       bool  // the writer keeps the rollups current (Options.Rollups)
+	// SpillBytes is the size of the spill files waiting. CorruptSpillFiles
+	// counts spill files that could not be read back (set aside as
+	// *.corrupt, their LostRecords counted) rather than retried forever.
+	SpillBytes        int64
+	CorruptSpillFiles int64
+	LostRecords       int64
 }
