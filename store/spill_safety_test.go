@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -132,4 +133,16 @@ func ctxShort(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// A long live run meets ever new clients: the writer's memory of their
+// classes stays bounded.
+func TestClassMemoryIsBounded(t *testing.T) {
+	w := &writer{classOf: map[netip.Addr]string{}}
+	for i := range maxClassOf + 1000 {
+		w.learnClassLocked(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), "c")
+	}
+	if n := len(w.classOf); n > maxClassOf || n == 0 {
+		t.Errorf("%d clients remembered, want 1..%d", n, maxClassOf)
+	}
 }

@@ -201,12 +201,12 @@ func (w *writer) appendLocked(b Batch) {
 	}
 	for _, c := range b.Connections {
 		if c.Class != "" {
-			w.classOf[c.Client] = c.Class
+			w.learnClassLocked(c.Client, c.Class)
 		}
 	}
 	for _, p := range b.Pageviews {
 		if p.Class != "" {
-			w.classOf[p.Client] = p.Class
+			w.learnClassLocked(p.Client, p.Class)
 		}
 	}
 	w.cur.Connections = append(w.cur.Connections, b.Connections...)
@@ -216,6 +216,18 @@ func (w *writer) appendLocked(b Batch) {
 	if w.cur.Len() >= w.opts.BatchRows {
 		w.enqueueFullLocked()
 	}
+}
+
+// maxClassOf bounds the clients whose last class the writer remembers: a
+// live run sees ever new clients. Past it the memory starts over; the
+// classes come back with the clients' next connections.
+const maxClassOf = 1 << 18
+
+func (w *writer) learnClassLocked(client netip.Addr, class string) {
+	if _, ok := w.classOf[client]; !ok && len(w.classOf) >= maxClassOf {
+		clear(w.classOf)
+	}
+	w.classOf[client] = class
 }
 
 // enqueueFullLocked queues a batch cut by size. For an engine with a
