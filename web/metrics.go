@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,7 +45,19 @@ func (m *metrics) handler() http.Handler {
 type storeCollector struct {
 	st   query.Querier
 	live *LiveFeed
+	// The store's histograms and counters read the whole record range:
+	// they are read at most once per storeMetricsTTL and unchanged
+	// stores are not read again, whoever scrapes how often.
+	mu      sync.Mutex
+	at      time.Time
+	written int64
+	stored  []prometheus.Metric
 }
+
+// storeMetricsTTL is how stale the store's metrics may be: less than the
+// usual scrape interval, so a normal scrape sees fresh numbers and a
+// scraper gone wild costs one scan per period.
+const storeMetricsTTL = 10 * time.Second
 
 var descRT = prometheus.NewDesc("rtmon_response_time_seconds",
 	"Client-perceived response time of stored records, per class and kind (transaction or pageview).",
@@ -127,6 +140,40 @@ var descScrapeErr = prometheus.NewDesc("rtmon_store_query_errors", "1 if the las
 func (c *storeCollector) Describe(chan<- *prometheus.Desc) {}
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range c.storeMetrics() {
+		ch <- m
+	}
+	emit(ch, writerMetrics, c.st.Stats())
+	if c.live == nil {
+		return
+	}
+	ev, _ := c.live.Latest()
+	emit(ch, pipelineMetrics, ev.Pipeline)
+}
+
+// storeMetrics returns the store's metrics, read again only when the last
+// read is storeMetricsTTL old and the store has written since.
+func (c *storeCollector) storeMetrics() []prometheus.Metric {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	written := c.st.Stats().Written
+	if c.stored != nil && (time.Since(c.at) < storeMetricsTTL || written == c.written) {
+		return c.stored
+	}
+	out := make(chan prometheus.Metric, 64)
+	go func() {
+		c.scanStore(out)
+		close(out)
+	}()
+	var ms []prometheus.Metric
+	for m := range out {
+		ms = append(ms, m)
+	}
+	c.stored, c.at, c.written = ms, time.Now(), written
+	return ms
+}
+
+func (c *storeCollector) scanStore(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	failed := 0.0
@@ -156,13 +203,6 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		emit(ch, classMetrics, k, class)
 	}
 	ch <- prometheus.MustNewConstMetric(descScrapeErr, prometheus.GaugeValue, failed)
-
-	emit(ch, writerMetrics, c.st.Stats())
-	if c.live == nil {
-		return
-	}
-	ev, _ := c.live.Latest()
-	emit(ch, pipelineMetrics, ev.Pipeline)
 }
 
 // constHistogram converts a store histogram (bucket i = [e_i, e_i+1), the

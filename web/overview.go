@@ -73,6 +73,12 @@ type overviewParams struct {
 	rng       rangeParams
 }
 
+// key names the view for the cache: the parameters that shape it, so
+// that "&x=1", "&x=2", ... ask for one computation, not one each.
+func (p overviewParams) key() string {
+	return fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%s\x00%s", p.kind, p.class, p.component, p.rng.Last, p.rng.From, p.rng.To)
+}
+
 func overviewParamsFrom(c *gin.Context) (overviewParams, error) {
 	k, err := kindParam(c)
 	if err != nil {
@@ -220,7 +226,7 @@ func (s *Server) apiOverview(c *gin.Context) {
 		bad(c, err)
 		return
 	}
-	o, err := s.cache.get(c.Request.Context(), c.Request.URL.RawQuery, s.cfg.Store.Stats().Written,
+	o, err := s.cache.get(c.Request.Context(), p.key(), s.cfg.Store.Stats().Written,
 		func(ctx context.Context) (*Overview, error) { return s.overview(ctx, p) })
 	if err != nil {
 		bad(c, err)
