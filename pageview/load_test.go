@@ -245,3 +245,21 @@ func TestFaviconsOfTwoTabs(t *testing.T) {
 		t.Error("favicons not after load")
 	}
 }
+
+// Secrets in captured URLs are redacted before the grouper sees them
+// (reconstruct.RedactURL): the container's URL and the objects' Referers
+// carry "token=REDACTED", the HTML names its objects with the real
+// signature. The objects still join the page, by Referer and by HTML.
+func TestRedactedURLsStillGroup(t *testing.T) {
+	red := reconstruct.RedactURL
+	c1 := withHTML(t, html("c1", 0, red("/index.html?token=s3cret"), 0, 50, 100, 20), false,
+		`<img src="/a.png?sig=abc123">`, `<script src="/b.js"></script>`)
+	ref := red("http://www.example.com/index.html?token=s3cret")
+	byRef := obj("c1", 1, red("/b.js"), ref, 200, 0, 10, 10)
+	byHTML := obj("c2", 0, red("/a.png?sig=abc123"), "", 210, 50, 10, 10)
+	if c1.URL != "/index.html?token=REDACTED" || byHTML.URL != "/a.png?sig=REDACTED" {
+		t.Fatalf("not redacted: %s %s", c1.URL, byHTML.URL)
+	}
+	c, _ := run(t, Config{}, c1, byRef, byHTML)
+	same(t, c, c1.ID, byRef.ID, byHTML.ID)
+}

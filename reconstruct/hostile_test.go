@@ -190,3 +190,31 @@ func BenchmarkSmallReorder(b *testing.B) {
 		f.tr.Flush()
 	}
 }
+
+// Credentials in a captured request's URL and Referer never leave the
+// tracker, unless it is asked to keep them.
+func TestCapturedSecretsAreRedacted(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		f := newFlow(reconstruct.Config{KeepURLSecrets: keep})
+		f.handshake()
+		req := []byte("GET /reset?email=a%40b.c&reset_token=abc HTTP/1.1\r\nHost: x\r\n" +
+			"Referer: https://x/login?password=hunter2\r\n\r\n")
+		f.send(true, capture.FlagACK|capture.FlagPSH, f.cNext, f.sNext, req)
+		f.cNext += uint32(len(req))
+		f.ts += int64(time.Millisecond)
+		resp := []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		f.send(false, capture.FlagACK|capture.FlagPSH, f.sNext, f.cNext, resp)
+		f.sNext += uint32(len(resp))
+		f.ts += int64(time.Millisecond)
+		f.send(true, capture.FlagACK, f.cNext, f.sNext, nil)
+		f.finish(t)
+		tx := one(t, "transaction", f.out.txs)
+		wantURL, wantRef := "/reset?email=a%40b.c&reset_token=REDACTED", "https://x/login?password=REDACTED"
+		if keep {
+			wantURL, wantRef = "/reset?email=a%40b.c&reset_token=abc", "https://x/login?password=hunter2"
+		}
+		if tx.URL != wantURL || tx.Referer != wantRef {
+			t.Errorf("keep %v: URL %q Referer %q, want %q %q", keep, tx.URL, tx.Referer, wantURL, wantRef)
+		}
+	}
+}

@@ -33,9 +33,9 @@ func (h *requestEvents) HeadersDone(m *http1.Message) {
 		return
 	}
 	st.tx.Method = m.Method
-	st.tx.URL = m.URL
+	st.tx.URL = c.t.redact(m.URL)
 	st.tx.Host = m.Host
-	st.tx.Referer = m.Referer
+	st.tx.Referer = c.t.redact(m.Referer)
 	st.tx.UserAgent = m.UserAgent
 	st.tx.Accept = m.Accept
 	st.tx.SecFetchDest = m.SecFetchDest
@@ -185,7 +185,7 @@ func (c *conn) heuristicClientData(ts, off int64, captured []byte, wireLen int) 
 		st.tx.RequestFirst = ts
 		st.reqStartOff = off
 		if method, url, ok := requestLine(captured); ok {
-			st.tx.Method, st.tx.URL = method, url
+			st.tx.Method, st.tx.URL = method, c.t.redact(url)
 		}
 		c.addPending(st)
 	}

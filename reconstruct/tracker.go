@@ -42,6 +42,12 @@ type Config struct {
 	// either is cut (Transaction.BodyCut). Negative disables body capture.
 	MaxBodyBytes  int
 	MaxBodyBudget int
+	// KeepURLSecrets stores URLs and Referers as captured. By default the
+	// credentials in them (RedactURL: ?token=, password=, signatures,
+	// session ids, userinfo passwords) are replaced by Redacted before any
+	// record leaves the tracker: captures of logins, password resets and
+	// rtmon's own ?token= link would otherwise be stored and searchable.
+	KeepURLSecrets bool
 }
 
 // Defaults for Config's zero values.

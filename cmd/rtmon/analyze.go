@@ -30,6 +30,7 @@ type analyzeOptions struct {
 	serverPorts []uint
 	serverNets  []string
 	maxConns    int
+	keepSecrets bool
 	idle        time.Duration
 	progress    bool
 	reader      string
@@ -66,6 +67,7 @@ A truncated file yields every record it held; the command then exits with status
 	f.StringSliceVar(&o.serverNets, "server-net", nil, "server address prefix(es), e.g. 203.0.113.0/24")
 	f.IntVar(&o.maxConns, "max-connections", reconstruct.DefaultMaxConnections, "connection table bound; the least recently active is evicted past it")
 	f.DurationVar(&o.idle, "idle-timeout", defaultIdle, "end connections idle this long (capture time)")
+	f.BoolVar(&o.keepSecrets, "keep-url-secrets", false, "store URLs and Referers as captured (default: tokens, passwords, signatures and session ids in them are REDACTED)")
 	f.BoolVar(&o.progress, "progress", term.IsTerminal(int(os.Stderr.Fd())), "show a progress bar")
 	f.StringVar(&o.reader, "reader", "pcapgo", "file reader: pcapgo or libpcap")
 	f.StringVar(&o.classes, "classes", "", "client classes file (YAML); default: one class for everyone")
@@ -79,6 +81,7 @@ A truncated file yields every record it held; the command then exits with status
 func (o analyzeOptions) config() (pipeline.Config, error) {
 	cfg := pipeline.DefaultConfig()
 	cfg.Tracker.MaxConnections, cfg.Tracker.IdleTimeout = o.maxConns, o.idle
+	cfg.Tracker.KeepURLSecrets = o.keepSecrets
 	for _, p := range o.serverPorts {
 		if p == 0 || p > 65535 {
 			return cfg, fmt.Errorf("--server-port %d: want 1-65535", p)

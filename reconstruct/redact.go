@@ -1,0 +1,148 @@
+package reconstruct
+
+import (
+	"net/url"
+	"strings"
+)
+
+// Redacted stands for a secret taken out of a captured URL.
+const Redacted = "REDACTED"
+
+// RedactURL takes credentials out of a captured request target or Referer
+// before anything stores, exports or shows it: the password of userinfo
+// ("user:pass@host") and the values of query and fragment parameters whose
+// names say they are secrets (token, password, api_key, signature,
+// session id, ...; see secretParam), and a path's ";jsessionid=". The rest
+// is kept byte for byte, so paths and the other parameters still identify
+// what was requested. A URL with nothing to redact is returned as is,
+// unallocated; redacting twice changes nothing.
+func RedactURL(u string) string {
+	if !strings.ContainsAny(u, "?#;@") {
+		return u
+	}
+	out := u
+	if rest, scheme, ok := cutAuthority(out); ok {
+		host, tail := rest, ""
+		if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+			host, tail = rest[:i], rest[i:]
+		}
+		if at := strings.LastIndexByte(host, '@'); at >= 0 {
+			if colon := strings.IndexByte(host[:at], ':'); colon >= 0 && host[colon+1:at] != Redacted {
+				host = host[:colon+1] + Redacted + host[at:]
+			}
+		}
+		out = scheme + host + redactPathQuery(tail)
+	} else {
+		out = redactPathQuery(out)
+	}
+	if out == u {
+		return u
+	}
+	return out
+}
+
+// redact is RedactURL unless the tracker keeps secrets.
+func (t *Tracker) redact(u string) string {
+	if t.cfg.KeepURLSecrets {
+		return u
+	}
+	return RedactURL(u)
+}
+
+// cutAuthority splits "scheme://authority..." (or "//authority...").
+func cutAuthority(u string) (rest, scheme string, ok bool) {
+	if i := strings.Index(u, "://"); i > 0 && !strings.ContainsAny(u[:i], "/?#") {
+		return u[i+3:], u[:i+3], true
+	}
+	if strings.HasPrefix(u, "//") {
+		return u[2:], "//", true
+	}
+	return u, "", false
+}
+
+// redactPathQuery redacts a path's ;jsessionid= and the secret parameters
+// of its query and fragment.
+func redactPathQuery(s string) string {
+	end := len(s)
+	if i := strings.IndexAny(s, "?#"); i >= 0 {
+		end = i
+	}
+	path := s[:end]
+	if i := strings.Index(strings.ToLower(path), ";jsessionid="); i >= 0 {
+		v := i + len(";jsessionid=")
+		j := strings.IndexByte(path[v:], ';')
+		if j < 0 {
+			j = len(path) - v
+		}
+		if path[v:v+j] != Redacted && j > 0 {
+			path = path[:v] + Redacted + path[v+j:]
+		}
+	}
+	var b strings.Builder
+	b.WriteString(path)
+	rest := s[end:]
+	for rest != "" {
+		sep := rest[0] // '?' or '#'
+		part := rest[1:]
+		next := ""
+		if sep == '?' {
+			if i := strings.IndexByte(part, '#'); i >= 0 {
+				part, next = part[:i], part[i:]
+			}
+		}
+		b.WriteByte(sep)
+		b.WriteString(redactParams(part))
+		rest = next
+	}
+	return b.String()
+}
+
+// redactParams replaces the values of secret parameters in a=b&c=d.
+func redactParams(q string) string {
+	if !strings.ContainsRune(q, '=') {
+		return q
+	}
+	var b strings.Builder
+	for i, p := range strings.Split(q, "&") {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		k, v, ok := strings.Cut(p, "=")
+		if ok && v != "" && v != Redacted && secretParam(k) {
+			b.WriteString(k)
+			b.WriteString("=" + Redacted)
+			continue
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// secretExact are parameter names that carry credentials; secretParts
+// mark one anywhere in a name (user_token, new_password, client_secret).
+var (
+	secretExact = map[string]bool{
+		"auth": true, "authorization": true, "pass": true, "pwd": true, "key": true, "apikey": true,
+		"sig": true, "signature": true, "session": true, "sessionid": true, "session_id": true, "sid": true,
+		"phpsessid": true, "jsessionid": true, "code": true, "otp": true, "jwt": true, "reset": true,
+		"credential": true, "credentials": true, "x-amz-credential": true, "x-goog-credential": true,
+	}
+	secretParts = []string{"token", "passw", "passwd", "secret", "api_key", "apikey", "signature", "auth_"}
+)
+
+func secretParam(name string) bool {
+	k, err := url.QueryUnescape(name)
+	if err != nil {
+		k = name
+	}
+	k = strings.ToLower(strings.TrimSpace(k))
+	if secretExact[k] {
+		return true
+	}
+	for _, s := range secretParts {
+		if strings.Contains(k, s) {
+			return true
+		}
+	}
+	return false
+}
