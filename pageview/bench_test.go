@@ -1,6 +1,7 @@
 package pageview
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -110,4 +111,27 @@ func BenchmarkGrouper(b *testing.B) {
 		b.Errorf("stand-alone transactions: %+v", s)
 	}
 	b.ReportMetric(float64(sink.pvs), "pageviews")
+}
+
+// BenchmarkAPIClient: one service client's keep-alive JSON requests
+// without Referer, 25,000 and 100,000 of them; per-request cost must not
+// grow with their number (compare ns/op per request of the two).
+func BenchmarkAPIClient(b *testing.B) {
+	for _, n := range []int{25_000, 100_000} {
+		txs := make([]*reconstruct.Transaction, n)
+		for i := range txs {
+			txs[i] = mk(txSpec{conn: "api", idx: i, url: fmt.Sprintf("/v1/items/%d", i), ct: "application/json",
+				ua: "svc/1.0", start: int64(i), tserver: 5, ttransfer: 1}) // 1,000 requests a second
+		}
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for range b.N {
+				g := NewGrouper(Config{}, nil, &nullSink{})
+				for _, tx := range txs {
+					g.Transaction(tx)
+				}
+				g.Flush()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/request")
+		})
+	}
 }

@@ -262,7 +262,16 @@ func (g *Grouper) expireOrphan(o *orphan) {
 	g.norphans--
 	o.c.orphans--
 	if list := g.orphans[o.key]; len(list) > 0 {
-		list = slices.DeleteFunc(list, func(x *orphan) bool { return x == o })
+		// Orphans expire in the order they came, so o is almost always
+		// the list's head: a service client's thousands of Referer-less
+		// requests must not each scan all the others (that was O(n) per
+		// request, 48 us at 1,000 requests a second).
+		if list[0] == o {
+			list[0] = nil
+			list = list[1:]
+		} else if i := slices.Index(list, o); i >= 0 {
+			list = slices.Delete(list, i, i+1)
+		}
 		if len(list) == 0 {
 			delete(g.orphans, o.key)
 		} else {
