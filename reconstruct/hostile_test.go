@@ -52,6 +52,19 @@ func (f *flow) handshake() {
 	f.cNext, f.sNext = f.cISN+1, f.sISN+1
 }
 
+// exchange sends a request and its response a millisecond apart; the
+// request acknowledges the server's stream up to ack.
+func (f *flow) exchange(req, resp []byte, ack uint32) {
+	f.send(true, capture.FlagACK|capture.FlagPSH, f.cNext, ack, req)
+	f.cNext += uint32(len(req))
+	f.ts += int64(time.Millisecond)
+	f.send(false, capture.FlagACK|capture.FlagPSH, f.sNext, f.cNext, resp)
+	f.sNext += uint32(len(resp))
+	f.ts += int64(time.Millisecond)
+}
+
+var okResponse = []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
 func (f *flow) finish(t *testing.T) {
 	t.Helper()
 	f.tr.Flush()
@@ -102,14 +115,8 @@ func TestUnacknowledgedResponsesAreBounded(t *testing.T) {
 	f := newFlow(reconstruct.Config{MaxPendingRequests: 64, IdleTimeout: time.Hour})
 	f.handshake()
 	for i := range n {
-		req := []byte(fmt.Sprintf("GET /api/%d HTTP/1.1\r\nHost: x\r\n\r\n", i))
-		f.send(true, capture.FlagACK|capture.FlagPSH, f.cNext, f.sISN+1, req) // acks nothing of the responses
-		f.cNext += uint32(len(req))
-		f.ts += int64(time.Millisecond)
-		resp := []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-		f.send(false, capture.FlagACK|capture.FlagPSH, f.sNext, f.cNext, resp)
-		f.sNext += uint32(len(resp))
-		f.ts += int64(time.Millisecond)
+		// Each request acknowledges nothing of the responses.
+		f.exchange([]byte(fmt.Sprintf("GET /api/%d HTTP/1.1\r\nHost: x\r\n\r\n", i)), okResponse, f.sISN+1)
 	}
 	st := f.tr.Stats()
 	f.finish(t)
@@ -197,15 +204,8 @@ func TestCapturedSecretsAreRedacted(t *testing.T) {
 	for _, keep := range []bool{false, true} {
 		f := newFlow(reconstruct.Config{KeepURLSecrets: keep})
 		f.handshake()
-		req := []byte("GET /reset?email=a%40b.c&reset_token=abc HTTP/1.1\r\nHost: x\r\n" +
-			"Referer: https://x/login?password=hunter2\r\n\r\n")
-		f.send(true, capture.FlagACK|capture.FlagPSH, f.cNext, f.sNext, req)
-		f.cNext += uint32(len(req))
-		f.ts += int64(time.Millisecond)
-		resp := []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-		f.send(false, capture.FlagACK|capture.FlagPSH, f.sNext, f.cNext, resp)
-		f.sNext += uint32(len(resp))
-		f.ts += int64(time.Millisecond)
+		f.exchange([]byte("GET /reset?email=a%40b.c&reset_token=abc HTTP/1.1\r\nHost: x\r\n"+
+			"Referer: https://x/login?password=hunter2\r\n\r\n"), okResponse, f.sNext)
 		f.send(true, capture.FlagACK, f.cNext, f.sNext, nil)
 		f.finish(t)
 		tx := one(t, "transaction", f.out.txs)

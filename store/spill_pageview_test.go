@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
@@ -27,12 +26,7 @@ func (downInserter) insert(context.Context, *colSet) error { return errors.New("
 // after the store.
 func TestSpilledPageviewCarriesNoTransactions(t *testing.T) {
 	dir := t.TempDir()
-	st, err := Open(context.Background(), "memory:", Options{SpillDir: dir, CloseTimeout: 200 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := st.(*engine).writer
-	w.ins = downInserter{w.ins} // before any record, so before the flusher stores anything
+	st := openDown(t, Options{SpillDir: dir})
 	p := &pageview.Pageview{ID: "pv1", Class: "premium", Start: 1e18, End: 1e18 + 2e8, Total: 2e8}
 	for i := range 20 {
 		tx := &reconstruct.Transaction{ID: fmt.Sprintf("c1-%d", i), ConnectionID: "c1", Index: i, PageviewID: "pv1",

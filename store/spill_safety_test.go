@@ -12,6 +12,25 @@ import (
 	"github.com/rtmon/rtmon/reconstruct"
 )
 
+// openDown opens an in-memory store whose engine takes nothing, before
+// any record reaches it.
+func openDown(t *testing.T, o Options) Store {
+	t.Helper()
+	if o.CloseTimeout == 0 {
+		o.CloseTimeout = 200 * time.Millisecond
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = 50 * time.Millisecond
+	}
+	st, err := Open(context.Background(), "memory:", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := st.(*engine).writer
+	w.ins = downInserter{w.ins}
+	return st
+}
+
 func txBatch(from, n int) Batch {
 	var b Batch
 	for i := from; i < from+n; i++ {
@@ -25,12 +44,7 @@ func txBatch(from, n int) Batch {
 // (0700) and so is every file (0600).
 func TestSpillFilesArePrivate(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "spill")
-	st, err := Open(context.Background(), "memory:", Options{SpillDir: dir, CloseTimeout: 200 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := st.(*engine).writer
-	w.ins = downInserter{w.ins}
+	st := openDown(t, Options{SpillDir: dir})
 	if err := st.WriteBatch(context.Background(), txBatch(0, 10)); err != nil {
 		t.Fatal(err)
 	}
@@ -58,12 +72,7 @@ func TestSpillFilesArePrivate(t *testing.T) {
 // block them all.
 func TestCorruptSpillFileIsSetAside(t *testing.T) {
 	dir := t.TempDir()
-	st, err := Open(context.Background(), "memory:", Options{SpillDir: dir, CloseTimeout: 200 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := st.(*engine).writer
-	w.ins = downInserter{w.ins}
+	st := openDown(t, Options{SpillDir: dir})
 	for i := range 3 {
 		if err := st.WriteBatch(context.Background(), txBatch(i*10, 10)); err != nil {
 			t.Fatal(err)
@@ -101,14 +110,8 @@ func TestCorruptSpillFileIsSetAside(t *testing.T) {
 // holds writers back instead of growing memory or losing records.
 func TestSpillBoundGivesBackpressure(t *testing.T) {
 	dir := t.TempDir()
-	st, err := Open(context.Background(), "memory:", Options{SpillDir: dir, MaxBufferRows: 10, BatchRows: 10,
-		MaxSpillBytes: 1, CloseTimeout: 200 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openDown(t, Options{SpillDir: dir, MaxBufferRows: 10, BatchRows: 10, MaxSpillBytes: 1})
 	defer st.Close()
-	w := st.(*engine).writer
-	w.ins = downInserter{w.ins}
 	var blocked error
 	for i := range 20 {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
