@@ -28,6 +28,9 @@ type conn struct {
 	serverISN           uint32
 	lastSynAck          int64
 	lastSYNSeen         int64 // the latest client SYN copy, duplicates included
+	// wscale: the window scale each side offered in its SYN (client) and
+	// SYN/ACK (server), -1 absent; windows scale only when both did.
+	wscale [2]int8
 	// synackTS: the two latest SYN/ACKs' timestamp values and times, so the
 	// handshake ACK's echo names the one it answers.
 	synackTS [2]struct {
@@ -275,6 +278,7 @@ func (c *conn) fromClient(p *capture.Packet) {
 		if !c.s2c.baseKnown {
 			c.s2c.setBase(p.Ack) // mid-stream: the client tells where the server's stream is
 		}
+		c.noteWindow(p, &c.s2c, 0)
 		a := c.clientAckInfo(p)
 		c.explainLost(p, a)
 		c.clientAck(a)
@@ -321,6 +325,7 @@ func (c *conn) fromServer(p *capture.Packet) {
 		if off := c.c2s.offset(p.Ack); off > c.c2s.next {
 			c.c2s.acked(off, c.deliverClient, c.gapClient)
 		}
+		c.noteWindow(p, &c.c2s, 1)
 	}
 	if p.PayloadLen == 0 && p.Flags&capture.FlagFIN == 0 {
 		return
@@ -342,6 +347,21 @@ func (c *conn) fromServer(p *capture.Packet) {
 	if c.s2c.finReady() {
 		c.closeServerStream()
 	}
+}
+
+// noteWindow takes the window offered by side (0 client, 1 server) in p,
+// an ACK, for the stream h it receives. Only after a handshake whose SYN
+// and SYN/ACK both were seen is the window's scale known; SYNs carry an
+// unscaled window and are not taken.
+func (c *conn) noteWindow(p *capture.Packet, h *halfStream, side int) {
+	if !c.synSeen || !c.synackSeen || p.Flags&capture.FlagSYN != 0 || !h.baseKnown {
+		return
+	}
+	scale := int8(0)
+	if c.wscale[0] >= 0 && c.wscale[1] >= 0 {
+		scale = c.wscale[side]
+	}
+	h.advertised(h.offset(p.Ack), int64(p.Window)<<scale)
 }
 
 func (c *conn) account(h *halfStream, retrans int, reordered bool) {

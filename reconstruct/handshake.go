@@ -85,6 +85,7 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 		}
 		if !c.synSeen {
 			openSide(p, &c.synSeen, &c.clientISN, &c.c2s, &c.rec.MSSClient)
+			c.wscale[0] = p.WindowScale
 		} else if c.synackSinceSyn {
 			c.rec.SYNACKLosses++
 		} else {
@@ -97,6 +98,7 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 	if !fromClient && p.Flags&capture.FlagACK != 0 {
 		if !c.synackSeen {
 			openSide(p, &c.synackSeen, &c.serverISN, &c.s2c, &c.rec.MSSServer)
+			c.wscale[1] = p.WindowScale
 		}
 		if c.synackSinceSyn {
 			// The server retransmitted its SYN/ACK: the first never got an answer.

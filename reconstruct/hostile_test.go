@@ -218,3 +218,34 @@ func TestCapturedSecretsAreRedacted(t *testing.T) {
 		}
 	}
 }
+
+// A segment that starts far past the window the receiver offered is not
+// the connection's: refused and counted, not buffered until a 100 MiB
+// "hole" is declared in front of it.
+func TestSegmentsBeyondTheWindowAreRefused(t *testing.T) {
+	f := newFlow(reconstruct.Config{IdleTimeout: time.Hour})
+	// Handshake with window scaling (7) offered by both, the server's
+	// window 502 << 7 = 64 KiB.
+	syn := capture.Packet{Timestamp: f.ts, Flags: capture.FlagSYN, Seq: f.cISN, WindowScale: 7, Window: 64240,
+		SrcIP: f.client, DstIP: f.server, SrcPort: f.cport, DstPort: 80}
+	f.tr.Packet(&syn)
+	f.ts += int64(time.Millisecond)
+	synack := capture.Packet{Timestamp: f.ts, Flags: capture.FlagSYN | capture.FlagACK, Seq: f.sISN, Ack: f.cISN + 1,
+		WindowScale: 7, Window: 65160, SrcIP: f.server, DstIP: f.client, SrcPort: 80, DstPort: f.cport}
+	f.tr.Packet(&synack)
+	f.ts += int64(time.Millisecond)
+	f.cNext, f.sNext = f.cISN+1, f.sISN+1
+	f.send(true, capture.FlagACK, f.cNext, f.sNext, nil)
+	serverAck := capture.Packet{Timestamp: f.ts, Flags: capture.FlagACK, Seq: f.sNext, Ack: f.cNext, Window: 502,
+		SrcIP: f.server, DstIP: f.client, SrcPort: 80, DstPort: f.cport}
+	f.tr.Packet(&serverAck)
+	f.send(true, capture.FlagACK, f.cNext+100<<20, f.sNext, make([]byte, 1000)) // 100 MiB ahead
+	f.exchange([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), okResponse, f.sNext)
+	f.send(true, capture.FlagACK, f.cNext, f.sNext, nil)
+	f.finish(t)
+	st := f.tr.Stats()
+	if st.OutOfWindow != 1 || st.HoleBytes != 0 || len(f.out.txs) != 1 {
+		t.Errorf("out of window %d, hole bytes %d, %d transactions: want the far segment refused, no hole, the request timed",
+			st.OutOfWindow, st.HoleBytes, len(f.out.txs))
+	}
+}

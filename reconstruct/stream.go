@@ -6,6 +6,13 @@ import (
 	"github.com/google/btree"
 )
 
+// windowSlack is how far past the receiver's last advertised window edge a
+// segment may start: the capture point sees the receiver's ACKs before
+// the sender does, so only ACKs the capture missed (lost on their way, or
+// dropped by the capture) let real data run ahead of it. It is larger
+// than the largest receive buffers Linux offers by default (6 MiB).
+const windowSlack = 8 << 20
+
 // maxWindow is how far from the expected offset a segment may land before it is
 // treated as garbage rather than data: far beyond any real TCP window.
 const maxWindow = 1 << 30
@@ -39,6 +46,12 @@ type halfStream struct {
 	// ooo holds out-of-order segments; nil (8 bytes, not 32) on the vast
 	// majority of connections that never reorder.
 	ooo *reorderBuffer
+	// edge is the right edge of the receiver's advertised window (its
+	// ACK plus its scaled window, the highest seen), 0 while unknown (no
+	// handshake with both window scales seen). A sender never sends past
+	// the window it was offered, so data starting beyond edge plus
+	// windowSlack is not this stream's.
+	edge int64
 
 	bytes        int64
 	retransBytes int64
@@ -152,6 +165,14 @@ func (h *halfStream) bufferedCount() int {
 	return h.ooo.len()
 }
 
+// advertised notes a window the receiver offered: everything up to its ACK
+// offset ackOff plus win bytes.
+func (h *halfStream) advertised(ackOff, win int64) {
+	if e := ackOff + win; e > h.edge {
+		h.edge = e
+	}
+}
+
 // setBase anchors sequence numbers: offset 0 is the byte at seq.
 func (h *halfStream) setBase(seq uint32) {
 	h.baseKnown = true
@@ -170,7 +191,7 @@ func (h *halfStream) offset(seq uint32) int64 {
 func (h *halfStream) segment(ts int64, seq uint32, captured []byte, wireLen int, fin bool, maxBuffered int, deliver delivery, gap func(off, n int64)) (retrans int, reordered bool) {
 	off := h.offset(seq)
 	end := off + int64(wireLen)
-	if end < h.next-maxWindow || off > h.next+maxWindow {
+	if end < h.next-maxWindow || off > h.next+maxWindow || h.edge > 0 && off > h.edge+windowSlack {
 		return -1, false
 	}
 	if fin && !h.finSeen {
