@@ -114,6 +114,12 @@ var writerMetrics = []metric[query.WriterStats]{
 		func(s query.WriterStats) int64 { return int64(s.SpilledFiles) }),
 	newMetric(counter, "store_retries_total", "Failed store insert attempts.", nil,
 		func(s query.WriterStats) int64 { return s.Retries }),
+	newMetric(gauge, "store_spill_bytes", "Size of the spill files waiting to be stored.", nil,
+		func(s query.WriterStats) int64 { return s.SpillBytes }),
+	newMetric(counter, "store_corrupt_spill_files_total", "Spill files that could not be read back (set aside as *.corrupt).", nil,
+		func(s query.WriterStats) int64 { return s.CorruptSpillFiles }),
+	newMetric(counter, "store_lost_records_total", "Records lost: in spill files that could not be read back.", nil,
+		func(s query.WriterStats) int64 { return s.LostRecords }),
 	newMetric(counter, "store_duplicates_total", "Records dropped because their id was already stored.", nil,
 		func(s query.WriterStats) int64 { return s.Duplicates }),
 }

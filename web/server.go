@@ -15,6 +15,7 @@ package web
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
@@ -32,6 +33,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"golang.org/x/net/netutil"
 
 	"github.com/rtmon/rtmon/store/query"
 )
@@ -177,12 +179,19 @@ func isLoopback(listen string) (bool, error) {
 // Handler is the server's http.Handler, for tests and embedding.
 func (s *Server) Handler() http.Handler { return s.engine }
 
+// maxConns bounds the UI's open connections: a wall of screens and a few
+// SREs need tens, and a client opening thousands must not exhaust the
+// process's file descriptors.
+const maxConns = 512
+
 func (s *Server) listen() error {
 	s.once.Do(func() {
 		s.ln, s.lnErr = net.Listen("tcp", s.cfg.Listen)
 		if s.lnErr != nil {
 			s.lnErr = fmt.Errorf("web: listen on %s: %w", s.cfg.Listen, s.lnErr)
+			return
 		}
+		s.ln = netutil.LimitListener(s.ln, maxConns)
 	})
 	return s.lnErr
 }
@@ -193,7 +202,10 @@ func (s *Server) URL() string {
 	if err := s.listen(); err != nil {
 		return "http://" + s.cfg.Listen + "/"
 	}
-	addr := s.ln.Addr().(*net.TCPAddr)
+	addr, ok := s.ln.Addr().(*net.TCPAddr)
+	if !ok {
+		return "http://" + s.cfg.Listen + "/"
+	}
 	host := addr.IP.String()
 	if addr.IP.IsUnspecified() {
 		host = "127.0.0.1"
@@ -329,13 +341,19 @@ func (s *Server) auth(c *gin.Context) {
 // again weekly, a stolen cookie stops working.
 const sessionMaxAge = 7 * 24 * time.Hour
 
-// sessionCookie is the login cookie issued at now: the issue time and its
-// HMAC under the token, so the token itself never enters the cookie jar,
-// each login's value differs, and an old one expires.
+// sessionCookie is the login cookie issued at now: the issue time, a
+// random nonce and their HMAC under the token, so the token itself never
+// enters the cookie jar, no two logins share a value, and an old one
+// expires.
 func sessionCookie(token string, now time.Time) string {
 	msg := binary.BigEndian.AppendUint64(nil, uint64(now.Unix()))
+	msg = append(msg, make([]byte, sessionNonce)...)
+	_, _ = rand.Read(msg[8:]) // crypto/rand.Read never fails (Go 1.24+)
 	return base64.RawURLEncoding.EncodeToString(append(msg, sessionMAC(token, msg)...))
 }
+
+// sessionNonce is the random part of a session cookie, in bytes.
+const sessionNonce = 16
 
 func sessionMAC(token string, msg []byte) []byte {
 	m := hmac.New(sha256.New, []byte("rtmon-session\x00"+token))
@@ -347,7 +365,8 @@ func sessionMAC(token string, msg []byte) []byte {
 // sessionMaxAge before now (and not after it, give or take a minute).
 func validSessionCookie(v, token string, now time.Time) bool {
 	raw, err := base64.RawURLEncoding.DecodeString(v)
-	if err != nil || len(raw) != 8+sha256.Size || !hmac.Equal(raw[8:], sessionMAC(token, raw[:8])) {
+	const msgLen = 8 + sessionNonce
+	if err != nil || len(raw) != msgLen+sha256.Size || !hmac.Equal(raw[msgLen:], sessionMAC(token, raw[:msgLen])) {
 		return false
 	}
 	issued := time.Unix(int64(binary.BigEndian.Uint64(raw[:8])), 0)

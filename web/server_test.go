@@ -436,7 +436,8 @@ func TestMetricsAreTheStoresHistograms(t *testing.T) {
 	}
 	k, _ := st.Counters(context.Background(), store.TimeRange{}, "premium")
 	for _, want := range []string{"rtmon_capture_drops_total 17", "rtmon_evictions_total 3",
-		fmt.Sprintf(`rtmon_syn_losses_total{class="premium"} %d`, k.SYNLosses), "rtmon_store_backlog_records 0"} {
+		fmt.Sprintf(`rtmon_syn_losses_total{class="premium"} %d`, k.SYNLosses), "rtmon_store_backlog_records 0",
+		"rtmon_store_spill_bytes 0", "rtmon_store_corrupt_spill_files_total 0", "rtmon_store_lost_records_total 0"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
 		}
