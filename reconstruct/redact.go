@@ -68,7 +68,7 @@ func redactPathQuery(s string) string {
 		end = i
 	}
 	path := s[:end]
-	if i := strings.Index(strings.ToLower(path), ";jsessionid="); i >= 0 {
+	if i := indexASCIIFold(path, ";jsessionid="); i >= 0 {
 		v := i + len(";jsessionid=")
 		j := strings.IndexByte(path[v:], ';')
 		if j < 0 {
@@ -95,6 +95,28 @@ func redactPathQuery(s string) string {
 		rest = next
 	}
 	return b.String()
+}
+
+// indexASCIIFold is strings.Index ignoring ASCII case. strings.ToLower
+// would not do: it rewrites invalid UTF-8 (a captured "\xff") to a longer
+// U+FFFD, and an index into its result is not an index into s.
+func indexASCIIFold(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		j := 0
+		for ; j < len(sub); j++ {
+			a, b := s[i+j], sub[j]
+			if 'A' <= a && a <= 'Z' {
+				a += 'a' - 'A'
+			}
+			if a != b {
+				break
+			}
+		}
+		if j == len(sub) {
+			return i
+		}
+	}
+	return -1
 }
 
 // redactParams replaces the values of secret parameters in a=b&c=d.

@@ -19,6 +19,7 @@ func TestRedactURL(t *testing.T) {
 		"/?token=":                                                  "/?token=",
 		"/?token":                                                   "/?token",
 		"/?a=1&&token=x&":                                           "/?a=1&&token=REDACTED&",
+		"\xff;JSESSIONID=z":                                         "\xff;JSESSIONID=REDACTED", // invalid UTF-8 first: it panicked once
 	} {
 		got := RedactURL(in)
 		if got != want {
