@@ -271,7 +271,9 @@ func (c *conn) fromClient(p *capture.Packet) {
 				}
 			} else {
 				c.handshakeRTT = ts - c.answeredSynAck(p)
-				c.timer.sample(ts - c.answeredSyn())
+				if len(c.rec.SYNTimes) > 0 { // a capture that began after the SYN has no sample
+					c.timer.sample(ts - c.answeredSyn())
+				}
 			}
 			c.timer.initRTO = c.t.rtts.initialRTO(c.addrs(), &c.timer, ts)
 		}
