@@ -158,6 +158,7 @@ func (c *conn) gapServer(off, n int64) {
 func (c *conn) reqP() *http1.Parser {
 	if c.reqParser == nil {
 		c.reqParser = http1.Acquire(http1.Request, c.t.cfg.MaxHeaderBytes, c.reqOff)
+		c.reqParser.SetBudget(&c.t.headers)
 	}
 	return c.reqParser
 }
@@ -165,6 +166,7 @@ func (c *conn) reqP() *http1.Parser {
 func (c *conn) respP() *http1.Parser {
 	if c.respParser == nil {
 		c.respParser = http1.Acquire(http1.Response, c.t.cfg.MaxHeaderBytes, c.respOff)
+		c.respParser.SetBudget(&c.t.headers)
 	}
 	return c.respParser
 }

@@ -20,7 +20,7 @@ func FuzzTracker(f *testing.F) {
 		"\x18\x01\x00\x00\x00\x01\x00\x00\x00\x50HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sink := &collected{}
-		tr := reconstruct.NewTracker(reconstruct.Config{MaxConnections: 3, MaxBufferedBytes: 4096, MaxPendingRequests: 4}, sink)
+		tr := reconstruct.NewTracker(reconstruct.Config{MaxConnections: 3, MaxBufferedBytes: 4096, MaxPendingRequests: 4, MaxHeaderBudget: 700}, sink)
 		clientA := netip.MustParseAddr("198.51.100.1")
 		serverA := netip.MustParseAddr("203.0.113.1")
 		ts := int64(1 << 60)
@@ -66,8 +66,8 @@ func FuzzTracker(f *testing.F) {
 			ts += int64(seq&0xffff) * 1000
 		}
 		tr.Flush()
-		if st := tr.Stats(); st.OpenConnections != 0 {
-			t.Fatalf("open connections after flush: %d", st.OpenConnections)
+		if st := tr.Stats(); st.OpenConnections != 0 || st.HeaderBytesHeld != 0 {
+			t.Fatalf("after flush: %d open connections, %d header bytes held", st.OpenConnections, st.HeaderBytesHeld)
 		}
 		ids := map[string]bool{}
 		for _, tx := range sink.txs {

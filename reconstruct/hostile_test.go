@@ -249,3 +249,43 @@ func TestSegmentsBeyondTheWindowAreRefused(t *testing.T) {
 			st.OutOfWindow, st.HoleBytes, len(f.out.txs))
 	}
 }
+
+// 300 connections each stop 30 KB into a header section (under the 64 KiB
+// limit): with a 1 MiB budget for all header buffers, the sections past it
+// are cut and counted, and a request that fits one segment is still timed.
+func TestUnfinishedHeadersShareABudget(t *testing.T) {
+	f := newFlow(reconstruct.Config{MaxHeaderBudget: 1 << 20, IdleTimeout: time.Hour})
+	chunk := []byte("X-Pad: " + string(make([]byte, 1393)) + "\r\n") // 1,402 bytes a line
+	for i := range 300 {
+		f.cport = uint16(30000 + i)
+		f.clientID = 0
+		f.handshake()
+		f.send(true, capture.FlagACK|capture.FlagPSH, f.cNext, f.sNext, []byte("GET / HTTP/1.1\r\n"))
+		f.cNext += 16
+		for range 21 { // ~30 KB, never ending the section
+			f.send(true, capture.FlagACK, f.cNext, f.sNext, chunk)
+			f.cNext += uint32(len(chunk))
+		}
+		f.ts += int64(time.Millisecond)
+	}
+	cut := f.tr.Stats().HeadersCut
+	f.cport = 65000
+	f.clientID = 0
+	f.handshake()
+	f.exchange([]byte("GET /ok HTTP/1.1\r\nHost: x\r\n\r\n"), okResponse, f.sNext)
+	f.send(true, capture.FlagACK, f.cNext, f.sNext, nil)
+	f.finish(t)
+	// 1 MiB holds 34 sections of 30 KB; the other 266 are cut.
+	if cut < 250 {
+		t.Errorf("%d header sections cut, want the ~266 past the 1 MiB budget", cut)
+	}
+	ok := 0
+	for _, tx := range f.out.txs {
+		if tx.URL == "/ok" && tx.Status == 200 {
+			ok++
+		}
+	}
+	if ok != 1 {
+		t.Errorf("the one-segment request was not timed (%d)", ok)
+	}
+}

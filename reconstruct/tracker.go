@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rtmon/rtmon/capture"
+	"github.com/rtmon/rtmon/reconstruct/http1"
 )
 
 // Config bounds and steers the tracker. Zero values take the defaults below.
@@ -30,6 +31,12 @@ type Config struct {
 	ClosedLinger time.Duration
 	// MaxHeaderBytes bounds one HTTP message's header block.
 	MaxHeaderBytes int
+	// MaxHeaderBudget bounds the header bytes held by all connections
+	// whose header section spans segments (default 32 MiB: 512 such
+	// connections at the 64 KiB limit). A section that meets it is cut
+	// (FlagHeaderTooLarge, counted in Stats.HeadersCut): 3,000 connections
+	// each stopping short of the limit held 375 MB.
+	MaxHeaderBudget int
 	// MaxBufferedBytes bounds out-of-order bytes held per direction; past it the
 	// missing range is declared a hole.
 	MaxBufferedBytes int
@@ -58,6 +65,7 @@ const (
 	DefaultMaxHeaderBytes     = 64 << 10
 	DefaultMaxBufferedBytes   = 1 << 20
 	DefaultMaxPendingRequests = 64
+	DefaultMaxHeaderBudget    = 32 << 20
 	DefaultMaxBodyBytes       = 256 << 10
 	DefaultMaxBodyBudget      = 64 << 20
 )
@@ -70,6 +78,7 @@ func (c *Config) withDefaults() Config {
 	orDefault(&out.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	orDefault(&out.MaxBufferedBytes, DefaultMaxBufferedBytes)
 	orDefault(&out.MaxPendingRequests, DefaultMaxPendingRequests)
+	orDefault(&out.MaxHeaderBudget, DefaultMaxHeaderBudget)
 	// Negative body bounds disable body capture, so only zero takes the default.
 	if out.MaxBodyBytes == 0 {
 		out.MaxBodyBytes = DefaultMaxBodyBytes
@@ -119,7 +128,12 @@ type Stats struct {
 	// DuplicateSYNs counts client SYNs seen again within a millisecond
 	// (not losses); HandshakeTimesDropped the SYN and SYN/ACK times past
 	// a connection's bound of 16.
-	DuplicateSYNs         uint64 `json:"duplicate_syns"`
+	DuplicateSYNs uint64 `json:"duplicate_syns"`
+	// HeadersCut counts header sections cut because all connections'
+	// header buffers together reached MaxHeaderBudget.
+	HeadersCut uint64 `json:"headers_cut"`
+	// HeaderBytesHeld is what the header buffers hold now.
+	HeaderBytesHeld       int    `json:"header_bytes_held"`
 	HandshakeTimesDropped uint64 `json:"handshake_times_dropped"`
 	// BodiesCut counts HTML/CSS bodies cut by MaxBodyBytes or MaxBodyBudget.
 	BodiesCut       uint64 `json:"bodies_cut"`
@@ -170,6 +184,8 @@ type Tracker struct {
 	bodyBytes int
 	// rtts is the clients' per-destination RTT memory (see rttCache).
 	rtts rttCache
+	// headers bounds the header bytes all parsers hold (MaxHeaderBudget).
+	headers http1.HeaderBudget
 }
 
 type instantKey struct {
@@ -181,6 +197,7 @@ type instantKey struct {
 func NewTracker(cfg Config, sink Sink) *Tracker {
 	t := &Tracker{cfg: cfg.withDefaults(), sink: sink, conns: make(map[flowKey]*conn)}
 	t.rtts.limit = t.cfg.MaxConnections
+	t.headers.Max = t.cfg.MaxHeaderBudget
 	t.lru.prev, t.lru.next = &t.lru, &t.lru
 	return t
 }
@@ -189,6 +206,7 @@ func NewTracker(cfg Config, sink Sink) *Tracker {
 func (t *Tracker) Stats() Stats {
 	s := t.stats
 	s.OpenConnections = len(t.conns)
+	s.HeadersCut, s.HeaderBytesHeld = t.headers.Refused, t.headers.Held()
 	return s
 }
 

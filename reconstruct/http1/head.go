@@ -30,7 +30,7 @@ func (p *Parser) headStep(data []byte, h Handler) int {
 			p.off = p.hdrStart + 1
 			return 1
 		}
-		if len(buf) == p.max {
+		if len(buf) == p.max || !p.budget.take(len(buf)) {
 			if p.overLimit(buf, h) {
 				return len(buf)
 			}
@@ -47,6 +47,11 @@ func (p *Parser) headStep(data []byte, h Handler) int {
 	}
 	old := len(p.hdr)
 	k := min(len(data), p.max-old)
+	spent := false // the budget, not this parser's limit, cut k
+	if free := p.budget.free(); k > free {
+		k, spent = free, true
+	}
+	p.budget.take(k)
 	p.hdr = append(p.hdr, data[:k]...)
 	r, end := p.scanHead(p.hdr, h)
 	switch r {
@@ -58,7 +63,8 @@ func (p *Parser) headStep(data []byte, h Handler) int {
 		p.replayHdr(h)
 		return k
 	}
-	if len(p.hdr) == p.max {
+	if len(p.hdr) == p.max || spent {
+		p.budget.refuse(spent)
 		if !p.overLimit(p.hdr, h) {
 			p.replayHdr(h)
 		}
@@ -88,6 +94,7 @@ func (p *Parser) failHead(h Handler) {
 func (p *Parser) replayHdr(h Handler) {
 	buf, bp := p.hdr, p.hdrp
 	p.hdr, p.hdrp = nil, nil
+	p.budget.give(len(buf))
 	p.off = p.hdrStart + 1
 	p.Feed(buf[1:], h)
 	*bp = buf[:0]

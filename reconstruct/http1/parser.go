@@ -2,6 +2,7 @@ package http1
 
 import (
 	"bytes"
+	"math"
 	"sync"
 )
 
@@ -95,7 +96,66 @@ type Parser struct {
 	// body receives the current message's body when its handler asked for
 	// it (Message.WantBody); nil otherwise.
 	body BodyReceiver
+
+	budget *HeaderBudget // nil: only max bounds the header buffer
 }
+
+// HeaderBudget bounds the header bytes that the parsers sharing it hold
+// together while header sections span segments: thousands of connections
+// each stopping a few bytes short of their header limit would otherwise
+// hold thousands of limits. A header section that meets a spent budget is
+// cut as if it had met its parser's limit (Message.HeaderTooLarge). It is
+// not safe for concurrent use: one per tracker.
+type HeaderBudget struct {
+	Max  int
+	held int
+	// Refused counts header sections cut because the budget was spent.
+	Refused uint64
+}
+
+// Held is the header bytes the parsers hold now.
+func (b *HeaderBudget) Held() int {
+	if b == nil {
+		return 0
+	}
+	return b.held
+}
+
+func (b *HeaderBudget) free() int {
+	if b == nil {
+		return math.MaxInt
+	}
+	return max(b.Max-b.held, 0)
+}
+
+// take reserves n bytes if they fit.
+func (b *HeaderBudget) take(n int) bool {
+	if b == nil {
+		return true
+	}
+	if n > b.Max-b.held {
+		b.Refused++
+		return false
+	}
+	b.held += n
+	return true
+}
+
+func (b *HeaderBudget) give(n int) {
+	if b != nil {
+		b.held -= n
+	}
+}
+
+func (b *HeaderBudget) refuse(spent bool) {
+	if b != nil && spent {
+		b.Refused++
+	}
+}
+
+// SetBudget makes the parser's header buffer count against b, shared with
+// other parsers.
+func (p *Parser) SetBudget(b *HeaderBudget) { p.budget = b }
 
 // NewParser returns a parser for one direction. maxHeaderBytes bounds a
 // message's header section (start line through the blank line) and its
@@ -348,6 +408,7 @@ func (p *Parser) beginHead(tentative bool) {
 
 func (p *Parser) releaseHdr() {
 	if p.hdrp != nil {
+		p.budget.give(len(p.hdr))
 		*p.hdrp = p.hdr[:0]
 		bufPool.Put(p.hdrp)
 		p.hdrp, p.hdr = nil, nil
