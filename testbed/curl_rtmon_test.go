@@ -432,7 +432,12 @@ func compareRecords(t *testing.T, src string, r *outcome, conns []rtmonConn, txn
 			}
 			checkNear(t, name+" tconn+trequest+tserver vs time_starttransfer",
 				time.Duration(x.Tconn+x.Trequest+x.Tserver), c.Starttransfer())
-			checkNear(t, name+" trequest+tserver vs time_starttransfer-time_pretransfer",
+			// trequest+tserver against starttransfer-pretransfer is only
+			// logged: pretransfer is curl's clock read before it writes,
+			// and a busy machine delays the write after the read (seen:
+			// the wire's request 2.4 ms after connect, curl's read 0.8 ms
+			// after). The cumulative times above bound the split.
+			t.Logf("%s trequest+tserver %v, curl starttransfer-pretransfer %v", name,
 				time.Duration(x.Trequest+x.Tserver), c.Starttransfer()-c.Pretransfer())
 			checkNear(t, name+" total vs time_total", time.Duration(x.Total), c.Total())
 		}
