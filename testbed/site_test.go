@@ -76,3 +76,25 @@ func TestSite(t *testing.T) {
 		t.Errorf("no 2x variant of %s", s.Pages[3].Objects[2].Path)
 	}
 }
+
+// The truth's window rule gives a site beacon to the page it names: the
+// names it reads are the ones the site writes.
+func TestBeaconNamesItsPage(t *testing.T) {
+	beacons := 0
+	for _, p := range GenerateSite(16, 7).Pages {
+		for _, u := range []string{p.Path, p.AppPath(50)} {
+			if got := pageIndexOf(u); got != p.Index {
+				t.Errorf("pageIndexOf(%q) = %d, want %d", u, got, p.Index)
+			}
+		}
+		if bp := p.BeaconPath(); bp != "" {
+			beacons++
+			if n, ok := beaconPageIndex(bp); !ok || n != p.Index {
+				t.Errorf("beaconPageIndex(%q) = %d %v, want %d", bp, n, ok, p.Index)
+			}
+		}
+	}
+	if _, ok := beaconPageIndex("/o/p1-0.css"); ok || beacons == 0 {
+		t.Errorf("an object taken for a beacon, or no page with one (%d)", beacons)
+	}
+}

@@ -3,7 +3,9 @@ package testbed
 import (
 	"fmt"
 	"net/netip"
+	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -246,9 +248,14 @@ func (m *wireMatcher) claimByWindow(pages []PageTruth, order []int) []WireID {
 		}
 		var best *PageTruth
 		if isChromiumTxn(r) {
+			// The site's beacons name their page (?p=N): one a busy
+			// machine delayed past the next navigation is still its own
+			// page's, not the newer one's.
+			named, isBeacon := beaconPageIndex(r.Txn.URL)
 			for _, pi := range order {
 				p := &pages[pi]
-				if p.Source == BrowserChromium && p.Client == r.Conn.Client.String() && p.NavIssued <= r.Txn.ReqFirst {
+				if p.Source == BrowserChromium && p.Client == r.Conn.Client.String() && p.NavIssued <= r.Txn.ReqFirst &&
+					(!isBeacon || pageIndexOf(p.URL) == named) {
 					best = p
 				}
 			}
@@ -266,6 +273,36 @@ func (m *wireMatcher) claimByWindow(pages []PageTruth, order []int) []WireID {
 		}
 	}
 	return rest
+}
+
+// beaconPageIndex reads the page index a site beacon names (Page.BeaconPath:
+// /b.gif?p=N or /beacon?p=N).
+func beaconPageIndex(u string) (int, bool) {
+	path, query, _ := strings.Cut(u, "?")
+	if path != BeaconGIF && path != "/beacon" {
+		return 0, false
+	}
+	v, err := url.ParseQuery(query)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v.Get("p"))
+	return n, err == nil
+}
+
+// pageIndexOf is N of a container path .../pN.html, -1 for another.
+func pageIndexOf(u string) int {
+	path, _, _ := strings.Cut(u, "?")
+	base := path[strings.LastIndexByte(path, '/')+1:]
+	num, ok := strings.CutPrefix(strings.TrimSuffix(base, ".html"), "p")
+	if !ok || !strings.HasSuffix(base, ".html") {
+		return -1
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // settlePageSpans sets each page's validity and its span from its chain
