@@ -157,14 +157,6 @@ func (h *halfStream) firstBuffered() (segment, bool) {
 	return h.ooo.min()
 }
 
-// bufferedCount is how many segments wait behind a hole.
-func (h *halfStream) bufferedCount() int {
-	if h.ooo == nil {
-		return 0
-	}
-	return h.ooo.len()
-}
-
 // advertised notes a window the receiver offered: everything up to its ACK
 // offset ackOff plus win bytes.
 func (h *halfStream) advertised(ackOff, win int64) {
