@@ -142,6 +142,8 @@ type ScenarioResult struct {
 	// StealNS is the CPU time the VM's host took from its vCPUs during
 	// the loads (/proc/stat steal), 0 on bare metal.
 	StealNS int64 `json:"steal_ns"`
+	// ServerErrorLog is nginx's error log (for diagnosing a failed run).
+	ServerErrorLog string `json:"-"`
 }
 
 // defaultRTTs: the three client groups of every scenario.
@@ -328,6 +330,7 @@ func (r *scenarioRun) startServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.res.ServerErrorLog = r.ng.ErrorLog
 	if sc.DropSYNMod > 0 {
 		body := fmt.Sprintf(`  chain input {
     type filter hook input priority filter; policy accept;
@@ -364,7 +367,7 @@ func (r *scenarioRun) runPhases(ctx context.Context) error {
 		})
 		for i, e := range errs {
 			if e != nil {
-				return fmt.Errorf("%s session on %s: %w", phase[i].Browser, phase[i].Client, e)
+				return &SessionError{Browser: phase[i].Browser, Client: phase[i].Client, Err: e}
 			}
 			r.res.Truth = append(r.res.Truth, out[i]...)
 		}
@@ -388,6 +391,8 @@ func (r *scenarioRun) stop(ctx context.Context, hog *Proc, runErr error) error {
 	// are in the captures.
 	if runErr == nil {
 		time.Sleep(min(r.sc.KeepAlive, 2*time.Second) + 300*time.Millisecond)
+	} else if ClientNetworkFailure(runErr) {
+		time.Sleep(sessionFailureGrace)
 	}
 	for _, c := range []*Capture{r.capt, r.ccapt} {
 		if err := c.Stop(); err != nil && runErr == nil {
