@@ -117,33 +117,48 @@ func MeasureLink(clientPcap, serverPcap string, oneWay func(client netip.Addr) t
 // readLinkCapture is the capture times of every TCP packet of a capture,
 // by its headers.
 func readLinkCapture(path string) (map[pktKey][]int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	p := newTCPDecoder()
 	out := map[pktKey][]int64{}
-	for {
-		data, ci, err := r.ReadPacketData()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if p.decode(data) != nil || len(p.decoded) < 3 {
-			continue
-		}
+	err := eachTCPPacket(path, func(p *tcpDecoder, data []byte, at time.Time) bool {
 		src, dst := p.addrs()
 		ip4, tcp := &p.ip4, &p.tcp
 		k := pktKey{src, dst, uint16(tcp.SrcPort), uint16(tcp.DstPort), tcp.Seq, tcp.Ack, ip4.Id,
 			data[14+int(ip4.IHL)*4+13], len(tcp.Payload)}
-		out[k] = append(out[k], ci.Timestamp.UnixNano())
+		out[k] = append(out[k], at.UnixNano())
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// eachTCPPacket calls fn with every IPv4 TCP packet of a pcap file, decoded,
+// until fn returns false.
+func eachTCPPacket(path string, fn func(p *tcpDecoder, data []byte, at time.Time) bool) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	p := newTCPDecoder()
+	for {
+		data, ci, err := r.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if p.decode(data) != nil || len(p.decoded) < 3 {
+			continue
+		}
+		if !fn(p, data, ci.Timestamp) {
+			return nil
+		}
 	}
 }
 

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/gopacket/gopacket/pcapgo"
 )
 
 // SessionError is a client session's failure during a scenario.
@@ -99,28 +97,8 @@ func DiagnoseFailure(res ScenarioResult, errLog string, err error) []string {
 // line each (time, direction, flags, seq, ack, length), at most
 // maxDiagLines/2 of them.
 func connPackets(path string, client netip.Addr, port uint16) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	p := newTCPDecoder()
 	var out []string
-	for len(out) < maxDiagLines/2 {
-		data, ci, err := r.ReadPacketData()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return out, fmt.Errorf("%s: %w", path, err)
-		}
-		if p.decode(data) != nil || len(p.decoded) < 3 {
-			continue
-		}
+	err := eachTCPPacket(path, func(p *tcpDecoder, _ []byte, at time.Time) bool {
 		src, dst := p.addrs()
 		tcp := &p.tcp
 		dir := ""
@@ -130,7 +108,7 @@ func connPackets(path string, client netip.Addr, port uint16) ([]string, error) 
 		case dst == client && uint16(tcp.DstPort) == port:
 			dir = "s->c"
 		default:
-			continue
+			return true
 		}
 		flags := ""
 		for _, f := range []struct {
@@ -141,10 +119,11 @@ func connPackets(path string, client netip.Addr, port uint16) ([]string, error) 
 				flags += f.name
 			}
 		}
-		out = append(out, fmt.Sprintf("%s %s [%s] seq %d ack %d len %d", ci.Timestamp.UTC().Format("15:04:05.000000"),
+		out = append(out, fmt.Sprintf("%s %s [%s] seq %d ack %d len %d", at.UTC().Format("15:04:05.000000"),
 			dir, flags, tcp.Seq, tcp.Ack, len(tcp.Payload)))
-	}
-	return out, nil
+		return len(out) < maxDiagLines/2
+	})
+	return out, err
 }
 
 // grepFile returns the lines of path holding any of the words, the last
