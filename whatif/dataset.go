@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
@@ -39,6 +40,9 @@ type Dataset struct {
 	starts    []int64 // sorted service starts and ends, for concurrency queries
 	ends      []int64
 	syn       synSchedules // the clients' SYN retransmission schedules
+	// qfits: queue models fitted so far (Evaluate fits lazily).
+	qmu   sync.Mutex
+	qfits map[queueFitKey]*queueFit
 }
 
 type txInfo struct {

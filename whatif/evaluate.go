@@ -78,7 +78,20 @@ type Options struct {
 	Passes int
 	// LoadModel replaces the model fitted on the capture when set.
 	LoadModel *LoadModel
+	// ServerModel is how the server answers changed load: ServerLinear
+	// (the default: server time scales with concurrency, SYN losses stay
+	// as measured) or ServerQueue (the fitted queueing server, QueueModel:
+	// queueing and SYN drops at a full queue grow and shrink with load).
+	ServerModel ServerModel
 }
+
+// ServerModel names the server model of a replay.
+type ServerModel string
+
+const (
+	ServerLinear ServerModel = "linear"
+	ServerQueue  ServerModel = "queue"
+)
 
 // DefaultEdges are histogram bucket lower bounds: 0, 0.5, 1, 2, 3 ... s, with
 // the RLM experiments' peaks (3, 5, 8, 21 s) falling into their own buckets.
@@ -119,6 +132,13 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.SYNTimeout != 0 && (o.SYNTimeout < time.Millisecond || o.SYNTimeout > time.Minute) {
 		return o, fmt.Errorf("whatif: SYN timeout %v outside 1ms..1m", o.SYNTimeout)
+	}
+	switch o.ServerModel {
+	case "":
+		o.ServerModel = ServerLinear
+	case ServerLinear, ServerQueue:
+	default:
+		return o, fmt.Errorf("whatif: server model %q: want linear or queue", o.ServerModel)
 	}
 	for c, p := range o.Priorities {
 		if p != High && p != Low {
@@ -214,9 +234,12 @@ type ClassResult struct {
 	// pageview, or a transaction that belongs to none.
 	Pageviews    int `json:"pageviews"`
 	Transactions int `json:"transactions"`
-	Affected     int `json:"affected"` // units some action applied to
-	Dropped      int `json:"dropped"`  // units with at least one SYN dropped
-	Failed       int `json:"failed"`   // units whose connection failed
+	// Band (queue model): the relative error of the null replay's median
+	// and p90 for the class, the uncertainty of the prediction.
+	Band     *[2]float64 `json:"band,omitempty"`
+	Affected int         `json:"affected"` // units some action applied to
+	Dropped  int         `json:"dropped"`  // units with at least one SYN dropped
+	Failed   int         `json:"failed"`   // units whose connection failed
 }
 
 // UnitResult is one unit's measured and predicted response time.
@@ -238,6 +261,10 @@ type Result struct {
 	Units     []UnitResult  `json:"-"`
 	Passes    int           `json:"passes"`
 	LoadModel LoadModel     `json:"load_model"`
+	// ServerModel produced the server times; Queue is the fitted model
+	// when it is ServerQueue.
+	ServerModel ServerModel `json:"server_model"`
+	Queue       *QueueModel `json:"queue,omitempty"`
 }
 
 // Class returns the named class's result, nil if absent.
@@ -272,20 +299,37 @@ func (d *Dataset) Evaluate(rules []Rule, opts Options) (*Result, error) {
 	if o.LoadModel != nil {
 		model = *o.LoadModel
 	}
+	var qf *queueFit
+	var qd *queueDelta
+	if o.ServerModel == ServerQueue {
+		qf = d.queueFit(&o)
+		model = LoadModel{} // the queue replaces the linear model
+		qd = qf.diff(qf.null, &qf.null)
+	}
 	var delta loadDelta
 	var units []UnitResult
 	var st []unitState
 	passes := 0
 	for passes < o.Passes {
 		passes++
-		units, st = d.replay(rules, &o, model, &delta)
+		units, st = d.replay(rules, &o, model, &delta, qd)
 		next := d.loadChange(st)
 		if sameDelta(&next, &delta) {
 			break
 		}
 		delta = next
+		if qf != nil {
+			// The server under the load this pass left: its difference from
+			// the null replay, so the model's own error cancels.
+			out := d.simulate(qf.data, &o, qf.model.Workers, qf.model.Backlog, d.queueChangeOf(st))
+			qd = qf.diff(out, &qf.null)
+		}
 	}
-	res := &Result{Unit: d.UnitName(), Passes: passes, LoadModel: model, Units: units}
+	res := &Result{Unit: d.UnitName(), Passes: passes, LoadModel: model, Units: units, ServerModel: o.ServerModel}
+	if qf != nil {
+		m := qf.model
+		res.Queue = &m
+	}
 	for _, r := range rules {
 		res.Rules = append(res.Rules, r.String())
 	}
@@ -313,6 +357,14 @@ func (d *Dataset) Evaluate(rules []Rule, opts Options) (*Result, error) {
 			}
 		}
 		cr.Measured, cr.Predicted = NewDistribution(meas, o.Edges), NewDistribution(pred, o.Edges)
+		if res.Queue != nil {
+			for _, f := range res.Queue.Fit {
+				if f.Class == c {
+					band := f.Band
+					cr.Band = &band
+				}
+			}
+		}
 		res.Classes = append(res.Classes, cr)
 	}
 	return res, nil

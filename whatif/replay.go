@@ -143,7 +143,7 @@ func (r *replayer) holds(c Cond, u *unit, now int64) bool {
 	return false
 }
 
-func (d *Dataset) replay(rules []Rule, o *Options, model LoadModel, delta *loadDelta) ([]UnitResult, []unitState) {
+func (d *Dataset) replay(rules []Rule, o *Options, model LoadModel, delta *loadDelta, qd *queueDelta) ([]UnitResult, []unitState) {
 	r := &replayer{d: d, o: o, rules: rules, windows: map[string]*window{}}
 	out := make([]UnitResult, len(d.units))
 	st := make([]unitState, len(d.units))
@@ -189,7 +189,7 @@ func (d *Dataset) replay(rules []Rule, o *Options, model LoadModel, delta *loadD
 		}
 		s.act = act
 		s.delay = ev.t - u.start
-		p := s.delay + d.predict(u, &act, model, delta, s.delay)
+		p := s.delay + d.predict(u, &act, model, delta, qd, s.delay)
 		out[ev.unit] = UnitResult{ID: u.id, Class: u.class, Start: u.start, Measured: u.total, Predicted: p, Delay: s.delay}
 		h.Push(event{t: u.start + p, done: true, unit: ev.unit, value: p})
 	}
@@ -216,7 +216,7 @@ func (d *Dataset) droppable(u *unit) bool {
 }
 
 // predict is the unit's response time under act, excluding admission delay.
-func (d *Dataset) predict(u *unit, a *active, model LoadModel, delta *loadDelta, shift int64) int64 {
+func (d *Dataset) predict(u *unit, a *active, model LoadModel, delta *loadDelta, qd *queueDelta, shift int64) int64 {
 	if len(u.txs) == 0 {
 		return u.total
 	}
@@ -240,7 +240,15 @@ func (d *Dataset) predict(u *unit, a *active, model LoadModel, delta *loadDelta,
 		if a.rewrite && t.embed && t.tx.BodyBytes > a.above {
 			total -= rewriteSave(t, a.ratio)
 		}
-		if s, e, ok := serviceTimes(t); ok && (!delta.empty() || shift != 0) && model.Slope > 0 {
+		if qd != nil {
+			// The queueing server: its replayed server time and, on a new
+			// connection, its replayed wait for dropped SYNs.
+			total += qd.srv[ti]
+			if t.fresh {
+				total += qd.syn[qd.connOf[ti]]
+			}
+			total = max(total, 0)
+		} else if s, e, ok := serviceTimes(t); ok && (!delta.empty() || shift != 0) && model.Slope > 0 {
 			from := float64(d.conc[ti])
 			to := float64(countIn(d.starts, d.ends, s+shift) + delta.at(s+shift))
 			if shift != 0 && delta.empty() {

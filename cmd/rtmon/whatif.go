@@ -35,6 +35,7 @@ type whatifOptions struct {
 	stat        string
 	synTimeout  time.Duration
 	synAttempts int
+	serverModel string
 	edges       []time.Duration
 }
 
@@ -81,6 +82,7 @@ Rules: IF <cond> THEN <action>[, <action>], one per line, # comments, e.g.
 	f.StringVar(&o.stat, "stat", "median", "window statistic: median or mean")
 	f.DurationVar(&o.synTimeout, "syn-timeout", 0, "every client's initial SYN retransmission timeout, doubling (e.g. 3s classic, 1s Linux); default: each client's schedule learned from the capture")
 	f.IntVar(&o.synAttempts, "syn-attempts", 3, "SYNs a client sends before its connection fails")
+	f.StringVar(&o.serverModel, "server-model", "linear", "how the server answers changed load: linear (server time scales with concurrency; SYN losses stay as measured) or queue (a worker pool and backlog fitted on the capture: queueing and SYN drops at a full queue follow the load)")
 	f.DurationSliceVar(&o.edges, "edges", nil, "histogram bucket lower bounds (default 0,0.5s,1s,...,60s)")
 	f.StringVar(&o.storeURL, "store", "", "read the records from a store (memory:, duckdb:PATH, clickhouse://...)")
 	f.IntVar(&o.maxTx, "max-transactions", 200000, "with --store: newest transactions read at most")
@@ -89,7 +91,7 @@ Rules: IF <cond> THEN <action>[, <action>], one per line, # comments, e.g.
 
 func (o whatifOptions) options() (whatif.Options, error) {
 	opts := whatif.Options{Window: o.window, Stat: whatif.Stat(o.stat), SYNTimeout: o.synTimeout,
-		SYNAttempts: o.synAttempts, Priorities: map[string]whatif.Priority{}}
+		SYNAttempts: o.synAttempts, Priorities: map[string]whatif.Priority{}, ServerModel: whatif.ServerModel(o.serverModel)}
 	for _, e := range o.edges {
 		opts.Edges = append(opts.Edges, int64(e))
 	}
@@ -172,6 +174,9 @@ type whatifReport struct {
 	Priorities  map[string]whatif.Priority `json:"priorities,omitempty"`
 	// SYNSchedules: how DROP SYN times each class's retransmissions.
 	SYNSchedules []whatif.SYNScheduleSummary `json:"syn_schedules"`
+	// ServerModel made the predictions; Queue is its fit when "queue".
+	ServerModel whatif.ServerModel `json:"server_model"`
+	Queue       *whatif.QueueModel `json:"queue_model,omitempty"`
 }
 
 func runWhatif(ctx context.Context, stdout io.Writer, o whatifOptions) error {
@@ -191,7 +196,14 @@ func runWhatif(ctx context.Context, stdout io.Writer, o whatifOptions) error {
 		return err
 	}
 	rep := whatifReport{Units: d.Units(), LoadModel: d.LoadModel(), Priorities: opts.Priorities,
-		Unit: d.UnitName(), SYNSchedules: d.SYNSchedules(opts)}
+		Unit: d.UnitName(), SYNSchedules: d.SYNSchedules(opts), ServerModel: whatif.ServerLinear}
+	if opts.ServerModel == whatif.ServerQueue {
+		m, err := d.QueueModel(opts)
+		if err != nil {
+			return err
+		}
+		rep.ServerModel, rep.Queue = whatif.ServerQueue, &m
+	}
 	var singles [][]whatif.Rule
 	if len(rules) > 0 {
 		if rep.Result, err = d.Evaluate(rules, opts); err != nil {
@@ -246,6 +258,9 @@ func writeWhatifText(w io.Writer, rep *whatifReport) {
 	m := rep.LoadModel
 	fmt.Fprintf(w, "unit: %s (%d)\nload model: server time = %s + %s x concurrency (%d samples)\n",
 		rep.Unit, rep.Units, dur(int64(m.Intercept)), dur(int64(m.Slope)), m.Samples)
+	if q := rep.Queue; q != nil {
+		writeQueueModel(w, q)
+	}
 	fmt.Fprintln(w, "SYN retransmissions (DROP SYN):")
 	for _, s := range rep.SYNSchedules {
 		fmt.Fprintf(w, "  class %s: %s, then x%g per attempt (%s", s.Class, dur(int64(s.Schedule.Initial)), s.Schedule.Growth, s.Schedule.Source)
@@ -286,6 +301,9 @@ func writeWhatifText(w io.Writer, rep *whatifReport) {
 				label = "[" + dur(e) + ", " + dur(c.Measured.Edges[i+1]) + ")"
 			}
 			fmt.Fprintf(w, "  %-16s %10d %10d\n", label, c.Measured.Counts[i], c.Predicted.Counts[i])
+		}
+		if c.Band != nil {
+			fmt.Fprintf(w, "  %-16s %9.1f%% %9.1f%%  (p50, p90: the null replay's error)\n", "model band", 100*c.Band[0], 100*c.Band[1])
 		}
 		fmt.Fprintf(w, "  affected %d, SYN dropped %d, failed %d\n", c.Affected, c.Dropped, c.Failed)
 	}
@@ -348,3 +366,22 @@ type recordCollector struct {
 func (r *recordCollector) Connection(c *reconstruct.Connection)   { r.conns = append(r.conns, c) }
 func (r *recordCollector) Transaction(t *reconstruct.Transaction) { r.txs = append(r.txs, t) }
 func (r *recordCollector) Pageview(p *pageview.Pageview)          { r.pvs = append(r.pvs, p) }
+
+// writeQueueModel prints the fitted queueing server and how well its null
+// replay reproduces the capture.
+func writeQueueModel(w io.Writer, q *whatif.QueueModel) {
+	backlog := "no SYN drops modelled"
+	if q.Backlog > 0 {
+		backlog = fmt.Sprintf("backlog %d", q.Backlog)
+	}
+	fmt.Fprintf(w, "server model: queue, %d workers (%.1f%% of responses unexplained), %s; SYN losses measured %d, replayed %d; null replay within %.1f%%\n",
+		q.Workers, 100*q.Unexplained, backlog, q.SYNLossesMeasured, q.SYNLossesReplayed, 100*q.Worst)
+	for _, f := range q.Fit {
+		fmt.Fprintf(w, "  class %s: server p50 %s/%s p90 %s/%s, unit p50 %s/%s p90 %s/%s (measured/replayed), SYN losses %d/%d\n",
+			f.Class, dur(f.ServerP50[0]), dur(f.ServerP50[1]), dur(f.ServerP90[0]), dur(f.ServerP90[1]),
+			dur(f.UnitP50[0]), dur(f.UnitP50[1]), dur(f.UnitP90[0]), dur(f.UnitP90[1]), f.SYNLosses[0], f.SYNLosses[1])
+	}
+	for _, n := range q.Notes {
+		fmt.Fprintln(w, "  note: "+n)
+	}
+}

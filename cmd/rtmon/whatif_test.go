@@ -184,3 +184,41 @@ func TestWhatifSourcesAgree(t *testing.T) {
 		t.Error("FAST SYN predicted no gain on a capture with 20% SYN loss")
 	}
 }
+
+// TestWhatifQueueModel: --server-model queue prints the fitted server and
+// its fit, gives each class its band, and names the model in JSON; a
+// wrong model name is an error.
+func TestWhatifQueueModel(t *testing.T) {
+	dir := analyzedRecords(t)
+	rule := "IF IP.SRC == * THEN FAST SYN GAP 200ms"
+	out, err := runCmd(t, "whatif", "--records", dir, "--server-model", "queue", "--rule", rule)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"server model: queue, ", "workers", "SYN losses measured", "model band"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = runCmd(t, "whatif", "--records", dir, "--server-model", "queue", "--format", "json", "--rule", rule)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var rep struct {
+		ServerModel whatif.ServerModel `json:"server_model"`
+		Queue       *whatif.QueueModel `json:"queue_model"`
+		Result      whatif.Result
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if rep.ServerModel != whatif.ServerQueue || rep.Queue == nil || rep.Queue.Workers < 1 || rep.Result.ServerModel != whatif.ServerQueue {
+		t.Errorf("JSON does not carry the queue model: %s", out)
+	}
+	if c := rep.Result.Class(whatif.DefaultClass); c == nil || c.Band == nil {
+		t.Errorf("class without a band: %s", out)
+	}
+	if out, err := runCmd(t, "whatif", "--records", dir, "--server-model", "magic", "--rule", rule); err == nil || !strings.Contains(err.Error(), "server model") {
+		t.Errorf("--server-model magic: err %v\n%s", err, out)
+	}
+}

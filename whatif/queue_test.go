@@ -1,0 +1,266 @@
+package whatif
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rtmon/rtmon/reconstruct"
+)
+
+// prefork is an overloaded server built independently of the queue model,
+// as Linux and a pre-forking server behave: a connection completes its
+// handshake a client RTT after its SYN is accepted and then waits in the
+// accept queue until one of the workers takes it; a SYN that arrives while
+// the accept queue holds backlog connections is dropped, and the client
+// sends it again after 1 s, doubling, giving up after three SYNs. Each
+// connection carries one request whose service time is its own
+// (log-normal around its URL's mean). The queue model instead fits a pool
+// and a limit on waiting requests from the records.
+type prefork struct {
+	workers, backlog int
+	rtt              time.Duration
+}
+
+type pfArrival struct {
+	at      int64
+	class   string
+	client  netip.Addr
+	url     string
+	service int64
+}
+
+// pfEvent: a SYN (attempt n), a handshake completing, a service ending.
+type pfEvent struct {
+	t    int64
+	kind int // 0 done, 1 established, 2 SYN
+	i, n int
+}
+type pfHeap []pfEvent
+
+func (h pfHeap) Len() int { return len(h) }
+func (h pfHeap) Less(a, b int) bool {
+	if h[a].t != h[b].t {
+		return h[a].t < h[b].t
+	}
+	return h[a].kind < h[b].kind
+}
+func (h pfHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
+func (h *pfHeap) Push(x any)   { *h = append(*h, x.(pfEvent)) }
+func (h *pfHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// run serves the arrivals and returns the records a capture at the server
+// would give, and each arrival's response time (-1: the client gave up).
+func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct.Transaction, []int64) {
+	rtt := int64(p.rtt)
+	var h pfHeap
+	syns := make([][]int64, len(arr))
+	accepted, established := make([]int64, len(arr)), make([]int64, len(arr))
+	total := make([]int64, len(arr))
+	var conns []*reconstruct.Connection
+	var txs []*reconstruct.Transaction
+	for i, a := range arr {
+		heap.Push(&h, pfEvent{t: a.at, kind: 2, i: i})
+		total[i] = -1
+	}
+	var acceptQ []int
+	halfOpen, busy := 0, 0
+	start := func(i int, t int64) {
+		busy++
+		heap.Push(&h, pfEvent{t: t + arr[i].service, kind: 0, i: i})
+		// The request arrived with the handshake's ACK.
+		established[i] = max(established[i], 0)
+		_ = t
+	}
+	serviceStart := make([]int64, len(arr))
+	for h.Len() > 0 {
+		ev := heap.Pop(&h).(pfEvent)
+		i := ev.i
+		switch ev.kind {
+		case 2: // SYN
+			syns[i] = append(syns[i], ev.t)
+			if len(acceptQ)+halfOpen >= p.backlog {
+				if ev.n+1 < 3 {
+					heap.Push(&h, pfEvent{t: arr[i].at + int64(time.Second)*(1<<(ev.n+1)-1), kind: 2, i: i, n: ev.n + 1})
+				}
+				continue
+			}
+			accepted[i] = ev.t
+			halfOpen++
+			heap.Push(&h, pfEvent{t: ev.t + rtt, kind: 1, i: i})
+		case 1: // handshake ACK and request
+			halfOpen--
+			established[i] = ev.t
+			if busy < p.workers {
+				serviceStart[i] = ev.t
+				start(i, ev.t)
+			} else {
+				acceptQ = append(acceptQ, i)
+			}
+		case 0: // response's first byte
+			busy--
+			a := arr[i]
+			end := ev.t + time.Millisecond.Nanoseconds() + rtt/2
+			s0 := syns[i][0]
+			c := &reconstruct.Connection{ID: fmt.Sprintf("c%d", i), Client: a.client, ClientPort: uint16(10000 + i%50000),
+				Server: netip.MustParseAddr("203.0.113.2"), ServerPort: 80,
+				SYNTimes: syns[i], SYNACKTimes: []int64{accepted[i]}, Established: established[i],
+				RTTClient: rtt, Class: a.class, Transactions: 1}
+			t := &reconstruct.Transaction{ID: fmt.Sprintf("t%d", i), ConnectionID: c.ID, Client: a.client,
+				ClientPort: c.ClientPort, Server: c.Server, ServerPort: 80, Index: 0, Method: "GET", URL: a.url, Status: 200,
+				Start: s0, End: end, RequestFirst: established[i], RequestLast: established[i], ResponseFirst: ev.t,
+				ResponseLast: ev.t + time.Millisecond.Nanoseconds(), Tconn: established[i] - s0,
+				Tserver: ev.t - established[i], Ttransfer: end - ev.t, Total: end - s0, RTTClient: rtt, Class: a.class,
+				ResponseBytes: 2000, BodyBytes: 1800, ContentType: "application/json"}
+			conns, txs = append(conns, c), append(txs, t)
+			total[i] = t.Total
+			if len(acceptQ) > 0 {
+				j := acceptQ[0]
+				acceptQ = acceptQ[1:]
+				serviceStart[j] = ev.t
+				start(j, ev.t)
+			}
+		}
+	}
+	return conns, txs, total
+}
+
+// pfWorkload: a high class of API clients and a low class of load
+// generators, Poisson arrivals, four URLs with their own mean service
+// times; together about 1.25 times what the server can do.
+func pfWorkload(seed uint64, dur time.Duration) []pfArrival {
+	r := rand.New(rand.NewPCG(seed, 7))
+	urls := []struct {
+		path string
+		mean float64 // ms
+	}{{"/api/items", 25}, {"/api/search?q=x", 60}, {"/api/cart", 35}, {"/static/app.js", 8}}
+	var arr []pfArrival
+	for _, c := range []struct {
+		class string
+		rate  float64 // per second
+		net   string
+	}{{"high", 25, "10.4.0.%d"}, {"low", 100, "10.9.0.%d"}} {
+		for t := 0.0; ; {
+			t += r.ExpFloat64() / c.rate
+			if t > dur.Seconds() {
+				break
+			}
+			u := urls[r.IntN(len(urls))]
+			svc := u.mean * math.Exp(0.5*r.NormFloat64()-0.125) // log-normal, mean u.mean
+			arr = append(arr, pfArrival{at: int64(t * 1e9), class: c.class,
+				client: netip.MustParseAddr(fmt.Sprintf(c.net, 1+r.IntN(200))), url: u.path, service: int64(svc * 1e6)})
+		}
+	}
+	slices.SortFunc(arr, func(a, b pfArrival) int { return int(a.at - b.at) })
+	return arr
+}
+
+func classTimes(arr []pfArrival, total []int64, class string) []int64 {
+	var v []int64
+	for i, a := range arr {
+		if a.class == class && total[i] >= 0 {
+			v = append(v, total[i])
+		}
+	}
+	return v
+}
+
+// TestQueueModelPredictsDropSYNRelief: on an overloaded server whose SYNs
+// of every class are dropped at a full accept queue, the fitted queue
+// model reproduces the capture (null replay) and predicts what dropping
+// the low class's SYNs at the front end does for the high class, against
+// the same server really run without the low class's load. The linear
+// model, which keeps every measured SYN loss, cannot.
+func TestQueueModelPredictsDropSYNRelief(t *testing.T) {
+	srv := prefork{workers: 4, backlog: 8, rtt: 20 * time.Millisecond}
+	arr := pfWorkload(1, 90*time.Second)
+	conns, txs, _ := srv.run(arr)
+	var highOnly []pfArrival
+	for _, a := range arr {
+		if a.class == "high" {
+			highOnly = append(highOnly, a)
+		}
+	}
+	_, _, relief := srv.run(highOnly)
+	truth := NewDistribution(classTimes(highOnly, relief, "high"), nil)
+
+	ds, err := NewDataset(conns, txs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tx := range txs {
+		checkTxInvariants(t, tx)
+	}
+	opts := Options{Priorities: map[string]Priority{"high": High}, ServerModel: ServerQueue}
+	m, err := ds.QueueModel(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fitted: %d workers, backlog %d, %.2f%% unexplained, SYN losses measured %d replayed %d, worst %.1f%%, notes %v",
+		m.Workers, m.Backlog, 100*m.Unexplained, m.SYNLossesMeasured, m.SYNLossesReplayed, 100*m.Worst, m.Notes)
+	if m.SYNLossesMeasured < 50 {
+		t.Fatalf("the workload did not overload the server: %d SYN losses", m.SYNLossesMeasured)
+	}
+	for _, f := range m.Fit {
+		t.Logf("fit %s: server p50 %v/%v p90 %v/%v, unit p50 %v/%v p90 %v/%v, SYN losses %v, band %.1f%%/%.1f%%", f.Class,
+			time.Duration(f.ServerP50[0]), time.Duration(f.ServerP50[1]), time.Duration(f.ServerP90[0]), time.Duration(f.ServerP90[1]),
+			time.Duration(f.UnitP50[0]), time.Duration(f.UnitP50[1]), time.Duration(f.UnitP90[0]), time.Duration(f.UnitP90[1]),
+			f.SYNLosses, 100*f.Band[0], 100*f.Band[1])
+		if f.Band[0] > 0.10 || f.Band[1] > 0.10 {
+			t.Errorf("class %s: the null replay is off by %.1f%% (median), %.1f%% (p90); want within 10%%", f.Class, 100*f.Band[0], 100*f.Band[1])
+		}
+		if lo, hi := 0.8*float64(f.SYNLosses[0]), 1.2*float64(f.SYNLosses[0]); float64(f.SYNLosses[1]) < lo || float64(f.SYNLosses[1]) > hi {
+			t.Errorf("class %s: null replay dropped %d SYNs, the capture shows %d (want within 20%%)", f.Class, f.SYNLosses[1], f.SYNLosses[0])
+		}
+	}
+	rules, err := ParseRules("IF CLASS == low THEN DROP SYN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, model := range []ServerModel{ServerQueue, ServerLinear} {
+		o := opts
+		o.ServerModel = model
+		res, err := ds.Evaluate(rules, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range res.Units {
+			if u.Predicted < 0 {
+				t.Fatalf("%s: unit %s predicted %d < 0", model, u.ID, u.Predicted)
+			}
+		}
+		h := res.Class("high")
+		e50, e90 := relErr(h.Predicted.P50, truth.P50), relErr(h.Predicted.P90, truth.P90)
+		t.Logf("%s model: high class measured p50 %v p90 %v; predicted p50 %v p90 %v; really without the low class p50 %v p90 %v (error %.1f%%, %.1f%%)",
+			model, time.Duration(h.Measured.P50), time.Duration(h.Measured.P90), time.Duration(h.Predicted.P50), time.Duration(h.Predicted.P90),
+			time.Duration(truth.P50), time.Duration(truth.P90), 100*e50, 100*e90)
+		if model == ServerQueue && (e50 > 0.10 || e90 > 0.10) {
+			t.Errorf("queue model: high class predicted p50 %v p90 %v, really %v %v: want within 10%%",
+				time.Duration(h.Predicted.P50), time.Duration(h.Predicted.P90), time.Duration(truth.P50), time.Duration(truth.P90))
+		}
+		if model == ServerLinear && e90 < 0.10 {
+			t.Errorf("linear model got the relief right (p90 error %.1f%%): the workload does not need the queue model", 100*e90)
+		}
+		if res.ServerModel != model {
+			t.Errorf("result says server model %q, want %q", res.ServerModel, model)
+		}
+	}
+}
+
+// checkTxInvariants: no negative component, End >= Start, the parts sum.
+func checkTxInvariants(t *testing.T, x *reconstruct.Transaction) {
+	t.Helper()
+	if x.Tconn < 0 || x.Tserver < 0 || x.Ttransfer < 0 || x.End < x.Start || x.Total != x.Tconn+x.Trequest+x.Tserver+x.Ttransfer {
+		t.Fatalf("transaction %s breaks the invariants: %+v", x.ID, x)
+	}
+}

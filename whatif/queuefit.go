@@ -1,0 +1,312 @@
+package whatif
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// QueueModel is the server fitted on the capture for the queueing replay
+// (Options.ServerModel "queue"): Workers serve transactions first come
+// first served, each for its intrinsic service time; a SYN that arrives
+// while Backlog or more transactions wait is dropped, and the client
+// retransmits it on its learned schedule.
+//
+// Workers is the smallest pool that, serving in arrival order, explains
+// the measured departures (each response's first byte); each
+// transaction's service time is then what that pool gives it (from its
+// arrival or the moment a worker came free, to its departure). Backlog is
+// the largest under which the replayed queue was full at nearly every SYN
+// the server dropped. The capture's SYNs are anchors: the replay drops one
+// the server dropped only while its queue is full, so taking load away
+// admits it. Fit says, per class, how far that null replay is
+// from what was measured: the uncertainty of every prediction made with
+// the model.
+type QueueModel struct {
+	Workers int `json:"workers"`
+	// Backlog: 0 when the capture shows no SYN the server dropped (no
+	// drops are then modelled).
+	Backlog int `json:"backlog"`
+	// Unexplained: the share of responses the pool cannot explain (they
+	// departed before a worker was free for them); MaxConcurrency: the
+	// most transactions in service at once in the capture.
+	Unexplained    float64 `json:"unexplained"`
+	MaxConcurrency int     `json:"max_concurrency"`
+	// SYN losses the server caused, measured and in the null replay.
+	SYNLossesMeasured int        `json:"syn_losses_measured"`
+	SYNLossesReplayed int        `json:"syn_losses_replayed"`
+	Fit               []ClassFit `json:"fit"`
+	// Worst is the largest relative error in Fit (server and unit times).
+	Worst float64 `json:"worst"`
+	// Notes say where the model is unsure.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// ClassFit is one class's null replay against what was measured.
+type ClassFit struct {
+	Class string `json:"class"`
+	// Server time (request's last byte to response's first, at the capture
+	// point), measured and replayed.
+	ServerP50 [2]int64 `json:"server_p50_ns"`
+	ServerP90 [2]int64 `json:"server_p90_ns"`
+	// Unit response times, measured and replayed.
+	UnitP50 [2]int64 `json:"unit_p50_ns"`
+	UnitP90 [2]int64 `json:"unit_p90_ns"`
+	// SYN losses the server caused, measured and replayed.
+	SYNLosses [2]int `json:"syn_losses"`
+	// Band is the relative error of the replayed unit median and p90: how
+	// far any prediction for the class may be off from this model alone.
+	Band [2]float64 `json:"band"`
+}
+
+// fitGoodEnough is the error under which a fitted queue model reproduces
+// a capture "within 5%" of median and p90.
+const fitGoodEnough = 0.05
+
+// queueFit is a fitted model with the null replay it was judged by.
+type queueFit struct {
+	model QueueModel
+	data  *queueData
+	null  queueOutcome
+}
+
+// candidates lists the pool or backlog sizes tried up to hi: every size up
+// to 64, then 25% steps.
+func candidates(hi int) []int {
+	var c []int
+	for n := 1; n <= hi; {
+		c = append(c, n)
+		if n < 64 {
+			n++
+		} else {
+			n += n / 4
+		}
+	}
+	if len(c) == 0 || c[len(c)-1] != hi {
+		c = append(c, max(hi, 1))
+	}
+	return c
+}
+
+// fitQueue fits the queue model under o's SYN schedules and judges it by
+// its null replay.
+func (d *Dataset) fitQueue(o *Options) *queueFit {
+	q := d.buildQueueData()
+	f := &queueFit{data: q}
+	m := &f.model
+	m.MaxConcurrency, m.SYNLossesMeasured = q.maxConc, q.synLosses
+	// The pool: the smallest that explains the departures.
+	order := q.order()
+	for _, w := range candidates(max(q.maxConc, 1)) {
+		if m.Unexplained = q.reconstructService(order, w); m.Unexplained <= maxUnexplained {
+			m.Workers = w
+			break
+		}
+	}
+	if m.Workers == 0 {
+		m.Workers = max(q.maxConc, 1)
+		m.Unexplained = q.reconstructService(order, m.Workers)
+		m.Notes = append(m.Notes, fmt.Sprintf("no pool serving in arrival order explains %.1f%% of the responses: the server is not a simple queue", 100*m.Unexplained))
+	}
+	// The backlog: the largest under which the replayed queue was full at
+	// (nearly) every SYN the server dropped.
+	if q.synLosses > 0 {
+		free := d.simulate(q, o, m.Workers, 0, nil)
+		c := candidates(free.waitMax + 1)
+		for k := len(c) - 1; k >= 0; k-- {
+			if out := d.simulate(q, o, m.Workers, c[k], nil); float64(out.drops) >= minExplainedDrops*float64(q.synLosses) {
+				m.Backlog = c[k]
+				break
+			}
+		}
+		if m.Backlog == 0 {
+			m.Notes = append(m.Notes, "the SYN losses did not come with a full queue (lost in the network?): they are kept as measured")
+		}
+	}
+	f.null = d.simulate(q, o, m.Workers, m.Backlog, nil)
+	m.SYNLossesReplayed = f.null.drops
+	d.judgeFit(f, o)
+	return f
+}
+
+// maxUnexplained is the share of responses a fitted pool may leave
+// unexplained; minExplainedDrops the share of measured SYN drops a fitted
+// backlog must find a full queue at.
+const (
+	maxUnexplained    = 0.005
+	minExplainedDrops = 0.9
+)
+
+func abs(x int) int { return max(x, -x) }
+
+// serverError is the largest relative error of the replayed server time's
+// median and p90 over the classes.
+func (d *Dataset) serverError(q *queueData, out queueOutcome) float64 {
+	meas, rep := d.serverTimesByClass(q, out)
+	worst := 0.0
+	for c := range meas {
+		worst = max(worst, relErr(pctl(rep[c], 0.5), pctl(meas[c], 0.5)), relErr(pctl(rep[c], 0.9), pctl(meas[c], 0.9)))
+	}
+	return worst
+}
+
+// serverTimesByClass: measured and replayed server times of the
+// transactions served in both, by unit class.
+func (d *Dataset) serverTimesByClass(q *queueData, out queueOutcome) (meas, rep map[string][]int64) {
+	meas, rep = map[string][]int64{}, map[string][]int64{}
+	for i := range q.txs {
+		if q.txs[i].measured < 0 || out.server[i] < 0 {
+			continue
+		}
+		c := d.units[d.txs[i].unit].class
+		meas[c] = append(meas[c], q.txs[i].measured)
+		rep[c] = append(rep[c], out.server[i])
+	}
+	return meas, rep
+}
+
+// pctl is the nearest-rank percentile of v (sorted in place); 0 if empty.
+func pctl(v []int64, p float64) int64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	k := int(math.Ceil(p*float64(len(v)))) - 1
+	return v[min(max(k, 0), len(v)-1)]
+}
+
+// relErr is |got-want|/want, with a 1 ms floor on want so sub-millisecond
+// times do not make noise look large.
+func relErr(got, want int64) float64 {
+	return math.Abs(float64(got-want)) / math.Max(float64(want), 1e6)
+}
+
+// judgeFit fills the model's per-class fit: server times, SYN losses and
+// unit times of the null replay against the measured ones.
+func (d *Dataset) judgeFit(f *queueFit, o *Options) {
+	q, m := f.data, &f.model
+	meas, rep := d.serverTimesByClass(q, f.null)
+	// Unit times: the replay with no rules, the null outcome against the
+	// measurement.
+	units, _ := d.replay(nil, o, LoadModel{}, &loadDelta{}, f.diff(f.null, nil))
+	unitMeas, unitRep := map[string][]int64{}, map[string][]int64{}
+	for _, u := range units {
+		unitMeas[u.Class] = append(unitMeas[u.Class], u.Measured)
+		unitRep[u.Class] = append(unitRep[u.Class], u.Predicted)
+	}
+	lossMeas, lossRep := map[string]int{}, map[string]int{}
+	for ci := range q.conns {
+		c := &q.conns[ci]
+		if !c.fresh {
+			continue
+		}
+		class := d.units[c.unit].class
+		lossMeas[class] += c.synLosses
+		lossRep[class] += f.null.connDrops[ci]
+	}
+	m.Worst = 0
+	for _, c := range d.classes {
+		cf := ClassFit{Class: c,
+			ServerP50: [2]int64{pctl(meas[c], 0.5), pctl(rep[c], 0.5)},
+			ServerP90: [2]int64{pctl(meas[c], 0.9), pctl(rep[c], 0.9)},
+			UnitP50:   [2]int64{pctl(unitMeas[c], 0.5), pctl(unitRep[c], 0.5)},
+			UnitP90:   [2]int64{pctl(unitMeas[c], 0.9), pctl(unitRep[c], 0.9)},
+			SYNLosses: [2]int{lossMeas[c], lossRep[c]},
+		}
+		cf.Band = [2]float64{relErr(cf.UnitP50[1], cf.UnitP50[0]), relErr(cf.UnitP90[1], cf.UnitP90[0])}
+		m.Worst = max(m.Worst, cf.Band[0], cf.Band[1], relErr(cf.ServerP50[1], cf.ServerP50[0]), relErr(cf.ServerP90[1], cf.ServerP90[0]))
+		if cf.SYNLosses[0] > 0 && cf.SYNLosses[1] == 0 {
+			m.Notes = append(m.Notes, fmt.Sprintf("class %s: %d SYN losses measured, none replayed (lost in the network, not at a full queue?)", c, cf.SYNLosses[0]))
+		}
+		m.Fit = append(m.Fit, cf)
+	}
+	if m.Worst > fitGoodEnough {
+		m.Notes = append(m.Notes, fmt.Sprintf("the null replay is off by up to %.0f%%: predictions carry that uncertainty", 100*m.Worst))
+	}
+}
+
+// queueDelta is what a replay adds to each measured time: per transaction
+// to its server time, per connection to its wait for dropped SYNs.
+type queueDelta struct {
+	srv    []int64
+	syn    []int64
+	connOf []int
+}
+
+// diff is outcome a against base (nil: the measurement): server times
+// change by a's difference from base, so the model's systematic error
+// cancels. A transaction one of them did not serve keeps its measured
+// server time.
+func (f *queueFit) diff(a queueOutcome, base *queueOutcome) *queueDelta {
+	q := f.data
+	qd := &queueDelta{srv: make([]int64, len(q.txs)), syn: make([]int64, len(q.conns)), connOf: make([]int, len(q.txs))}
+	for i := range q.txs {
+		qd.connOf[i] = q.txs[i].conn
+		from := q.txs[i].measured
+		if base != nil {
+			from = base.server[i]
+		}
+		if from >= 0 && a.server[i] >= 0 {
+			qd.srv[i] = a.server[i] - from
+		}
+	}
+	// A connection's SYN losses are its own luck: where a keeps the fate
+	// base gave it, the measured wait stands; where a changes it, a's wait
+	// replaces the measured one.
+	for ci := range q.conns {
+		if q.conns[ci].fresh && (base == nil || a.synWait[ci] != base.synWait[ci]) {
+			qd.syn[ci] = a.synWait[ci] - q.conns[ci].synWait
+		}
+	}
+	return qd
+}
+
+// queueFitKey is what a fit depends on besides the dataset: the SYN
+// schedules of the simulated clients.
+type queueFitKey struct {
+	timeout  int64
+	attempts int
+}
+
+// queueFit returns the queue model fitted under o's SYN schedules, fitting
+// it once per schedule (Evaluate may run concurrently).
+func (d *Dataset) queueFit(o *Options) *queueFit {
+	k := queueFitKey{int64(o.SYNTimeout), o.SYNAttempts}
+	d.qmu.Lock()
+	defer d.qmu.Unlock()
+	if f, ok := d.qfits[k]; ok {
+		return f
+	}
+	if d.qfits == nil {
+		d.qfits = map[queueFitKey]*queueFit{}
+	}
+	f := d.fitQueue(o)
+	d.qfits[k] = f
+	return f
+}
+
+// QueueModel fits the queueing server on the capture under opts' SYN
+// schedules (see QueueModel) and reports it with its fit.
+func (d *Dataset) QueueModel(opts Options) (QueueModel, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return QueueModel{}, err
+	}
+	return d.queueFit(&o).model, nil
+}
+
+// queueChangeOf is the traffic change a replay's unit states make: units
+// admitted late or failed, embedded objects removed.
+func (d *Dataset) queueChangeOf(st []unitState) *queueChange {
+	ch := &queueChange{unitDelay: make([]int64, len(d.units)), unitGone: make([]bool, len(d.units)), txsRemoved: make([]bool, len(d.txs))}
+	for ui := range d.units {
+		s, u := &st[ui], &d.units[ui]
+		ch.unitDelay[ui], ch.unitGone[ui] = s.delay, s.failed
+		if s.act.remove && u.container >= 0 {
+			for _, ti := range u.txs {
+				ch.txsRemoved[ti] = ti != u.container
+			}
+		}
+	}
+	return ch
+}
