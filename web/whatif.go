@@ -112,6 +112,10 @@ type WhatIfResponse struct {
 	// SYNSchedules: how DROP SYN times each class's retransmissions.
 	SYNSchedules []whatif.SYNScheduleSummary `json:"syn_schedules"`
 	Passes       int                         `json:"passes"`
+	// ServerModel made the predictions (the model= parameter: linear or
+	// queue); Queue is the fitted queueing server when it is queue.
+	ServerModel whatif.ServerModel `json:"server_model"`
+	Queue       *whatif.QueueModel `json:"queue,omitempty"`
 }
 
 // WhatIfParseError locates a rule syntax error (1-based; 0 when the error
@@ -199,6 +203,12 @@ func (h *whatIfHandler) answer(c *gin.Context) (*WhatIfResponse, error) {
 		resp.Priorities = map[string]whatif.Priority{}
 	}
 	opts := whatif.Options{Priorities: resp.Priorities, Edges: histEdges}
+	switch m := whatif.ServerModel(c.Query("model")); m {
+	case "", whatif.ServerLinear, whatif.ServerQueue:
+		opts.ServerModel = m
+	default:
+		return nil, badRequest{fmt.Errorf("model %q: want linear or queue", m)}
+	}
 	rules, perr := whatif.ParseRules(resp.RulesText)
 	data, err := h.data(c.Request.Context(), rangeFrom(c))
 	if err != nil {
@@ -255,6 +265,7 @@ func (resp *WhatIfResponse) evaluate(ds *whatif.Dataset, rules []whatif.Rule, cl
 	}
 	resp.Rules = nonNil(res.Rules)
 	resp.Classes, resp.LoadModel, resp.Passes = res.Classes, res.LoadModel, res.Passes
+	resp.ServerModel, resp.Queue = res.ServerModel, res.Queue
 	resp.Class = class
 	if resp.Class != "" && !slices.Contains(ds.Classes(), resp.Class) {
 		return badRequest{fmt.Errorf("class %q has no records in this range", resp.Class)}

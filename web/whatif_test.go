@@ -459,6 +459,25 @@ func TestBrowserWhatIf(t *testing.T) {
 	tb.waitFor(`new URLSearchParams(location.search).get('rules') === 'IF IP.SRC == * THEN SPLICE' && document.querySelector('#whatif-result[data-rendered="1"]')`, 60*time.Second)
 	tb.clean("whatif splice")
 
+	// The fitted queue: its card with the API's pool and one row per
+	// class, each class's band, the choice kept in the form.
+	qq := url.Values{"rules": {fastSYN}, "model": {"queue"}}
+	tb.open(ts.URL+"/whatif/?"+qq.Encode(), `#whatif-result[data-rendered="1"]`)
+	_, qapi := whatIfAPI(t, ts, qq)
+	var qshown struct {
+		Workers, Model string
+		FitRows, Bands int
+	}
+	tb.eval(`(() => ({Workers: document.getElementById('whatif-queue').dataset.workers,
+	  FitRows: document.querySelectorAll('#whatif-queue tbody tr[data-class]').length,
+	  Bands: document.querySelectorAll('.whatif-class tr.band').length,
+	  Model: document.getElementById('model').value}))()`, &qshown)
+	if qapi.Queue == nil || qshown.Workers != fmt.Sprint(qapi.Queue.Workers) || qshown.FitRows != len(qapi.Queue.Fit) ||
+		qshown.Bands != len(qapi.Classes) || qshown.Model != "queue" {
+		t.Errorf("queue model shown as %+v, API %+v", qshown, qapi.Queue)
+	}
+	tb.clean("whatif queue")
+
 	// An invalid rule: its line:column error, as text, and nothing else.
 	bad := fastSYN + "\nIF RT_HIGH > 3s THEN <img src=x onerror=alert(1)>"
 	_, perr := whatif.ParseRules(bad)
@@ -555,5 +574,43 @@ func TestWhatIfReadsConnectionsInBulk(t *testing.T) {
 		if !reflect.DeepEqual(c.Predicted, want.Classes[i].Predicted) {
 			t.Errorf("class %s: FAST SYN over the connections read differs from over all", c.Class)
 		}
+	}
+}
+
+// TestWhatIfQueueModel: model=queue replays with the fitted queueing
+// server, as Evaluate does over the same records, and says so; an unknown
+// model is a 400.
+func TestWhatIfQueueModel(t *testing.T) {
+	tee := whatIfCapture(t)
+	ts := whatIfServer(t, tee, WhatIfOptions{})
+	code, got := whatIfAPI(t, ts, url.Values{"rules": {fastSYN}, "model": {"queue"}})
+	if code != http.StatusOK || got.ParseError != nil {
+		t.Fatalf("status %d, %+v", code, got.Error)
+	}
+	ds, err := whatif.NewDataset(tee.conns, tee.txs, tee.pvs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := whatif.ParseRules(fastSYN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ds.Evaluate(rules, whatif.Options{Priorities: premiumHigh, Edges: histEdges, ServerModel: whatif.ServerQueue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ServerModel != whatif.ServerQueue || got.Queue == nil || !reflect.DeepEqual(got.Queue, want.Queue) {
+		t.Errorf("server model %q, queue %+v; want queue %+v", got.ServerModel, got.Queue, want.Queue)
+	}
+	if !reflect.DeepEqual(got.Classes, want.Classes) {
+		t.Errorf("API classes differ from Evaluate with the queue model:\n got %+v\nwant %+v", got.Classes, want.Classes)
+	}
+	for _, c := range got.Classes {
+		if c.Band == nil {
+			t.Errorf("class %s has no band", c.Class)
+		}
+	}
+	if code, _ := whatIfAPI(t, ts, url.Values{"rules": {fastSYN}, "model": {"magic"}}); code != http.StatusBadRequest {
+		t.Errorf("model=magic: status %d, want 400", code)
 	}
 }

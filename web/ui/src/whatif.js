@@ -8,7 +8,7 @@ import { ranges } from './controls.js';
 // Everything shown is built with text nodes (rule text and class names
 // come from the user and the network).
 
-const formKeys = ['rules', 'last', 'from', 'to', 'class', 'priority', 'theme'];
+const formKeys = ['rules', 'last', 'from', 'to', 'class', 'priority', 'model', 'theme'];
 const defaultRules = 'IF IP.SRC == * THEN FAST SYN GAP 200ms';
 
 export async function whatif(main, meta) {
@@ -38,6 +38,10 @@ export async function whatif(main, meta) {
           .map(([k, t]) => el('option', { value: k, selected: v('class') === k }, t)))),
       el('label', { class: 'ctl' }, 'Priorities ', el('input', { name: 'priority', id: 'priority', value: v('priority'),
         placeholder: 'premium=high,others=low', size: 24 })),
+      el('label', { class: 'ctl', title: 'linear: server time scales with concurrency, SYN losses stay as measured; '
+        + 'queue: a worker pool and backlog fitted on the capture, so queueing and SYN drops follow the load' }, 'Server model ',
+      el('select', { name: 'model', id: 'model' },
+        [['linear', 'Linear load'], ['queue', 'Fitted queue']].map(([k, t]) => el('option', { value: k, selected: (v('model') || 'linear') === k }, t)))),
       v('theme') ? el('input', { type: 'hidden', name: 'theme', value: v('theme') }) : null,
       el('button', { type: 'submit', id: 'evaluate' }, 'Evaluate')));
   // Empty fields stay out of the URL, except the rules: empty rules mean
@@ -45,7 +49,7 @@ export async function whatif(main, meta) {
   form.addEventListener('formdata', (e) => {
     for (const k of [...e.formData.keys()]) {
       if (k === 'rules') continue;
-      if (!e.formData.get(k) || (k === 'last' && e.formData.get(k) === 'all')) e.formData.delete(k);
+      if (!e.formData.get(k) || (k === 'last' && e.formData.get(k) === 'all') || (k === 'model' && e.formData.get(k) === 'linear')) e.formData.delete(k);
     }
   });
   const status = el('p', { class: 'loading', id: 'whatif-status' }, 'Reading the records and replaying them under the rules… (the first evaluation of a range reads the store; later edits reuse the records)');
@@ -97,8 +101,9 @@ function render(box, res, textarea) {
   box.append(el('p', { class: 'range-note', id: 'whatif-summary' },
     `${fmtInt(res.units)} units replayed (${res.unit}) · ${fmtInt(l.transactions)} transactions, ${fmtInt(l.pageviews)} pageviews, `
     + `${fmtInt(l.connections)} connections read · ${res.range.From ? fmtTime(res.range.From) : 'start'} – ${res.range.To ? fmtTime(res.range.To) : 'end'} UTC`
-    + ` · load model: server time ${fmtDur(m.intercept_ns)} + ${fmtDur(m.slope_ns)} × concurrency (${fmtInt(m.samples)} samples)`
+    + (res.queue ? '' : ` · load model: server time ${fmtDur(m.intercept_ns)} + ${fmtDur(m.slope_ns)} × concurrency (${fmtInt(m.samples)} samples)`)
     + ` · ${res.passes} replay pass${res.passes === 1 ? '' : 'es'}`));
+  if (res.queue) box.append(queueFit(res.queue));
   box.append(el('section', { class: 'card wide', id: 'whatif-rules' }, el('h2', {}, 'Rules evaluated'),
     res.rules.length ? el('ol', { class: 'rules-list' }, res.rules.map((r) => el('li', {}, el('code', {}, r))))
       : el('p', { class: 'note' }, 'No rules: the prediction is the measurement.')));
@@ -158,6 +163,8 @@ function statsTable(c) {
           el('td', {}, name), el('td', { class: 'n' }, fmtDur(a)), el('td', { class: 'n' }, fmtDur(b)),
           el('td', { class: 'n ' + (b < a ? 'better' : b > a ? 'worse' : '') }, improvement(a, b)));
       }),
+      c.band ? el('tr', { class: 'band', dataset: { band50: c.band[0], band90: c.band[1] } },
+        el('td', { colspan: 4 }, `model band ±${(100 * c.band[0]).toFixed(1)}% (p50), ±${(100 * c.band[1]).toFixed(1)}% (p90): the null replay's error`)) : null,
       el('tr', { class: 'counts', dataset: { affected: c.affected, dropped: c.dropped, failed: c.failed } },
         el('td', { colspan: 4 }, `affected ${fmtInt(c.affected)} · SYN dropped ${fmtInt(c.dropped)} · failed ${fmtInt(c.failed)}`))));
 }
@@ -248,4 +255,21 @@ function overlay(box, c) {
   window.addEventListener('resize', () => {
     plot.setSize({ width: Math.max(320, Math.floor(box.getBoundingClientRect().width || 600) - 4), height: 240 });
   });
+}
+
+// queueFit shows the fitted queueing server and how well replaying the
+// unmodified capture reproduces it, per class.
+function queueFit(q) {
+  const backlog = q.backlog ? `backlog ${fmtInt(q.backlog)}` : 'no SYN drops modelled';
+  return el('section', { class: 'card wide', id: 'whatif-queue', dataset: { workers: q.workers, backlog: q.backlog } },
+    el('h2', {}, 'Server model: fitted queue ',
+      el('span', { class: 'note' }, `${fmtInt(q.workers)} workers (${(100 * q.unexplained).toFixed(1)}% of responses unexplained), ${backlog}; `
+        + `SYN losses measured ${fmtInt(q.syn_losses_measured)}, replayed ${fmtInt(q.syn_losses_replayed)}; null replay within ${(100 * q.worst).toFixed(1)}%`)),
+    el('table', { class: 'nums' },
+      el('thead', {}, el('tr', {}, ['Class', 'Server p50', 'Server p90', 'Unit p50', 'Unit p90', 'SYN losses'].map((h, i) => el('th', { class: i ? 'n' : '' }, h)))),
+      el('tbody', {}, (q.fit || []).map((f) => el('tr', { dataset: { class: f.class } },
+        el('td', {}, classLabel(f.class)),
+        [f.server_p50_ns, f.server_p90_ns, f.unit_p50_ns, f.unit_p90_ns].map((x) => el('td', { class: 'n' }, `${fmtDur(x[0])} / ${fmtDur(x[1])}`)),
+        el('td', { class: 'n' }, `${fmtInt(f.syn_losses[0])} / ${fmtInt(f.syn_losses[1])}`))))),
+    el('p', { class: 'note' }, 'measured / replayed without rules. ', ...(q.notes || []).map((n) => el('span', { class: 'q-note' }, n + ' '))));
 }
