@@ -310,20 +310,27 @@ func (d *Dataset) Evaluate(rules []Rule, opts Options) (*Result, error) {
 	var units []UnitResult
 	var st []unitState
 	passes := 0
+	var prev *queueChange
 	for passes < o.Passes {
 		passes++
 		units, st = d.replay(rules, &o, model, &delta, qd)
+		if qf != nil {
+			// The server under the traffic this pass left (its difference
+			// from the null replay, so the model's own error cancels),
+			// until the traffic it is replayed under stays the same.
+			ch := d.queueChangeOf(qf.data, st)
+			if prev != nil && ch.equal(prev) {
+				break
+			}
+			prev = ch
+			qd = qf.diff(d.simulate(qf.data, &o, qf.model.Workers, qf.model.Backlog, ch), &qf.null)
+			continue
+		}
 		next := d.loadChange(st)
 		if sameDelta(&next, &delta) {
 			break
 		}
 		delta = next
-		if qf != nil {
-			// The server under the load this pass left: its difference from
-			// the null replay, so the model's own error cancels.
-			out := d.simulate(qf.data, &o, qf.model.Workers, qf.model.Backlog, d.queueChangeOf(st))
-			qd = qf.diff(out, &qf.null)
-		}
 	}
 	res := &Result{Unit: d.UnitName(), Passes: passes, LoadModel: model, Units: units, ServerModel: o.ServerModel}
 	if qf != nil {

@@ -6,7 +6,9 @@ package whatif
 // queue was full, which removing load (DROP SYN) relieves.
 
 import (
+	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/rtmon/rtmon/internal/minheap"
 	"github.com/rtmon/rtmon/reconstruct"
@@ -22,7 +24,15 @@ type queueConn struct {
 	synAt []int64
 	// synLosses: measured SYN retransmissions after server drops.
 	synLosses int
-	unit      int
+	// rtt and rttServer: how long a half-open connection from the client,
+	// or from a splicer beside the server, holds a backlog slot.
+	rtt, rttServer int64
+	unit           int // -1: a client that gave up (ghost)
+	class          string
+	client         netip.Addr
+	// gaveUp: the capture shows only its SYNs, every one dropped; its
+	// request is the class's typical one.
+	gaveUp bool
 }
 
 // queueTx is one transaction's measured service at the capture point.
@@ -41,6 +51,9 @@ type queueData struct {
 	txs       []queueTx // by dataset transaction index
 	maxConc   int       // the largest measured concurrency
 	synLosses int       // measured SYN retransmissions after server drops
+	// dataTxs: the dataset's transactions come first in txs; after them,
+	// one request for each client that gave up.
+	dataTxs int
 }
 
 // buildQueueData derives the simulation's input from the dataset.
@@ -62,10 +75,11 @@ func (d *Dataset) buildQueueData() *queueData {
 		if !ok {
 			ci = len(q.conns)
 			connOf[key] = ci
-			qc := queueConn{unit: t.unit}
+			qc := queueConn{unit: t.unit, class: d.units[t.unit].class, client: t.tx.Client}
 			if t.fresh {
 				syn, _ := reconstruct.HandshakeWaits(t.conn)
 				qc.fresh, qc.synStart = true, t.conn.SYNTimes[0]
+				qc.rtt, qc.rttServer = t.conn.RTTClient, t.conn.RTTServer
 				for _, at := range t.conn.SYNTimes {
 					qc.synAt = append(qc.synAt, at-qc.synStart)
 				}
@@ -89,6 +103,8 @@ func (d *Dataset) buildQueueData() *queueData {
 	for i := range q.txs {
 		q.txs[i].service = max(q.txs[i].measured, 0)
 	}
+	q.dataTxs = len(q.txs)
+	q.addGhosts(d)
 	return q
 }
 
@@ -96,7 +112,7 @@ func (d *Dataset) buildQueueData() *queueData {
 // last byte), for reconstructService.
 func (q *queueData) order() []int {
 	var idx []int
-	for i := range q.txs {
+	for i := range q.txs[:q.dataTxs] {
 		if q.txs[i].measured >= 0 {
 			idx = append(idx, i)
 		}
@@ -157,9 +173,15 @@ func (a workerFree) Before(b workerFree) bool { return a < b }
 // queueChange is what a replay changed about the traffic: units delayed
 // (admitted late) or gone (failed), transactions removed.
 type queueChange struct {
-	unitDelay  []int64 // by unit
-	unitGone   []bool
-	txsRemoved []bool // by transaction
+	connDelay   []int64 // by connection
+	connGone    []bool
+	connSpliced []bool // a splicer completes its handshakes
+	txsRemoved  []bool // by transaction
+}
+
+func (c *queueChange) equal(o *queueChange) bool {
+	return slices.Equal(c.connDelay, o.connDelay) && slices.Equal(c.connGone, o.connGone) &&
+		slices.Equal(c.connSpliced, o.connSpliced) && slices.Equal(c.txsRemoved, o.txsRemoved)
 }
 
 // queueOutcome is one simulation's result.
@@ -176,13 +198,14 @@ type queueOutcome struct {
 // qEvent is a simulation event.
 type qEvent struct {
 	t    int64
-	kind int8 // qDone before qSYN before qArrive at the same instant
+	kind int8 // qDone, qHalfOpen, qSYN, qArrive in this order at the same instant
 	id   int  // transaction (done, arrive) or connection (SYN)
 	n    int  // SYN attempt
 }
 
 const (
 	qDone int8 = iota
+	qHalfOpen
 	qSYN
 	qArrive
 )
@@ -198,9 +221,10 @@ func (a qEvent) Before(b qEvent) bool {
 }
 
 // queueSim is one run of the server: workers serving transactions first
-// come first served; a SYN arriving while backlog or more transactions
-// wait is dropped (backlog 0: never), and the client sends it again on its
-// schedule.
+// come first served; a SYN arriving while backlog or more connections are
+// half-open (for a round trip after their SYN is accepted) or waiting for
+// a worker is dropped (backlog 0: never), and the client sends it again
+// on its schedule.
 type queueSim struct {
 	d        *Dataset
 	q        *queueData
@@ -211,10 +235,14 @@ type queueSim struct {
 	out      queueOutcome
 	h        minheap.Heap[qEvent]
 	busy     int
+	halfOpen int   // accepted SYNs whose handshake is not complete
 	waiting  []int // FIFO of transactions
 	arrivedT []int64
 	shift    []int64 // per connection: how much later than measured its next transaction comes
 	next     []int   // per connection: position of its next transaction
+	// bindTries counts a spliced connection's server SYNs (0: not bound
+	// yet; -1 bound).
+	bindTries []int
 }
 
 // simulate runs the server with workers and backlog on the traffic as
@@ -229,14 +257,15 @@ func (d *Dataset) simulate(q *queueData, o *Options, workers, backlog int, ch *q
 	s.arrivedT = make([]int64, len(q.txs))
 	s.shift = make([]int64, len(q.conns))
 	s.next = make([]int, len(q.conns))
+	s.bindTries = make([]int, len(q.conns))
 	for ci := range q.conns {
 		c := &q.conns[ci]
 		var delay int64
 		if ch != nil {
-			if ch.unitGone[c.unit] {
+			if ch.connGone[ci] {
 				continue
 			}
-			delay = ch.unitDelay[c.unit]
+			delay = ch.connDelay[ci]
 		}
 		s.shift[ci] = delay
 		if c.fresh {
@@ -254,6 +283,8 @@ func (d *Dataset) simulate(q *queueData, o *Options, workers, backlog int, ch *q
 			s.arrive(ev.id, ev.t)
 		case qDone:
 			s.done(ev.id, ev.t)
+		case qHalfOpen:
+			s.halfOpen--
 		}
 	}
 	return s.out
@@ -277,8 +308,15 @@ func (s *queueSim) scheduleNext(ci int, at int64) {
 // model's to decide.
 func (s *queueSim) syn(ev qEvent) {
 	c := &s.q.conns[ev.id]
-	full := s.backlog > 0 && len(s.waiting) >= s.backlog
-	moved := s.ch != nil && s.ch.unitDelay[c.unit] != 0
+	if s.spliced(ev.id) {
+		// The splicer answers the client at once; the server sees the
+		// connection only when the request comes (bind).
+		s.shift[ev.id] -= c.synWait
+		s.scheduleNext(ev.id, ev.t)
+		return
+	}
+	full := s.full()
+	moved := s.ch != nil && s.ch.connDelay[ev.id] != 0
 	drop := full
 	switch {
 	case moved || ev.n > c.synLosses:
@@ -291,7 +329,11 @@ func (s *queueSim) syn(ev qEvent) {
 		s.out.drops++
 		s.out.connDrops[ev.id]++
 		next := ev.n + 1
-		if next >= max(s.o.SYNAttempts, c.synLosses+1) {
+		limit := max(s.o.SYNAttempts, c.synLosses+1)
+		if c.gaveUp && !moved {
+			limit = len(c.synAt)
+		}
+		if next >= limit {
 			s.out.failed[ev.id] = true
 			return
 		}
@@ -299,21 +341,80 @@ func (s *queueSim) syn(ev qEvent) {
 		if next < len(c.synAt) && !moved {
 			at = c.synAt[next]
 		} else {
-			at = s.d.synSchedule(&s.d.units[c.unit], s.o).waitBefore(next)
+			at = s.d.synScheduleOf(c.client, c.class, s.o).waitBefore(next)
 		}
 		s.h.Push(qEvent{t: c.synStart + s.shift[ev.id] + at, kind: qSYN, id: ev.id, n: next})
 		return
 	}
 	wait := ev.t - c.synStart - s.shift[ev.id]
 	s.out.synWait[ev.id] = wait
+	s.hold(ev.t, c.rtt)
 	// The connection's requests come as much later as its handshake did.
 	s.shift[ev.id] += wait - c.synWait
 	s.scheduleNext(ev.id, ev.t)
 }
 
+// full: the backlog holds as many connections as it may, half-open or
+// waiting for a worker (the listen queue of Linux: a SYN is dropped while
+// it is full).
+func (s *queueSim) full() bool {
+	return s.backlog > 0 && len(s.waiting)+s.halfOpen >= s.backlog
+}
+
+// hold takes a backlog slot for a handshake accepted at t, for rtt.
+func (s *queueSim) hold(t, rtt int64) {
+	if rtt > 0 {
+		s.halfOpen++
+		s.h.Push(qEvent{t: t + rtt, kind: qHalfOpen})
+	}
+}
+
+// spliced reports whether connection ci is a splicer's.
+func (s *queueSim) spliced(ci int) bool {
+	c := &s.q.conns[ci]
+	return c.fresh && s.ch != nil && s.ch.connSpliced[ci]
+}
+
+// spliceRetry is when a splicer sends its server SYN again after the n-th
+// was dropped: the kernel's 1 s, doubling (a splicer connects with
+// connect(2), as the testbed's does).
+func spliceRetry(n int) int64 { return int64(time.Second) << (n - 1) }
+
 func (s *queueSim) arrive(ti int, t int64) {
 	qt := &s.q.txs[ti]
+	if ci := qt.conn; s.spliced(ci) && s.bindTries[ci] >= 0 {
+		// The splicer's own SYN to the server, at the request: dropped
+		// while the server's queue is full, sent again on its timer.
+		if s.full() && s.bindTries[ci] < maxSpliceTries {
+			if s.bindTries[ci] == 0 {
+				s.arrivedT[ti] = t
+			}
+			s.bindTries[ci]++
+			s.out.drops++
+			s.out.connDrops[ci]++
+			s.h.Push(qEvent{t: t + spliceRetry(s.bindTries[ci]), kind: qArrive, id: ti})
+			return
+		}
+		if s.bindTries[ci] == 0 {
+			s.arrivedT[ti] = t
+		}
+		s.bindTries[ci] = -1
+		s.hold(t, s.q.conns[ci].rttServer)
+		s.serve(ti, t)
+		return
+	}
 	s.arrivedT[ti] = t
+	s.serve(ti, t)
+}
+
+// maxSpliceTries bounds a splicer's server SYNs (then it is let in: a
+// splicer that gave up would fail the request, which the replay does not
+// model).
+const maxSpliceTries = 6
+
+// serve queues or starts transaction ti, which arrived at t.
+func (s *queueSim) serve(ti int, t int64) {
+	qt := &s.q.txs[ti]
 	if c := &s.q.conns[qt.conn]; s.next[qt.conn] == qt.pos+1 && qt.pos+1 < len(c.txs) && s.q.txs[c.txs[qt.pos+1]].pipelined {
 		s.scheduleNext(qt.conn, t)
 	}
@@ -349,4 +450,54 @@ func (s *queueSim) done(ti int, t int64) {
 	if s.next[qt.conn] == qt.pos+1 {
 		s.scheduleNext(qt.conn, t)
 	}
+}
+
+// addGhosts adds the connections of clients that gave up: every SYN
+// dropped (anchors, as any measured drop), then, if the replay lets one
+// in, one request a round trip later (the median round trip of its class)
+// whose service is its class's median (setGhostService).
+func (q *queueData) addGhosts(d *Dataset) {
+	rtts := map[string][]int64{}
+	for _, c := range q.conns {
+		if c.fresh && c.rtt > 0 {
+			rtts[c.class] = append(rtts[c.class], c.rtt)
+		}
+	}
+	for _, g := range d.ghosts {
+		class := cmpOr(g.Class, DefaultClass)
+		qc := queueConn{unit: -1, class: class, client: g.Client, fresh: true, gaveUp: true,
+			synStart: g.SYNTimes[0], synLosses: len(g.SYNTimes), rtt: pctl(rtts[class], 0.5), rttServer: g.RTTServer}
+		for _, at := range g.SYNTimes {
+			qc.synAt = append(qc.synAt, at-qc.synStart)
+		}
+		ti := len(q.txs)
+		q.txs = append(q.txs, queueTx{conn: len(q.conns), arrival: qc.synStart + qc.rtt, measured: 0})
+		qc.txs = []int{ti}
+		q.synLosses += qc.synLosses
+		q.conns = append(q.conns, qc)
+	}
+}
+
+// setGhostService gives each ghost request its class's median service
+// time (after reconstructService).
+func (q *queueData) setGhostService() {
+	by := map[string][]int64{}
+	for i := range q.txs[:q.dataTxs] {
+		if q.txs[i].measured >= 0 {
+			c := q.conns[q.txs[i].conn].class
+			by[c] = append(by[c], q.txs[i].service)
+		}
+	}
+	for i := q.dataTxs; i < len(q.txs); i++ {
+		qt := &q.txs[i]
+		qt.service = pctl(by[q.conns[qt.conn].class], 0.5)
+		qt.measured = qt.service
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }

@@ -15,16 +15,22 @@ import (
 
 // prefork is an overloaded server built independently of the queue model,
 // as Linux and a pre-forking server behave: a connection completes its
-// handshake a client RTT after its SYN is accepted and then waits in the
-// accept queue until one of the workers takes it; a SYN that arrives while
-// the accept queue holds backlog connections is dropped, and the client
-// sends it again after 1 s, doubling, giving up after three SYNs. Each
-// connection carries one request whose service time is its own
-// (log-normal around its URL's mean). The queue model instead fits a pool
-// and a limit on waiting requests from the records.
+// handshake a client RTT after its SYN is accepted (each client its own
+// RTT) and then waits in the accept queue until one of the workers takes
+// it. Linux keeps two queues: a SYN is dropped while the accept queue
+// holds more than backlog connections, or while backlog handshakes are
+// half-open; the client sends it again after 1 s, doubling, giving up
+// after three SYNs. Each connection carries one request whose service time
+// is its own (log-normal around its URL's mean). The queue model knows
+// none of this: it fits one pool and one backlog shared by half-open and
+// waiting connections from the records.
 type prefork struct {
 	workers, backlog int
-	rtt              time.Duration
+	// splice: a delayed-binding splicer in front answers every client
+	// handshake at once and connects to the server when the request
+	// comes (its SYN a LAN round trip of 200 us half-open, retried after
+	// 1 s, doubling, as connect(2) does).
+	splice bool
 }
 
 type pfArrival struct {
@@ -33,6 +39,7 @@ type pfArrival struct {
 	client  netip.Addr
 	url     string
 	service int64
+	rtt     int64
 }
 
 // pfEvent: a SYN (attempt n), a handshake completing, a service ending.
@@ -62,7 +69,6 @@ func (h *pfHeap) Pop() any {
 // run serves the arrivals and returns the records a capture at the server
 // would give, and each arrival's response time (-1: the client gave up).
 func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct.Transaction, []int64) {
-	rtt := int64(p.rtt)
 	var h pfHeap
 	syns := make([][]int64, len(arr))
 	accepted, established := make([]int64, len(arr)), make([]int64, len(arr))
@@ -89,15 +95,34 @@ func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct
 		switch ev.kind {
 		case 2: // SYN
 			syns[i] = append(syns[i], ev.t)
-			if len(acceptQ)+halfOpen >= p.backlog {
+			if p.splice {
+				// The splicer's handshake with the client, then its own
+				// SYN to the server with the request.
+				accepted[i] = ev.t
+				heap.Push(&h, pfEvent{t: ev.t + arr[i].rtt, kind: 3, i: i})
+				continue
+			}
+			if len(acceptQ) > p.backlog || halfOpen >= p.backlog {
 				if ev.n+1 < 3 {
 					heap.Push(&h, pfEvent{t: arr[i].at + int64(time.Second)*(1<<(ev.n+1)-1), kind: 2, i: i, n: ev.n + 1})
+				} else {
+					// The client gives up: the capture holds its SYNs only.
+					conns = append(conns, &reconstruct.Connection{ID: fmt.Sprintf("c%d", i), Client: arr[i].client,
+						ClientPort: uint16(10000 + i%50000), Server: netip.MustParseAddr("203.0.113.2"), ServerPort: 80,
+						SYNTimes: syns[i], SYNLosses: len(syns[i]) - 1, Class: arr[i].class})
 				}
 				continue
 			}
 			accepted[i] = ev.t
 			halfOpen++
-			heap.Push(&h, pfEvent{t: ev.t + rtt, kind: 1, i: i})
+			heap.Push(&h, pfEvent{t: ev.t + arr[i].rtt, kind: 1, i: i})
+		case 3: // the splicer's SYN to the server
+			if len(acceptQ) > p.backlog || halfOpen >= p.backlog {
+				heap.Push(&h, pfEvent{t: ev.t + int64(time.Second)<<ev.n, kind: 3, i: i, n: ev.n + 1})
+				continue
+			}
+			halfOpen++
+			heap.Push(&h, pfEvent{t: ev.t + 200_000, kind: 1, i: i})
 		case 1: // handshake ACK and request
 			halfOpen--
 			established[i] = ev.t
@@ -110,6 +135,7 @@ func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct
 		case 0: // response's first byte
 			busy--
 			a := arr[i]
+			rtt := a.rtt
 			end := ev.t + time.Millisecond.Nanoseconds() + rtt/2
 			s0 := syns[i][0]
 			c := &reconstruct.Connection{ID: fmt.Sprintf("c%d", i), Client: a.client, ClientPort: uint16(10000 + i%50000),
@@ -135,10 +161,10 @@ func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct
 	return conns, txs, total
 }
 
-// pfWorkload: a high class of API clients and a low class of load
-// generators, Poisson arrivals, four URLs with their own mean service
-// times; together about 1.25 times what the server can do.
-func pfWorkload(seed uint64, dur time.Duration) []pfArrival {
+// pfWorkload: a high class of API clients (25/s) and a low class of load
+// generators (lowRate/s), Poisson arrivals, four URLs with their own mean
+// service times (32 ms on average: the four workers do about 125/s).
+func pfWorkload(seed uint64, dur time.Duration, lowRate float64, rttBase time.Duration) []pfArrival {
 	r := rand.New(rand.NewPCG(seed, 7))
 	urls := []struct {
 		path string
@@ -149,7 +175,7 @@ func pfWorkload(seed uint64, dur time.Duration) []pfArrival {
 		class string
 		rate  float64 // per second
 		net   string
-	}{{"high", 25, "10.4.0.%d"}, {"low", 100, "10.9.0.%d"}} {
+	}{{"high", 25, "10.4.0.%d"}, {"low", lowRate, "10.9.0.%d"}} {
 		for t := 0.0; ; {
 			t += r.ExpFloat64() / c.rate
 			if t > dur.Seconds() {
@@ -157,8 +183,9 @@ func pfWorkload(seed uint64, dur time.Duration) []pfArrival {
 			}
 			u := urls[r.IntN(len(urls))]
 			svc := u.mean * math.Exp(0.5*r.NormFloat64()-0.125) // log-normal, mean u.mean
-			arr = append(arr, pfArrival{at: int64(t * 1e9), class: c.class,
-				client: netip.MustParseAddr(fmt.Sprintf(c.net, 1+r.IntN(200))), url: u.path, service: int64(svc * 1e6)})
+			host := 1 + r.IntN(200)
+			arr = append(arr, pfArrival{at: int64(t * 1e9), class: c.class, client: netip.MustParseAddr(fmt.Sprintf(c.net, host)),
+				url: u.path, service: int64(svc * 1e6), rtt: int64(rttBase) + int64(host%50)*1e6})
 		}
 	}
 	slices.SortFunc(arr, func(a, b pfArrival) int { return int(a.at - b.at) })
@@ -182,8 +209,8 @@ func classTimes(arr []pfArrival, total []int64, class string) []int64 {
 // the same server really run without the low class's load. The linear
 // model, which keeps every measured SYN loss, cannot.
 func TestQueueModelPredictsDropSYNRelief(t *testing.T) {
-	srv := prefork{workers: 4, backlog: 8, rtt: 20 * time.Millisecond}
-	arr := pfWorkload(1, 90*time.Second)
+	srv := prefork{workers: 4, backlog: 8}
+	arr := pfWorkload(1, 90*time.Second, 100, 10*time.Millisecond)
 	conns, txs, _ := srv.run(arr)
 	var highOnly []pfArrival
 	for _, a := range arr {
@@ -262,5 +289,62 @@ func checkTxInvariants(t *testing.T, x *reconstruct.Transaction) {
 	t.Helper()
 	if x.Tconn < 0 || x.Tserver < 0 || x.Ttransfer < 0 || x.End < x.Start || x.Total != x.Tconn+x.Trequest+x.Tserver+x.Ttransfer {
 		t.Fatalf("transaction %s breaks the invariants: %+v", x.ID, x)
+	}
+}
+
+// TestQueueModelPredictsSplice: the same overloaded server behind a real
+// delayed-binding splicer (client handshakes never wait for the server;
+// the splicer's own SYNs hold the backlog for a LAN round trip, not a
+// client's). The linear model assumes the server accepts the splicer when
+// it accepted the client; the queue model replays the backlog.
+func TestQueueModelPredictsSplice(t *testing.T) {
+	srv := prefork{workers: 4, backlog: 8}
+	// Far clients (150-200 ms) on a server with idle workers (70% busy):
+	// their half-open handshakes fill the backlog, so SYNs drop although
+	// the workers could serve them. The splicer holds a slot for a LAN
+	// round trip only.
+	arr := pfWorkload(2, 90*time.Second, 60, 150*time.Millisecond)
+	conns, txs, _ := srv.run(arr)
+	spliced := srv
+	spliced.splice = true
+	_, _, truthTotals := spliced.run(arr)
+	ds, err := NewDataset(conns, txs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := ParseRules("IF IP.SRC == * THEN SPLICE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ds.Evaluate(rules, Options{Priorities: map[string]Priority{"high": High}, ServerModel: ServerQueue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := res.Queue; q != nil {
+		t.Logf("fitted: %d workers, backlog %d, SYN losses measured %d replayed %d, worst %.1f%%, %d clients gave up", q.Workers, q.Backlog,
+			q.SYNLossesMeasured, q.SYNLossesReplayed, 100*q.Worst, len(ds.ghosts))
+	}
+	for _, c := range res.Classes {
+		t.Logf("class %s: affected %d dropped %d failed %d", c.Class, c.Affected, c.Dropped, c.Failed)
+	}
+	lin, err := ds.Evaluate(rules, Options{Priorities: map[string]Priority{"high": High}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, class := range []string{"high", "low"} {
+		truth := NewDistribution(classTimes(arr, truthTotals, class), nil)
+		c, l := res.Class(class), lin.Class(class)
+		e50, e90 := relErr(c.Predicted.P50, truth.P50), relErr(c.Predicted.P90, truth.P90)
+		t.Logf("%s: measured p50 %v p90 %v; spliced really p50 %v p90 %v; queue model %v %v (error %.1f%%, %.1f%%); linear %v %v",
+			class, time.Duration(c.Measured.P50), time.Duration(c.Measured.P90), time.Duration(truth.P50), time.Duration(truth.P90),
+			time.Duration(c.Predicted.P50), time.Duration(c.Predicted.P90), 100*e50, 100*e90,
+			time.Duration(l.Predicted.P50), time.Duration(l.Predicted.P90))
+		if l90 := relErr(l.Predicted.P90, truth.P90); l90 < 0.10 {
+			t.Errorf("%s: the linear model got SPLICE right (p90 off by %.1f%%): the workload does not need the queue model", class, 100*l90)
+		}
+		if e50 > 0.10 || e90 > 0.10 {
+			t.Errorf("%s: queue model predicts p50 %v p90 %v under SPLICE, really %v %v: want within 10%%", class,
+				time.Duration(c.Predicted.P50), time.Duration(c.Predicted.P90), time.Duration(truth.P50), time.Duration(truth.P90))
+		}
 	}
 }

@@ -108,6 +108,7 @@ func (d *Dataset) fitQueue(o *Options) *queueFit {
 		m.Unexplained = q.reconstructService(order, m.Workers)
 		m.Notes = append(m.Notes, fmt.Sprintf("no pool serving in arrival order explains %.1f%% of the responses: the server is not a simple queue", 100*m.Unexplained))
 	}
+	q.setGhostService()
 	// The backlog: the largest under which the replayed queue was full at
 	// (nearly) every SYN the server dropped.
 	if q.synLosses > 0 {
@@ -154,7 +155,7 @@ func (d *Dataset) serverError(q *queueData, out queueOutcome) float64 {
 // transactions served in both, by unit class.
 func (d *Dataset) serverTimesByClass(q *queueData, out queueOutcome) (meas, rep map[string][]int64) {
 	meas, rep = map[string][]int64{}, map[string][]int64{}
-	for i := range q.txs {
+	for i := range d.txs {
 		if q.txs[i].measured < 0 || out.server[i] < 0 {
 			continue
 		}
@@ -200,7 +201,7 @@ func (d *Dataset) judgeFit(f *queueFit, o *Options) {
 		if !c.fresh {
 			continue
 		}
-		class := d.units[c.unit].class
+		class := c.class
 		lossMeas[class] += c.synLosses
 		lossRep[class] += f.null.connDrops[ci]
 	}
@@ -295,18 +296,48 @@ func (d *Dataset) QueueModel(opts Options) (QueueModel, error) {
 	return d.queueFit(&o).model, nil
 }
 
-// queueChangeOf is the traffic change a replay's unit states make: units
-// admitted late or failed, embedded objects removed.
-func (d *Dataset) queueChangeOf(st []unitState) *queueChange {
-	ch := &queueChange{unitDelay: make([]int64, len(d.units)), unitGone: make([]bool, len(d.units)), txsRemoved: make([]bool, len(d.txs))}
+// queueChangeOf is the traffic change a replay's unit states make, per
+// connection: admitted late or failed, spliced; embedded objects removed.
+// A client that gave up in the capture (a ghost) takes the actions of the
+// latest unit of its class admitted before its first SYN: what an
+// appliance judging the rules then would have done to it.
+func (d *Dataset) queueChangeOf(q *queueData, st []unitState) *queueChange {
+	ch := &queueChange{connDelay: make([]int64, len(q.conns)), connGone: make([]bool, len(q.conns)),
+		connSpliced: make([]bool, len(q.conns)), txsRemoved: make([]bool, len(q.txs))}
 	for ui := range d.units {
 		s, u := &st[ui], &d.units[ui]
-		ch.unitDelay[ui], ch.unitGone[ui] = s.delay, s.failed
 		if s.act.remove && u.container >= 0 {
 			for _, ti := range u.txs {
 				ch.txsRemoved[ti] = ti != u.container
 			}
 		}
 	}
+	for ci := range q.conns {
+		c := &q.conns[ci]
+		ui := c.unit
+		if ui < 0 {
+			if ui = d.latestUnit(c.class, c.synStart); ui < 0 {
+				continue
+			}
+			s := &st[ui]
+			// Dropped at the front end, a client that gave up anyway is
+			// gone; spliced, it is let in.
+			ch.connGone[ci], ch.connSpliced[ci] = s.act.drop, s.act.splice
+			continue
+		}
+		s := &st[ui]
+		ch.connDelay[ci], ch.connGone[ci], ch.connSpliced[ci] = s.delay, s.failed, s.act.splice
+	}
 	return ch
+}
+
+// latestUnit is the latest unit of class that started at or before t, -1
+// if none.
+func (d *Dataset) latestUnit(class string, t int64) int {
+	idx := d.byClass[class]
+	k, _ := slices.BinarySearchFunc(idx, t, func(ui int, t int64) int { return cmpInt64(d.units[ui].start, t+1) })
+	if k == 0 {
+		return -1
+	}
+	return idx[k-1]
 }

@@ -5,6 +5,7 @@ package whatif
 
 import (
 	"math"
+	"net/netip"
 	"slices"
 
 	"github.com/rtmon/rtmon/internal/minheap"
@@ -199,10 +200,15 @@ func (d *Dataset) replay(rules []Rule, o *Options, model LoadModel, delta *loadD
 // synSchedule is how u's client retransmits a dropped SYN: the override,
 // else what the capture taught.
 func (d *Dataset) synSchedule(u *unit, o *Options) SYNSchedule {
+	return d.synScheduleOf(u.client, u.class, o)
+}
+
+// synScheduleOf is synSchedule for a client of class.
+func (d *Dataset) synScheduleOf(client netip.Addr, class string, o *Options) SYNSchedule {
 	if o.SYNTimeout > 0 {
 		return SYNSchedule{Initial: o.SYNTimeout, Growth: 2, Source: "override"}
 	}
-	return d.syn.forUnit(u)
+	return d.syn.forClient(client, class)
 }
 
 // droppable: only a unit that begins with a new connection has a first SYN
@@ -235,6 +241,11 @@ func (d *Dataset) predict(u *unit, a *active, model LoadModel, delta *loadDelta,
 		total := t.tx.Total
 		if t.fresh {
 			save, add := connEffect(t, a)
+			if qd != nil && a.splice {
+				// The queue replays when the server accepts the splicer's
+				// connection (in the server time it gives).
+				add = 0
+			}
 			total += add - save
 		}
 		if a.rewrite && t.embed && t.tx.BodyBytes > a.above {
@@ -244,7 +255,9 @@ func (d *Dataset) predict(u *unit, a *active, model LoadModel, delta *loadDelta,
 			// The queueing server: its replayed server time and, on a new
 			// connection, its replayed wait for dropped SYNs.
 			total += qd.srv[ti]
-			if t.fresh {
+			if t.fresh && !a.splice {
+				// Spliced, the client's handshake is the splicer's:
+				// connEffect took its SYN waits out.
 				total += qd.syn[qd.connOf[ti]]
 			}
 			total = max(total, 0)

@@ -170,11 +170,15 @@ func learnSYNSchedules(conns []*reconstruct.Connection, classOf func(*reconstruc
 }
 
 // forUnit is the schedule of u's client.
-func (s *synSchedules) forUnit(u *unit) SYNSchedule {
-	if cs, ok := s.byClient[u.client]; ok {
+func (s *synSchedules) forUnit(u *unit) SYNSchedule { return s.forClient(u.client, u.class) }
+
+// forClient is the schedule of a client of class: its own, else its
+// class's, else the capture's.
+func (s *synSchedules) forClient(client netip.Addr, class string) SYNSchedule {
+	if cs, ok := s.byClient[client]; ok {
 		return cs
 	}
-	if cs, ok := s.byClass[u.class]; ok {
+	if cs, ok := s.byClass[class]; ok {
 		return cs
 	}
 	return s.capture
