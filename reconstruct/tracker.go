@@ -55,6 +55,11 @@ type Config struct {
 	// record leaves the tracker: captures of logins, password resets and
 	// rtmon's own ?token= link would otherwise be stored and searchable.
 	KeepURLSecrets bool
+	// Redaction adds to what is redacted: more parameter names, or whole
+	// query strings. KeepURLSecrets turns all of it off. The pageview stage
+	// must be given the same (pageview.Config.Redaction) to match
+	// Referers and HTML references through it.
+	Redaction URLRedaction
 }
 
 // Defaults for Config's zero values.
