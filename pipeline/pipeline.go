@@ -249,7 +249,11 @@ func (p *Pipeline) run(ctx context.Context, src capture.Source, outs *outputs) {
 	if p.cfg.Feed != nil {
 		grouperOut = p.cfg.Feed.Observe(outputs)
 	}
-	grouper := pageview.NewGrouper(p.cfg.Grouper, p.classes, grouperOut)
+	// The Grouper matches the HTML's references with the records' URLs
+	// only through the tracker's own redaction.
+	gcfg := p.cfg.Grouper
+	gcfg.Redaction = p.cfg.Tracker.Redaction
+	grouper := pageview.NewGrouper(gcfg, p.classes, grouperOut)
 	var trackerOut reconstruct.Sink = grouper
 	if p.cfg.Feed != nil {
 		// Count before the Grouper, which holds transactions for seconds:
