@@ -70,3 +70,25 @@ func TestCredentialHeadersNeverKept(t *testing.T) {
 		}
 	}
 }
+
+// With IDKey the connection id is keyed: the same for the same key (so
+// re-ingesting dedupes), different without it or under another key, and
+// as long; transaction ids follow it.
+func TestKeyedConnectionIDs(t *testing.T) {
+	ids := map[string]string{}
+	for name, key := range map[string][]byte{"none": nil, "k1": []byte("key one"), "k1 again": []byte("key one"), "k2": []byte("key two")} {
+		f := newFlow(reconstruct.Config{IDKey: key})
+		f.handshake()
+		f.exchange([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), okResponse, f.sNext)
+		f.send(true, capture.FlagACK, f.cNext, f.sNext, nil)
+		f.finish(t)
+		c, tx := one(t, "connection", f.out.conns), one(t, "transaction", f.out.txs)
+		if len(c.ID) != 16 || tx.ConnectionID != c.ID || tx.ID != c.ID+"-0" {
+			t.Errorf("%s: connection id %q, transaction %q of %q", name, c.ID, tx.ID, tx.ConnectionID)
+		}
+		ids[name] = c.ID
+	}
+	if ids["k1"] != ids["k1 again"] || ids["k1"] == ids["none"] || ids["k1"] == ids["k2"] || ids["k2"] == ids["none"] {
+		t.Errorf("ids by key: %v", ids)
+	}
+}
