@@ -106,11 +106,11 @@ func cutScheme(u string) (string, bool) {
 }
 
 // urlHash keys a URL for Referer matching: host without userinfo or a
-// default port, lower-cased, then path and query with secrets redacted
-// (reconstruct.RedactURL), so a redacted URL or Referer matches the page's
-// HTML, which names it as written. Never 0 (0 means "no Referer").
-func urlHash(host, path string) uint64 {
-	path = reconstruct.RedactURL(path)
+// default port, lower-cased, then path and query redacted as the tracker
+// redacts them (Config.Redaction), so a redacted URL or Referer matches the
+// page's HTML, which names it as written. Never 0 (0 means "no Referer").
+func (g *Grouper) urlHash(host, path string) uint64 {
+	path = g.cfg.Redaction.Redact(path)
 	if i := strings.LastIndexByte(host, '@'); i >= 0 {
 		host = host[i+1:]
 	}

@@ -45,6 +45,12 @@ type Config struct {
 	MaxOrphans   int // objects and redirects waiting for a container
 	MaxPending   int // closed pageviews waiting for connection records
 	MaxConnCache int // connection records remembered until their pageview claims them
+
+	// Redaction must be the tracker's (reconstruct.Config.Redaction): the
+	// Grouper redacts the URLs a page's HTML names and the Locations of
+	// redirects the same way before it matches them with the records'
+	// redacted URLs and Referers.
+	Redaction reconstruct.URLRedaction
 }
 
 // Defaults for Config's zero values.

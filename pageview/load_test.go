@@ -263,3 +263,33 @@ func TestRedactedURLsStillGroup(t *testing.T) {
 	c, _ := run(t, Config{}, c1, byRef, byHTML)
 	same(t, c, c1.ID, byRef.ID, byHTML.ID)
 }
+
+// With whole queries redacted (--redact-query) a page with a query string
+// still gathers its objects: by Referer (container URL and Referer are
+// redacted alike) and by HTML, since the Grouper redacts the URLs the
+// HTML names the same way. Without the tracker's redaction in the
+// Grouper's Config, the HTML names no object it can find.
+func TestWholeQueryRedactionStillGroups(t *testing.T) {
+	red := reconstruct.URLRedaction{WholeQuery: true}.Redact
+	build := func() []*reconstruct.Transaction {
+		c1 := withHTML(t, html("c1", 0, red("/search?q=shoes&token=s3cret"), 0, 50, 100, 20), false,
+			`<img src="/a.png?v=3">`, `<script src="/b.js?v=3"></script>`)
+		ref := red("http://www.example.com/search?q=shoes&token=s3cret")
+		byRef := obj("c1", 1, red("/b.js?v=3"), ref, 200, 0, 10, 10)
+		byHTML := obj("c2", 0, red("/a.png?v=3"), "", 210, 50, 10, 10)
+		return []*reconstruct.Transaction{c1, byRef, byHTML}
+	}
+	txs := build()
+	if txs[0].URL != "/search?REDACTED" || txs[1].Referer != "http://www.example.com/search?REDACTED" {
+		t.Fatalf("not redacted: %s %s", txs[0].URL, txs[1].Referer)
+	}
+	c, g := run(t, Config{Redaction: reconstruct.URLRedaction{WholeQuery: true}}, txs...)
+	same(t, c, txs[0].ID, txs[1].ID, txs[2].ID)
+	if st := g.Stats(); st.ByReferer != 1 || st.ByHTML != 1 {
+		t.Errorf("%d objects by Referer and %d by HTML, want 1 and 1", st.ByReferer, st.ByHTML)
+	}
+	_, g = run(t, Config{}, build()...)
+	if st := g.Stats(); st.ByHTML != 0 {
+		t.Errorf("the HTML's /a.png?v=3 matched /a.png?REDACTED without the redaction configured (%d)", st.ByHTML)
+	}
+}

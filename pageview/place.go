@@ -35,7 +35,7 @@ func (g *Grouper) process(h heldTx) {
 	ref := uint64(0)
 	if tx.Referer != "" {
 		host, path := splitReferer(tx.Referer, tx.Host)
-		ref = urlHash(host, path)
+		ref = g.urlHash(host, path)
 		if c != nil {
 			c.referers++
 		}
@@ -132,7 +132,7 @@ func (g *Grouper) declaring(c *client, tx *reconstruct.Transaction) *pv {
 		return nil
 	}
 	host, path := splitURL(tx.URL, tx.Host)
-	k := urlHash(host, path)
+	k := g.urlHash(host, path)
 	for i := len(c.open) - 1; i >= 0; i-- {
 		if p := c.open[i]; p.declared[k] != 0 && g.canTake(p, tx, false) {
 			return p
@@ -154,7 +154,7 @@ func (g *Grouper) embedded(c *client, tx *reconstruct.Transaction) bool {
 		return false
 	}
 	host, path := splitURL(tx.URL, tx.Host)
-	if p.declared[urlHash(host, path)] == embeds.Blocking {
+	if p.declared[g.urlHash(host, path)] == embeds.Blocking {
 		return true
 	}
 	return !isHTML(tx.Accept)
@@ -202,9 +202,9 @@ func (g *Grouper) dropClientIfIdle(c *client) {
 // its Location; a redirect to a redirect joins the same chain.
 func (g *Grouper) awaitRedirect(c *client, tx *reconstruct.Transaction) {
 	host, path := splitURL(tx.URL, tx.Host)
-	self := urlHash(host, path)
+	self := g.urlHash(host, path)
 	lhost, lpath := resolveLocation(tx.Location, host, path)
-	target := urlHash(lhost, lpath)
+	target := g.urlHash(lhost, lpath)
 	for _, r := range c.redirs {
 		if !r.done && r.target == self {
 			r.txs = append(r.txs, tx)
@@ -227,7 +227,7 @@ func (g *Grouper) awaitRedirect(c *client, tx *reconstruct.Transaction) {
 // claimRedirect takes c's redirect chain that led to url, if any.
 func (g *Grouper) claimRedirect(c *client, tx *reconstruct.Transaction) []*reconstruct.Transaction {
 	host, path := splitURL(tx.URL, tx.Host)
-	k := urlHash(host, path)
+	k := g.urlHash(host, path)
 	for i, r := range c.redirs {
 		if !r.done && r.target == k && r.txs[len(r.txs)-1].Start <= tx.Start {
 			r.done = true
@@ -352,7 +352,7 @@ func (g *Grouper) open(c *client, h heldTx) {
 	}
 	if tx.URL != "" {
 		host, path := splitURL(tx.URL, tx.Host)
-		adopt(refKey{c.id, urlHash(host, path)}, false)
+		adopt(refKey{c.id, g.urlHash(host, path)}, false)
 	}
 	adopt(refKey{c.id, 0}, p.declared == nil)
 }
@@ -363,7 +363,7 @@ func (g *Grouper) declares(p *pv, tx *reconstruct.Transaction) bool {
 		return false
 	}
 	host, path := splitURL(tx.URL, tx.Host)
-	return p.declared[urlHash(host, path)] != 0
+	return p.declared[g.urlHash(host, path)] != 0
 }
 
 // attach makes h a member of p: forwarded now when its place in the load is
@@ -403,7 +403,7 @@ func (g *Grouper) join(p *pv, tx *reconstruct.Transaction) {
 	}
 	if len(p.urlKeys) < maxURLKeys && tx.URL != "" {
 		host, path := splitURL(tx.URL, tx.Host)
-		k := urlHash(host, path)
+		k := g.urlHash(host, path)
 		p.urlKeys = append(p.urlKeys, k)
 		g.refs[refKey{p.c.id, k}] = p
 	}
@@ -433,5 +433,5 @@ func (g *Grouper) blocking(p *pv, tx *reconstruct.Transaction) bool {
 		return false
 	}
 	host, path := splitURL(tx.URL, tx.Host)
-	return p.declared[urlHash(host, path)] == embeds.Blocking
+	return p.declared[g.urlHash(host, path)] == embeds.Blocking
 }

@@ -36,7 +36,7 @@ func (g *Grouper) readPage(tx *reconstruct.Transaction) *pageRefs {
 	m := make(map[uint64]embeds.Kind, len(refs))
 	for _, r := range refs {
 		rh, rp := splitURL(r.URL, "")
-		k := urlHash(rh, rp)
+		k := g.urlHash(rh, rp)
 		if m[k] != embeds.Blocking {
 			m[k] = r.Kind
 		}

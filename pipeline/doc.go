@@ -51,5 +51,8 @@
 //
 // With a Feed, pageview.Classify and the feed's tap sit between the tracker
 // and the Grouper (the Grouper holds transactions for seconds; the live
-// chart must not), and the feed observes the Grouper's output.
+// chart must not), and the feed observes the Grouper's output. With a
+// ClientKeyFile, client addresses are anonymized right after the Grouper,
+// which assigned the classes from the real ones: the Tee, the feed and the
+// Sinks see only the anonymized addresses.
 package pipeline

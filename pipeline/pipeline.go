@@ -8,6 +8,7 @@ import (
 
 	"github.com/rtmon/rtmon/capture"
 	"github.com/rtmon/rtmon/export"
+	"github.com/rtmon/rtmon/internal/cryptopan"
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
 	"github.com/rtmon/rtmon/store"
@@ -34,6 +35,13 @@ type Config struct {
 	// ClassesFile is a client classes file (YAML, see
 	// pageview.LoadClasses); empty puts every client in the default class.
 	ClassesFile string
+	// ClientKeyFile, if set, anonymizes client addresses with this key
+	// (Crypto-PAn: prefix-preserving, the same mapping wherever the same
+	// key is used; 32 bytes, or 64 hex digits): classes are assigned from
+	// the real addresses first, and every record leaves the pipeline with
+	// the image. Connection ids are keyed from it too (see
+	// reconstruct.Config.IDKey). Server addresses are kept.
+	ClientKeyFile string
 
 	// OutDir, if set, receives connections, transactions and pageviews
 	// record files in Format.
@@ -112,6 +120,7 @@ func (c *Config) check() error {
 type Pipeline struct {
 	cfg     Config
 	classes *pageview.Classes
+	clients *cryptopan.Anonymizer // from ClientKeyFile; nil keeps addresses
 
 	summary      *export.Summary
 	classSummary *pageview.ClassSummary
@@ -146,7 +155,14 @@ func New(cfg Config) (*Pipeline, error) {
 			return nil, err
 		}
 	}
-	return &Pipeline{cfg: cfg, classes: classes, summary: export.NewSummary(),
+	var clients *cryptopan.Anonymizer
+	if cfg.ClientKeyFile != "" {
+		var err error
+		if clients, cfg.Tracker.IDKey, err = clientAnonymizer(cfg.ClientKeyFile); err != nil {
+			return nil, fmt.Errorf("pipeline: %w", err)
+		}
+	}
+	return &Pipeline{cfg: cfg, classes: classes, clients: clients, summary: export.NewSummary(),
 		classSummary: pageview.NewClassSummary(), done: make(chan struct{})}, nil
 }
 
@@ -249,7 +265,16 @@ func (p *Pipeline) run(ctx context.Context, src capture.Source, outs *outputs) {
 	if p.cfg.Feed != nil {
 		grouperOut = p.cfg.Feed.Observe(outputs)
 	}
-	grouper := pageview.NewGrouper(p.cfg.Grouper, p.classes, grouperOut)
+	if p.clients != nil {
+		// Right after the Grouper, which assigned the classes from the
+		// real addresses: nothing past it sees them.
+		grouperOut = newAnonymizer(p.clients, grouperOut)
+	}
+	// The Grouper matches the HTML's references with the records' URLs
+	// only through the tracker's own redaction.
+	gcfg := p.cfg.Grouper
+	gcfg.Redaction = p.cfg.Tracker.Redaction
+	grouper := pageview.NewGrouper(gcfg, p.classes, grouperOut)
 	var trackerOut reconstruct.Sink = grouper
 	if p.cfg.Feed != nil {
 		// Count before the Grouper, which holds transactions for seconds:

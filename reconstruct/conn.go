@@ -396,7 +396,7 @@ func (c *conn) closeServerStream() {
 // need it only once, when their first record goes out.
 func (c *conn) id() string {
 	if c.rec.ID == "" {
-		c.rec.ID = connectionID(netip.AddrPortFrom(c.rec.Client, c.rec.ClientPort),
+		c.rec.ID = connectionID(c.t.cfg.IDKey, netip.AddrPortFrom(c.rec.Client, c.rec.ClientPort),
 			netip.AddrPortFrom(c.rec.Server, c.rec.ServerPort), c.rec.FirstSeen, c.firstSeq)
 		if c.twin > 0 {
 			c.rec.ID += "." + strconv.Itoa(int(c.twin))

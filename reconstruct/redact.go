@@ -16,7 +16,24 @@ const Redacted = "REDACTED"
 // is kept byte for byte, so paths and the other parameters still identify
 // what was requested. A URL with nothing to redact is returned as is,
 // unallocated; redacting twice changes nothing.
-func RedactURL(u string) string {
+func RedactURL(u string) string { return URLRedaction{}.Redact(u) }
+
+// URLRedaction is what is taken out of URLs and Referers beyond
+// RedactURL's built-in list. The zero value is RedactURL.
+type URLRedaction struct {
+	// Params are more parameter names whose values are secrets: a site's
+	// own credential names ("ticket", "nonce"). They match whole names,
+	// ignoring case, after %-decoding, so adding "uid" leaves "fluid".
+	Params []string
+	// WholeQuery replaces each query and fragment whole by Redacted
+	// ("/search?REDACTED"): for sites whose parameters name people,
+	// searches or orders rather than credentials. Paths are kept.
+	WholeQuery bool
+}
+
+// Redact is RedactURL with r's additions; like it, redacting twice
+// changes nothing.
+func (r URLRedaction) Redact(u string) string {
 	if !strings.ContainsAny(u, "?#;@") {
 		return u
 	}
@@ -31,9 +48,9 @@ func RedactURL(u string) string {
 				host = host[:colon+1] + Redacted + host[at:]
 			}
 		}
-		out = scheme + host + redactPathQuery(tail)
+		out = scheme + host + r.redactPathQuery(tail)
 	} else {
-		out = redactPathQuery(out)
+		out = r.redactPathQuery(out)
 	}
 	if out == u {
 		return u
@@ -41,12 +58,12 @@ func RedactURL(u string) string {
 	return out
 }
 
-// redact is RedactURL unless the tracker keeps secrets.
+// redact is the configured redaction unless the tracker keeps secrets.
 func (t *Tracker) redact(u string) string {
 	if t.cfg.KeepURLSecrets {
 		return u
 	}
-	return RedactURL(u)
+	return t.cfg.Redaction.Redact(u)
 }
 
 // cutAuthority splits "scheme://authority..." (or "//authority...").
@@ -61,8 +78,8 @@ func cutAuthority(u string) (rest, scheme string, ok bool) {
 }
 
 // redactPathQuery redacts a path's ;jsessionid= and the secret parameters
-// of its query and fragment.
-func redactPathQuery(s string) string {
+// of its query and fragment (or the whole of each, with WholeQuery).
+func (r URLRedaction) redactPathQuery(s string) string {
 	end := len(s)
 	if i := strings.IndexAny(s, "?#"); i >= 0 {
 		end = i
@@ -91,7 +108,11 @@ func redactPathQuery(s string) string {
 			}
 		}
 		b.WriteByte(sep)
-		b.WriteString(redactParams(part))
+		if r.WholeQuery && part != "" {
+			b.WriteString(Redacted)
+		} else {
+			b.WriteString(r.redactParams(part))
+		}
 		rest = next
 	}
 	return b.String()
@@ -120,7 +141,7 @@ func indexASCIIFold(s, sub string) int {
 }
 
 // redactParams replaces the values of secret parameters in a=b&c=d.
-func redactParams(q string) string {
+func (r URLRedaction) redactParams(q string) string {
 	if !strings.ContainsRune(q, '=') {
 		return q
 	}
@@ -130,7 +151,7 @@ func redactParams(q string) string {
 			b.WriteByte('&')
 		}
 		k, v, ok := strings.Cut(p, "=")
-		if ok && v != "" && v != Redacted && secretParam(k) {
+		if ok && v != "" && v != Redacted && r.secretParam(k) {
 			b.WriteString(k)
 			b.WriteString("=" + Redacted)
 			continue
@@ -152,7 +173,7 @@ var (
 	secretParts = []string{"token", "passw", "passwd", "secret", "api_key", "apikey", "signature", "auth_"}
 )
 
-func secretParam(name string) bool {
+func (r URLRedaction) secretParam(name string) bool {
 	k, err := url.QueryUnescape(name)
 	if err != nil {
 		k = name
@@ -160,6 +181,11 @@ func secretParam(name string) bool {
 	k = strings.ToLower(strings.TrimSpace(k))
 	if secretExact[k] {
 		return true
+	}
+	for _, p := range r.Params {
+		if strings.EqualFold(k, strings.TrimSpace(p)) {
+			return true
+		}
 	}
 	for _, s := range secretParts {
 		if strings.Contains(k, s) {

@@ -1,6 +1,11 @@
 package reconstruct
 
-import "testing"
+import (
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+)
 
 func TestRedactURL(t *testing.T) {
 	for in, want := range map[string]string{
@@ -45,3 +50,80 @@ func FuzzRedactURL(f *testing.F) {
 		}
 	})
 }
+
+func TestURLRedactionParams(t *testing.T) {
+	r := URLRedaction{Params: []string{"ticket", " UID "}}
+	for in, want := range map[string]string{
+		"/a?ticket=T-1&uid=42&fluid=3": "/a?ticket=REDACTED&uid=REDACTED&fluid=3",
+		"/a?TICKET=T-1#Uid=7":          "/a?TICKET=REDACTED#Uid=REDACTED",
+		"/a?tick%65t=x":                "/a?tick%65t=REDACTED",  // %-encoded names too
+		"/a?token=x&q=1":               "/a?token=REDACTED&q=1", // the built-in list stays
+		"/a?ticketing=1":               "/a?ticketing=1",        // whole names only
+	} {
+		if got := r.Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := RedactURL("/a?ticket=T-1"); got != "/a?ticket=T-1" {
+		t.Errorf("the extra names leaked into RedactURL: %q", got)
+	}
+}
+
+func TestURLRedactionWholeQuery(t *testing.T) {
+	r := URLRedaction{WholeQuery: true}
+	for in, want := range map[string]string{
+		"/search?q=x&token=y":    "/search?REDACTED",
+		"/search":                "/search",
+		"/search?":               "/search?",
+		"/cb?a=1#access_token=z": "/cb?REDACTED#REDACTED",
+		"/cb#x?y":                "/cb#REDACTED",
+		"https://u:pw@h.example/p;jsessionid=1?name=Ann": "https://u:REDACTED@h.example/p;jsessionid=REDACTED?REDACTED",
+		"http://h.example?q=1":                           "http://h.example?REDACTED",
+	} {
+		got := r.Redact(in)
+		if got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+		if again := r.Redact(got); again != got {
+			t.Errorf("redacting %q again gave %q", got, again)
+		}
+	}
+}
+
+// FuzzURLRedaction checks the configurable modes: idempotent, no query
+// or fragment survives WholeQuery, and no value of an added name
+// survives.
+func FuzzURLRedaction(f *testing.F) {
+	f.Add("/s?q=1&ticket=2#t", true, "ticket")
+	f.Add("https://u:p@h?x#y?z", false, "x")
+	f.Add("/a?%74icket=1&&=&ticket", false, "TICKET")
+	f.Fuzz(func(t *testing.T, u string, whole bool, param string) {
+		r := URLRedaction{Params: []string{param}, WholeQuery: whole}
+		out := r.Redact(u)
+		if again := r.Redact(out); again != out {
+			t.Fatalf("not idempotent: %q -> %q -> %q", u, out, again)
+		}
+		if len(out) > len(u)+len(Redacted)*(len(u)+1) {
+			t.Fatalf("grew without bound: %d -> %d", len(u), len(out))
+		}
+		tail := ""
+		if i := strings.IndexAny(out, "?#"); i >= 0 {
+			tail = out[i:]
+		}
+		if whole && !wholeQueryTail.MatchString(tail) {
+			t.Fatalf("%q -> %q: query or fragment kept", u, out)
+		}
+		// Split as browsers and the redaction do: the query ends at '#',
+		// the fragment runs to the end.
+		query, frag, _ := strings.Cut(tail, "#")
+		for _, part := range strings.Split(strings.TrimPrefix(query, "?")+"&"+frag, "&") {
+			k, v, _ := strings.Cut(part, "=")
+			if name, err := url.QueryUnescape(k); err == nil && v != "" && v != Redacted &&
+				strings.TrimSpace(param) != "" && strings.EqualFold(strings.TrimSpace(name), strings.TrimSpace(param)) {
+				t.Fatalf("%q -> %q: %s kept its value", u, out, param)
+			}
+		}
+	})
+}
+
+var wholeQueryTail = regexp.MustCompile(`^(\?(REDACTED)?)?(#(REDACTED)?)?$`)

@@ -2,9 +2,12 @@ package reconstruct
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"hash"
 	"hash/fnv"
 	"io"
 	"net/netip"
@@ -55,6 +58,17 @@ type Config struct {
 	// record leaves the tracker: captures of logins, password resets and
 	// rtmon's own ?token= link would otherwise be stored and searchable.
 	KeepURLSecrets bool
+	// Redaction adds to what is redacted: more parameter names, or whole
+	// query strings. KeepURLSecrets turns all of it off. The pageview stage
+	// must be given the same (pageview.Config.Redaction) to match
+	// Referers and HTML references through it.
+	Redaction URLRedaction
+	// IDKey, if set, keys connection ids (HMAC-SHA256) instead of an
+	// unkeyed hash of the endpoints: with client addresses anonymized, an
+	// unkeyed id would let a search over addresses recover them. Ids stay
+	// stable across runs with the same key. Transaction and pageview ids
+	// derive from connection ids.
+	IDKey []byte
 }
 
 // Defaults for Config's zero values.
@@ -341,9 +355,13 @@ func (t *Tracker) emitTransaction(tx *Transaction) {
 // connectionID is stable across re-ingests of the same capture: it depends
 // only on the endpoints, the connection's first packet time and that
 // packet's sequence number (which tells apart two SYNs with different ISNs
-// captured in the same instant).
-func connectionID(client, server netip.AddrPort, first int64, seq uint32) string {
-	h := fnv.New64a()
+// captured in the same instant). With a key (Config.IDKey) it is keyed,
+// and as long (16 hex digits).
+func connectionID(key []byte, client, server netip.AddrPort, first int64, seq uint32) string {
+	var h hash.Hash = fnv.New64a()
+	if key != nil {
+		h = hmac.New(sha256.New, key)
+	}
 	b, _ := client.MarshalBinary()
 	h.Write(b)
 	b, _ = server.MarshalBinary()
@@ -353,7 +371,7 @@ func connectionID(client, server netip.AddrPort, first int64, seq uint32) string
 	h.Write(ts[:])
 	binary.BigEndian.PutUint32(ts[:4], seq)
 	h.Write(ts[:4])
-	return hex.EncodeToString(h.Sum(nil))
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // progressEvery is how many packets ReadFrom processes between calls of its

@@ -30,12 +30,16 @@ type analyzeOptions struct {
 	serverPorts []uint
 	serverNets  []string
 	maxConns    int
-	keepSecrets bool
-	idle        time.Duration
-	progress    bool
-	reader      string
-	classes     string
-	har         string
+	// keepSecrets, redactParams, redactQuery and clientKey: see addPrivacyFlags.
+	keepSecrets  bool
+	redactParams []string
+	redactQuery  bool
+	clientKey    string
+	idle         time.Duration
+	progress     bool
+	reader       string
+	classes      string
+	har          string
 	// storeURL, if set, receives every record (see store.Open).
 	storeURL string
 	sensor   string
@@ -67,12 +71,12 @@ A truncated file yields every record it held; the command then exits with status
 	f.StringSliceVar(&o.serverNets, "server-net", nil, "server address prefix(es), e.g. 203.0.113.0/24")
 	f.IntVar(&o.maxConns, "max-connections", reconstruct.DefaultMaxConnections, "connection table bound; the least recently active is evicted past it")
 	f.DurationVar(&o.idle, "idle-timeout", defaultIdle, "end connections idle this long (capture time)")
-	f.BoolVar(&o.keepSecrets, "keep-url-secrets", false, "store URLs and Referers as captured (default: tokens, passwords, signatures and session ids in them are REDACTED)")
 	f.BoolVar(&o.progress, "progress", term.IsTerminal(int(os.Stderr.Fd())), "show a progress bar")
 	f.StringVar(&o.reader, "reader", "pcapgo", "file reader: pcapgo or libpcap")
 	f.StringVar(&o.classes, "classes", "", "client classes file (YAML); default: one class for everyone")
 	f.StringVar(&o.har, "har", "", "write one HAR 1.2 file per pageview into this directory")
 	addStoreFlags(f, &o)
+	addPrivacyFlags(f, &o)
 	return cmd
 }
 
@@ -81,7 +85,9 @@ A truncated file yields every record it held; the command then exits with status
 func (o analyzeOptions) config() (pipeline.Config, error) {
 	cfg := pipeline.DefaultConfig()
 	cfg.Tracker.MaxConnections, cfg.Tracker.IdleTimeout = o.maxConns, o.idle
-	cfg.Tracker.KeepURLSecrets = o.keepSecrets
+	if err := o.privacyConfig(&cfg); err != nil {
+		return cfg, err
+	}
 	for _, p := range o.serverPorts {
 		if p == 0 || p > 65535 {
 			return cfg, fmt.Errorf("--server-port %d: want 1-65535", p)

@@ -56,7 +56,7 @@ store) and the web UI is served from the same process, with live charts
 	f.StringSliceVar(&o.serverNets, "server-net", nil, "server address prefix(es)")
 	f.IntVar(&o.maxConns, "max-connections", 1<<20, "connection table bound")
 	f.DurationVar(&o.idle, "idle-timeout", defaultIdle, "end connections idle this long")
-	f.BoolVar(&o.keepSecrets, "keep-url-secrets", false, "store URLs and Referers as captured (default: tokens, passwords, signatures and session ids in them are REDACTED)")
+	addPrivacyFlags(f, &o.analyzeOptions)
 	_ = cmd.MarkFlagRequired("interface")
 	return cmd
 }
