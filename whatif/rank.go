@@ -29,6 +29,10 @@ type Ranked struct {
 	CostClass string `json:"cost_class,omitempty"`
 	// Failed: units predicted to fail, all classes.
 	Failed int `json:"failed"`
+	// Band (queue model): the class's null replay error at the median and
+	// p90, relative; a gain within it is not distinguishable from the
+	// model's own error.
+	Band *[2]float64 `json:"band,omitempty"`
 }
 
 // Rank replays every candidate rule set and ranks them per class: by Gain
@@ -74,7 +78,7 @@ func (d *Dataset) judge(candidates [][]Rule, opts Options) ([]Ranked, error) {
 			failed += c.Failed
 		}
 		for _, c := range res.Classes {
-			r := Ranked{Rules: res.Rules, Class: c.Class, Failed: failed,
+			r := Ranked{Rules: res.Rules, Class: c.Class, Failed: failed, Band: c.Band,
 				Gain:    c.Measured.Mean - c.Predicted.Mean,
 				GainP90: c.Measured.P90 - c.Predicted.P90}
 			for _, o := range res.Classes {

@@ -318,7 +318,11 @@ func writeWhatifText(w io.Writer, rep *whatifReport) {
 			if r.CostClass != "" {
 				cost += " (" + r.CostClass + ")"
 			}
-			fmt.Fprintf(w, "  %9s %9s  cost %-16s failed %-4d %s\n", dur(r.Gain), dur(r.GainP90), cost, r.Failed, strings.Join(r.Rules, "; "))
+			band := ""
+			if r.Band != nil {
+				band = fmt.Sprintf(" (model band ±%.1f%% at p90)", 100*r.Band[1])
+			}
+			fmt.Fprintf(w, "  %9s %9s  cost %-16s failed %-4d %s%s\n", dur(r.Gain), dur(r.GainP90), cost, r.Failed, strings.Join(r.Rules, "; "), band)
 		}
 	}
 	fmt.Fprintln(w, "\nassumptions:")

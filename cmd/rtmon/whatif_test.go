@@ -191,11 +191,12 @@ func TestWhatifSourcesAgree(t *testing.T) {
 func TestWhatifQueueModel(t *testing.T) {
 	dir := analyzedRecords(t)
 	rule := "IF IP.SRC == * THEN FAST SYN GAP 200ms"
-	out, err := runCmd(t, "whatif", "--records", dir, "--server-model", "queue", "--rule", rule)
+	// Two rules: the ranking (singles and their pair) carries the band.
+	out, err := runCmd(t, "whatif", "--records", dir, "--server-model", "queue", "--rule", rule, "--rule", "IF IP.SRC == * THEN SPLICE")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, want := range []string{"server model: queue, ", "workers", "SYN losses measured", "model band"} {
+	for _, want := range []string{"server model: queue, ", "workers", "SYN losses measured", "model band", "model band ±"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -185,7 +185,8 @@ function ranking(res) {
         el('td', { class: 'n' }, String(i + 1)),
         el('td', { class: 'rk-rules' }, el('a', { href: link(r.rules), title: 'evaluate these rules' }, r.rules.map((x, j) => [j ? el('br') : null, x]))),
         el('td', { class: 'n ' + (r.gain_ns > 0 ? 'better' : r.gain_ns < 0 ? 'worse' : '') }, signed(r.gain_ns)),
-        el('td', { class: 'n' }, signed(r.gain_p90_ns)),
+        el('td', { class: 'n' }, signed(r.gain_p90_ns), r.band ? el('span', { class: 'note band', title: "the null replay's error at p90" },
+          ` ±${(100 * r.band[1]).toFixed(1)}%`) : null),
         el('td', { class: 'n' + (r.cost_ns > 0 ? ' worse' : '') }, r.cost_ns > 0 ? `${fmtDur(r.cost_ns)} (${classLabel(r.cost_class)})` : 'none'),
         el('td', { class: 'n' }, fmtInt(r.failed))))
         : el('tr', {}, el('td', { colspan: 6 }, 'nothing to rank')))));
