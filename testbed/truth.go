@@ -41,6 +41,10 @@ type PageWire struct {
 	// ByWindow counts after-load transactions given to the page by the
 	// window rule (no word from the browser).
 	ByWindow int `json:"by_window,omitempty"`
+	// Abandoned: a browser's attempts at a request that got no whole
+	// response on a connection that failed, and that it sent again (the
+	// retry is the request's truth).
+	Abandoned []WireID `json:"abandoned,omitempty"`
 }
 
 // WireID is one wire transaction of a page, with the client's own view of
@@ -210,6 +214,15 @@ func (m *wireMatcher) resolve(p *PageTruth, o *ObjectTruth, role string, into *[
 		return
 	}
 	id := wireID(m.all[i], role)
+	if !id.Complete && p.Source == BrowserChromium {
+		// Chromium sends a request again when the keep-alive connection
+		// it used fails (a lossy link resets it): the retry is the
+		// request, the first attempt abandoned.
+		if j := m.retryOf(p, i); j >= 0 {
+			p.Wire.Abandoned = append(p.Wire.Abandoned, id)
+			i, id = j, wireID(m.all[j], role)
+		}
+	}
 	setOwnTiming(&id, o)
 	switch {
 	case id.Complete:
@@ -219,6 +232,26 @@ func (m *wireMatcher) resolve(p *PageTruth, o *ObjectTruth, role string, into *[
 		p.Wire.Incomplete = append(p.Wire.Incomplete, id.Method+" "+id.URL)
 	}
 	*into = append(*into, id)
+}
+
+// retryOf claims the first later unclaimed Chromium transaction of p's
+// client with the method and URL of transaction i that got its whole
+// response, or returns -1.
+func (m *wireMatcher) retryOf(p *PageTruth, i int) int {
+	first := m.all[i]
+	for _, j := range m.byClient[first.Conn.Client] {
+		r := m.all[j]
+		if m.claimed[j] || r.Txn.ReqFirst <= first.Txn.ReqFirst || !isChromiumTxn(r) ||
+			r.Txn.Method != first.Txn.Method || r.Txn.URL != first.Txn.URL {
+			continue
+		}
+		if !wireID(r, "").Complete {
+			continue
+		}
+		m.claimed[j] = true
+		return j
+	}
+	return -1
 }
 
 // setOwnTiming gives id the client's own view of request o, if it timed it.

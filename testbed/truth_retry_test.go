@@ -1,0 +1,50 @@
+package testbed
+
+import (
+	"net/netip"
+	"testing"
+)
+
+// TestChromiumRetryIsTheRequest: when the keep-alive connection Chromium
+// sent a request on fails before the response, Chromium sends it again on
+// another connection; the retry is the request's truth, the first attempt
+// is abandoned (not an after-load request, not an incomplete page).
+func TestChromiumRetryIsTheRequest(t *testing.T) {
+	client := netip.MustParseAddr("198.51.100.10")
+	server := netip.MustParseAddr("203.0.113.2")
+	txn := func(i int, url string, start, end int64, complete bool) *WireTruthTxn {
+		return &WireTruthTxn{Index: i, Method: "GET", URL: url, Status: 200, UserAgent: "Mozilla/5.0 Chrome", Referer: "http://x/p1.html",
+			ReqFirst: start, Start: start, End: end, Total: end - start, Complete: complete}
+	}
+	w := &ClientWire{Conns: []*WireTruthConn{
+		{Client: client, ClientPort: 40000, Server: server, ServerPort: 80, Txns: []*WireTruthTxn{
+			txn(0, "/p1.html", 1000, 2000, true),
+			txn(1, "/o/a.css", 3000, 0, false), // the connection failed here
+		}},
+		{Client: client, ClientPort: 40002, Server: server, ServerPort: 80, Txns: []*WireTruthTxn{
+			txn(0, "/o/b.png", 3100, 3900, true),
+			txn(1, "/o/a.css", 4000, 5000, true), // Chromium's retry
+		}},
+	}}
+	w.Conns[1].Txns[1].Index = 1
+	pages := []PageTruth{{Source: BrowserChromium, Client: client.String(), URL: "/p1.html", NavIssued: 500,
+		Container: ObjectTruth{URL: "/p1.html"}, Objects: []ObjectTruth{{URL: "/o/a.css"}, {URL: "/o/b.png"}}}}
+	rest := AttachWireTruth(pages, w)
+	pw := pages[0].Wire
+	if len(rest) != 0 || !pw.Valid || len(pw.Incomplete) != 0 || len(pw.AfterLoad) != 0 {
+		t.Fatalf("unattributed %v, wire %+v", rest, pw)
+	}
+	if len(pw.Abandoned) != 1 || pw.Abandoned[0].Port != 40000 {
+		t.Errorf("abandoned %+v, want the attempt on port 40000", pw.Abandoned)
+	}
+	if pw.End != 5000 || len(pw.InLoad) != 2 {
+		t.Errorf("page ends %d with %d in-load objects, want 5000 (the retry's end) and 2", pw.End, len(pw.InLoad))
+	}
+	// Without a retry the page stays without usable truth.
+	w.Conns[1].Txns = w.Conns[1].Txns[:1]
+	pages[0].Wire = nil
+	AttachWireTruth(pages, w)
+	if pages[0].Wire.Valid || len(pages[0].Wire.Incomplete) != 1 {
+		t.Errorf("no retry: wire %+v, want invalid with one incomplete request", pages[0].Wire)
+	}
+}
