@@ -196,13 +196,35 @@ func (m *wireMatcher) find(p *PageTruth, o *ObjectTruth) int {
 		if m.claimed[i] || r.Txn.Method != method || r.Txn.URL != o.URL {
 			continue
 		}
-		if p.Source == BrowserChromium && (!isChromiumTxn(r) || r.Txn.ReqFirst < p.NavIssued) {
+		if p.Source == BrowserChromium && (!isChromiumTxn(r) || r.Txn.ReqFirst < p.NavIssued || refersToOtherPage(r, p)) {
 			continue
 		}
 		m.claimed[i] = true
 		return i
 	}
 	return -1
+}
+
+// refersToOtherPage: r's Referer names a page of the site other than p
+// (another tab's: the favicon both tabs fetch is told apart by it). A
+// Referer naming a stylesheet or nothing says nothing.
+func refersToOtherPage(r WireRef, p *PageTruth) bool {
+	if r.Txn.Referer == "" {
+		return false
+	}
+	u, err := url.Parse(r.Txn.Referer)
+	if err != nil || pageIndexOf(u.Path) < 0 {
+		return false
+	}
+	if u.RequestURI() == p.URL {
+		return false
+	}
+	for _, h := range p.Redirects {
+		if u.RequestURI() == h.URL {
+			return false
+		}
+	}
+	return true
 }
 
 // resolve finds p's request o on the wire and appends it to into, or

@@ -48,3 +48,40 @@ func TestChromiumRetryIsTheRequest(t *testing.T) {
 		t.Errorf("no retry: wire %+v, want invalid with one incomplete request", pages[0].Wire)
 	}
 }
+
+// TestChromiumFaviconByReferer: two tabs of one browser each fetch the
+// favicon; the one whose Referer names a page is that page's, whichever
+// tab navigated first.
+func TestChromiumFaviconByReferer(t *testing.T) {
+	client := netip.MustParseAddr("198.51.100.12")
+	server := netip.MustParseAddr("203.0.113.2")
+	txn := func(i int, url, ref string, start int64) *WireTruthTxn {
+		return &WireTruthTxn{Index: i, Method: "GET", URL: url, Status: 200, UserAgent: "Mozilla/5.0 Chrome", Referer: ref,
+			ReqFirst: start, Start: start, End: start + 100, Total: 100, Complete: true}
+	}
+	w := &ClientWire{Conns: []*WireTruthConn{
+		{Client: client, ClientPort: 40000, Server: server, ServerPort: 80, Txns: []*WireTruthTxn{
+			txn(0, "/p3.html", "", 1000),
+			txn(1, "/favicon.ico", "http://203.0.113.2/p8.html", 5000), // tab 1's, sent first
+		}},
+		{Client: client, ClientPort: 40002, Server: server, ServerPort: 80, Txns: []*WireTruthTxn{
+			txn(0, "/p8.html", "", 1200),
+			txn(1, "/favicon.ico", "", 5500), // tab 0's, without Referer
+		}},
+	}}
+	pages := []PageTruth{
+		{Source: BrowserChromium, Client: client.String(), URL: "/p3.html", NavIssued: 900, Tab: 0,
+			Container: ObjectTruth{URL: "/p3.html"}, AfterLoad: []ObjectTruth{{URL: "/favicon.ico"}}},
+		{Source: BrowserChromium, Client: client.String(), URL: "/p8.html", NavIssued: 1100, Tab: 1,
+			Container: ObjectTruth{URL: "/p8.html"}, AfterLoad: []ObjectTruth{{URL: "/favicon.ico"}}},
+	}
+	if rest := AttachWireTruth(pages, w); len(rest) != 0 {
+		t.Fatalf("unattributed %v", rest)
+	}
+	if a := pages[0].Wire.AfterLoad; len(a) != 1 || a[0].Port != 40002 {
+		t.Errorf("p3's favicon %+v, want the one without Referer (port 40002)", a)
+	}
+	if a := pages[1].Wire.AfterLoad; len(a) != 1 || a[0].Port != 40000 {
+		t.Errorf("p8's favicon %+v, want the one naming p8 (port 40000)", a)
+	}
+}
