@@ -36,8 +36,10 @@ type PageWire struct {
 	Incomplete []string `json:"incomplete,omitempty"`
 	Valid      bool     `json:"valid"`
 	// AfterLoadIncomplete counts after-load transactions without their
-	// whole response.
+	// whole response, AfterLoadMissing after-load requests the client
+	// named that the wire does not hold for this page.
 	AfterLoadIncomplete int `json:"after_load_incomplete,omitempty"`
+	AfterLoadMissing    int `json:"after_load_missing,omitempty"`
 	// ByWindow counts after-load transactions given to the page by the
 	// window rule (no word from the browser).
 	ByWindow int `json:"by_window,omitempty"`
@@ -232,6 +234,13 @@ func refersToOtherPage(r WireRef, p *PageTruth) bool {
 func (m *wireMatcher) resolve(p *PageTruth, o *ObjectTruth, role string, into *[]WireID) {
 	i := m.find(p, o)
 	if i < 0 {
+		if role == RoleAfterLoad {
+			// Outside the page's span: counted, the page's truth stands.
+			// (Chromium names the favicon it fetched for the tab's next
+			// document under the page it was loading before.)
+			p.Wire.AfterLoadMissing++
+			return
+		}
 		p.Wire.Missing = append(p.Wire.Missing, objectMethod(o)+" "+o.URL)
 		return
 	}
@@ -294,7 +303,9 @@ func setOwnTiming(id *WireID, o *ObjectTruth) {
 }
 
 // claimByWindow applies the window rule to the Chromium transactions
-// nobody named and returns the transactions still unclaimed.
+// nobody named and returns the transactions still unclaimed: each goes
+// to the last page of its client navigated before it, or, when its
+// Referer or beacon names a page, the last such page.
 func (m *wireMatcher) claimByWindow(pages []PageTruth, order []int) []WireID {
 	var rest []WireID
 	for i, r := range m.all {
@@ -310,7 +321,7 @@ func (m *wireMatcher) claimByWindow(pages []PageTruth, order []int) []WireID {
 			for _, pi := range order {
 				p := &pages[pi]
 				if p.Source == BrowserChromium && p.Client == r.Conn.Client.String() && p.NavIssued <= r.Txn.ReqFirst &&
-					(!isBeacon || pageIndexOf(p.URL) == named) {
+					(!isBeacon || pageIndexOf(p.URL) == named) && !refersToOtherPage(r, p) {
 					best = p
 				}
 			}

@@ -85,3 +85,36 @@ func TestChromiumFaviconByReferer(t *testing.T) {
 		t.Errorf("p8's favicon %+v, want the one naming p8 (port 40000)", a)
 	}
 }
+
+// TestChromiumFaviconOfTheNextDocument: Chromium names a favicon under the
+// page its tab was loading, but the request's Referer is the tab's next
+// document: the request is the next page's (by its Referer, as a monitor
+// sees it), and the first page's truth stands without it.
+func TestChromiumFaviconOfTheNextDocument(t *testing.T) {
+	client := netip.MustParseAddr("198.51.100.12")
+	server := netip.MustParseAddr("203.0.113.2")
+	txn := func(i int, url, ref string, start int64) *WireTruthTxn {
+		return &WireTruthTxn{Index: i, Method: "GET", URL: url, Status: 200, UserAgent: "Mozilla/5.0 Chrome", Referer: ref,
+			ReqFirst: start, Start: start, End: start + 100, Total: 100, Complete: true}
+	}
+	w := &ClientWire{Conns: []*WireTruthConn{{Client: client, ClientPort: 40000, Server: server, ServerPort: 80, Txns: []*WireTruthTxn{
+		txn(0, "/p3.html", "", 1000),
+		txn(1, "/p13.html", "", 3000),
+		txn(2, "/favicon.ico", "http://203.0.113.2/p13.html", 3500),
+	}}}}
+	pages := []PageTruth{
+		{Source: BrowserChromium, Client: client.String(), URL: "/p3.html", NavIssued: 900,
+			Container: ObjectTruth{URL: "/p3.html"}, AfterLoad: []ObjectTruth{{URL: "/favicon.ico"}}},
+		{Source: BrowserChromium, Client: client.String(), URL: "/p13.html", NavIssued: 2900,
+			Container: ObjectTruth{URL: "/p13.html"}},
+	}
+	if rest := AttachWireTruth(pages, w); len(rest) != 0 {
+		t.Fatalf("unattributed %v", rest)
+	}
+	if pw := pages[0].Wire; !pw.Valid || len(pw.AfterLoad) != 0 || pw.AfterLoadMissing != 1 {
+		t.Errorf("p3: %+v, want valid, its favicon counted missing", pw)
+	}
+	if a := pages[1].Wire.AfterLoad; len(a) != 1 || a[0].URL != "/favicon.ico" {
+		t.Errorf("p13 after load %+v, want the favicon naming it", a)
+	}
+}
