@@ -42,6 +42,14 @@ type Config struct {
 	// the image. Connection ids are keyed from it too (see
 	// reconstruct.Config.IDKey). Server addresses are kept.
 	ClientKeyFile string
+	// MaxMemory bounds the state the stages hold (0: each stage's own
+	// bounds only): 60% for the tracker's connections and buffers (counted,
+	// the least recently active connections shed first, flagged evicted),
+	// 10% for transactions the pageview stage holds, 30% for records the
+	// store writer holds in memory before it spills. Bounds set explicitly
+	// in Tracker, Grouper or StoreOptions stay. rtmon's --max-memory
+	// defaults to DefaultMaxMemory.
+	MaxMemory int64
 
 	// OutDir, if set, receives connections, transactions and pageviews
 	// record files in Format.
@@ -148,6 +156,7 @@ func New(cfg Config) (*Pipeline, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
+	cfg.applyMemoryBudget()
 	classes := pageview.DefaultClasses()
 	if cfg.ClassesFile != "" {
 		var err error

@@ -139,6 +139,18 @@ func (b *reorderBuffer) put(s segment, captured []byte) (inserted bool, replaced
 	return true, segment{}
 }
 
+// reorderHeld is the memory both directions' out-of-order buffers hold.
+func (c *conn) reorderHeld() int {
+	n := 0
+	if c.c2s.ooo != nil {
+		n += c.c2s.ooo.bytes
+	}
+	if c.s2c.ooo != nil {
+		n += c.s2c.ooo.bytes
+	}
+	return n
+}
+
 // segmentOverhead is the memory a buffered segment costs besides its bytes:
 // the segment itself, its B-tree slot and the allocation of its copy.
 const segmentOverhead = 96

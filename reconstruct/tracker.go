@@ -63,6 +63,13 @@ type Config struct {
 	// must be given the same (pageview.Config.Redaction) to match
 	// Referers and HTML references through it.
 	Redaction URLRedaction
+	// MaxMemory bounds the memory the tracker's state is counted at
+	// (0: unbounded): ConnectionMemory per open connection, the
+	// out-of-order segments buffered, the header and body buffers. Past
+	// it the least recently active connections are evicted first (their
+	// records flagged evicted and incomplete, counted in Stats.Evicted and
+	// MemoryEvictions). rtmon sets it from --max-memory.
+	MaxMemory int64
 	// IDKey, if set, keys connection ids (HMAC-SHA256) instead of an
 	// unkeyed hash of the endpoints: with client addresses anonymized, an
 	// unkeyed id would let a search over addresses recover them. Ids stay
@@ -152,7 +159,17 @@ type Stats struct {
 	// BodiesCut counts HTML/CSS bodies cut by MaxBodyBytes or MaxBodyBudget.
 	BodiesCut       uint64 `json:"bodies_cut"`
 	OpenConnections int    `json:"open_connections"`
+	// MemoryInUse is the state counted against MaxMemory now;
+	// MemoryEvictions the connections evicted to stay within it.
+	MemoryInUse     int64  `json:"memory_in_use"`
+	MemoryEvictions uint64 `json:"memory_evictions"`
 }
+
+// ConnectionMemory is what one open connection is counted at against
+// MaxMemory besides its buffers: the heap a connection holds in the
+// tracker between packets, measured with bench.ConnMemory (about 1 KiB
+// idle, 2 KiB with a handshake only), rounded up.
+const ConnectionMemory = 2 << 10
 
 // flowKey identifies a connection independently of direction: the endpoint
 // that sorts first is always a. Addresses are kept as 16 bytes (IPv4 mapped)
@@ -200,6 +217,8 @@ type Tracker struct {
 	rtts rttCache
 	// headers bounds the header bytes all parsers hold (MaxHeaderBudget).
 	headers http1.HeaderBudget
+	// reorderBytes is what all connections' out-of-order buffers hold.
+	reorderBytes int
 }
 
 type instantKey struct {
@@ -221,7 +240,28 @@ func (t *Tracker) Stats() Stats {
 	s := t.stats
 	s.OpenConnections = len(t.conns)
 	s.HeadersCut, s.HeaderBytesHeld = t.headers.Refused, t.headers.Held()
+	s.MemoryInUse = t.memoryInUse()
 	return s
+}
+
+// memoryInUse is the tracker's state as counted against MaxMemory.
+func (t *Tracker) memoryInUse() int64 {
+	return int64(len(t.conns))*ConnectionMemory + int64(t.reorderBytes) + int64(t.headers.Held()) + int64(t.bodyBytes)
+}
+
+// shed evicts the least recently active connections, never keep (the one
+// the current packet belongs to), while the state is counted over
+// MaxMemory.
+func (t *Tracker) shed(keep *conn) {
+	for t.cfg.MaxMemory > 0 && t.memoryInUse() > t.cfg.MaxMemory {
+		victim := t.lru.next
+		if victim == &t.lru || victim == keep {
+			return
+		}
+		t.stats.Evicted++
+		t.stats.MemoryEvictions++
+		t.finish(victim, FlagEvicted|FlagIncomplete)
+	}
 }
 
 // Packet processes one TCP segment. The packet's buffers are not retained.
@@ -249,11 +289,14 @@ func (t *Tracker) Packet(p *capture.Packet) {
 	c.lastSeen = p.Timestamp
 	t.touch(c)
 	fromClient := fromA == c.clientIsA
+	held := c.reorderHeld()
 	c.packet(p, fromClient)
+	t.reorderBytes += c.reorderHeld() - held
 	if c.done && c.finishedAt == 0 {
 		c.finishedAt = p.Timestamp
 		t.emitConnection(c)
 	}
+	t.shed(c)
 }
 
 // Flush ends every open connection, marking unfinished records incomplete.
@@ -325,6 +368,9 @@ func (t *Tracker) expire() {
 
 // finish ends c, emitting what it still holds, and removes it from the table.
 func (t *Tracker) finish(c *conn, flags Flags) {
+	// Counted before end, which may deliver what is buffered: all of it
+	// leaves with the connection.
+	t.reorderBytes -= c.reorderHeld()
 	if !c.done {
 		c.end(flags)
 	}
@@ -334,6 +380,7 @@ func (t *Tracker) finish(c *conn, flags Flags) {
 	}
 	c.prev.next, c.next.prev = c.next, c.prev
 	c.prev, c.next = nil, nil
+	c.c2s.ooo, c.s2c.ooo = nil, nil
 	delete(t.conns, c.key())
 	if c.rec.Flags&FlagEvicted == 0 && flags&FlagIncomplete == 0 {
 		t.stats.Closed++

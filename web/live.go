@@ -28,6 +28,10 @@ type PipelineStats struct {
 	// Evictions: connections evicted from the tracker's full table.
 	Evictions       int64 `json:"evictions"`
 	OpenConnections int64 `json:"open_connections"`
+	// TrackerMemory: the tracker's state counted against its share of
+	// --max-memory; MemoryEvictions: connections shed to stay within it.
+	TrackerMemory   int64 `json:"tracker_memory"`
+	MemoryEvictions int64 `json:"memory_evictions"`
 	// Store writer: records stored, waiting (the back-log), spill files.
 	StoreWritten   int64  `json:"store_written"`
 	StoreQueued    int64  `json:"store_queued"`
@@ -306,6 +310,7 @@ func (o *observer) Pageview(p *pageview.Pageview) {
 // stats function of Run: capture drops are summed over live interfaces.
 func StatsFrom(src capture.Stats, tr reconstruct.Stats, ws query.WriterStats) PipelineStats {
 	p := PipelineStats{Packets: int64(tr.Packets), Evictions: int64(tr.Evicted), OpenConnections: int64(tr.OpenConnections),
+		TrackerMemory: tr.MemoryInUse, MemoryEvictions: int64(tr.MemoryEvictions),
 		StoreWritten: ws.Written, StoreQueued: ws.Queued, StoreSpilled: int64(ws.SpilledFiles), StoreRetries: ws.Retries,
 		StoreLastError: ws.LastError}
 	for _, s := range src.Sources {

@@ -137,6 +137,10 @@ var pipelineMetrics = []metric[PipelineStats]{
 		func(p PipelineStats) int64 { return p.Evictions }),
 	newMetric(gauge, "open_connections", "Connections being tracked.", nil,
 		func(p PipelineStats) int64 { return p.OpenConnections }),
+	newMetric(gauge, "tracker_memory_bytes", "The tracker's state counted against its share of --max-memory.", nil,
+		func(p PipelineStats) int64 { return p.TrackerMemory }),
+	newMetric(counter, "memory_evictions_total", "Connections shed (least recently active first) to stay within --max-memory.", nil,
+		func(p PipelineStats) int64 { return p.MemoryEvictions }),
 }
 
 var descScrapeErr = prometheus.NewDesc("rtmon_store_query_errors", "1 if the last scrape's store queries failed.", nil, nil)

@@ -409,7 +409,7 @@ func TestHARExport(t *testing.T) {
 func TestMetricsAreTheStoresHistograms(t *testing.T) {
 	st := knownCapture(t)
 	feed := NewLiveFeed()
-	feed.Publish(LiveEvent{Pipeline: PipelineStats{CaptureDrops: 17, Evictions: 3, StoreQueued: 5}})
+	feed.Publish(LiveEvent{Pipeline: PipelineStats{CaptureDrops: 17, Evictions: 3, StoreQueued: 5, TrackerMemory: 4096, MemoryEvictions: 2}})
 	_, ts := newTestServer(t, Config{Store: st, Live: feed})
 	body := string(readAll(t, get(t, ts.URL+"/metrics")))
 	hs, _ := st.Histogram(context.Background(), store.HistogramQuery{Edges: promBuckets})
@@ -435,7 +435,8 @@ func TestMetricsAreTheStoresHistograms(t *testing.T) {
 		}
 	}
 	k, _ := st.Counters(context.Background(), store.TimeRange{}, "premium")
-	for _, want := range []string{"rtmon_capture_drops_total 17", "rtmon_evictions_total 3",
+	for _, want := range []string{"rtmon_capture_drops_total 17", "rtmon_evictions_total 3", "rtmon_tracker_memory_bytes 4096",
+		"rtmon_memory_evictions_total 2",
 		fmt.Sprintf(`rtmon_syn_losses_total{class="premium"} %d`, k.SYNLosses), "rtmon_store_backlog_records 0",
 		"rtmon_store_spill_bytes 0", "rtmon_store_corrupt_spill_files_total 0", "rtmon_store_lost_records_total 0"} {
 		if !strings.Contains(body, want) {

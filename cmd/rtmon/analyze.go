@@ -30,6 +30,7 @@ type analyzeOptions struct {
 	serverPorts []uint
 	serverNets  []string
 	maxConns    int
+	maxMemory   string
 	// keepSecrets, redactParams, redactQuery and clientKey: see addPrivacyFlags.
 	keepSecrets  bool
 	redactParams []string
@@ -77,6 +78,7 @@ A truncated file yields every record it held; the command then exits with status
 	f.StringVar(&o.har, "har", "", "write one HAR 1.2 file per pageview into this directory")
 	addStoreFlags(f, &o)
 	addPrivacyFlags(f, &o)
+	addMemoryFlag(f, &o)
 	return cmd
 }
 
@@ -86,6 +88,10 @@ func (o analyzeOptions) config() (pipeline.Config, error) {
 	cfg := pipeline.DefaultConfig()
 	cfg.Tracker.MaxConnections, cfg.Tracker.IdleTimeout = o.maxConns, o.idle
 	if err := o.privacyConfig(&cfg); err != nil {
+		return cfg, err
+	}
+	var err error
+	if cfg.MaxMemory, err = o.memoryBudget(); err != nil {
 		return cfg, err
 	}
 	for _, p := range o.serverPorts {

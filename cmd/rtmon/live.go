@@ -57,6 +57,7 @@ store) and the web UI is served from the same process, with live charts
 	f.IntVar(&o.maxConns, "max-connections", 1<<20, "connection table bound")
 	f.DurationVar(&o.idle, "idle-timeout", defaultIdle, "end connections idle this long")
 	addPrivacyFlags(f, &o.analyzeOptions)
+	addMemoryFlag(f, &o.analyzeOptions)
 	_ = cmd.MarkFlagRequired("interface")
 	return cmd
 }
