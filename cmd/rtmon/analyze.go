@@ -116,7 +116,7 @@ func (o analyzeOptions) config() (pipeline.Config, error) {
 		return cfg, fmt.Errorf("--format: %w", err)
 	}
 	switch o.reader {
-	case "pcapgo":
+	case "pcapgo", "": // live has no files to read
 		cfg.FileReader = capture.ReaderPcapgo
 	case "libpcap":
 		cfg.FileReader = capture.ReaderLibpcap

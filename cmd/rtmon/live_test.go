@@ -112,3 +112,17 @@ func freeLoopbackAddr(t *testing.T) string {
 	defer l.Close()
 	return l.Addr().String()
 }
+
+// TestLiveCommandDefaults runs rtmon live as a user types it, with the
+// command's own flag defaults (not a test's options): it captured nothing
+// for a second and printed its summary. (Its defaults once lacked
+// --reader, and every live run failed with "--reader \"\"".)
+func TestLiveCommandDefaults(t *testing.T) {
+	out, err := runCmd(t, "live", "-i", "lo", "--filter", "tcp port 9", "--duration", "1s", "--no-ui")
+	if err != nil {
+		t.Fatalf("rtmon live: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "tcp: packets") {
+		t.Errorf("no summary:\n%s", out)
+	}
+}
