@@ -31,12 +31,18 @@ func (c *Config) applyMemoryBudget() {
 	if c.Tracker.MaxMemory == 0 {
 		c.Tracker.MaxMemory = int64(float64(c.MaxMemory) * trackerShare)
 	}
-	held := max(1024, int(float64(c.MaxMemory)*grouperShare/heldRecordMemory))
-	if c.Grouper.MaxMembers == 0 {
-		c.Grouper.MaxMembers = held
-	}
-	if c.Grouper.MaxHeld == 0 {
-		c.Grouper.MaxHeld = held
+	// The grouper's share, among what it holds: transactions waiting to
+	// be ordered and those in open pageviews, connection records waiting
+	// for their pageview, orphans, closed pageviews, open pageviews.
+	n := max(8192, int(float64(c.MaxMemory)*grouperShare/heldRecordMemory))
+	for _, b := range []struct {
+		v   *int
+		div int
+	}{{&c.Grouper.MaxHeld, 4}, {&c.Grouper.MaxMembers, 4}, {&c.Grouper.MaxConnCache, 4},
+		{&c.Grouper.MaxOrphans, 8}, {&c.Grouper.MaxPending, 16}, {&c.Grouper.MaxOpen, 16}} {
+		if *b.v == 0 {
+			*b.v = n / b.div
+		}
 	}
 	if c.StoreOptions.MaxBufferRows == 0 {
 		c.StoreOptions.MaxBufferRows = max(1024, int(float64(c.MaxMemory)*writerShare/heldRecordMemory))

@@ -17,8 +17,14 @@ func TestMemoryBudgetSplit(t *testing.T) {
 	if c.Tracker.MaxMemory != int64(budget*trackerShare) {
 		t.Errorf("tracker share %d, want 60%% of 1 GiB", c.Tracker.MaxMemory)
 	}
-	if want := int(budget * grouperShare / heldRecordMemory); c.Grouper.MaxMembers != want || c.Grouper.MaxHeld != 77 {
-		t.Errorf("grouper members %d (want %d), held %d (want the explicit 77)", c.Grouper.MaxMembers, want, c.Grouper.MaxHeld)
+	n := int(budget * grouperShare / heldRecordMemory)
+	g := c.Grouper
+	if g.MaxMembers != n/4 || g.MaxConnCache != n/4 || g.MaxOrphans != n/8 || g.MaxOpen != n/16 || g.MaxHeld != 77 {
+		t.Errorf("grouper bounds %+v: want members and connection cache %d, orphans %d, open %d, held the explicit 77", g, n/4, n/8, n/16)
+	}
+	// What the grouper may hold at most stays within its share.
+	if held := (g.MaxHeld + g.MaxMembers + g.MaxConnCache + g.MaxOrphans + g.MaxPending + g.MaxOpen) * heldRecordMemory; float64(held) > budget*grouperShare {
+		t.Errorf("grouper bounds add up to %d B, over its share %.0f B", held, budget*grouperShare)
 	}
 	if want := int(budget * writerShare / heldRecordMemory); c.StoreOptions.MaxBufferRows != want {
 		t.Errorf("writer rows %d, want %d", c.StoreOptions.MaxBufferRows, want)

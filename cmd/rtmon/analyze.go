@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -82,6 +83,10 @@ A truncated file yields every record it held; the command then exits with status
 	return cmd
 }
 
+// runtimeMemory is what the Go runtime, goroutine stacks and the
+// summary's sketches may take beside --max-memory.
+const runtimeMemory = 64 << 20
+
 // config parses the flag values into a pipeline configuration (without
 // its input).
 func (o analyzeOptions) config() (pipeline.Config, error) {
@@ -140,6 +145,13 @@ func runAnalyze(ctx context.Context, stdout io.Writer, files []string, o analyze
 // runPipeline runs the pipeline to the end of its input and prints the
 // store's counters and the summary; offline and live capture share it.
 func runPipeline(ctx context.Context, stdout io.Writer, cfg pipeline.Config, progress bool) error {
+	if cfg.MaxMemory > 0 {
+		// The stages count their live state; the collector would let the
+		// heap grow to twice that before collecting (GOGC). The soft limit
+		// makes it collect before the process passes the budget plus room
+		// for the runtime.
+		debug.SetMemoryLimit(cfg.MaxMemory + runtimeMemory)
+	}
 	var bar *progressbar.ProgressBar
 	if progress {
 		cfg.Progress = func(done, total int64) {
