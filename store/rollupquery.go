@@ -91,7 +91,7 @@ func (q *querier) rawCount(ctx context.Context, rk rollupKind, from, to int64) (
 		countSQL += " WHERE " + w.String()
 	}
 	var n int64
-	if err := q.db.QueryRowContext(ctx, countSQL, w.args...).Scan(&n); err != nil {
+	if err := q.db().QueryRowContext(ctx, countSQL, w.args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("rollup check %s: %w", rk.t.name, err)
 	}
 	return n, nil
@@ -116,7 +116,7 @@ func (q *querier) verifiedRollups(ctx context.Context, rk rollupKind, from, to i
 	w := baseWhere(TimeRange{From: from, To: to}, "")
 	tbl := q.d.table(rk.t.name)
 	m := q.d.intDiv("start_ns", strconv.FormatInt(rollupGrain, 10))
-	res, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT %s AS m, count(*) FROM %s WHERE %s GROUP BY m", m, tbl, w), w.args...)
+	res, err := q.db().QueryContext(ctx, fmt.Sprintf("SELECT %s AS m, count(*) FROM %s WHERE %s GROUP BY m", m, tbl, w), w.args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("rollup check %s: %w", rk.t.name, err)
 	}
@@ -231,7 +231,7 @@ func (q *querier) readRollups(ctx context.Context, kind string, from, to int64) 
 	if to != 0 {
 		w.add("minute < ?", to)
 	}
-	rows, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT minute, class, version, n, first_ns, last_ns, lo, hi, sums, hist FROM %s WHERE %s",
+	rows, err := q.db().QueryContext(ctx, fmt.Sprintf("SELECT minute, class, version, n, first_ns, last_ns, lo, hi, sums, hist FROM %s WHERE %s",
 		q.d.table(rollupTable.name), w), w.args...)
 	if err != nil {
 		return nil, fmt.Errorf("read rollups: %w", err)
