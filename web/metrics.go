@@ -114,14 +114,45 @@ var writerMetrics = []metric[query.WriterStats]{
 		func(s query.WriterStats) int64 { return int64(s.SpilledFiles) }),
 	newMetric(counter, "store_retries_total", "Failed store insert attempts.", nil,
 		func(s query.WriterStats) int64 { return s.Retries }),
+	newMetric(gauge, "store_insert_failing", "1 while the oldest queued batch fails to store and is retried (the last error is on /healthz and in the UI).", nil,
+		func(s query.WriterStats) int64 { return b2i(s.Failing) }),
+	newMetric(gauge, "store_disk_full", "1 while storing or spilling fails for lack of disk space.", nil,
+		func(s query.WriterStats) int64 { return b2i(s.DiskFull) }),
+	newMetric(gauge, "store_spill_failing", "1 while spilling fails: a full memory buffer then holds writers back (backpressure).", nil,
+		func(s query.WriterStats) int64 { return b2i(s.SpillFailing) }),
+	newMetric(counter, "store_spill_failures_total", "Batches that could not be written to a spill file.", nil,
+		func(s query.WriterStats) int64 { return s.SpillFailures }),
+	newMetric(counter, "store_reopens_total", "Reopenings of the embedded database after it invalidated itself on a failed write.", nil,
+		func(s query.WriterStats) int64 { return s.Reopens }),
 	newMetric(gauge, "store_spill_bytes", "Size of the spill files waiting to be stored.", nil,
 		func(s query.WriterStats) int64 { return s.SpillBytes }),
 	newMetric(counter, "store_corrupt_spill_files_total", "Spill files that could not be read back (set aside as *.corrupt).", nil,
 		func(s query.WriterStats) int64 { return s.CorruptSpillFiles }),
-	newMetric(counter, "store_lost_records_total", "Records lost: in spill files that could not be read back.", nil,
+	newMetric(counter, "store_lost_records_total", "Records lost: in spill files that could not be read back, or neither stored nor spilled at close.", nil,
 		func(s query.WriterStats) int64 { return s.LostRecords }),
 	newMetric(counter, "store_duplicates_total", "Records dropped because their id was already stored.", nil,
 		func(s query.WriterStats) int64 { return s.Duplicates }),
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// storeState names what is wrong with storing now ("" when nothing), for
+// the UI's status strip and the overview.
+func storeState(s query.WriterStats) string {
+	switch {
+	case s.DiskFull:
+		return "disk full"
+	case s.Failing:
+		return "failing"
+	case s.SpillFailing:
+		return "writers held back"
+	}
+	return ""
 }
 
 var pipelineMetrics = []metric[PipelineStats]{
