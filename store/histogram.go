@@ -51,6 +51,7 @@ func (q *querier) Histogram(ctx context.Context, hq HistogramQuery) ([]ClassHist
 		h := &out[len(out)-1]
 		h.Counts[bucketOf(b)] += c
 		h.Total += c
+		q.rawRows.Add(c)
 		return nil
 	})
 	if err != nil {

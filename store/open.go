@@ -75,6 +75,9 @@ func open(ctx context.Context, b backend, opts Options) (Store, error) {
 		return fail(err)
 	}
 	q.onRollupError = w.countRollupError
+	if opts.keepRollups() {
+		q.pending = w.pendingMinutes
+	}
 	e := &engine{querier: q, writer: w, release: func() error { return closeBackend(b) }, logger: opts.Logger}
 	if err := e.startTTL(ctx, opts.TTL, b.dropDaysBefore); err != nil {
 		return nil, errors.Join(fmt.Errorf("%s: %w", b, err), e.Close())

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 )
 
 // querier answers the queries of both engines over database/sql. It also
@@ -27,7 +28,20 @@ type querier struct {
 	// onRollupError counts a recompute that could not be stored (the
 	// writer's Stats); set once at open.
 	onRollupError func(error)
+	// pending, set at open when the writer keeps the rollups, lists the
+	// minutes of a table in [from, to) whose rollups the writer has not
+	// stored yet (writer.pendingMinutes); nil: none known.
+	pending func(table string, from, to int64) []int64
+	// rawRows counts the records the counting queries read (RawRowsRead).
+	rawRows atomic.Int64
 }
+
+// RawRowsRead is how many records the queries that aggregate the record
+// tables have read: counts over a range, rollup recomputes and checks,
+// Counters and Histogram (not percentiles, searches or Classes; whole-table
+// counts come from metadata and read none). A measure of work that should
+// not grow with the store where rollups answer (the web's /metrics tests).
+func (q *querier) RawRowsRead() int64 { return q.rawRows.Load() }
 
 func (q *querier) db() *sql.DB { return q.pool() }
 
@@ -109,6 +123,7 @@ func (q *querier) Counters(ctx context.Context, r TimeRange, class string) (Coun
 		if err := q.db().QueryRowContext(ctx, sqlText, w.args...).Scan(dest...); err != nil {
 			return c, fmt.Errorf("counters %s: %w", rk.t.name, err)
 		}
+		q.rawRows.Add(n)
 		sums := make(map[string]int64, len(vals))
 		for i, name := range rk.names {
 			sums[name] = vals[i]

@@ -56,6 +56,7 @@ func (q *querier) computeRollups(ctx context.Context, rk rollupKind, rs []TimeRa
 		}
 		k.minute *= rollupGrain
 		out[k] = r
+		q.rawRows.Add(r.n)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

@@ -94,7 +94,9 @@ type writer struct {
 	// over its whole span instead of one per batch; Flush waits for it.
 	dirty      map[string]map[int64]bool
 	dirtySince time.Time // when dirty became non-empty
-	flushing   int       // flush calls waiting
+	// inRefresh: the dirty minutes being recomputed (pendingMinutes).
+	inRefresh  map[string]map[int64]bool
+	flushing   int // flush calls waiting
 	refreshing bool
 	kick       chan struct{}
 	done       chan struct{}
