@@ -88,7 +88,9 @@ func (d *duckBackend) insert(ctx context.Context, cs *colSet) error {
 func (d *duckBackend) heal(ctx context.Context, err error) (bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.broken && !isFatalDuck(err) {
+	// An in-memory database lives only in the instance: a new one would
+	// be empty, without even the schema.
+	if d.path == "" || (!d.broken && !isFatalDuck(err)) {
 		return false, nil
 	}
 	d.broken = true
