@@ -18,6 +18,7 @@ type (
 	ClassPercentiles = query.ClassPercentiles
 	SeriesPoint      = query.SeriesPoint
 	Counters         = query.Counters
+	ClassCounters    = query.ClassCounters
 	TopQuery         = query.TopQuery
 	TopRow           = query.TopRow
 	SearchQuery      = query.SearchQuery

@@ -9,9 +9,9 @@ import (
 )
 
 // Storing one batch, in phases: classify the transactions that came
-// without a class, then per table (the three in parallel) drop the ids
-// already stored, insert the rest, and note the minutes whose rollups to
-// recompute.
+// without a class, note the minutes whose rollups to recompute, then per
+// table (the three in parallel) drop the ids already stored and insert
+// the rest.
 
 // recordItem is record i of its table's slice in the batch, with what
 // dedup needs; no per-record closure (an allocation each, which the GC
@@ -31,14 +31,20 @@ type recordGroup struct {
 
 // groupResult is what storing one group did.
 type groupResult struct {
-	dups    int
-	minutes map[int64]bool // touched, for the rollups
-	err     error
+	dups int
+	err  error
 }
 
 // store dedups and inserts one batch; it returns how many were duplicates.
 func (w *writer) store(ctx context.Context, b *Batch) (int, error) {
 	groups := recordGroups(b, clip(w.opts.Sensor, maxSensorOrPri), w.txClasses(b))
+	if w.opts.keepRollups() {
+		// Before the insert, not after: readers recompute the minutes
+		// noted here (tailRollups), so a record stored is always in the
+		// rollups or in a minute they recompute. A failed insert leaves
+		// its minutes noted, which costs one needless recompute.
+		w.markDirty(groups)
+	}
 	// The three tables are independent: dedup and insert them in parallel,
 	// which lets the server's insert work use both cores.
 	results := make([]groupResult, len(groups))
@@ -57,9 +63,6 @@ func (w *writer) store(ctx context.Context, b *Batch) (int, error) {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return 0, err
-	}
-	if w.opts.keepRollups() {
-		w.markDirty(groups, results)
 	}
 	return dups, nil
 }
@@ -124,11 +127,7 @@ func (w *writer) storeGroup(ctx context.Context, g *recordGroup) groupResult {
 	if err := w.insertGroup(ctx, g, keep); err != nil {
 		return groupResult{err: err}
 	}
-	r := groupResult{dups: dups}
-	if w.opts.keepRollups() {
-		r.minutes = touchedMinutes(g.items)
-	}
-	return r
+	return groupResult{dups: dups}
 }
 
 // dedup drops the items whose id is stored already or repeats within the

@@ -183,6 +183,8 @@ func (c *chBackend) spillDir() string {
 	return filepath.Join(base, "rtmon", "spill", strings.NewReplacer(":", "_", "/", "_").Replace(c.host)+"_"+c.db)
 }
 
+func (c *chBackend) hangs() bool { return true }
+
 func (c *chBackend) prepareSchema(ctx context.Context) error {
 	if err := c.conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE IF NOT EXISTS `%s`", c.db)); err != nil {
 		return fmt.Errorf("create database %s: %w", c.db, err)

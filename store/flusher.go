@@ -64,6 +64,9 @@ func (w *writer) drain(backoff time.Duration) time.Duration {
 		w.mu.Unlock()
 
 		dups, took, err := w.storePending(p)
+		if err != nil && !errors.Is(err, errBadSpill) {
+			err = w.heal(err)
+		}
 
 		w.mu.Lock()
 		w.busy = false
@@ -104,9 +107,39 @@ func (w *writer) storePending(p *pending) (dups int, took time.Duration, err err
 	return dups, time.Since(t0), err
 }
 
+// healer is an engine that can recover from some failed stores by
+// itself: DuckDB reopens a database it invalidated.
+type healer interface {
+	// heal reports whether it recovered the engine from err.
+	heal(ctx context.Context, err error) (bool, error)
+}
+
+// heal lets the engine recover from a failed store before its retry; it
+// returns err with what the recovery met.
+func (w *writer) heal(err error) error {
+	h, ok := w.ins.(healer)
+	if !ok {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	healed, herr := h.heal(ctx, err)
+	if healed {
+		w.mu.Lock()
+		w.stats.Reopens++
+		w.mu.Unlock()
+		w.opts.Logger.Warn("store: the database invalidated itself after a failed write; reopened it, the batch is retried", "err", err)
+	}
+	if herr != nil {
+		return errors.Join(err, herr)
+	}
+	return err
+}
+
 // failedLocked notes a failed store; the entry stays at the queue's head.
 func (w *writer) failedLocked(err error) {
 	w.err = err
+	w.storeNoSpace = isNoSpace(err)
 	w.stats.Retries++
 	w.stats.LastError = err.Error()
 	w.cond.Broadcast()
@@ -124,6 +157,7 @@ func (w *writer) storedLocked(p *pending, dups int, took time.Duration) {
 		w.stats.ReplayedFiles++
 	}
 	w.err = nil
+	w.storeNoSpace = false
 	w.stalled = false
 	w.spillFailed = false // room may be back: the next spill will tell
 	w.lastStore = took

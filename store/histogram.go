@@ -39,7 +39,7 @@ func (q *querier) Histogram(ctx context.Context, hq HistogramQuery) ([]ClassHist
 		sqlText, bargs = q.histSQL(t, w, col, hq.Edges)
 	}
 	var out []ClassHistogram
-	err = eachRow(ctx, q.db, sqlText, append(bargs, w.args...), func(rows *sql.Rows) error {
+	err = eachRow(ctx, q.db(), sqlText, append(bargs, w.args...), func(rows *sql.Rows) error {
 		var class string
 		var b, c int64
 		if err := rows.Scan(&class, &b, &c); err != nil {
@@ -51,6 +51,7 @@ func (q *querier) Histogram(ctx context.Context, hq HistogramQuery) ([]ClassHist
 		h := &out[len(out)-1]
 		h.Counts[bucketOf(b)] += c
 		h.Total += c
+		q.rawRows.Add(c)
 		return nil
 	})
 	if err != nil {

@@ -24,6 +24,10 @@ type backend interface {
 	batchRows(requested int) int
 	// spillDir is the default Options.SpillDir ("-": none).
 	spillDir() string
+	// hangs: the engine can stop taking batches without failing them (a
+	// hung server), so a writer that waited in vain spills; an engine
+	// that cannot is only slow, and writers wait for it.
+	hangs() bool
 	// dropDaysBefore deletes every record and rollup of the days before
 	// cutoff (retention).
 	dropDaysBefore(ctx context.Context, cutoff time.Time) error
@@ -65,12 +69,15 @@ func open(ctx context.Context, b backend, opts Options) (Store, error) {
 		opts.SpillDir = b.spillDir()
 	}
 	opts.BatchRows = b.batchRows(opts.BatchRows)
-	q := &querier{db: b.sqlDB(), d: b.dialect(), ins: b, keepRollups: opts.keepRollups(), versions: &versionClock{}}
-	w, err := newWriter(b, q, opts)
+	q := &querier{pool: b.sqlDB, d: b.dialect(), ins: b, keepRollups: opts.keepRollups(), versions: &versionClock{}}
+	w, err := newWriter(b, q, opts, b.hangs())
 	if err != nil {
 		return fail(err)
 	}
 	q.onRollupError = w.countRollupError
+	if opts.keepRollups() {
+		q.pending = w.pendingMinutes
+	}
 	e := &engine{querier: q, writer: w, release: func() error { return closeBackend(b) }, logger: opts.Logger}
 	if err := e.startTTL(ctx, opts.TTL, b.dropDaysBefore); err != nil {
 		return nil, errors.Join(fmt.Errorf("%s: %w", b, err), e.Close())

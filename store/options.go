@@ -29,7 +29,9 @@ type Options struct {
 	// captured URLs and addresses. Default for ClickHouse:
 	// <user cache dir>/rtmon/spill/<host>_<port>_<db> (~/.cache on Linux);
 	// "-" disables spilling (writers then block when the buffer is full).
-	// DuckDB does not spill unless set.
+	// Default for a DuckDB file: <file>.spill (a full disk under both gives
+	// backpressure; set it to put spills on another file system); an
+	// in-memory DuckDB does not spill unless set.
 	SpillDir string
 	// MaxSpillBytes bounds the spill files (default 8 GiB). Past it, or
 	// when spilling fails (a full disk), writers block when the buffer is

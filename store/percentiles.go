@@ -57,7 +57,7 @@ func (q *querier) pct(ctx context.Context, pq PercentileQuery, series bool) ([]S
 	}
 	sqlText := q.d.pct(q.d.table(t.name), w.String(), exprs, names, col, pq.Qs)
 	args = append(args, w.args...)
-	out, err := queryAll(ctx, q.db, sqlText, args, func(rows *sql.Rows) (p SeriesPoint, err error) {
+	out, err := queryAll(ctx, q.db(), sqlText, args, func(rows *sql.Rows) (p SeriesPoint, err error) {
 		var vals int64List
 		dest := []any{&p.Class}
 		if series {
@@ -112,7 +112,7 @@ func (q *querier) pctDiscrete(ctx context.Context, pq PercentileQuery) ([]ClassP
 	}
 	w := baseWhere(pq.Range, pq.Class)
 	tbl := q.d.table(t.name)
-	rows, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT class, count(*) FROM %s WHERE %s GROUP BY class ORDER BY class", tbl, w), w.args...)
+	rows, err := q.db().QueryContext(ctx, fmt.Sprintf("SELECT class, count(*) FROM %s WHERE %s GROUP BY class ORDER BY class", tbl, w), w.args...)
 	if err != nil {
 		return nil, fmt.Errorf("percentile counts: %w", err)
 	}
@@ -148,7 +148,7 @@ func (q *querier) pctDiscrete(ctx context.Context, pq PercentileQuery) ([]ClassP
 	for i := range lists {
 		dest[i] = &lists[i]
 	}
-	err = q.db.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s", strings.Join(aggs, ", "), tbl, w), append(args, w.args...)...).Scan(dest...)
+	err = q.db().QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s", strings.Join(aggs, ", "), tbl, w), append(args, w.args...)...).Scan(dest...)
 	if err != nil {
 		return nil, fmt.Errorf("percentiles: %w", err)
 	}
@@ -188,7 +188,7 @@ func (q *querier) pctSeriesDiscrete(ctx context.Context, pq PercentileQuery, ser
 		b := strconv.FormatInt(int64(pq.Bucket), 10)
 		group, by = q.d.intDiv("start_ns", b)+" * "+b, "class, t"
 	}
-	rows, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT class, %s AS t, count(*) AS n FROM %s WHERE %s GROUP BY %s ORDER BY %s", group, tbl, w, by, by), w.args...)
+	rows, err := q.db().QueryContext(ctx, fmt.Sprintf("SELECT class, %s AS t, count(*) AS n FROM %s WHERE %s GROUP BY %s ORDER BY %s", group, tbl, w, by, by), w.args...)
 	if err != nil {
 		return nil, false, fmt.Errorf("percentile series counts: %w", err)
 	}
@@ -212,7 +212,7 @@ func (q *querier) pctSeriesDiscrete(ctx context.Context, pq PercentileQuery, ser
 	if !ok {
 		return nil, false, nil
 	}
-	rows, err = q.db.QueryContext(ctx, fmt.Sprintf("SELECT class, %s AS t, count(*) AS n, %s AS qs FROM %s WHERE %s GROUP BY %s ORDER BY %s",
+	rows, err = q.db().QueryContext(ctx, fmt.Sprintf("SELECT class, %s AS t, count(*) AS n, %s AS qs FROM %s WHERE %s GROUP BY %s ORDER BY %s",
 		group, q.d.discrete(col, levels), tbl, w, by, by), w.args...)
 	if err != nil {
 		return nil, false, fmt.Errorf("percentile series: %w", err)

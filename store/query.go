@@ -7,14 +7,17 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 )
 
 // querier answers the queries of both engines over database/sql. It also
 // keeps the rollups it reads right: a stale minute it finds is recomputed
 // and stored through ins.
 type querier struct {
-	db *sql.DB
-	d  dialect
+	// pool is the engine's connection pool, asked for at each query:
+	// DuckDB replaces it when it reopens an invalidated database.
+	pool func() *sql.DB
+	d    dialect
 	// ins stores recomputed rollups.
 	ins inserter
 	// keepRollups: the writer keeps the rollups current, so Extent may
@@ -25,7 +28,22 @@ type querier struct {
 	// onRollupError counts a recompute that could not be stored (the
 	// writer's Stats); set once at open.
 	onRollupError func(error)
+	// pending, set at open when the writer keeps the rollups, lists the
+	// minutes of a table in [from, to) whose rollups the writer has not
+	// stored yet (writer.pendingMinutes); nil: none known.
+	pending func(table string, from, to int64) []int64
+	// rawRows counts the records the counting queries read (RawRowsRead).
+	rawRows atomic.Int64
 }
+
+// RawRowsRead is how many records the queries that aggregate the record
+// tables have read: counts over a range, rollup recomputes and checks,
+// Counters and Histogram (not percentiles, searches or Classes; whole-table
+// counts come from metadata and read none). A measure of work that should
+// not grow with the store where rollups answer (the web's /metrics tests).
+func (q *querier) RawRowsRead() int64 { return q.rawRows.Load() }
+
+func (q *querier) db() *sql.DB { return q.pool() }
 
 // where builds the range/class filter; all values are bound.
 type where struct {
@@ -102,9 +120,10 @@ func (q *querier) Counters(ctx context.Context, r TimeRange, class string) (Coun
 			dest = append(dest, &vals[i])
 		}
 		sqlText := fmt.Sprintf("SELECT count(*), %s FROM %s WHERE %s", strings.Join(rk.exprs, ", "), q.d.table(rk.t.name), w)
-		if err := q.db.QueryRowContext(ctx, sqlText, w.args...).Scan(dest...); err != nil {
+		if err := q.db().QueryRowContext(ctx, sqlText, w.args...).Scan(dest...); err != nil {
 			return c, fmt.Errorf("counters %s: %w", rk.t.name, err)
 		}
+		q.rawRows.Add(n)
 		sums := make(map[string]int64, len(vals))
 		for i, name := range rk.names {
 			sums[name] = vals[i]
@@ -145,7 +164,7 @@ func (q *querier) TopSlow(ctx context.Context, tq TopQuery) ([]TopRow, error) {
 	}
 	sqlText := fmt.Sprintf("SELECT %s, count(*) AS n, %s AS mean, max(total) AS mx FROM %s WHERE %s GROUP BY %s HAVING count(*) >= ? ORDER BY mean DESC, %s LIMIT ?",
 		key, d.intDiv(d.sum("total"), "count(*)"), d.table(t.name), w, group, order)
-	out, err := queryAll(ctx, q.db, sqlText, append(w.args, max(tq.MinCount, 1), tq.Limit), func(rows *sql.Rows) (r TopRow, err error) {
+	out, err := queryAll(ctx, q.db(), sqlText, append(w.args, max(tq.MinCount, 1), tq.Limit), func(rows *sql.Rows) (r TopRow, err error) {
 		var path string
 		if err := rows.Scan(&r.Key, &path, &r.Count, &r.Mean, &r.Max); err != nil {
 			return r, err
@@ -168,7 +187,7 @@ func (q *querier) Classes(ctx context.Context, r TimeRange) ([]string, error) {
 	set := map[string]bool{}
 	w := baseWhere(r, "")
 	for _, t := range tables {
-		cs, err := queryStrings(ctx, q.db, fmt.Sprintf("SELECT DISTINCT class FROM %s WHERE %s", q.d.table(t.name), w), w.args...)
+		cs, err := queryStrings(ctx, q.db(), fmt.Sprintf("SELECT DISTINCT class FROM %s WHERE %s", q.d.table(t.name), w), w.args...)
 		if err != nil {
 			return nil, fmt.Errorf("classes of %s: %w", t.name, err)
 		}
@@ -187,7 +206,7 @@ func (q *querier) Classes(ctx context.Context, r TimeRange) ([]string, error) {
 // existingIDs is shared: both engines answer it with one bound range query.
 func (q *querier) existingIDs(ctx context.Context, t table, lo, hi int64, ids map[string]bool) (map[string]bool, error) {
 	have := map[string]bool{}
-	err := eachRow(ctx, q.db, fmt.Sprintf("SELECT id FROM %s WHERE start_ns >= ? AND start_ns <= ?", q.d.table(t.name)), []any{lo, hi},
+	err := eachRow(ctx, q.db(), fmt.Sprintf("SELECT id FROM %s WHERE start_ns >= ? AND start_ns <= ?", q.d.table(t.name)), []any{lo, hi},
 		func(rows *sql.Rows) error {
 			var id string
 			if err := rows.Scan(&id); err != nil {

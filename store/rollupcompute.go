@@ -35,7 +35,7 @@ func (q *querier) computeRollups(ctx context.Context, rk rollupKind, rs []TimeRa
 	}
 	sqlText := fmt.Sprintf("SELECT %s AS m, class, count(*), min(start_ns), max(start_ns), %s, %s FROM %s WHERE %s GROUP BY m, class",
 		m, lohi, strings.Join(rk.exprs, ", "), tbl, w)
-	rows, err := q.db.QueryContext(ctx, sqlText, w.args...)
+	rows, err := q.db().QueryContext(ctx, sqlText, w.args...)
 	if err != nil {
 		return nil, fmt.Errorf("rollup %s: %w", rk.t.name, err)
 	}
@@ -56,6 +56,7 @@ func (q *querier) computeRollups(ctx context.Context, rk rollupKind, rs []TimeRa
 		}
 		k.minute *= rollupGrain
 		out[k] = r
+		q.rawRows.Add(r.n)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -70,7 +71,7 @@ func (q *querier) computeRollups(ctx context.Context, rk rollupKind, rs []TimeRa
 	guess, fixed := logBucket(d.boolInt, d.ln, d.elem, "total", RollupEdges)
 	sqlText = fmt.Sprintf("SELECT m, class, %s FROM (SELECT m, class, %s AS b, count(*) AS c FROM (SELECT %s AS m, class, total, %s AS b0 FROM %s WHERE %s) GROUP BY m, class, b) GROUP BY m, class",
 		d.pairsText("b", "c"), fixed, m, guess, tbl, w)
-	rows, err = q.db.QueryContext(ctx, sqlText, w.args...)
+	rows, err = q.db().QueryContext(ctx, sqlText, w.args...)
 	if err != nil {
 		return nil, fmt.Errorf("rollup histogram %s: %w", rk.t.name, err)
 	}

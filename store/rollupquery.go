@@ -6,11 +6,25 @@ import (
 	"strconv"
 )
 
-// tieredRollups is verifiedRollups reading hour rows for the whole hours
+// tieredRollups answers the whole minutes [from, to) from the rollups and
+// the writer's tail (tailRollups, its histograms only if hist); when they
+// cannot account for the records, from the rollups checked against them
+// (checkedRollups).
+func (q *querier) tieredRollups(ctx context.Context, rk rollupKind, from, to int64, hours, hist bool) (map[rollupKey]*rollupRow, int, error) {
+	tail := rk
+	tail.hist = tail.hist && hist
+	rows, recomputed, ok, err := q.tailRollups(ctx, rk, tail, from, to, hours)
+	if err != nil || ok {
+		return rows, recomputed, err
+	}
+	return q.checkedRollups(ctx, rk, from, to, hours)
+}
+
+// checkedRollups is verifiedRollups reading hour rows for the whole hours
 // of [from, to) when hours is set. When the count disagrees it falls back
 // to minutes, which finds and recomputes the stale ones, and then
 // recomputes the hours whose rows disagree with their minutes.
-func (q *querier) tieredRollups(ctx context.Context, rk rollupKind, from, to int64, hours bool) (map[rollupKey]*rollupRow, int, error) {
+func (q *querier) checkedRollups(ctx context.Context, rk rollupKind, from, to int64, hours bool) (map[rollupKey]*rollupRow, int, error) {
 	hFrom := -floorDiv(-from, rollupHour) * rollupHour
 	hTo := int64(0)
 	if to != 0 {
@@ -91,8 +105,11 @@ func (q *querier) rawCount(ctx context.Context, rk rollupKind, from, to int64) (
 		countSQL += " WHERE " + w.String()
 	}
 	var n int64
-	if err := q.db.QueryRowContext(ctx, countSQL, w.args...).Scan(&n); err != nil {
+	if err := q.db().QueryRowContext(ctx, countSQL, w.args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("rollup check %s: %w", rk.t.name, err)
+	}
+	if len(w.conds) > 0 {
+		q.rawRows.Add(n)
 	}
 	return n, nil
 }
@@ -116,7 +133,7 @@ func (q *querier) verifiedRollups(ctx context.Context, rk rollupKind, from, to i
 	w := baseWhere(TimeRange{From: from, To: to}, "")
 	tbl := q.d.table(rk.t.name)
 	m := q.d.intDiv("start_ns", strconv.FormatInt(rollupGrain, 10))
-	res, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT %s AS m, count(*) FROM %s WHERE %s GROUP BY m", m, tbl, w), w.args...)
+	res, err := q.db().QueryContext(ctx, fmt.Sprintf("SELECT %s AS m, count(*) FROM %s WHERE %s GROUP BY m", m, tbl, w), w.args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("rollup check %s: %w", rk.t.name, err)
 	}
@@ -128,6 +145,7 @@ func (q *querier) verifiedRollups(ctx context.Context, rk rollupKind, from, to i
 			return nil, 0, fmt.Errorf("rollup check %s: %w", rk.t.name, err)
 		}
 		perMinute[mi*rollupGrain] += n
+		q.rawRows.Add(n)
 	}
 	res.Close()
 	if err := res.Err(); err != nil {
@@ -231,7 +249,7 @@ func (q *querier) readRollups(ctx context.Context, kind string, from, to int64) 
 	if to != 0 {
 		w.add("minute < ?", to)
 	}
-	rows, err := q.db.QueryContext(ctx, fmt.Sprintf("SELECT minute, class, version, n, first_ns, last_ns, lo, hi, sums, hist FROM %s WHERE %s",
+	rows, err := q.db().QueryContext(ctx, fmt.Sprintf("SELECT minute, class, version, n, first_ns, last_ns, lo, hi, sums, hist FROM %s WHERE %s",
 		q.d.table(rollupTable.name), w), w.args...)
 	if err != nil {
 		return nil, fmt.Errorf("read rollups: %w", err)

@@ -70,7 +70,7 @@ func (q *querier) pruneRollups(ctx context.Context, kind string, rs []TimeRange,
 	if q.d.pruneRollups == nil {
 		return nil
 	}
-	return q.d.pruneRollups(ctx, q.db, kind, rs, version)
+	return q.d.pruneRollups(ctx, q.db(), kind, rs, version)
 }
 
 // refreshHours recomputes, from their minute rows, the hour rows of the

@@ -11,12 +11,16 @@ import (
 // minutes stored batches touched and recomputes them when its queue is
 // empty (see writer.dirty and rollupDelay).
 
-// markDirty adds the minutes the groups' stored records touched.
-func (w *writer) markDirty(groups []recordGroup, results []groupResult) {
+// markDirty adds the minutes the groups' records fall in.
+func (w *writer) markDirty(groups []recordGroup) {
+	minutes := make([]map[int64]bool, len(groups))
+	for gi, g := range groups {
+		minutes[gi] = touchedMinutes(g.items)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for gi, g := range groups {
-		if len(results[gi].minutes) == 0 {
+		if len(minutes[gi]) == 0 {
 			continue
 		}
 		if len(w.dirty) == 0 {
@@ -27,10 +31,27 @@ func (w *writer) markDirty(groups []recordGroup, results []groupResult) {
 			d = map[int64]bool{}
 			w.dirty[g.t.name] = d
 		}
-		for m := range results[gi].minutes {
+		for m := range minutes[gi] {
 			d[m] = true
 		}
 	}
+}
+
+// pendingMinutes lists the starts (ns) of the minutes of table in [from,
+// to) (to 0: no bound) that hold records whose rollups are not stored
+// yet: noted and not recomputed, or being recomputed.
+func (w *writer) pendingMinutes(table string, from, to int64) []int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []int64
+	for _, set := range []map[int64]bool{w.dirty[table], w.inRefresh[table]} {
+		for m := range set {
+			if s := m * rollupGrain; s >= from && (to == 0 || s < to) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
 }
 
 // refreshDirty recomputes the rollups of the dirty minutes, the tables in
@@ -41,6 +62,7 @@ func (w *writer) refreshDirty() {
 	w.mu.Lock()
 	dirty := w.dirty
 	w.dirty = map[string]map[int64]bool{}
+	w.inRefresh = dirty
 	w.refreshing = true
 	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -75,6 +97,7 @@ func (w *writer) refreshDirty() {
 	}
 	w.mu.Lock()
 	w.refreshing = false
+	w.inRefresh = nil
 	w.cond.Broadcast()
 	w.mu.Unlock()
 }

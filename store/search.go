@@ -58,7 +58,7 @@ func searchTable[R any](ctx context.Context, q *querier, t table, w *where, limi
 	}
 	tbl := q.d.table(t.name)
 	var total int64
-	if err := q.db.QueryRowContext(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", tbl, w), w.args...).Scan(&total); err != nil {
+	if err := q.db().QueryRowContext(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", tbl, w), w.args...).Scan(&total); err != nil {
 		return 0, nil, fmt.Errorf("search count: %w", err)
 	}
 	p, err := q.searchPage(ctx, tbl, w, limit, offset)
@@ -101,7 +101,7 @@ type searchPage struct {
 
 func (q *querier) searchPage(ctx context.Context, tbl string, w *where, limit, offset int) (searchPage, error) {
 	p := searchPage{pos: map[string]int{}}
-	err := eachRow(ctx, q.db, fmt.Sprintf("SELECT id, start_ns FROM %s WHERE %s ORDER BY start_ns DESC, id ASC LIMIT ? OFFSET ?", tbl, w),
+	err := eachRow(ctx, q.db(), fmt.Sprintf("SELECT id, start_ns FROM %s WHERE %s ORDER BY start_ns DESC, id ASC LIMIT ? OFFSET ?", tbl, w),
 		append(w.args, limit, offset), func(rows *sql.Rows) error {
 			var id string
 			var st int64
@@ -130,7 +130,7 @@ func searchRows[R any](ctx context.Context, q *querier, t table, p searchPage, s
 	}
 	byPos := make([]*R, len(p.ids))
 	var sensor string
-	err := eachRow(ctx, q.db, fmt.Sprintf("SELECT %s FROM %s WHERE start_ns >= ? AND start_ns <= ? AND id IN (%s)", t.selectList(), q.d.table(t.name), marks(len(p.ids))),
+	err := eachRow(ctx, q.db(), fmt.Sprintf("SELECT %s FROM %s WHERE start_ns >= ? AND start_ns <= ? AND id IN (%s)", t.selectList(), q.d.table(t.name), marks(len(p.ids))),
 		args, func(rows *sql.Rows) error {
 			r, err := scan(rows, &sensor)
 			if err != nil {
@@ -153,7 +153,7 @@ func searchRows[R any](ctx context.Context, q *querier, t table, p searchPage, s
 
 func (q *querier) PageviewByID(ctx context.Context, id string) (*PageviewDetail, error) {
 	var sensor string
-	row := q.db.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE id = ? LIMIT 1", pvTable.selectList(), q.d.table(pvTable.name)), id)
+	row := q.db().QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE id = ? LIMIT 1", pvTable.selectList(), q.d.table(pvTable.name)), id)
 	pv, err := scanPv(row, &sensor)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
@@ -167,7 +167,7 @@ func (q *querier) PageviewByID(ctx context.Context, id string) (*PageviewDetail,
 	// because an object's transaction may start before the pageview does
 	// (a connection opened in advance) and a window would silently drop it.
 	connIDs := map[string]bool{}
-	err = eachRow(ctx, q.db, fmt.Sprintf("SELECT %s FROM %s WHERE pageview_id = ? ORDER BY start_ns, id",
+	err = eachRow(ctx, q.db(), fmt.Sprintf("SELECT %s FROM %s WHERE pageview_id = ? ORDER BY start_ns, id",
 		txTable.selectList(), q.d.table(txTable.name)), []any{pv.ID}, func(rows *sql.Rows) error {
 		tx, err := scanTx(rows, &sensor)
 		if err != nil {
@@ -187,7 +187,7 @@ func (q *querier) PageviewByID(ctx context.Context, id string) (*PageviewDetail,
 	for _, id := range slices.Sorted(maps.Keys(connIDs)) {
 		args = append(args, id)
 	}
-	err = eachRow(ctx, q.db, fmt.Sprintf("SELECT %s FROM %s WHERE id IN (%s) ORDER BY start_ns, id",
+	err = eachRow(ctx, q.db(), fmt.Sprintf("SELECT %s FROM %s WHERE id IN (%s) ORDER BY start_ns, id",
 		connTable.selectList(), q.d.table(connTable.name), marks(len(args))), args, func(rows *sql.Rows) error {
 		c, err := scanConn(rows, &sensor)
 		if err != nil {

@@ -21,11 +21,7 @@ func (w *writer) queueLeftovers() error {
 	if w.spillDir() == "" {
 		return nil
 	}
-	// Spill files hold captured URLs and addresses: only their owner
-	// may list or read them.
-	if err := os.MkdirAll(w.spillDir(), 0o700); err != nil {
-		return fmt.Errorf("spill dir: %w", err)
-	}
+	// The directory is made by the first spill: none, no leftovers.
 	files, err := filepath.Glob(filepath.Join(w.spillDir(), "seg-*.gob"))
 	if err != nil {
 		return fmt.Errorf("spill dir: %w", err)
@@ -60,6 +56,8 @@ func (w *writer) spillNewestLocked() {
 			// A full disk: keep the batch in memory and hold writers
 			// back (waitForRoomLocked) rather than lose anything.
 			w.spillFailed = true
+			w.spillNoSpace = isNoSpace(err)
+			w.stats.SpillFailures++
 			w.stats.LastError = err.Error()
 			w.opts.Logger.Warn("store: spilling failed; writers wait for the engine", "err", err)
 			return
@@ -72,6 +70,12 @@ func (w *writer) spillLocked(p *pending) error {
 	name := fmt.Sprintf("seg-%020d-%08d-%d.gob", time.Now().UnixNano(), w.seq, p.n)
 	path := filepath.Join(w.spillDir(), name)
 	tmp := path + ".tmp"
+	// Spill files hold captured URLs and addresses: only their owner may
+	// list or read them. Made here, not at Open, so that a store that never
+	// spills leaves no directory behind.
+	if err := os.MkdirAll(w.spillDir(), 0o700); err != nil {
+		return fmt.Errorf("spill dir: %w", err)
+	}
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("spill: %w", err)
@@ -143,6 +147,7 @@ func (w *writer) spillRest(ferr error) error {
 	for _, p := range w.queue {
 		if p.b != nil && w.spillDir() != "" {
 			if err := w.spillLocked(p); err != nil {
+				w.stats.SpillFailures++
 				lost += p.n
 				continue
 			}
@@ -155,6 +160,8 @@ func (w *writer) spillRest(ferr error) error {
 		rows += p.n
 	}
 	if lost > 0 {
+		w.stats.LostRecords += int64(lost)
+		w.stats.Queued -= int64(lost)
 		return fmt.Errorf("store close: %d records LOST (not stored, not spilled); %d records in %d spill files in %s: %w",
 			lost, rows, len(files), w.spillDir(), ferr)
 	}

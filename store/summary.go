@@ -16,7 +16,7 @@ func (q *querier) exactExtent(ctx context.Context, k Kind) (Extent, error) {
 	}
 	var e Extent
 	sqlText := fmt.Sprintf("SELECT count(*), coalesce(min(start_ns), 0), coalesce(max(start_ns), 0) FROM %s", q.d.table(t.name))
-	if err := q.db.QueryRowContext(ctx, sqlText).Scan(&e.N, &e.First, &e.Last); err != nil {
+	if err := q.db().QueryRowContext(ctx, sqlText).Scan(&e.N, &e.First, &e.Last); err != nil {
 		return Extent{}, fmt.Errorf("extent of %s: %w", t.name, err)
 	}
 	return e, nil
@@ -37,7 +37,7 @@ func (q *querier) ComponentSums(ctx context.Context, sq SumQuery) ([]ComponentSu
 	w := baseWhere(sq.Range, sq.Class)
 	sqlText := fmt.Sprintf("SELECT class, count(*), %s FROM %s WHERE %s GROUP BY class ORDER BY class",
 		strings.Join(sel, ", "), q.d.table(t.name), w)
-	rows, err := q.db.QueryContext(ctx, sqlText, w.args...)
+	rows, err := q.db().QueryContext(ctx, sqlText, w.args...)
 	if err != nil {
 		return nil, fmt.Errorf("component sums: %w", err)
 	}

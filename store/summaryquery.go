@@ -18,12 +18,12 @@ func (q *querier) Summary(ctx context.Context, sq SummaryQuery) (*Summary, error
 		return nil, err
 	}
 	kinds := rollupKinds(q.d)
-	got, recomputed, err := q.summaryRows(ctx, kinds, sq)
+	got, recomputed, err := q.summaryRows(ctx, kinds, sq, k)
 	if err != nil {
 		return nil, fmt.Errorf("summary: %w", err)
 	}
 	s := &Summary{Recomputed: recomputed}
-	s.Classes = summaryCounters(&s.Counters, kinds, got, sq.Class)
+	summaryCounters(s, kinds, got, sq.Class)
 	rows := got[0]
 	if k == Pageviews {
 		rows = got[1]
@@ -79,23 +79,30 @@ func wholeMinutes(r TimeRange) (from, to int64, ends []TimeRange) {
 }
 
 // summaryRows reads each kind's rows of sq's range, the kinds in parallel,
-// and returns them with the number of minutes recomputed.
-func (q *querier) summaryRows(ctx context.Context, kinds []rollupKind, sq SummaryQuery) ([]map[rollupKey]*rollupRow, int, error) {
+// and returns them with the number of minutes recomputed. Rows computed
+// for this answer only carry a histogram where it asks for one (kind k's,
+// with edges or quantiles): the histogram query costs DuckDB ~40 ms to
+// plan, more than the tail's other sums.
+func (q *querier) summaryRows(ctx context.Context, kinds []rollupKind, sq SummaryQuery, k Kind) ([]map[rollupKey]*rollupRow, int, error) {
 	fullFrom, fullTo, ends := wholeMinutes(sq.Range)
 	hours := sq.Step == 0 || int64(sq.Step)%rollupHour == 0
 	got := make([]map[rollupKey]*rollupRow, len(kinds))
 	recomputed := make([]int, len(kinds))
 	g, gctx := errgroup.WithContext(ctx)
+	_, kt, _ := kindTable(k)
 	for i, rk := range kinds {
+		hist := rk.t.name == kt.name && (sq.Edges != nil || len(sq.Qs) > 0)
 		g.Go(func() error {
 			rows := map[rollupKey]*rollupRow{}
 			if fullFrom >= 0 {
 				var err error
-				if rows, recomputed[i], err = q.tieredRollups(gctx, rk, fullFrom, fullTo, hours); err != nil {
+				if rows, recomputed[i], err = q.tieredRollups(gctx, rk, fullFrom, fullTo, hours, hist); err != nil {
 					return err
 				}
 			}
-			partial, err := q.computeRollups(gctx, rk, ends)
+			answer := rk
+			answer.hist = answer.hist && hist
+			partial, err := q.computeRollups(gctx, answer, ends)
 			if err != nil {
 				return err
 			}
@@ -116,33 +123,45 @@ func (q *querier) summaryRows(ctx context.Context, kinds []rollupKind, sq Summar
 	return got, n, nil
 }
 
-// summaryCounters adds every kind's counters of class ("" = all) to c and
-// returns the classes that have records of any kind, sorted.
-func summaryCounters(c *Counters, kinds []rollupKind, got []map[rollupKey]*rollupRow, class string) []string {
-	classes := map[string]bool{}
+// summaryCounters sets s's Classes (those with records of any kind,
+// sorted), its Counters of class ("" = all) and their ByClass.
+func summaryCounters(s *Summary, kinds []rollupKind, got []map[rollupKey]*rollupRow, class string) {
+	byClass := map[string]*Counters{}
 	for i, rk := range kinds {
-		var n int64
-		sums := map[string]int64{}
+		n := map[string]int64{}
+		sums := map[string]map[string]int64{}
 		for key, row := range got[i] {
 			if row.n == 0 {
 				continue
 			}
-			classes[key.class] = true
-			if class == "" || key.class == class {
-				n += row.n
-				for name, v := range row.sums {
-					sums[name] += v
-				}
+			if byClass[key.class] == nil {
+				byClass[key.class] = &Counters{}
+			}
+			if sums[key.class] == nil {
+				sums[key.class] = map[string]int64{}
+			}
+			n[key.class] += row.n
+			for name, v := range row.sums {
+				sums[key.class][name] += v
 			}
 		}
-		addCounters(c, rk.name, n, sums)
+		for c, cn := range n {
+			addCounters(byClass[c], rk.name, cn, sums[c])
+			if class == "" || c == class {
+				addCounters(&s.Counters, rk.name, cn, sums[c])
+			}
+		}
 	}
-	out := make([]string, 0, len(classes))
-	for c := range classes {
-		out = append(out, c)
+	s.Classes = make([]string, 0, len(byClass))
+	for c := range byClass {
+		s.Classes = append(s.Classes, c)
 	}
-	sort.Strings(out)
-	return out
+	sort.Strings(s.Classes)
+	for _, c := range s.Classes {
+		if class == "" || c == class {
+			s.ByClass = append(s.ByClass, ClassCounters{Class: c, Counters: *byClass[c]})
+		}
+	}
 }
 
 // summaryFold folds one kind's rows into the per-class answers, in

@@ -74,8 +74,15 @@ type writer struct {
 	// to twice that (at least MaxAge) before declaring the engine stalled.
 	lastStore time.Duration
 	// spillFailed: the last spill failed (a full disk); writers get
-	// backpressure until a batch is stored again.
-	spillFailed bool
+	// backpressure until a batch is stored again. spillNoSpace: for lack
+	// of space.
+	spillFailed  bool
+	spillNoSpace bool
+	// storeNoSpace: the last store failed for lack of space (DuckDB on a
+	// full disk); cleared by the next stored batch.
+	storeNoSpace bool
+	// hangs: the engine can hang without failing (backend.hangs).
+	hangs bool
 	// classes learned from connections and pageviews, the last fallback
 	// for a transaction that arrives without Class (not from the pageview
 	// stage, which always sets it).
@@ -87,15 +94,17 @@ type writer struct {
 	// over its whole span instead of one per batch; Flush waits for it.
 	dirty      map[string]map[int64]bool
 	dirtySince time.Time // when dirty became non-empty
-	flushing   int       // flush calls waiting
+	// inRefresh: the dirty minutes being recomputed (pendingMinutes).
+	inRefresh  map[string]map[int64]bool
+	flushing   int // flush calls waiting
 	refreshing bool
 	kick       chan struct{}
 	done       chan struct{}
 	stop       chan struct{}
 }
 
-func newWriter(ins inserter, q *querier, opts Options) (*writer, error) {
-	w := &writer{ins: ins, q: q, opts: opts, cur: &Batch{}, classOf: map[netip.Addr]string{}, dirty: map[string]map[int64]bool{},
+func newWriter(ins inserter, q *querier, opts Options, hangs bool) (*writer, error) {
+	w := &writer{ins: ins, q: q, opts: opts, hangs: hangs, cur: &Batch{}, classOf: map[netip.Addr]string{}, dirty: map[string]map[int64]bool{},
 		kick: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{})}
 	w.cond = sync.NewCond(&w.mu)
 	w.stream.chunk = min(streamChunk, opts.BatchRows)
@@ -155,11 +164,12 @@ func (w *writer) add(ctx context.Context, b Batch) error {
 // nothing was stored (a hung server); the wait is twice the last batch's
 // store time, at least MaxAge, so a big batch on a slow engine is not
 // mistaken for a hang (10 s before the first batch is stored, when there
-// is no measure yet).
+// is no measure yet). An engine that cannot hang (DuckDB) gets no such
+// judgement: while it stores, writers wait; once it fails, they spill.
 func (w *writer) waitForRoomLocked(ctx context.Context) error {
-	for !w.canSpillLocked() && w.memRow >= w.opts.MaxBufferRows {
+	for w.memRow >= w.opts.MaxBufferRows && (!w.canSpillLocked() || (!w.hangs && w.err == nil)) {
 		if ctx.Err() != nil {
-			return fmt.Errorf("store: buffer full (%d records) and no room to spill: %w", w.memRow, ctx.Err())
+			return fmt.Errorf("store: buffer full (%d records), the engine behind and no room to spill: %w", w.memRow, ctx.Err())
 		}
 		if w.closed {
 			return fmt.Errorf("store: write after Close: %w", ErrClosed)
@@ -352,6 +362,9 @@ func (w *writer) Stats() WriterStats {
 	defer w.mu.Unlock()
 	st := w.stats
 	st.Queued += int64(staged)
+	st.Failing = w.err != nil
+	st.SpillFailing = w.spillFailed
+	st.DiskFull = (w.err != nil && w.storeNoSpace) || (w.spillFailed && w.spillNoSpace)
 	st.BatchRows = w.opts.BatchRows
 	st.Rollups = w.opts.keepRollups()
 	return st

@@ -38,6 +38,9 @@ type PipelineStats struct {
 	StoreSpilled   int64  `json:"store_spilled_files"`
 	StoreRetries   int64  `json:"store_retries"`
 	StoreLastError string `json:"store_last_error,omitempty"`
+	// StoreState is what is wrong with storing now (storeState), "" if
+	// nothing: StoreLastError may be an old error.
+	StoreState string `json:"store_state,omitempty"`
 }
 
 // LivePoint is one record that completed since the previous event.
@@ -312,7 +315,7 @@ func StatsFrom(src capture.Stats, tr reconstruct.Stats, ws query.WriterStats) Pi
 	p := PipelineStats{Packets: int64(tr.Packets), Evictions: int64(tr.Evicted), OpenConnections: int64(tr.OpenConnections),
 		TrackerMemory: tr.MemoryInUse, MemoryEvictions: int64(tr.MemoryEvictions),
 		StoreWritten: ws.Written, StoreQueued: ws.Queued, StoreSpilled: int64(ws.SpilledFiles), StoreRetries: ws.Retries,
-		StoreLastError: ws.LastError}
+		StoreLastError: ws.LastError, StoreState: storeState(ws)}
 	for _, s := range src.Sources {
 		p.Bytes += int64(s.Bytes)
 		if s.Live {

@@ -15,13 +15,21 @@ import (
 )
 
 // Prometheus histogram buckets (seconds): coarser than the UI's, but with
-// edges just past 1 s and 3 s so SYN-loss delays show as a step.
-var promBuckets = []int64{
-	int64(10 * time.Millisecond), int64(25 * time.Millisecond), int64(50 * time.Millisecond),
-	int64(100 * time.Millisecond), int64(250 * time.Millisecond), int64(500 * time.Millisecond),
-	int64(time.Second), int64(1500 * time.Millisecond), int64(2500 * time.Millisecond),
-	int64(3 * time.Second), int64(4 * time.Second), int64(6 * time.Second), int64(10 * time.Second),
-	int64(30 * time.Second), int64(60 * time.Second),
+// edges at 1 s and just below 3 s so SYN-loss delays show as a step. Each
+// is the edge of the rollups' grid (query.RollupEdges, 160 a decade) at or
+// below a round value, within 1.5% of it, so that the rollups give the
+// histograms exactly.
+var promBuckets = onRollupGrid(10*time.Millisecond, 25*time.Millisecond, 50*time.Millisecond,
+	100*time.Millisecond, 250*time.Millisecond, 500*time.Millisecond, time.Second, 1500*time.Millisecond,
+	2500*time.Millisecond, 3*time.Second, 4*time.Second, 6*time.Second, 10*time.Second, 30*time.Second, time.Minute)
+
+// onRollupGrid gives each d's rollup grid edge at or below it.
+func onRollupGrid(ds ...time.Duration) []int64 {
+	out := make([]int64, len(ds))
+	for i, d := range ds {
+		out[i] = query.RollupEdges[query.RollupBucket(int64(d))]
+	}
+	return out
 }
 
 type metrics struct {
@@ -45,9 +53,10 @@ func (m *metrics) handler() http.Handler {
 type storeCollector struct {
 	st   query.Querier
 	live *LiveFeed
-	// The store's histograms and counters read the whole record range:
-	// they are read at most once per storeMetricsTTL and unchanged
-	// stores are not read again, whoever scrapes how often.
+	// The store's histograms and counters come from the rollups (or, when
+	// the writer does not keep them, from the records): they are read at
+	// most once per storeMetricsTTL and unchanged stores are not read
+	// again, whoever scrapes how often.
 	mu      sync.Mutex
 	at      time.Time
 	written int64
@@ -114,14 +123,45 @@ var writerMetrics = []metric[query.WriterStats]{
 		func(s query.WriterStats) int64 { return int64(s.SpilledFiles) }),
 	newMetric(counter, "store_retries_total", "Failed store insert attempts.", nil,
 		func(s query.WriterStats) int64 { return s.Retries }),
+	newMetric(gauge, "store_insert_failing", "1 while the oldest queued batch fails to store and is retried (the last error is on /healthz and in the UI).", nil,
+		func(s query.WriterStats) int64 { return b2i(s.Failing) }),
+	newMetric(gauge, "store_disk_full", "1 while storing or spilling fails for lack of disk space.", nil,
+		func(s query.WriterStats) int64 { return b2i(s.DiskFull) }),
+	newMetric(gauge, "store_spill_failing", "1 while spilling fails: a full memory buffer then holds writers back (backpressure).", nil,
+		func(s query.WriterStats) int64 { return b2i(s.SpillFailing) }),
+	newMetric(counter, "store_spill_failures_total", "Batches that could not be written to a spill file.", nil,
+		func(s query.WriterStats) int64 { return s.SpillFailures }),
+	newMetric(counter, "store_reopens_total", "Reopenings of the embedded database after it invalidated itself on a failed write.", nil,
+		func(s query.WriterStats) int64 { return s.Reopens }),
 	newMetric(gauge, "store_spill_bytes", "Size of the spill files waiting to be stored.", nil,
 		func(s query.WriterStats) int64 { return s.SpillBytes }),
 	newMetric(counter, "store_corrupt_spill_files_total", "Spill files that could not be read back (set aside as *.corrupt).", nil,
 		func(s query.WriterStats) int64 { return s.CorruptSpillFiles }),
-	newMetric(counter, "store_lost_records_total", "Records lost: in spill files that could not be read back.", nil,
+	newMetric(counter, "store_lost_records_total", "Records lost: in spill files that could not be read back, or neither stored nor spilled at close.", nil,
 		func(s query.WriterStats) int64 { return s.LostRecords }),
 	newMetric(counter, "store_duplicates_total", "Records dropped because their id was already stored.", nil,
 		func(s query.WriterStats) int64 { return s.Duplicates }),
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// storeState names what is wrong with storing now ("" when nothing), for
+// the UI's status strip and the overview.
+func storeState(s query.WriterStats) string {
+	switch {
+	case s.DiskFull:
+		return "disk full"
+	case s.Failing:
+		return "failing"
+	case s.SpillFailing:
+		return "writers held back"
+	}
+	return ""
 }
 
 var pipelineMetrics = []metric[PipelineStats]{
@@ -186,50 +226,94 @@ func (c *storeCollector) storeMetrics() []prometheus.Metric {
 func (c *storeCollector) scanStore(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	failed := 0.0
+	var ok bool
+	if c.st.Stats().Rollups {
+		ok = c.fromRollups(ctx, ch)
+	} else {
+		ok = c.fromRecords(ctx, ch)
+	}
+	ch <- prometheus.MustNewConstMetric(descScrapeErr, prometheus.GaugeValue, float64(b2i(!ok)))
+}
+
+// fromRollups sends the histograms and the per-class counters of
+// everything stored from one Summary per kind: rollup rows and the
+// records of the minutes the writer has not rolled up yet, however many
+// records are stored. The histograms' sums are exact.
+func (c *storeCollector) fromRollups(ctx context.Context, ch chan<- prometheus.Metric) bool {
+	ok, counted := true, false
+	for _, kind := range []query.Kind{query.Transactions, query.Pageviews} {
+		s, err := c.st.Summary(ctx, query.SummaryQuery{Kind: kind, Edges: promBuckets})
+		if err != nil {
+			slog.Warn("metrics: summary", "kind", kind, "err", err)
+			ok = false
+			continue
+		}
+		total := map[string]int64{}
+		for _, cs := range s.Sums {
+			total[cs.Class] = cs.Sums["total"]
+		}
+		for _, h := range s.Histograms {
+			ch <- constHistogram(h, string(kind), float64(total[h.Class])/1e9)
+		}
+		if !counted { // every Summary has every kind's counters
+			for _, k := range s.ByClass {
+				emit(ch, classMetrics, k.Counters, k.Class)
+			}
+			counted = true
+		}
+	}
+	return ok
+}
+
+// fromRecords sends the same read from the records; the histograms' sums
+// are approximated with bucket lower edges (the store returns counts).
+func (c *storeCollector) fromRecords(ctx context.Context, ch chan<- prometheus.Metric) bool {
+	ok := true
 	for _, kind := range []query.Kind{query.Transactions, query.Pageviews} {
 		hs, err := c.st.Histogram(ctx, query.HistogramQuery{Kind: kind, Edges: promBuckets})
 		if err != nil {
 			slog.Warn("metrics: histogram", "kind", kind, "err", err)
-			failed = 1
+			ok = false
 			continue
 		}
 		for _, h := range hs {
-			ch <- constHistogram(h, string(kind))
+			var sum float64
+			for i, n := range h.Counts {
+				sum += float64(n) * float64(h.Edges[i]) / 1e9
+			}
+			ch <- constHistogram(h, string(kind), sum)
 		}
 	}
 	classes, err := c.st.Classes(ctx, query.TimeRange{})
 	if err != nil {
 		slog.Warn("metrics: classes", "err", err)
-		failed = 1
+		ok = false
 	}
 	for _, class := range classes {
 		k, err := c.st.Counters(ctx, query.TimeRange{}, class)
 		if err != nil {
 			slog.Warn("metrics: counters", "class", class, "err", err)
-			failed = 1
+			ok = false
 			continue
 		}
 		emit(ch, classMetrics, k, class)
 	}
-	ch <- prometheus.MustNewConstMetric(descScrapeErr, prometheus.GaugeValue, failed)
+	return ok
 }
 
 // constHistogram converts a store histogram (bucket i = [e_i, e_i+1), the
-// first also holding values below e_0, the last open above) into
-// Prometheus's cumulative "le" buckets. A value equal to an edge counts in
-// the bucket above it, so "le" is the next edge minus 1 ns; the sum is
-// approximated with bucket lower edges since the store returns counts only.
-func constHistogram(h query.ClassHistogram, kind string) prometheus.Metric {
+// first also holding values below e_0, the last open above) with the sum
+// of its values (seconds) into Prometheus's cumulative "le" buckets. A
+// value equal to an edge counts in the bucket above it, so "le" is the
+// next edge minus 1 ns.
+func constHistogram(h query.ClassHistogram, kind string, sum float64) prometheus.Metric {
 	buckets := make(map[float64]uint64, len(h.Edges))
 	var cum uint64
-	var sum float64
 	for i, n := range h.Counts {
 		cum += uint64(n)
 		if i+1 < len(h.Edges) {
 			buckets[float64(h.Edges[i+1]-1)/1e9] = cum
 		}
-		sum += float64(n) * float64(h.Edges[min(i, len(h.Edges)-1)]) / 1e9
 	}
 	return prometheus.MustNewConstHistogram(descRT, uint64(h.Total), sum, buckets, h.Class, kind)
 }

@@ -42,9 +42,10 @@ type Overview struct {
 	Top         map[string][]query.TopRow `json:"top"`
 	// Approx is 0 when every number is exact, else the bound on the
 	// percentiles' relative error (they came from rollups).
-	Approx   float64           `json:"approx"`
-	Pipeline *PipelineStats    `json:"pipeline,omitempty"` // live only
-	Store    query.WriterStats `json:"store"`
+	Approx     float64           `json:"approx"`
+	Pipeline   *PipelineStats    `json:"pipeline,omitempty"` // live only
+	Store      query.WriterStats `json:"store"`
+	StoreState string            `json:"store_state,omitempty"` // see storeState
 }
 
 // Breakdown is one class's mean of each component (ns, sum/count rounded
@@ -109,7 +110,7 @@ func (s *Server) overview(ctx context.Context, p overviewParams) (*Overview, err
 	from, to := span(r, ext)
 	step := seriesBucket(from, to)
 	o := &Overview{Kind: p.kind, Component: p.component, Class: p.class, Range: r, Span: [2]int64{from, to},
-		Extent: ext, Quantiles: quantiles, SeriesStep: int64(step), Top: map[string][]query.TopRow{}, Store: st.Stats()}
+		Extent: ext, Quantiles: quantiles, SeriesStep: int64(step), Top: map[string][]query.TopRow{}}
 	if s.cfg.Live != nil {
 		if ev, ok := s.cfg.Live.Latest(); ok {
 			o.Pipeline = &ev.Pipeline
@@ -232,5 +233,11 @@ func (s *Server) apiOverview(c *gin.Context) {
 		bad(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, o)
+	// The writer's state is of now, not of the cached computation: while
+	// inserts fail nothing is written, so the cache would keep a view from
+	// before the failure.
+	now := *o
+	now.Store = s.cfg.Store.Stats()
+	now.StoreState = storeState(now.Store)
+	c.JSON(http.StatusOK, &now)
 }

@@ -442,6 +442,10 @@ func (s *Server) healthz(c *gin.Context) {
 		return
 	}
 	st := s.cfg.Store.Stats()
+	if state := storeState(st); state != "" {
+		c.String(http.StatusOK, "ok (store %s: %d queued: %s)\n", state, st.Queued, st.LastError)
+		return
+	}
 	if st.LastError != "" && st.Queued > 0 {
 		c.String(http.StatusOK, "ok (store writer retrying: %d queued: %s)\n", st.Queued, st.LastError)
 		return

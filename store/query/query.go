@@ -61,5 +61,20 @@ type WriterStats struct {
 	// *.corrupt, their LostRecords counted) rather than retried forever.
 	SpillBytes        int64
 	CorruptSpillFiles int64
-	LostRecords       int64
+	// LostRecords also counts the records Close could neither store nor
+	// spill (the error it returns names them).
+	LostRecords int64
+	// Failing: the oldest queued batch failed to store and is being
+	// retried (Retries counts the attempts); false once a batch is stored.
+	Failing bool
+	// DiskFull: storing or spilling fails now for lack of disk space.
+	DiskFull bool
+	// SpillFailing: the last spill failed, so a full memory buffer holds
+	// writers back (backpressure) until a batch is stored again;
+	// SpillFailures counts failed spills.
+	SpillFailing  bool
+	SpillFailures int64
+	// Reopens counts reopenings of an embedded database that had
+	// invalidated itself after a failed write (DuckDB on a full disk).
+	Reopens int64
 }

@@ -104,6 +104,12 @@ type Counters struct {
 	IncompletePageviews   int64
 }
 
+// ClassCounters is one class's Counters.
+type ClassCounters struct {
+	Class    string
+	Counters Counters
+}
+
 // TopQuery ranks keys by mean total time (integer ns, sum/count rounded
 // down), ties by key. A URL's key is the (host, url) pair, shown as host +
 // url; ties order by host, then url.
@@ -215,6 +221,8 @@ type Summary struct {
 	Series      []SeriesPoint
 	Sums        []ComponentSums
 	Counters    Counters
+	// ByClass is Counters per class of Classes (Class applied), sorted.
+	ByClass []ClassCounters
 	// Recomputed counts the minutes whose rollups were stale and were
 	// recomputed from the records for this answer.
 	Recomputed int

@@ -457,6 +457,11 @@ func (r *Ref) ComponentSums(q store.SumQuery) []store.ComponentSums {
 // percentile's value.
 func (r *Ref) Summary(q store.SummaryQuery) *store.Summary {
 	s := &store.Summary{Classes: r.Classes(q.Range), Counters: r.Counters(q.Range, q.Class)}
+	for _, c := range s.Classes {
+		if q.Class == "" || c == q.Class {
+			s.ByClass = append(s.ByClass, store.ClassCounters{Class: c, Counters: r.Counters(q.Range, c)})
+		}
+	}
 	if q.Edges != nil {
 		s.Histograms = r.Histogram(store.HistogramQuery{Kind: q.Kind, Range: q.Range, Class: q.Class, Edges: q.Edges})
 	}

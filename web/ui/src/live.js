@@ -42,5 +42,7 @@ export function renderPipeline(p) {
     item('store_backlog', 'store back-log', p.store_queued),
     el('span', { class: 'pl' }, 'packets ', el('b', {}, fmtInt(p.packets))),
   );
-  if (p.store_last_error) box.append(el('span', { class: 'pl warn', title: p.store_last_error }, 'store error'));
+  // The state says what is wrong now; a last error alone may be old.
+  if (p.store_state) box.append(el('span', { class: 'pl warn', dataset: { stat: 'store_state' }, title: p.store_last_error || '' }, 'store ' + p.store_state));
+  else if (p.store_last_error) box.append(el('span', { class: 'pl warn', title: p.store_last_error }, 'store error'));
 }

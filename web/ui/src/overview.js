@@ -209,7 +209,8 @@ function counters(o) {
     counter('incomplete', 'Incomplete transactions', k.IncompleteTx),
     p ? counter('capture_drops', 'Capture drops', p.capture_drops, { warn: p.capture_drops > 0 }) : counter('capture_drops', 'Capture drops', 0, na),
     p ? counter('evictions', 'Evictions', p.evictions, { warn: p.evictions > 0 }) : counter('evictions', 'Evictions', 0, na),
-    counter('store_backlog', 'Store back-log', o.store.Queued, { warn: o.store.Queued > 0, title: o.store.LastError || 'records waiting to be stored' }),
+    counter('store_backlog', 'Store back-log' + (o.store_state ? ` (${o.store_state})` : ''), o.store.Queued,
+      { warn: o.store.Queued > 0 || !!o.store_state, title: o.store.LastError || 'records waiting to be stored' }),
   );
 }
 
