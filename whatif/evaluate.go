@@ -111,12 +111,8 @@ func (o Options) withDefaults() (Options, error) {
 	); err != nil {
 		return o, err
 	}
-	switch o.Stat {
-	case "":
-		o.Stat = Median
-	case Median, Mean:
-	default:
-		return o, fmt.Errorf("whatif: statistic %q: want median or mean", o.Stat)
+	if err := defaultOneOf(&o.Stat, Median, []Stat{Median, Mean}, "statistic"); err != nil {
+		return o, err
 	}
 	if o.Edges == nil {
 		o.Edges = DefaultEdges
@@ -133,12 +129,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.SYNTimeout != 0 && (o.SYNTimeout < time.Millisecond || o.SYNTimeout > time.Minute) {
 		return o, fmt.Errorf("whatif: SYN timeout %v outside 1ms..1m", o.SYNTimeout)
 	}
-	switch o.ServerModel {
-	case "":
-		o.ServerModel = ServerLinear
-	case ServerLinear, ServerQueue:
-	default:
-		return o, fmt.Errorf("whatif: server model %q: want linear or queue", o.ServerModel)
+	if err := defaultOneOf(&o.ServerModel, ServerLinear, []ServerModel{ServerLinear, ServerQueue}, "server model"); err != nil {
+		return o, err
 	}
 	for c, p := range o.Priorities {
 		if p != High && p != Low {
@@ -146,6 +138,21 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	}
 	return o, nil
+}
+
+// defaultOneOf sets an empty *v to def and checks that it is one of ok.
+func defaultOneOf[T ~string](v *T, def T, ok []T, what string) error {
+	if *v == "" {
+		*v = def
+	}
+	if slices.Contains(ok, *v) {
+		return nil
+	}
+	names := make([]string, len(ok))
+	for i, x := range ok {
+		names[i] = string(x)
+	}
+	return fmt.Errorf("whatif: %s %q: want %s", what, *v, strings.Join(names, " or "))
 }
 
 // defaultIn sets a zero *v to def and checks that it lies in [lo, hi];
