@@ -3,8 +3,8 @@ package testbed
 import (
 	"bufio"
 	"errors"
-	"io/fs"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -319,4 +319,3 @@ func soakCounts(t *testing.T, summary string) (read, drops, skipped, evicted int
 	}
 	return read, drops, skipped, evicted
 }
-
