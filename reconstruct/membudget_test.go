@@ -2,6 +2,7 @@ package reconstruct_test
 
 import (
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -95,3 +96,50 @@ func (c *flagCounter) Connection(x *reconstruct.Connection) {
 }
 
 func (c *flagCounter) Transaction(*reconstruct.Transaction) {}
+
+// TestMillionUnacknowledgedResponses: 1,000,000 responses whose client
+// never acknowledges them, over 1,000 connections left open, hold less
+// than 300 MiB (issue 13's bound; 766 MiB before responses awaiting an ACK
+// were capped per connection) and every one is emitted, flagged no_ack.
+func TestMillionUnacknowledgedResponses(t *testing.T) {
+	const conns, per = 1000, 1000
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	sink := &noAckCounter{}
+	f := newFlow(reconstruct.Config{IdleTimeout: time.Hour})
+	f.tr = reconstruct.NewTracker(reconstruct.Config{IdleTimeout: time.Hour}, sink)
+	var peak uint64
+	for c := range conns {
+		f.cport = uint16(20000 + c)
+		f.handshake()
+		for i := range per {
+			f.exchange([]byte("GET /api/"+strconv.Itoa(i)+" HTTP/1.1\r\nHost: x\r\n\r\n"), okResponse, f.sISN+1)
+		}
+		if c%100 == 99 {
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			peak = max(peak, m.HeapAlloc-before.HeapAlloc)
+		}
+	}
+	f.tr.Flush()
+	t.Logf("%d responses never acknowledged: live heap peaked at +%d MiB; %d emitted, %d flagged no_ack", conns*per, peak>>20, sink.n, sink.noAck)
+	if peak > 300<<20 {
+		t.Errorf("live heap +%d MiB, want under 300 MiB", peak>>20)
+	}
+	if sink.n != conns*per || sink.noAck != conns*per {
+		t.Errorf("%d transactions emitted, %d flagged no_ack; want %d of each", sink.n, sink.noAck, conns*per)
+	}
+}
+
+// noAckCounter counts transactions and those flagged no_ack.
+type noAckCounter struct{ n, noAck int }
+
+func (c *noAckCounter) Connection(*reconstruct.Connection) {}
+func (c *noAckCounter) Transaction(x *reconstruct.Transaction) {
+	c.n++
+	if x.Flags&reconstruct.FlagNoAck != 0 {
+		c.noAck++
+	}
+}
