@@ -62,6 +62,51 @@ func TestHostCheckRefusesRebinding(t *testing.T) {
 	}
 }
 
+// --public-url's host is served without credentials, and a request a page
+// of another origin made a browser send (its Origin) is refused, with or
+// without a token; the UI's own origin, loopback names and the public
+// URL's pass. A bad public URL is refused at start.
+func TestOriginCheckAndPublicURL(t *testing.T) {
+	st := knownCapture(t)
+	_, open := newTestServer(t, Config{Store: st, PublicURL: "https://rtmon.example.com/"})
+	_, withToken := newTestServer(t, Config{Store: st, Listen: "0.0.0.0:0", Token: "s3cret"})
+	for _, c := range []struct {
+		ts           *httptest.Server
+		host, origin string
+		want         int
+	}{
+		{open, "rtmon.example.com", "", http.StatusOK},
+		{open, "rtmon.example.com", "https://rtmon.example.com", http.StatusOK},
+		{open, "127.0.0.1:8080", "http://127.0.0.1:8080", http.StatusOK},
+		{open, "localhost:8080", "http://localhost:3000", http.StatusOK},
+		{open, "127.0.0.1:8080", "https://evil.example", http.StatusForbidden},
+		{open, "127.0.0.1:8080", "null", http.StatusForbidden},
+		{open, "other.example.com", "", http.StatusMisdirectedRequest},
+		{withToken, "sensor.lan:8080", "http://sensor.lan:8080", http.StatusOK},
+		{withToken, "sensor.lan:8080", "https://evil.example", http.StatusForbidden},
+	} {
+		req, _ := http.NewRequest("GET", c.ts.URL+"/api/meta", nil)
+		req.Host = c.host
+		if c.origin != "" {
+			req.Header.Set("Origin", c.origin)
+		}
+		if c.ts == withToken {
+			req.Header.Set("Authorization", "Bearer s3cret")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		if resp.StatusCode != c.want {
+			t.Errorf("Host %s, Origin %q: %d, want %d", c.host, c.origin, resp.StatusCode, c.want)
+		}
+	}
+	if _, err := NewServer(Config{Store: st, PublicURL: "ftp://x"}); err == nil || !strings.Contains(err.Error(), "public URL") {
+		t.Errorf("public URL ftp://x: err %v, want it refused", err)
+	}
+}
+
 // The token login redirects to the same path on this site, never to the
 // host a path of "//host" or "/\host" names.
 func TestTokenLoginRedirectStaysOnSite(t *testing.T) {

@@ -64,6 +64,12 @@ type Config struct {
 	// rebinding) cannot read a loopback UI. With credentials every Host is
 	// served: such a page has none to send.
 	AllowedHosts []string
+	// PublicURL is where users reach the UI ("https://rtmon.example.com/")
+	// when that is not a loopback name: its host joins AllowedHosts, and
+	// a request whose Origin is neither the UI itself, a loopback name nor
+	// an allowed host is refused (403): another site's page cannot make a
+	// browser act on the UI.
+	PublicURL string
 	// LiveWriteTimeout bounds each write of the live stream: a browser
 	// that reads nothing for this long is disconnected (default 30 s).
 	LiveWriteTimeout time.Duration
@@ -133,6 +139,13 @@ func NewServer(cfg Config) (*Server, error) {
 		if _, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey); err != nil {
 			return nil, fmt.Errorf("web: TLS certificate: %w", err)
 		}
+	}
+	if cfg.PublicURL != "" {
+		u, err := url.Parse(cfg.PublicURL)
+		if err != nil || u.Hostname() == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return nil, fmt.Errorf("web: public URL %q: want http(s)://host[:port]/", cfg.PublicURL)
+		}
+		cfg.AllowedHosts = append(slices.Clone(cfg.AllowedHosts), u.Hostname())
 	}
 	for i, h := range cfg.AllowedHosts {
 		cfg.AllowedHosts[i] = strings.ToLower(strings.TrimSuffix(h, "."))
@@ -286,15 +299,38 @@ func (s *Server) hostCheck(c *gin.Context) {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
-	ip := net.ParseIP(host)
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") || ip != nil && ip.IsLoopback() ||
-		slices.Contains(s.cfg.AllowedHosts, host) {
+	if s.allowedName(host) {
 		c.Next()
 		return
 	}
 	c.AbortWithStatusJSON(http.StatusMisdirectedRequest, gin.H{
 		"error": "this UI answers only to loopback names or its allowed hosts (--allow-host), or needs a token"})
+}
+
+// allowedName: a loopback name or address, or an allowed host.
+func (s *Server) allowedName(host string) bool {
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	ip := net.ParseIP(host)
+	return host == "localhost" || strings.HasSuffix(host, ".localhost") || ip != nil && ip.IsLoopback() ||
+		slices.Contains(s.cfg.AllowedHosts, host)
+}
+
+// originCheck refuses a request a page of another site made the browser
+// send: its Origin is neither the UI itself (the Host it asked for) nor a
+// loopback name or allowed host. Requests without Origin (navigation,
+// same-origin GETs, scripts) pass.
+func (s *Server) originCheck(c *gin.Context) {
+	origin := c.GetHeader("Origin")
+	if origin == "" {
+		c.Next()
+		return
+	}
+	u, err := url.Parse(origin)
+	if err == nil && u.Host != "" && (strings.EqualFold(u.Host, c.Request.Host) || s.allowedName(u.Hostname())) {
+		c.Next()
+		return
+	}
+	c.AbortWithStatusJSON(http.StatusForbidden, gin.H{"error": "cross-origin request refused (Origin is not this UI, a loopback name or --public-url)"})
 }
 
 func (s *Server) auth(c *gin.Context) {
@@ -396,7 +432,7 @@ func (s *Server) routes() *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false
-	r.Use(gin.Recovery(), securityHeaders, s.hostCheck, s.auth)
+	r.Use(gin.Recovery(), securityHeaders, s.hostCheck, s.originCheck, s.auth)
 
 	// Pages (HTML shells filled by the bundled script).
 	r.GET("/", s.page("overview"))

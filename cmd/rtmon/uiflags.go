@@ -14,6 +14,7 @@ type uiOptions struct {
 	listen, token, basic string
 	tlsCert, tlsKey      string
 	allowHosts           []string
+	publicURL            string
 	disabled             bool
 }
 
@@ -24,6 +25,7 @@ func addUIFlags(f *pflag.FlagSet, o *uiOptions) {
 	f.StringVar(&o.tlsCert, "tls-cert", "", "serve the web UI over HTTPS with this PEM certificate (with --tls-key)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	f.StringSliceVar(&o.allowHosts, "allow-host", nil, "host names the UI answers to besides loopback ones when it has no --token or --basic-auth (DNS-rebinding guard)")
+	f.StringVar(&o.publicURL, "public-url", "", "where users reach the UI (https://rtmon.example.com/): its host is allowed, and requests from pages of other origins are refused")
 	f.BoolVar(&o.disabled, "no-ui", false, "do not serve the web UI")
 }
 
@@ -35,6 +37,6 @@ func (o uiOptions) server(st store.Store, feed *web.LiveFeed) (*web.Server, erro
 		o.basic = os.Getenv("RTMON_BASIC_AUTH")
 	}
 	return web.NewServer(web.Config{Store: st, Live: feed, Listen: o.listen, Token: o.token, BasicAuth: o.basic,
-		TLSCert: o.tlsCert, TLSKey: o.tlsKey, AllowedHosts: o.allowHosts,
+		TLSCert: o.tlsCert, TLSKey: o.tlsKey, AllowedHosts: o.allowHosts, PublicURL: o.publicURL,
 		WhatIf: &web.WhatIfOptions{}})
 }
