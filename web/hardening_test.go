@@ -46,20 +46,30 @@ func TestHostCheckRefusesRebinding(t *testing.T) {
 		{withToken, "evil.example", true, http.StatusOK},
 		{withToken, "evil.example", false, http.StatusUnauthorized},
 	} {
-		req, _ := http.NewRequest("GET", c.ts.URL+"/api/meta", nil)
-		req.Host = c.host
-		if c.token {
-			req.Header.Set("Authorization", "Bearer s3cret")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		readAll(t, resp)
-		if resp.StatusCode != c.want {
-			t.Errorf("Host %s (token %v): %d, want %d", c.host, c.token, resp.StatusCode, c.want)
+		if got := metaStatus(t, c.ts, c.host, "", c.token); got != c.want {
+			t.Errorf("Host %s (token %v): %d, want %d", c.host, c.token, got, c.want)
 		}
 	}
+}
+
+// metaStatus is the status of GET /api/meta with the given Host, Origin
+// (none when empty) and the test token.
+func metaStatus(t *testing.T, ts *httptest.Server, host, origin string, token bool) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", ts.URL+"/api/meta", nil)
+	req.Host = host
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	if token {
+		req.Header.Set("Authorization", "Bearer s3cret")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	return resp.StatusCode
 }
 
 // --public-url's host is served without credentials, and a request a page
@@ -85,21 +95,8 @@ func TestOriginCheckAndPublicURL(t *testing.T) {
 		{withToken, "sensor.lan:8080", "http://sensor.lan:8080", http.StatusOK},
 		{withToken, "sensor.lan:8080", "https://evil.example", http.StatusForbidden},
 	} {
-		req, _ := http.NewRequest("GET", c.ts.URL+"/api/meta", nil)
-		req.Host = c.host
-		if c.origin != "" {
-			req.Header.Set("Origin", c.origin)
-		}
-		if c.ts == withToken {
-			req.Header.Set("Authorization", "Bearer s3cret")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		readAll(t, resp)
-		if resp.StatusCode != c.want {
-			t.Errorf("Host %s, Origin %q: %d, want %d", c.host, c.origin, resp.StatusCode, c.want)
+		if got := metaStatus(t, c.ts, c.host, c.origin, c.ts == withToken); got != c.want {
+			t.Errorf("Host %s, Origin %q: %d, want %d", c.host, c.origin, got, c.want)
 		}
 	}
 	if _, err := NewServer(Config{Store: st, PublicURL: "ftp://x"}); err == nil || !strings.Contains(err.Error(), "public URL") {
