@@ -40,11 +40,9 @@ type Dataset struct {
 	starts    []int64 // sorted service starts and ends, for concurrency queries
 	ends      []int64
 	syn       synSchedules // the clients' SYN retransmission schedules
-	// byClass: each class's units, by start. ghosts: connections whose
-	// every SYN was dropped and whose client gave up (no transaction):
-	// load the queue model can let in.
-	byClass map[string][]int
-	ghosts  []*reconstruct.Connection
+	// ghosts: connections whose every SYN was dropped and whose client
+	// gave up (no transaction): load the queue model can let in.
+	ghosts []*reconstruct.Connection
 	// qfits: queue models fitted so far (Evaluate fits lazily).
 	qmu   sync.Mutex
 	qfits map[queueFitKey]*queueFit
@@ -183,12 +181,12 @@ func newDataset(conns []*reconstruct.Connection, txs []*reconstruct.Transaction,
 			d.txs[ti].unit = ui
 		}
 	}
-	d.byClass = map[string][]int{}
-	for ui, u := range d.units {
-		if d.byClass[u.class] == nil {
+	seen := map[string]bool{}
+	for _, u := range d.units {
+		if !seen[u.class] {
+			seen[u.class] = true
 			d.classes = append(d.classes, u.class)
 		}
-		d.byClass[u.class] = append(d.byClass[u.class], ui)
 	}
 	used := make(map[string]bool, len(txs))
 	for _, t := range txs {

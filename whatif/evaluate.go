@@ -307,32 +307,21 @@ func (d *Dataset) Evaluate(rules []Rule, opts Options) (*Result, error) {
 		model = *o.LoadModel
 	}
 	var qf *queueFit
-	var qd *queueDelta
-	if o.ServerModel == ServerQueue {
-		qf = d.queueFit(&o)
-		model = LoadModel{} // the queue replaces the linear model
-		qd = qf.diff(qf.null, &qf.null)
-	}
 	var delta loadDelta
 	var units []UnitResult
 	var st []unitState
 	passes := 0
-	var prev *queueChange
-	for passes < o.Passes {
+	if o.ServerModel == ServerQueue {
+		// One event loop: the server under the traffic the rules leave,
+		// the rules judged on the times it gives.
+		qf = d.queueFit(&o)
+		model = LoadModel{}
+		units, st = d.replayQueue(rules, &o, qf)
+		passes = 1
+	}
+	for qf == nil && passes < o.Passes {
 		passes++
-		units, st = d.replay(rules, &o, model, &delta, qd)
-		if qf != nil {
-			// The server under the traffic this pass left (its difference
-			// from the null replay, so the model's own error cancels),
-			// until the traffic it is replayed under stays the same.
-			ch := d.queueChangeOf(qf.data, st)
-			if prev != nil && ch.equal(prev) {
-				break
-			}
-			prev = ch
-			qd = qf.diff(d.simulate(qf.data, &o, qf.model.Workers, qf.model.Backlog, ch), &qf.null)
-			continue
-		}
+		units, st = d.replay(rules, &o, model, &delta, nil)
 		next := d.loadChange(st)
 		if sameDelta(&next, &delta) {
 			break

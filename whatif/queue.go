@@ -176,12 +176,10 @@ type queueChange struct {
 	connDelay   []int64 // by connection
 	connGone    []bool
 	connSpliced []bool // a splicer completes its handshakes
+	// connAttempt: the client's SYN attempt that reaches the server first
+	// (the rules dropped the earlier ones at the front end).
+	connAttempt []int
 	txsRemoved  []bool // by transaction
-}
-
-func (c *queueChange) equal(o *queueChange) bool {
-	return slices.Equal(c.connDelay, o.connDelay) && slices.Equal(c.connGone, o.connGone) &&
-		slices.Equal(c.connSpliced, o.connSpliced) && slices.Equal(c.txsRemoved, o.txsRemoved)
 }
 
 // queueOutcome is one simulation's result.
@@ -192,7 +190,10 @@ type queueOutcome struct {
 	// drops counts the SYNs dropped, connDrops per connection.
 	drops     int
 	connDrops []int
-	waitMax   int // longest queue seen
+	// fullAtAccept (null replay): the queue was full when the SYN the
+	// server accepted came, per connection.
+	fullAtAccept []bool
+	waitMax      int // longest queue seen
 }
 
 // qEvent is a simulation event.
@@ -243,14 +244,35 @@ type queueSim struct {
 	// bindTries counts a spliced connection's server SYNs (0: not bound
 	// yet; -1 bound).
 	bindTries []int
+	// nullFull is the null replay's fullAtAccept in a replay that changed
+	// the traffic (nil in the null replay itself).
+	nullFull []bool
+	// onDone and onFail, when set, hear of each transaction leaving the
+	// server and each connection whose every SYN was dropped.
+	onDone func(ti int)
+	onFail func(ci int)
 }
 
 // simulate runs the server with workers and backlog on the traffic as
 // changed by ch (nil: as captured).
 func (d *Dataset) simulate(q *queueData, o *Options, workers, backlog int, ch *queueChange) queueOutcome {
+	s := d.newQueueSim(q, o, workers, backlog, ch)
+	for ci := range q.conns {
+		if ch == nil || !ch.connGone[ci] {
+			s.start(ci)
+		}
+	}
+	for len(s.h) > 0 {
+		s.step()
+	}
+	return s.out
+}
+
+// newQueueSim is a server with nothing scheduled yet.
+func (d *Dataset) newQueueSim(q *queueData, o *Options, workers, backlog int, ch *queueChange) *queueSim {
 	s := &queueSim{d: d, q: q, o: o, workers: workers, backlog: backlog, ch: ch}
 	s.out = queueOutcome{server: make([]int64, len(q.txs)), synWait: make([]int64, len(q.conns)), failed: make([]bool, len(q.conns)),
-		connDrops: make([]int, len(q.conns))}
+		connDrops: make([]int, len(q.conns)), fullAtAccept: make([]bool, len(q.conns))}
 	for i := range s.out.server {
 		s.out.server[i] = -1
 	}
@@ -258,36 +280,40 @@ func (d *Dataset) simulate(q *queueData, o *Options, workers, backlog int, ch *q
 	s.shift = make([]int64, len(q.conns))
 	s.next = make([]int, len(q.conns))
 	s.bindTries = make([]int, len(q.conns))
-	for ci := range q.conns {
-		c := &q.conns[ci]
-		var delay int64
-		if ch != nil {
-			if ch.connGone[ci] {
-				continue
-			}
-			delay = ch.connDelay[ci]
-		}
-		s.shift[ci] = delay
-		if c.fresh {
-			s.h.Push(qEvent{t: c.synStart + delay, kind: qSYN, id: ci})
-		} else {
-			s.scheduleNext(ci, 0)
-		}
+	return s
+}
+
+// start schedules connection ci: its first SYN (or, without a captured
+// handshake, its first request), later by its delay in ch.
+func (s *queueSim) start(ci int) {
+	c := &s.q.conns[ci]
+	if s.ch != nil {
+		s.shift[ci] = s.ch.connDelay[ci]
 	}
-	for len(s.h) > 0 {
-		ev := s.h.Pop()
-		switch ev.kind {
-		case qSYN:
-			s.syn(ev)
-		case qArrive:
-			s.arrive(ev.id, ev.t)
-		case qDone:
-			s.done(ev.id, ev.t)
-		case qHalfOpen:
-			s.halfOpen--
+	if c.fresh {
+		n := 0
+		if s.ch != nil {
+			n = s.ch.connAttempt[ci]
 		}
+		s.h.Push(qEvent{t: c.synStart + s.shift[ci], kind: qSYN, id: ci, n: n})
+	} else {
+		s.scheduleNext(ci, 0)
 	}
-	return s.out
+}
+
+// step processes the next event.
+func (s *queueSim) step() {
+	ev := s.h.Pop()
+	switch ev.kind {
+	case qSYN:
+		s.syn(ev)
+	case qArrive:
+		s.arrive(ev.id, ev.t)
+	case qDone:
+		s.done(ev.id, ev.t)
+	case qHalfOpen:
+		s.halfOpen--
+	}
 }
 
 // scheduleNext schedules connection ci's next transaction, not before at.
@@ -322,26 +348,50 @@ func (s *queueSim) syn(ev qEvent) {
 	case moved || ev.n > c.synLosses:
 	case ev.n < c.synLosses:
 		drop = full || s.backlog == 0
-	default:
+	case s.nullFull == nil:
+		// The null replay: the SYN the server accepted is accepted; note
+		// whether the model's queue was full then (its own error).
 		drop = false
+		s.out.fullAtAccept[ev.id] = full
+	default:
+		// A replay that changed the traffic drops it only if its queue is
+		// full where the null replay's was not: more load than the
+		// capture had, not the model's error.
+		drop = full && !s.nullFull[ev.id]
 	}
 	if drop {
 		s.out.drops++
 		s.out.connDrops[ev.id]++
 		next := ev.n + 1
+		sched := s.d.synScheduleOf(c.client, c.class, s.o)
+		// A connection admitted late by the rules (moved) already spent
+		// its first attempts at the front end: the client's count goes
+		// on from there, its waits measured from the attempt admitted.
+		a0 := 0
+		if s.ch != nil {
+			a0 = s.ch.connAttempt[ev.id]
+		}
 		limit := max(s.o.SYNAttempts, c.synLosses+1)
-		if c.gaveUp && !moved {
+		switch {
+		case moved:
+			limit = s.o.SYNAttempts
+		case c.gaveUp:
 			limit = len(c.synAt)
 		}
 		if next >= limit {
 			s.out.failed[ev.id] = true
+			// The client waited out its last SYN's timeout too.
+			s.out.synWait[ev.id] = sched.waitBefore(limit) - sched.waitBefore(a0)
+			if s.onFail != nil {
+				s.onFail(ev.id)
+			}
 			return
 		}
 		var at int64
 		if next < len(c.synAt) && !moved {
 			at = c.synAt[next]
 		} else {
-			at = s.d.synScheduleOf(c.client, c.class, s.o).waitBefore(next)
+			at = sched.waitBefore(next) - sched.waitBefore(a0)
 		}
 		s.h.Push(qEvent{t: c.synStart + s.shift[ev.id] + at, kind: qSYN, id: ev.id, n: next})
 		return
@@ -449,6 +499,9 @@ func (s *queueSim) done(ti int, t int64) {
 	}
 	if s.next[qt.conn] == qt.pos+1 {
 		s.scheduleNext(qt.conn, t)
+	}
+	if s.onDone != nil {
+		s.onDone(ti)
 	}
 }
 

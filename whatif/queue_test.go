@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +27,10 @@ import (
 // waiting connections from the records.
 type prefork struct {
 	workers, backlog int
+	// dropLowAbove: an appliance in front drops the low class's SYNs while
+	// the median response time of the high class's requests completed in
+	// the last 30 s is above it (RT_HIGH > dropLowAbove THEN DROP SYN).
+	dropLowAbove time.Duration
 	// splice: a delayed-binding splicer in front answers every client
 	// handshake at once and connects to the server when the request
 	// comes (its SYN a LAN round trip of 200 us half-open, retried after
@@ -84,16 +89,21 @@ func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct
 	start := func(i int, t int64) {
 		busy++
 		heap.Push(&h, pfEvent{t: t + arr[i].service, kind: 0, i: i})
-		// The request arrived with the handshake's ACK.
-		established[i] = max(established[i], 0)
-		_ = t
 	}
 	serviceStart := make([]int64, len(arr))
+	var highDone []pfDone // the appliance's view: high-class completions
 	for h.Len() > 0 {
 		ev := heap.Pop(&h).(pfEvent)
 		i := ev.i
 		switch ev.kind {
 		case 2: // SYN
+			if p.dropLowAbove > 0 && arr[i].class == "low" && medianSince(highDone, ev.t-int64(30*time.Second)) > int64(p.dropLowAbove) {
+				// The appliance drops it before the server sees it.
+				if ev.n+1 < 3 {
+					heap.Push(&h, pfEvent{t: arr[i].at + int64(time.Second)*(1<<(ev.n+1)-1), kind: 2, i: i, n: ev.n + 1})
+				}
+				continue
+			}
 			syns[i] = append(syns[i], ev.t)
 			if p.splice {
 				// The splicer's handshake with the client, then its own
@@ -149,7 +159,12 @@ func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct
 				Tserver: ev.t - established[i], Ttransfer: end - ev.t, Total: end - s0, RTTClient: rtt, Class: a.class,
 				ResponseBytes: 2000, BodyBytes: 1800, ContentType: "application/json"}
 			conns, txs = append(conns, c), append(txs, t)
-			total[i] = t.Total
+			// As the client perceived it: from its first SYN, also one
+			// an appliance in front dropped.
+			total[i] = end - a.at
+			if a.class == "high" {
+				highDone = append(highDone, pfDone{end, t.Total})
+			}
 			if len(acceptQ) > 0 {
 				j := acceptQ[0]
 				acceptQ = acceptQ[1:]
@@ -159,6 +174,23 @@ func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct
 		}
 	}
 	return conns, txs, total
+}
+
+// pfDone is a completed request as the appliance saw it.
+type pfDone struct{ at, total int64 }
+
+// medianSince is the lower median of the totals completed at or after
+// from (0 when none: no evidence, no action).
+func medianSince(done []pfDone, from int64) int64 {
+	var v []int64
+	for k := len(done) - 1; k >= 0 && done[k].at >= from; k-- {
+		v = append(v, done[k].total)
+	}
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return v[(len(v)-1)/2]
 }
 
 // pfWorkload: a high class of API clients (25/s) and a low class of load
@@ -345,6 +377,108 @@ func TestQueueModelPredictsSplice(t *testing.T) {
 		if e50 > 0.10 || e90 > 0.10 {
 			t.Errorf("%s: queue model predicts p50 %v p90 %v under SPLICE, really %v %v: want within 10%%", class,
 				time.Duration(c.Predicted.P50), time.Duration(c.Predicted.P90), time.Duration(truth.P50), time.Duration(truth.P90))
+		}
+	}
+}
+
+// TestQueueModelConditionalDropSYN: DROP SYN for the low class only while
+// the high class's median response time is above 100 ms switches on under
+// overload, off once the high class is fast again, on again as the low
+// class's load returns. An appliance doing exactly that in front of the
+// independent server gives the truth; the queue model's replay judges the
+// same condition on its own predicted times, in one event loop with the
+// server. The low requests that got through count their waits at the
+// front end and at the server as one client's attempts.
+func TestQueueModelConditionalDropSYN(t *testing.T) {
+	srv := prefork{workers: 4, backlog: 8}
+	arr := pfWorkload(3, 120*time.Second, 100, 10*time.Millisecond)
+	conns, txs, measuredTotals := srv.run(arr)
+	applied := srv
+	applied.dropLowAbove = 100 * time.Millisecond
+	_, _, truthTotals := applied.run(arr)
+	ds, err := NewDataset(conns, txs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := ParseRules("IF CLASS == low AND RT_HIGH > 100ms THEN DROP SYN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ds.Evaluate(rules, Options{Priorities: map[string]Priority{"high": High}, ServerModel: ServerQueue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	truthLow := classTimes(arr, truthTotals, "low")
+	lowServed, lowMeasured := len(truthLow), len(classTimes(arr, measuredTotals, "low"))
+	for _, class := range []string{"high", "low"} {
+		truth := NewDistribution(classTimes(arr, truthTotals, class), nil)
+		c := res.Class(class)
+		e50, e90 := relErr(c.Predicted.P50, truth.P50), relErr(c.Predicted.P90, truth.P90)
+		t.Logf("%s: measured p50 %v p90 %v; with the conditional drop really p50 %v p90 %v (%d served); predicted %v %v (error %.1f%%, %.1f%%), %d dropped, %d failed",
+			class, time.Duration(c.Measured.P50), time.Duration(c.Measured.P90), time.Duration(truth.P50), time.Duration(truth.P90), truth.N,
+			time.Duration(c.Predicted.P50), time.Duration(c.Predicted.P90), 100*e50, 100*e90, c.Dropped, c.Failed)
+		if class == "low" {
+			// Served low requests only: the truth has no time for the
+			// clients that gave up.
+			var v []int64
+			for _, u := range res.Units {
+				if u.Class == "low" && !u.Failed {
+					v = append(v, u.Predicted)
+				}
+			}
+			pl := NewDistribution(v, nil)
+			t.Logf("low served: really %d, p50 %v p90 %v; predicted %d, p50 %v p90 %v", truth.N, time.Duration(truth.P50),
+				time.Duration(truth.P90), pl.N, time.Duration(pl.P50), time.Duration(pl.P90))
+			if relErr(pl.P50, truth.P50) > 0.10 || relErr(pl.P90, truth.P90) > 0.10 {
+				t.Errorf("low requests served: predicted p50 %v p90 %v, really %v %v: want within 10%%",
+					time.Duration(pl.P50), time.Duration(pl.P90), time.Duration(truth.P50), time.Duration(truth.P90))
+			}
+		}
+		if class == "high" && (e50 > 0.10 || e90 > 0.10) {
+			t.Errorf("high: predicted p50 %v p90 %v under the conditional drop, really %v %v: want within 10%%",
+				time.Duration(c.Predicted.P50), time.Duration(c.Predicted.P90), time.Duration(truth.P50), time.Duration(truth.P90))
+		}
+	}
+	// The condition switched: some low requests were let through, not all.
+	low := res.Class("low")
+	if lowServed == 0 || lowServed >= lowMeasured || low.Failed == 0 || int64(low.Failed) >= low.Measured.N {
+		t.Errorf("the condition did not switch on and off: really %d of %d low requests served; predicted %d of %d failed",
+			lowServed, lowMeasured, low.Failed, low.Measured.N)
+	}
+}
+
+// TestQueueModelRanksConcurrently: Rank replays candidates on several
+// cores over one fitted model; under -race this checks they share it
+// read-only, and every time they agree with one replay at a time.
+func TestQueueModelRanksConcurrently(t *testing.T) {
+	arr := pfWorkload(4, 30*time.Second, 100, 10*time.Millisecond)
+	conns, txs, _ := prefork{workers: 4, backlog: 8}.run(arr)
+	ds, err := NewDataset(conns, txs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Priorities: map[string]Priority{"high": High}, ServerModel: ServerQueue}
+	var cands [][]Rule
+	for _, src := range []string{"IF CLASS == low THEN DROP SYN", "IF IP.SRC == * THEN SPLICE", "IF CLASS == low AND RT_HIGH > 100ms THEN DROP SYN",
+		"IF IP.SRC == * THEN FAST SYN GAP 200ms"} {
+		rs, err := ParseRules(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cands = append(cands, rs)
+	}
+	ranked, err := ds.Rank(cands, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range ranked {
+		rs, _ := ParseRules(strings.Join(r.Rules, "\n"))
+		res, err := ds.Evaluate(rs, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := res.Class(r.Class); c.Measured.Mean-c.Predicted.Mean != r.Gain {
+			t.Errorf("%s for %s: ranked gain %d, a lone replay %d", r.Rules, r.Class, r.Gain, c.Measured.Mean-c.Predicted.Mean)
 		}
 	}
 }

@@ -240,26 +240,49 @@ type queueDelta struct {
 // server time.
 func (f *queueFit) diff(a queueOutcome, base *queueOutcome) *queueDelta {
 	q := f.data
+	qd := f.newDelta()
+	for i := range q.txs {
+		qd.srv[i] = f.txDelta(i, &a, base)
+	}
+	for ci := range q.conns {
+		qd.syn[ci] = f.connDelta(ci, &a, base)
+	}
+	return qd
+}
+
+// newDelta is a queueDelta that changes nothing yet.
+func (f *queueFit) newDelta() *queueDelta {
+	q := f.data
 	qd := &queueDelta{srv: make([]int64, len(q.txs)), syn: make([]int64, len(q.conns)), connOf: make([]int, len(q.txs))}
 	for i := range q.txs {
 		qd.connOf[i] = q.txs[i].conn
-		from := q.txs[i].measured
-		if base != nil {
-			from = base.server[i]
-		}
-		if from >= 0 && a.server[i] >= 0 {
-			qd.srv[i] = a.server[i] - from
-		}
-	}
-	// A connection's SYN losses are its own luck: where a keeps the fate
-	// base gave it, the measured wait stands; where a changes it, a's wait
-	// replaces the measured one.
-	for ci := range q.conns {
-		if q.conns[ci].fresh && (base == nil || a.synWait[ci] != base.synWait[ci]) {
-			qd.syn[ci] = a.synWait[ci] - q.conns[ci].synWait
-		}
 	}
 	return qd
+}
+
+// txDelta is transaction i's server time in a against base (nil: the
+// measurement); 0 when one of them did not serve it.
+func (f *queueFit) txDelta(i int, a, base *queueOutcome) int64 {
+	from := f.data.txs[i].measured
+	if base != nil {
+		from = base.server[i]
+	}
+	if from < 0 || a.server[i] < 0 {
+		return 0
+	}
+	return a.server[i] - from
+}
+
+// connDelta is connection ci's change of wait for dropped SYNs. Its SYN
+// losses are its own luck: where a keeps the fate base gave it, the
+// measured wait stands; where a changes it, a's wait replaces the
+// measured one.
+func (f *queueFit) connDelta(ci int, a, base *queueOutcome) int64 {
+	c := &f.data.conns[ci]
+	if !c.fresh || base != nil && a.synWait[ci] == base.synWait[ci] {
+		return 0
+	}
+	return a.synWait[ci] - c.synWait
 }
 
 // queueFitKey is what a fit depends on besides the dataset: the SYN
@@ -294,50 +317,4 @@ func (d *Dataset) QueueModel(opts Options) (QueueModel, error) {
 		return QueueModel{}, err
 	}
 	return d.queueFit(&o).model, nil
-}
-
-// queueChangeOf is the traffic change a replay's unit states make, per
-// connection: admitted late or failed, spliced; embedded objects removed.
-// A client that gave up in the capture (a ghost) takes the actions of the
-// latest unit of its class admitted before its first SYN: what an
-// appliance judging the rules then would have done to it.
-func (d *Dataset) queueChangeOf(q *queueData, st []unitState) *queueChange {
-	ch := &queueChange{connDelay: make([]int64, len(q.conns)), connGone: make([]bool, len(q.conns)),
-		connSpliced: make([]bool, len(q.conns)), txsRemoved: make([]bool, len(q.txs))}
-	for ui := range d.units {
-		s, u := &st[ui], &d.units[ui]
-		if s.act.remove && u.container >= 0 {
-			for _, ti := range u.txs {
-				ch.txsRemoved[ti] = ti != u.container
-			}
-		}
-	}
-	for ci := range q.conns {
-		c := &q.conns[ci]
-		ui := c.unit
-		if ui < 0 {
-			if ui = d.latestUnit(c.class, c.synStart); ui < 0 {
-				continue
-			}
-			s := &st[ui]
-			// Dropped at the front end, a client that gave up anyway is
-			// gone; spliced, it is let in.
-			ch.connGone[ci], ch.connSpliced[ci] = s.act.drop, s.act.splice
-			continue
-		}
-		s := &st[ui]
-		ch.connDelay[ci], ch.connGone[ci], ch.connSpliced[ci] = s.delay, s.failed, s.act.splice
-	}
-	return ch
-}
-
-// latestUnit is the latest unit of class that started at or before t, -1
-// if none.
-func (d *Dataset) latestUnit(class string, t int64) int {
-	idx := d.byClass[class]
-	k, _ := slices.BinarySearchFunc(idx, t, func(ui int, t int64) int { return cmpInt64(d.units[ui].start, t+1) })
-	if k == 0 {
-		return -1
-	}
-	return idx[k-1]
 }

@@ -163,38 +163,54 @@ func (d *Dataset) replay(rules []Rule, o *Options, model LoadModel, delta *loadD
 			r.complete(u.class, ev.t, ev.value)
 			continue
 		}
-		var act active
-		for _, rule := range rules {
-			if r.holds(rule.Cond, u, ev.t) {
-				for _, a := range rule.Actions {
-					act.add(a)
-				}
-			}
-		}
-		s := &st[ev.unit]
-		if act.drop && d.droppable(u) {
-			s.dropped = true
-			sched := d.synSchedule(u, o)
-			if ev.attempt+1 >= o.SYNAttempts {
-				// The last SYN was dropped too: the client gives up one more
-				// wait later.
-				wait := sched.waitBefore(o.SYNAttempts)
-				s.failed, s.act = true, act
-				out[ev.unit] = UnitResult{ID: u.id, Class: u.class, Start: u.start, Measured: u.total,
-					Predicted: wait, Delay: wait, Failed: true}
-				h.Push(event{t: u.start + wait, done: true, unit: ev.unit, value: wait})
-				continue
-			}
-			h.Push(event{t: u.start + sched.waitBefore(ev.attempt+1), unit: ev.unit, attempt: ev.attempt + 1})
+		act, admitted := r.arrive(ev, out, st, &h)
+		if !admitted {
 			continue
 		}
-		s.act = act
-		s.delay = ev.t - u.start
+		s := &st[ev.unit]
 		p := s.delay + d.predict(u, &act, model, delta, qd, s.delay)
 		out[ev.unit] = UnitResult{ID: u.id, Class: u.class, Start: u.start, Measured: u.total, Predicted: p, Delay: s.delay}
 		h.Push(event{t: u.start + p, done: true, unit: ev.unit, value: p})
 	}
 	return out, st
+}
+
+// arrive judges the rules for a unit arriving (or sending its SYN again)
+// at ev.t. A unit whose first SYN the rules drop comes again after its
+// client's timeout, or fails after its last attempt (its result and
+// completion pushed here); otherwise it is admitted, with the actions
+// and its admission delay in st.
+func (r *replayer) arrive(ev event, out []UnitResult, st []unitState, h *minheap.Heap[event]) (active, bool) {
+	d, o := r.d, r.o
+	u := &d.units[ev.unit]
+	var act active
+	for _, rule := range r.rules {
+		if r.holds(rule.Cond, u, ev.t) {
+			for _, a := range rule.Actions {
+				act.add(a)
+			}
+		}
+	}
+	s := &st[ev.unit]
+	if act.drop && d.droppable(u) {
+		s.dropped = true
+		sched := d.synSchedule(u, o)
+		if ev.attempt+1 >= o.SYNAttempts {
+			// The last SYN was dropped too: the client gives up one more
+			// wait later.
+			wait := sched.waitBefore(o.SYNAttempts)
+			s.failed, s.act = true, act
+			out[ev.unit] = UnitResult{ID: u.id, Class: u.class, Start: u.start, Measured: u.total,
+				Predicted: wait, Delay: wait, Failed: true}
+			h.Push(event{t: u.start + wait, done: true, unit: ev.unit, value: wait})
+			return act, false
+		}
+		h.Push(event{t: u.start + sched.waitBefore(ev.attempt+1), unit: ev.unit, attempt: ev.attempt + 1})
+		return act, false
+	}
+	s.act = act
+	s.delay = ev.t - u.start
+	return act, true
 }
 
 // synSchedule is how u's client retransmits a dropped SYN: the override,
@@ -214,11 +230,17 @@ func (d *Dataset) synScheduleOf(client netip.Addr, class string, o *Options) SYN
 // droppable: only a unit that begins with a new connection has a first SYN
 // to drop.
 func (d *Dataset) droppable(u *unit) bool {
-	first := u.container
-	if first < 0 && len(u.txs) > 0 {
-		first = u.txs[0]
-	}
+	first := d.firstConn(u)
 	return first >= 0 && d.txs[first].fresh
+}
+
+// firstConn is the transaction that opens u: its container, else its
+// first transaction; -1 when it has none.
+func (d *Dataset) firstConn(u *unit) int {
+	if u.container >= 0 || len(u.txs) == 0 {
+		return u.container
+	}
+	return u.txs[0]
 }
 
 // predict is the unit's response time under act, excluding admission delay.
