@@ -15,7 +15,7 @@ APT_PACKAGES := libpcap-dev tshark nginx-light nftables tcpdump iproute2 curl \
 # is mid-call (golang/go#75804, fixed in 1.27). A count has no deadline to race.
 FUZZTIME ?= 100000x
 
-.PHONY: all deps ui build demo test test-go fuzz bench clean
+.PHONY: all deps ui build demo test test-go fuzz validate bench clean
 
 all: build
 
@@ -52,6 +52,12 @@ test: deps ui
 	$(GO) vet ./...
 	$(GO) test -count=1 -p 1 -timeout 45m ./...
 	$(MAKE) fuzz
+
+# The what-if checked against real runs with each action applied,
+# including the overload ones (minutes; the six-action validation also
+# runs in make test).
+validate: deps ui
+	$(GO) test -count=1 -tags validate -timeout 30m -v -run 'TestWhatIfOverloadValidation|TestWhatIfValidation' ./testbed/
 
 # Every fuzz target runs briefly on top of its committed seed corpus (the
 # seeds, past findings included, also run in every plain `go test`). A new

@@ -171,6 +171,21 @@ type ValidationSpec struct {
 	// timeout. That is not the splicer the model describes (one that keeps
 	// connecting until the server accepts), hence the user-space one.
 	SpliceProxy bool
+	// Prefork serves the site from a prefork server (StartPrefork) on port
+	// 80 instead of nginx: the overload of a small listen backlog.
+	Prefork *PreforkOptions
+	// LowPerClass and LowInterval: the low class's loads, when they differ
+	// from PerClass and Interval (a heavier load generator).
+	LowPerClass int
+	LowInterval time.Duration
+}
+
+// perClass is how many loads class makes.
+func (s ValidationSpec) perClass(class string) int {
+	if class == ValidateLowClass && s.LowPerClass > 0 {
+		return s.LowPerClass
+	}
+	return s.PerClass
 }
 
 // spliceBackendPort is nginx's port behind the user-space splicer; the
@@ -240,6 +255,7 @@ func RunValidation(ctx context.Context, tb *Testbed, h *HandshakeHook, spec Vali
 	if err != nil {
 		return run, err
 	}
+	nginxExited := func() bool { return ng != nil && ng.Exited() }
 	capt, err := tb.StartCapture(ctx, tb.Server, spec.Name)
 	if err != nil {
 		return run, fmt.Errorf("validation %s: %w", spec.Name, err)
@@ -253,7 +269,7 @@ func RunValidation(ctx context.Context, tb *Testbed, h *HandshakeHook, spec Vali
 			break
 		}
 	}
-	if ng.Exited() && runErr == nil {
+	if nginxExited() && runErr == nil {
 		runErr = fmt.Errorf("validation %s: nginx exited: %s", spec.Name, ng.ReadStderr())
 	}
 	if runErr == nil {
@@ -283,7 +299,7 @@ func prepareValidation(ctx context.Context, tb *Testbed, spec ValidationSpec) er
 	if tb.Link == nil {
 		return fmt.Errorf("validation %s: testbed has no emulated link", spec.Name)
 	}
-	if spec.PerClass < 1 || spec.PerClass > 100 || spec.Interval <= 0 {
+	if spec.PerClass < 1 || spec.PerClass > 100 || spec.LowPerClass > 400 || spec.Interval <= 0 {
 		return fmt.Errorf("validation %s: %d loads per class every %v: want 1..100, a positive interval",
 			spec.Name, spec.PerClass, spec.Interval)
 	}
@@ -300,6 +316,19 @@ func prepareValidation(ctx context.Context, tb *Testbed, spec ValidationSpec) er
 // spec's site, the splicer in front of it if asked, and the SYN drops
 // (drop is nil without them).
 func startValidationServer(ctx context.Context, tb *Testbed, spec ValidationSpec) (ng *Nginx, drop *NFTable, err error) {
+	if spec.Prefork != nil {
+		o := *spec.Prefork
+		o.Port, o.Content = 80, spec.Site.Content
+		if _, err := tb.StartPrefork(o); err != nil {
+			return nil, nil, fmt.Errorf("validation %s: %w", spec.Name, err)
+		}
+		if body := synDropRules(spec.SYNDrops, tb.Server.Iface, 80); body != "" {
+			if drop, err = tb.AddNFTable(ctx, tb.Server, "wvdrop", body); err != nil {
+				return nil, nil, fmt.Errorf("validation %s: %w", spec.Name, err)
+			}
+		}
+		return nil, drop, nil
+	}
 	nopts := NginxOptions{Content: spec.Site.Content, KeepaliveTimeout: time.Second}
 	if spec.SpliceProxy {
 		nopts.Port = spliceBackendPort
@@ -340,11 +369,17 @@ type validationPlan struct {
 func validationPlans(spec ValidationSpec) []validationPlan {
 	var plans []validationPlan
 	n := len(spec.Site.Pages)
+	lowEvery := spec.Interval
+	if spec.LowInterval > 0 {
+		lowEvery = spec.LowInterval
+	}
 	for i := range spec.PerClass {
 		plans = append(plans,
-			validationPlan{time.Duration(i) * spec.Interval, ValidateHighClass, ValidateHigh[i%len(ValidateHigh)], spec.Site.Pages[i%n]},
-			validationPlan{spec.LowOffset + time.Duration(i)*spec.Interval, ValidateLowClass, ValidateLow[i%len(ValidateLow)],
-				spec.Site.Pages[(i+n/2)%n]})
+			validationPlan{time.Duration(i) * spec.Interval, ValidateHighClass, ValidateHigh[i%len(ValidateHigh)], spec.Site.Pages[i%n]})
+	}
+	for i := range spec.perClass(ValidateLowClass) {
+		plans = append(plans, validationPlan{spec.LowOffset + time.Duration(i)*lowEvery, ValidateLowClass, ValidateLow[i%len(ValidateLow)],
+			spec.Site.Pages[(i+n/2)%n]})
 	}
 	return plans
 }

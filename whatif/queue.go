@@ -40,6 +40,7 @@ type queueTx struct {
 	conn      int
 	pos       int   // position on its connection
 	arrival   int64 // request's last byte
+	queued    int64 // when it joined the server's queue: arrival, or its connection's handshake
 	measured  int64 // request's last byte -> response's first byte; -1: none
 	service   int64 // intrinsic service time (no queueing)
 	pipelined bool  // sent before the previous response began
@@ -62,7 +63,13 @@ func (d *Dataset) buildQueueData() *queueData {
 	connOf := map[string]int{}
 	for i := range d.txs {
 		t := &d.txs[i]
-		qt := queueTx{conn: -1, arrival: t.tx.RequestLast, measured: -1}
+		qt := queueTx{conn: -1, arrival: t.tx.RequestLast, queued: t.tx.RequestLast, measured: -1}
+		if t.fresh && t.conn.Established > 0 && t.conn.Established < qt.queued {
+			// A new connection joins the accept queue when its handshake
+			// completes: a server that takes connections in turn serves
+			// them in that order.
+			qt.queued = t.conn.Established
+		}
 		if s, e, ok := serviceTimes(t); ok {
 			qt.measured = e - s
 			q.maxConc = max(q.maxConc, int(d.conc[i]))
@@ -117,7 +124,7 @@ func (q *queueData) order() []int {
 			idx = append(idx, i)
 		}
 	}
-	slices.SortStableFunc(idx, func(a, b int) int { return cmpInt64(q.txs[a].arrival, q.txs[b].arrival) })
+	slices.SortStableFunc(idx, func(a, b int) int { return cmpInt64(q.txs[a].queued, q.txs[b].queued) })
 	return idx
 }
 

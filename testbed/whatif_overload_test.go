@@ -1,0 +1,99 @@
+//go:build validate
+
+package testbed
+
+// The what-if validation under overload (issue 12), a make validate
+// target: minutes of runs, not part of make test.
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rtmon/rtmon/whatif"
+)
+
+// TestWhatIfOverloadValidation: a prefork server (4 workers, a listen
+// backlog of 4) overloaded by a low class loading pages four times as
+// often as the high class: the kernel drops SYNs of both classes. The
+// baseline's records predict, with the queue model, what dropping the low
+// class's SYNs does; the applied run really drops them (nft) and the high
+// class's clients measure it.
+func TestWhatIfOverloadValidation(t *testing.T) {
+	bin, err := buildRtmon()
+	if err != nil {
+		t.Fatalf("rtmon is not buildable: %v", err)
+	}
+	site := ValidationSite(42)
+	ctx := testContext(t)
+	classes, err := WriteValidateClasses(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule, err := whatif.ParseRule("IF IP.SRC != " + validateHighPattern + " THEN DROP SYN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	overload := func(s *ValidationSpec) {
+		s.Prefork = &PreforkOptions{Workers: 4, Backlog: 4, Service: 150 * time.Millisecond}
+		s.PerClass, s.LowPerClass, s.LowInterval, s.LowOffset = 20, 80, 325*time.Millisecond, 0
+		s.ClientSYNRetries = 2
+	}
+	run := func(name string, applied bool) (ValidationRun, string) {
+		spec := DefaultValidationSpec("overload-"+name, site)
+		overload(&spec)
+		if applied {
+			spec.SYNDrops = DropLowClassSYNs
+		}
+		opts, hook := spec.Options()
+		opts.Prefix = "rtwo" // beside make test's validation namespaces
+		tb := New(t, opts)
+		r, err := RunValidation(ctx, tb, hook, spec)
+		if cerr := tb.Close(); cerr != nil {
+			t.Errorf("testbed teardown: %v", cerr)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *keepDir != "" {
+			if b, err := os.ReadFile(r.Capture); err == nil {
+				_ = os.WriteFile(filepath.Join(*keepDir, "whatif-"+spec.Name+".pcap"), b, 0o644)
+			}
+		}
+		out := t.TempDir()
+		if b, err := exec.CommandContext(ctx, bin, "analyze", "--classes", classes, "--out", out, r.Capture).CombinedOutput(); err != nil {
+			t.Fatalf("rtmon analyze %s: %v\n%s", name, err, b)
+		}
+		return r, out
+	}
+	base, baseDir := run("base", false)
+	applied, appliedDir := run("applied", true)
+	ds, err := whatif.Load(baseDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ds.QueueModel(queueValidateOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("baseline: %d SYN losses measured (%d replayed), %d workers, backlog %d, null replay within %.1f%%, notes %v",
+		m.SYNLossesMeasured, m.SYNLossesReplayed, m.Workers, m.Backlog, 100*m.Worst, m.Notes)
+	if m.SYNLossesMeasured == 0 {
+		t.Fatalf("the baseline was not overloaded: no SYN losses")
+	}
+	rows, misses := judgeValidationWith(t, "overload-drop-syn", rule, base, applied, baseDir, appliedDir, queueValidateOptions())
+	t.Logf("what-if validation under overload (queue model):\n%s", FormatValidationTable(rows))
+	linRows, _ := judgeValidationWith(t, "overload-drop-syn (linear)", rule, base, applied, baseDir, appliedDir, validateOptions)
+	t.Logf("the same with the linear model:\n%s", FormatValidationTable(linRows))
+	for _, miss := range misses {
+		t.Error(miss)
+	}
+}
+
+func queueValidateOptions() whatif.Options {
+	o := validateOptions
+	o.ServerModel = whatif.ServerQueue
+	return o
+}
