@@ -6,9 +6,6 @@ package testbed
 // target: minutes of runs, not part of make test.
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -47,26 +44,8 @@ func TestWhatIfOverloadValidation(t *testing.T) {
 		if applied {
 			spec.SYNDrops = DropLowClassSYNs
 		}
-		opts, hook := spec.Options()
-		opts.Prefix = "rtwo" // beside make test's validation namespaces
-		tb := New(t, opts)
-		r, err := RunValidation(ctx, tb, hook, spec)
-		if cerr := tb.Close(); cerr != nil {
-			t.Errorf("testbed teardown: %v", cerr)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if *keepDir != "" {
-			if b, err := os.ReadFile(r.Capture); err == nil {
-				_ = os.WriteFile(filepath.Join(*keepDir, "whatif-"+spec.Name+".pcap"), b, 0o644)
-			}
-		}
-		out := t.TempDir()
-		if b, err := exec.CommandContext(ctx, bin, "analyze", "--classes", classes, "--out", out, r.Capture).CombinedOutput(); err != nil {
-			t.Fatalf("rtmon analyze %s: %v\n%s", name, err, b)
-		}
-		return r, out
+		// Namespaces of its own, beside make test's validation.
+		return runAnalyzedValidation(t, ctx, bin, classes, spec, "rtwo")
 	}
 	base, baseDir := run("base", false)
 	applied, appliedDir := run("applied", true)

@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -159,38 +160,7 @@ func TestWhatIfValidation(t *testing.T) {
 				if mod != nil {
 					mod(&spec)
 				}
-				opts, hook := spec.Options()
-				tb := New(t, opts)
-				r, err := RunValidation(ctx, tb, hook, spec)
-				if cerr := tb.Close(); cerr != nil {
-					t.Errorf("testbed teardown: %v", cerr)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				if *keepDir != "" {
-					// Both runs of the case, by the run's name.
-					if b, err := os.ReadFile(r.Capture); err != nil {
-						t.Error(err)
-					} else if err := os.WriteFile(filepath.Join(*keepDir, "whatif-"+spec.Name+".pcap"), b, 0o644); err != nil {
-						t.Error(err)
-					}
-				}
-				// The link's hiccups on a busy machine, for judging a
-				// prediction that misses: the models compare two runs.
-				t.Logf("%s: bridge late sends %v (max %v, %v)", name, r.Bridge.LateSends,
-					time.Duration(r.Bridge.MaxSendLag[0]), time.Duration(r.Bridge.MaxSendLag[1]))
-				if r.CaptureDropped != 0 {
-					t.Errorf("%s: tcpdump dropped %d packets", name, r.CaptureDropped)
-				}
-				if s := r.Bridge; s.SendErrors != [2]int64{} || s.QueueDrops != [2]int64{} {
-					t.Errorf("%s: bridge %+v: want no send errors or queue drops", name, s)
-				}
-				out := t.TempDir()
-				if b, err := exec.CommandContext(ctx, bin, "analyze", "--classes", classes, "--out", out, r.Capture).CombinedOutput(); err != nil {
-					t.Fatalf("rtmon analyze %s: %v\n%s", name, err, b)
-				}
-				return r, out
+				return runAnalyzedValidation(t, ctx, bin, classes, spec, "")
 			}
 			for attempt := 1; ; attempt++ {
 				base, baseDir := run("base", c.base)
@@ -211,6 +181,49 @@ func TestWhatIfValidation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runAnalyzedValidation runs spec on a fresh testbed (its namespaces
+// named with prefix, or the spec's) and analyzes the capture with rtmon
+// and the validation's classes; it returns the run and the records'
+// directory. A run the harness cannot use fails the test.
+func runAnalyzedValidation(t *testing.T, ctx context.Context, bin, classes string, spec ValidationSpec, prefix string) (ValidationRun, string) {
+	t.Helper()
+	opts, hook := spec.Options()
+	if prefix != "" {
+		opts.Prefix = prefix
+	}
+	tb := New(t, opts)
+	r, err := RunValidation(ctx, tb, hook, spec)
+	if cerr := tb.Close(); cerr != nil {
+		t.Errorf("testbed teardown: %v", cerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *keepDir != "" {
+		// Both runs of the case, by the run's name.
+		if b, err := os.ReadFile(r.Capture); err != nil {
+			t.Error(err)
+		} else if err := os.WriteFile(filepath.Join(*keepDir, "whatif-"+spec.Name+".pcap"), b, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	// The link's hiccups on a busy machine, for judging a prediction that
+	// misses: the models compare two runs.
+	t.Logf("%s: bridge late sends %v (max %v, %v)", spec.Name, r.Bridge.LateSends,
+		time.Duration(r.Bridge.MaxSendLag[0]), time.Duration(r.Bridge.MaxSendLag[1]))
+	if r.CaptureDropped != 0 {
+		t.Errorf("%s: tcpdump dropped %d packets", spec.Name, r.CaptureDropped)
+	}
+	if s := r.Bridge; s.SendErrors != [2]int64{} || s.QueueDrops != [2]int64{} {
+		t.Errorf("%s: bridge %+v: want no send errors or queue drops", spec.Name, s)
+	}
+	out := t.TempDir()
+	if b, err := exec.CommandContext(ctx, bin, "analyze", "--classes", classes, "--out", out, r.Capture).CombinedOutput(); err != nil {
+		t.Fatalf("rtmon analyze %s: %v\n%s", spec.Name, err, b)
+	}
+	return r, out
 }
 
 // judgeValidation compares, per class, the prediction from the baseline's
