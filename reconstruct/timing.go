@@ -198,7 +198,25 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 				// later than one wait after connecting, or one sooner
 				// than any timer fires even after such a queue, speaks
 				// against a lost first copy.
-				ok = sent <= earliest+wait/4 && st.tx.RequestFirst-earliest >= freshResendMin
+				//
+				// When exactly one number is missing, the client's own
+				// timer may also run well longer than the estimate: its
+				// RTT sample took whatever held up the SYN/ACK on its way
+				// (seen: a copy 450 ms after the handshake where 300 ms
+				// was estimated). A copy within three waits of connecting
+				// is still the lost first one; a spare connection used
+				// later, or gaps of several numbers (a host-wide
+				// counter), are not.
+				late := wait / 4
+				if st.upLost == 1 {
+					late = 2 * wait
+				}
+				ok = sent <= earliest+late && st.tx.RequestFirst-earliest >= freshResendMin
+				if ok && sent > earliest+wait/4 {
+					// Nothing else leaves a young connection before its
+					// first request: the lost copy left as it connected.
+					return earliest, earliest, earliest, true
+				}
 			}
 		default:
 			ok = sent >= earliest-wait/4
