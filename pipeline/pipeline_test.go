@@ -106,16 +106,7 @@ func TestSharedStoreStaysOpen(t *testing.T) {
 	defer st.Close()
 	cfg := pipeline.DefaultConfig()
 	cfg.Files, cfg.Store = []string{in}, st
-	p, err := pipeline.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	runToEnd(t, ctx, cfg)
 	c, err := st.Counters(ctx, store.TimeRange{}, "")
 	if err != nil || c.Transactions != int64(truth.Transactions) {
 		t.Errorf("store after the run: %+v, %v; want %d transactions", c, err, truth.Transactions)
@@ -182,4 +173,20 @@ func TestStopInterruptsFileInput(t *testing.T) {
 	if len(s.Errors) != 1 || s.Packets == 0 || s.Packets >= uint64(truth.Packets) {
 		t.Errorf("summary after the interruption: %d of %d packets, errors %q", s.Packets, truth.Packets, s.Errors)
 	}
+}
+
+// runToEnd runs cfg's pipeline over its whole input.
+func runToEnd(t *testing.T, ctx context.Context, cfg pipeline.Config) *pipeline.Pipeline {
+	t.Helper()
+	p, err := pipeline.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -129,16 +129,7 @@ func runPrivacy(t *testing.T, keyFile string) (*records, string) {
 	cfg.OutDir, cfg.HARDir = filepath.Join(dir, "out"), filepath.Join(dir, "har")
 	var got records
 	cfg.Sinks = []pageview.Sink{&got}
-	p, err := pipeline.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	runToEnd(t, ctx, cfg)
 	var all strings.Builder
 	files, _ := filepath.Glob(filepath.Join(dir, "*", "*"))
 	for _, name := range files {
