@@ -125,7 +125,7 @@ func (d *Dataset) replayQueue(rules []Rule, o *Options, qf *queueFit) ([]UnitRes
 			ev := h.Pop()
 			r.complete(d.units[ev.unit].class, ev.t, ev.value)
 		case tr == m:
-			if ev := h.Pop(); r.arriveAdmitted(ev, out, st, &h) {
+			if ev := h.Pop(); r.arrive(ev, out, st, &h) {
 				admit(ev.unit, ev.attempt)
 			}
 		case tg == m:
@@ -136,16 +136,10 @@ func (d *Dataset) replayQueue(rules []Rule, o *Options, qf *queueFit) ([]UnitRes
 				sim.start(ci)
 			}
 		default:
-			if r.arriveAdmitted(event{t: tu, unit: next}, out, st, &h) {
+			if r.arrive(event{t: tu, unit: next}, out, st, &h) {
 				admit(next, 0)
 			}
 			next++
 		}
 	}
-}
-
-// arriveAdmitted is arrive, reporting only whether the unit was admitted.
-func (r *replayer) arriveAdmitted(ev event, out []UnitResult, st []unitState, h *minheap.Heap[event]) bool {
-	_, ok := r.arrive(ev, out, st, h)
-	return ok
 }

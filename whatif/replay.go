@@ -163,12 +163,11 @@ func (d *Dataset) replay(rules []Rule, o *Options, model LoadModel, delta *loadD
 			r.complete(u.class, ev.t, ev.value)
 			continue
 		}
-		act, admitted := r.arrive(ev, out, st, &h)
-		if !admitted {
+		if !r.arrive(ev, out, st, &h) {
 			continue
 		}
 		s := &st[ev.unit]
-		p := s.delay + d.predict(u, &act, model, delta, qd, s.delay)
+		p := s.delay + d.predict(u, &s.act, model, delta, qd, s.delay)
 		out[ev.unit] = UnitResult{ID: u.id, Class: u.class, Start: u.start, Measured: u.total, Predicted: p, Delay: s.delay}
 		h.Push(event{t: u.start + p, done: true, unit: ev.unit, value: p})
 	}
@@ -178,9 +177,9 @@ func (d *Dataset) replay(rules []Rule, o *Options, model LoadModel, delta *loadD
 // arrive judges the rules for a unit arriving (or sending its SYN again)
 // at ev.t. A unit whose first SYN the rules drop comes again after its
 // client's timeout, or fails after its last attempt (its result and
-// completion pushed here); otherwise it is admitted, with the actions
-// and its admission delay in st.
-func (r *replayer) arrive(ev event, out []UnitResult, st []unitState, h *minheap.Heap[event]) (active, bool) {
+// completion pushed here); otherwise it is admitted (true), with the
+// actions and its admission delay in st.
+func (r *replayer) arrive(ev event, out []UnitResult, st []unitState, h *minheap.Heap[event]) bool {
 	d, o := r.d, r.o
 	u := &d.units[ev.unit]
 	var act active
@@ -203,14 +202,14 @@ func (r *replayer) arrive(ev event, out []UnitResult, st []unitState, h *minheap
 			out[ev.unit] = UnitResult{ID: u.id, Class: u.class, Start: u.start, Measured: u.total,
 				Predicted: wait, Delay: wait, Failed: true}
 			h.Push(event{t: u.start + wait, done: true, unit: ev.unit, value: wait})
-			return act, false
+			return false
 		}
 		h.Push(event{t: u.start + sched.waitBefore(ev.attempt+1), unit: ev.unit, attempt: ev.attempt + 1})
-		return act, false
+		return false
 	}
 	s.act = act
 	s.delay = ev.t - u.start
-	return act, true
+	return true
 }
 
 // synSchedule is how u's client retransmits a dropped SYN: the override,
