@@ -416,3 +416,49 @@ func TestHostWideIPIDsAreNoEvidence(t *testing.T) {
 		t.Errorf("flags %v", tx.Flags)
 	}
 }
+
+// The SYN/ACK stalled on its way to the client (a queue on the path), the
+// client's handshake ACK was lost before the capture point, and the
+// request it sent a few ms after connecting completed the handshake. The
+// SYN/ACK's departure plus the path's least RTT is only the earliest the
+// client could have connected: the stall put the request 25 ms past it,
+// which is no preconnect (seen once in the testbed's syn-drops run under
+// load: a Go client's page timed from its request, 139 ms short). A
+// request that came far later than any stall of a round trip is one.
+func TestLostHandshakeAckAfterStalledSynAck(t *testing.T) {
+	for _, stall := range []int64{0, 25 * ms, 45 * ms} {
+		var sent int64
+		out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+			c := linuxConn(w, 900)
+			t0 := synth.T(0)
+			c.SYN(t0)
+			c.SYNACK(t0 + 100*us)
+			c.ClientLost()                          // the handshake ACK
+			sent = t0 + 100*us + 2*D + stall + 4*ms // the request, 4 ms after connecting
+			c.Client(sent, get("/p7.html"))
+			c.ServerAck(sent + 100*us)
+			c.Server(sent+3*ms, synth.Response(200, "text/html", synth.Body(100)))
+			c.ClientAck(sent + 3*ms + 2*D)
+		})
+		tx := one(t, "transaction", out.txs)
+		if tx.Flags&reconstruct.FlagPreconnected != 0 || tx.Start != synth.T(0)-D {
+			t.Errorf("SYN/ACK stalled %v: start %v off the client's first SYN, flags %v", time.Duration(stall),
+				time.Duration(tx.Start-(synth.T(0)-D)), tx.Flags)
+		}
+	}
+	out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+		c := linuxConn(w, 900)
+		t0 := synth.T(0)
+		c.SYN(t0)
+		c.SYNACK(t0 + 100*us)
+		c.ClientLost()
+		late := t0 + 100*us + 2*D + 400*ms // a spare connection the page needed later
+		c.Client(late, get("/spare"))
+		c.ServerAck(late + 100*us)
+		c.Server(late+3*ms, synth.Response(200, "text/html", synth.Body(100)))
+		c.ClientAck(late + 3*ms + 2*D)
+	})
+	if tx := one(t, "transaction", out.txs); tx.Flags&reconstruct.FlagPreconnected == 0 {
+		t.Errorf("request 400 ms after connecting, handshake ACK lost: flags %v, want preconnected", tx.Flags)
+	}
+}

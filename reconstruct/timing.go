@@ -67,7 +67,14 @@ func (c *conn) emit(st *txState) {
 		// sent as it connected, as clients that connect to send do.
 		sent = connected
 	}
-	if freshConn && connected > 0 && sent-connected > preconnectIdle {
+	idle := sent - connected
+	if c.hsAckLost {
+		// connected is then the SYN/ACK's departure plus the path's least
+		// round trip, the earliest the client could have connected; a
+		// queue may have held the SYN/ACK up to about a round trip more.
+		idle -= c.clientRTT()
+	}
+	if freshConn && connected > 0 && idle > preconnectIdle {
 		// The client opened this connection ahead of need (a browser's
 		// preconnect or spare socket) and used it later: the wait for the
 		// handshake was not part of this request's time.
