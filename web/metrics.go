@@ -97,50 +97,34 @@ func emit[S any](ch chan<- prometheus.Metric, ms []metric[S], src S, labels ...s
 	}
 }
 
-var byClass = []string{"class"}
+// classCounter is a per-class counter of the store's.
+func classCounter(name, help string, value func(query.Counters) int64) metric[query.Counters] {
+	return newMetric(counter, name, help, []string{"class"}, value)
+}
 
 var classMetrics = []metric[query.Counters]{
-	newMetric(counter, "connections_total", "Stored connections.", byClass,
-		func(k query.Counters) int64 { return k.Connections }),
-	newMetric(counter, "syn_losses_total", "Client SYN retransmissions with no SYN/ACK in between (dropped SYNs).", byClass,
-		func(k query.Counters) int64 { return k.SYNLosses }),
-	newMetric(counter, "synack_losses_total", "SYN/ACKs that never reached the client.", byClass,
-		func(k query.Counters) int64 { return k.SYNACKLosses }),
-	newMetric(counter, "retransmitted_bytes_total", "Retransmitted bytes on stored connections.", byClass,
-		func(k query.Counters) int64 { return k.ConnRetransBytes }),
-	newMetric(counter, "server_errors_total", "Transactions with status >= 500.", byClass,
-		func(k query.Counters) int64 { return k.ServerErrors }),
-	newMetric(counter, "incomplete_transactions_total", "Transactions still open at end of input or eviction.", byClass,
-		func(k query.Counters) int64 { return k.IncompleteTx }),
+	classCounter("connections_total", "Stored connections.", func(k query.Counters) int64 { return k.Connections }),
+	classCounter("syn_losses_total", "Client SYN retransmissions with no SYN/ACK in between (dropped SYNs).", func(k query.Counters) int64 { return k.SYNLosses }),
+	classCounter("synack_losses_total", "SYN/ACKs that never reached the client.", func(k query.Counters) int64 { return k.SYNACKLosses }),
+	classCounter("retransmitted_bytes_total", "Retransmitted bytes on stored connections.", func(k query.Counters) int64 { return k.ConnRetransBytes }),
+	classCounter("server_errors_total", "Transactions with status >= 500.", func(k query.Counters) int64 { return k.ServerErrors }),
+	classCounter("incomplete_transactions_total", "Transactions still open at end of input or eviction.", func(k query.Counters) int64 { return k.IncompleteTx }),
 }
 
 var writerMetrics = []metric[query.WriterStats]{
-	newMetric(counter, "store_written_total", "Records stored by this process's writer.", nil,
-		func(s query.WriterStats) int64 { return s.Written }),
-	newMetric(gauge, "store_backlog_records", "Records waiting to be stored (memory and spill files).", nil,
-		func(s query.WriterStats) int64 { return s.Queued }),
-	newMetric(gauge, "store_spill_files", "Spill files waiting to be stored.", nil,
-		func(s query.WriterStats) int64 { return int64(s.SpilledFiles) }),
-	newMetric(counter, "store_retries_total", "Failed store insert attempts.", nil,
-		func(s query.WriterStats) int64 { return s.Retries }),
-	newMetric(gauge, "store_insert_failing", "1 while the oldest queued batch fails to store and is retried (the last error is on /healthz and in the UI).", nil,
-		func(s query.WriterStats) int64 { return b2i(s.Failing) }),
-	newMetric(gauge, "store_disk_full", "1 while storing or spilling fails for lack of disk space.", nil,
-		func(s query.WriterStats) int64 { return b2i(s.DiskFull) }),
-	newMetric(gauge, "store_spill_failing", "1 while spilling fails: a full memory buffer then holds writers back (backpressure).", nil,
-		func(s query.WriterStats) int64 { return b2i(s.SpillFailing) }),
-	newMetric(counter, "store_spill_failures_total", "Batches that could not be written to a spill file.", nil,
-		func(s query.WriterStats) int64 { return s.SpillFailures }),
-	newMetric(counter, "store_reopens_total", "Reopenings of the embedded database after it invalidated itself on a failed write.", nil,
-		func(s query.WriterStats) int64 { return s.Reopens }),
-	newMetric(gauge, "store_spill_bytes", "Size of the spill files waiting to be stored.", nil,
-		func(s query.WriterStats) int64 { return s.SpillBytes }),
-	newMetric(counter, "store_corrupt_spill_files_total", "Spill files that could not be read back (set aside as *.corrupt).", nil,
-		func(s query.WriterStats) int64 { return s.CorruptSpillFiles }),
-	newMetric(counter, "store_lost_records_total", "Records lost: in spill files that could not be read back, or neither stored nor spilled at close.", nil,
-		func(s query.WriterStats) int64 { return s.LostRecords }),
-	newMetric(counter, "store_duplicates_total", "Records dropped because their id was already stored.", nil,
-		func(s query.WriterStats) int64 { return s.Duplicates }),
+	newMetric(counter, "store_written_total", "Records stored by this process's writer.", nil, func(s query.WriterStats) int64 { return s.Written }),
+	newMetric(gauge, "store_backlog_records", "Records waiting to be stored (memory and spill files).", nil, func(s query.WriterStats) int64 { return s.Queued }),
+	newMetric(gauge, "store_spill_files", "Spill files waiting to be stored.", nil, func(s query.WriterStats) int64 { return int64(s.SpilledFiles) }),
+	newMetric(counter, "store_retries_total", "Failed store insert attempts.", nil, func(s query.WriterStats) int64 { return s.Retries }),
+	newMetric(gauge, "store_insert_failing", "1 while the oldest queued batch fails to store and is retried (the last error is on /healthz and in the UI).", nil, func(s query.WriterStats) int64 { return b2i(s.Failing) }),
+	newMetric(gauge, "store_disk_full", "1 while storing or spilling fails for lack of disk space.", nil, func(s query.WriterStats) int64 { return b2i(s.DiskFull) }),
+	newMetric(gauge, "store_spill_failing", "1 while spilling fails: a full memory buffer then holds writers back (backpressure).", nil, func(s query.WriterStats) int64 { return b2i(s.SpillFailing) }),
+	newMetric(counter, "store_spill_failures_total", "Batches that could not be written to a spill file.", nil, func(s query.WriterStats) int64 { return s.SpillFailures }),
+	newMetric(counter, "store_reopens_total", "Reopenings of the embedded database after it invalidated itself on a failed write.", nil, func(s query.WriterStats) int64 { return s.Reopens }),
+	newMetric(gauge, "store_spill_bytes", "Size of the spill files waiting to be stored.", nil, func(s query.WriterStats) int64 { return s.SpillBytes }),
+	newMetric(counter, "store_corrupt_spill_files_total", "Spill files that could not be read back (set aside as *.corrupt).", nil, func(s query.WriterStats) int64 { return s.CorruptSpillFiles }),
+	newMetric(counter, "store_lost_records_total", "Records lost: in spill files that could not be read back, or neither stored nor spilled at close.", nil, func(s query.WriterStats) int64 { return s.LostRecords }),
+	newMetric(counter, "store_duplicates_total", "Records dropped because their id was already stored.", nil, func(s query.WriterStats) int64 { return s.Duplicates }),
 }
 
 func b2i(b bool) int64 {
@@ -165,22 +149,14 @@ func storeState(s query.WriterStats) string {
 }
 
 var pipelineMetrics = []metric[PipelineStats]{
-	newMetric(counter, "packets_total", "TCP packets decoded by the live pipeline.", nil,
-		func(p PipelineStats) int64 { return p.Packets }),
-	newMetric(counter, "capture_bytes_total", "Captured bytes read by the live pipeline.", nil,
-		func(p PipelineStats) int64 { return p.Bytes }),
-	newMetric(counter, "capture_drops_total", "Packets dropped by libpcap or the kernel (rtmon too slow).", nil,
-		func(p PipelineStats) int64 { return p.CaptureDrops }),
-	newMetric(counter, "interface_drops_total", "Packets dropped by the interface or driver.", nil,
-		func(p PipelineStats) int64 { return p.InterfaceDrops }),
-	newMetric(counter, "evictions_total", "Connections evicted from the tracker's full table.", nil,
-		func(p PipelineStats) int64 { return p.Evictions }),
-	newMetric(gauge, "open_connections", "Connections being tracked.", nil,
-		func(p PipelineStats) int64 { return p.OpenConnections }),
-	newMetric(gauge, "tracker_memory_bytes", "The tracker's state counted against its share of --max-memory.", nil,
-		func(p PipelineStats) int64 { return p.TrackerMemory }),
-	newMetric(counter, "memory_evictions_total", "Connections shed (least recently active first) to stay within --max-memory.", nil,
-		func(p PipelineStats) int64 { return p.MemoryEvictions }),
+	newMetric(counter, "packets_total", "TCP packets decoded by the live pipeline.", nil, func(p PipelineStats) int64 { return p.Packets }),
+	newMetric(counter, "capture_bytes_total", "Captured bytes read by the live pipeline.", nil, func(p PipelineStats) int64 { return p.Bytes }),
+	newMetric(counter, "capture_drops_total", "Packets dropped by libpcap or the kernel (rtmon too slow).", nil, func(p PipelineStats) int64 { return p.CaptureDrops }),
+	newMetric(counter, "interface_drops_total", "Packets dropped by the interface or driver.", nil, func(p PipelineStats) int64 { return p.InterfaceDrops }),
+	newMetric(counter, "evictions_total", "Connections evicted from the tracker's full table.", nil, func(p PipelineStats) int64 { return p.Evictions }),
+	newMetric(gauge, "open_connections", "Connections being tracked.", nil, func(p PipelineStats) int64 { return p.OpenConnections }),
+	newMetric(gauge, "tracker_memory_bytes", "The tracker's state counted against its share of --max-memory.", nil, func(p PipelineStats) int64 { return p.TrackerMemory }),
+	newMetric(counter, "memory_evictions_total", "Connections shed (least recently active first) to stay within --max-memory.", nil, func(p PipelineStats) int64 { return p.MemoryEvictions }),
 }
 
 var descScrapeErr = prometheus.NewDesc("rtmon_store_query_errors", "1 if the last scrape's store queries failed.", nil, nil)
@@ -235,18 +211,32 @@ func (c *storeCollector) scanStore(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descScrapeErr, prometheus.GaugeValue, float64(b2i(!ok)))
 }
 
+// storedKinds are the record kinds the store's metrics cover.
+var storedKinds = []query.Kind{query.Transactions, query.Pageviews}
+
+// eachKind calls read for each stored kind; a kind whose read fails is
+// logged and skipped, and the scrape reported failing (false).
+func eachKind(what string, read func(query.Kind) error) bool {
+	ok := true
+	for _, kind := range storedKinds {
+		if err := read(kind); err != nil {
+			slog.Warn("metrics: "+what, "kind", kind, "err", err)
+			ok = false
+		}
+	}
+	return ok
+}
+
 // fromRollups sends the histograms and the per-class counters of
 // everything stored from one Summary per kind: rollup rows and the
 // records of the minutes the writer has not rolled up yet, however many
 // records are stored. The histograms' sums are exact.
 func (c *storeCollector) fromRollups(ctx context.Context, ch chan<- prometheus.Metric) bool {
-	ok, counted := true, false
-	for _, kind := range []query.Kind{query.Transactions, query.Pageviews} {
+	counted := false
+	return eachKind("summary", func(kind query.Kind) error {
 		s, err := c.st.Summary(ctx, query.SummaryQuery{Kind: kind, Edges: promBuckets})
 		if err != nil {
-			slog.Warn("metrics: summary", "kind", kind, "err", err)
-			ok = false
-			continue
+			return err
 		}
 		total := map[string]int64{}
 		for _, cs := range s.Sums {
@@ -261,20 +251,17 @@ func (c *storeCollector) fromRollups(ctx context.Context, ch chan<- prometheus.M
 			}
 			counted = true
 		}
-	}
-	return ok
+		return nil
+	})
 }
 
 // fromRecords sends the same read from the records; the histograms' sums
 // are approximated with bucket lower edges (the store returns counts).
 func (c *storeCollector) fromRecords(ctx context.Context, ch chan<- prometheus.Metric) bool {
-	ok := true
-	for _, kind := range []query.Kind{query.Transactions, query.Pageviews} {
+	ok := eachKind("histogram", func(kind query.Kind) error {
 		hs, err := c.st.Histogram(ctx, query.HistogramQuery{Kind: kind, Edges: promBuckets})
 		if err != nil {
-			slog.Warn("metrics: histogram", "kind", kind, "err", err)
-			ok = false
-			continue
+			return err
 		}
 		for _, h := range hs {
 			var sum float64
@@ -283,7 +270,8 @@ func (c *storeCollector) fromRecords(ctx context.Context, ch chan<- prometheus.M
 			}
 			ch <- constHistogram(h, string(kind), sum)
 		}
-	}
+		return nil
+	})
 	classes, err := c.st.Classes(ctx, query.TimeRange{})
 	if err != nil {
 		slog.Warn("metrics: classes", "err", err)
