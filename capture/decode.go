@@ -148,6 +148,9 @@ type Decoder struct {
 	// type only picks the entry point.
 	pEth, pSLL, pSLL2, pLoop, pIP4, pIP6 parser
 
+	// all holds the layers above in registration order.
+	all []gopacket.DecodingLayer
+
 	decoded []gopacket.LayerType
 	stats   DecodeStats
 }
@@ -164,13 +167,13 @@ func NewDecoder() *Decoder {
 	d := &Decoder{decoded: make([]gopacket.LayerType, 0, 16)}
 	// Skipper first so the dedicated fragment layer overrides its entry:
 	// we need the fragment offset, nothing else from extension headers.
-	all := []gopacket.DecodingLayer{&d.eth, &d.dot1q, &d.sll, &d.sll2, &d.loop,
+	d.all = []gopacket.DecodingLayer{&d.eth, &d.dot1q, &d.sll, &d.sll2, &d.loop,
 		&d.ip4, &d.ip6, &d.ext, &d.frag6, &d.tcp}
 	mk := func(first gopacket.LayerType) parser {
 		p := gopacket.NewDecodingLayerParser(first)
 		// The sparse slice container is the fastest lookup gopacket has.
 		var c gopacket.DecodingLayerContainer = gopacket.DecodingLayerSparse(nil)
-		for _, l := range all {
+		for _, l := range d.all {
 			c = c.Put(l)
 		}
 		p.SetDecodingLayerContainer(c)
@@ -313,8 +316,8 @@ func (d *Decoder) reachTCP() (firstFragment bool, r Reason) {
 	}
 	// The parser also stops when a layer leaves no payload: then the next
 	// header we would have decoded is missing.
-	if l, _ := d.layer(last); l != nil && len(l.LayerPayload()) == 0 {
-		if _, r := d.layer(l.NextLayerType()); r != reasonNone {
+	if l := d.layer(last); l != nil && len(l.LayerPayload()) == 0 {
+		if r := missingReason(l.NextLayerType()); r != reasonNone {
 			return false, r
 		}
 	}
@@ -434,34 +437,32 @@ func (d *Decoder) decodeTCP(data []byte) (Reason, bool) {
 	return 0, true
 }
 
-// layer maps a layer type the decoder knows to its preallocated layer,
-// and names the reason for a frame where that header should follow but has
-// no bytes (reasonNone for the link headers a frame starts with). nil for
-// a layer type the decoder does not know.
-func (d *Decoder) layer(t gopacket.LayerType) (gopacket.DecodingLayer, Reason) {
-	switch t {
-	case layers.LayerTypeEthernet:
-		return &d.eth, reasonNone
-	case layers.LayerTypeDot1Q:
-		return &d.dot1q, ReasonTruncatedLink
-	case layers.LayerTypeLinuxSLL:
-		return &d.sll, reasonNone
-	case layers.LayerTypeLinuxSLL2:
-		return &d.sll2, reasonNone
-	case layers.LayerTypeLoopback:
-		return &d.loop, reasonNone
-	case layers.LayerTypeIPv4:
-		return &d.ip4, ReasonTruncatedIP
-	case layers.LayerTypeIPv6:
-		return &d.ip6, ReasonTruncatedIP
-	case layers.LayerTypeIPv6Fragment:
-		return &d.frag6, ReasonTruncatedIP
-	case layers.LayerTypeIPv6HopByHop, layers.LayerTypeIPv6Routing, layers.LayerTypeIPv6Destination:
-		return &d.ext, ReasonTruncatedIP
-	case layers.LayerTypeTCP:
-		return &d.tcp, ReasonTruncatedTCP
+// layer is the decoder's preallocated layer for t, nil for a layer type it
+// does not know. Later entries of d.all win, as they do in the parsers'
+// containers (the fragment layer over the extension skipper).
+func (d *Decoder) layer(t gopacket.LayerType) gopacket.DecodingLayer {
+	for i := len(d.all) - 1; i >= 0; i-- {
+		if d.all[i].CanDecode().Contains(t) {
+			return d.all[i]
+		}
 	}
-	return nil, reasonNone
+	return nil
+}
+
+// missingReason names the reason for a frame where a header of type t
+// should follow but has no bytes: reasonNone for the link headers a frame
+// starts with and for types the decoder does not know.
+func missingReason(t gopacket.LayerType) Reason {
+	switch t {
+	case layers.LayerTypeDot1Q:
+		return ReasonTruncatedLink
+	case layers.LayerTypeIPv4, layers.LayerTypeIPv6, layers.LayerTypeIPv6Fragment,
+		layers.LayerTypeIPv6HopByHop, layers.LayerTypeIPv6Routing, layers.LayerTypeIPv6Destination:
+		return ReasonTruncatedIP
+	case layers.LayerTypeTCP:
+		return ReasonTruncatedTCP
+	}
+	return reasonNone
 }
 
 // classify finds the layer that failed (the one after the last decoded) and
@@ -470,7 +471,7 @@ func (d *Decoder) classify(parser parser, frame []byte) Reason {
 	failed := parser.first
 	in := frame
 	if n := len(d.decoded); n > 0 {
-		l, _ := d.layer(d.decoded[n-1])
+		l := d.layer(d.decoded[n-1])
 		if l == nil {
 			return ReasonMalformed
 		}
@@ -484,34 +485,8 @@ func (d *Decoder) classify(parser parser, frame []byte) Reason {
 			return ReasonTruncatedLink
 		}
 		return ReasonBadLinkHeader
-	case layers.LayerTypeIPv4:
-		switch {
-		case len(in) < 20:
-			return ReasonTruncatedIP
-		case in[0]>>4 != 4:
-			return ReasonBadIPVersion
-		case in[0]&0x0f < 5:
-			return ReasonBadIPHeaderLen
-		}
-		ihl := int(in[0]&0x0f) * 4
-		total := int(in[2])<<8 | int(in[3])
-		switch {
-		case total != 0 && total < ihl:
-			return ReasonBadIPLength
-		case ihl > len(in):
-			return ReasonTruncatedIP
-		}
-		return ReasonBadIPHeaderLen // options that do not parse
-	case layers.LayerTypeIPv6:
-		switch {
-		case len(in) < 40:
-			return ReasonTruncatedIP
-		case in[0]>>4 != 6:
-			return ReasonBadIPVersion
-		case parser.Truncated:
-			return ReasonTruncatedIP
-		}
-		return ReasonBadIPLength // hop-by-hop/jumbogram inconsistencies
+	case layers.LayerTypeIPv4, layers.LayerTypeIPv6:
+		return classifyIP(in, failed == layers.LayerTypeIPv4, parser.Truncated)
 	case layers.LayerTypeIPv6HopByHop, layers.LayerTypeIPv6Routing,
 		layers.LayerTypeIPv6Destination, layers.LayerTypeIPv6Fragment:
 		return ReasonTruncatedIP
@@ -537,6 +512,36 @@ func (d *Decoder) ipCut() bool {
 		}
 	}
 	return false
+}
+
+// classifyIP names what is wrong with an IPv4 or IPv6 header the parser
+// rejected.
+func classifyIP(in []byte, v4, truncated bool) Reason {
+	minLen, version := 40, byte(6)
+	if v4 {
+		minLen, version = 20, 4
+	}
+	switch {
+	case len(in) < minLen:
+		return ReasonTruncatedIP
+	case in[0]>>4 != version:
+		return ReasonBadIPVersion
+	case !v4 && truncated:
+		return ReasonTruncatedIP
+	case !v4:
+		return ReasonBadIPLength // hop-by-hop/jumbogram inconsistencies
+	case in[0]&0x0f < 5:
+		return ReasonBadIPHeaderLen
+	}
+	ihl := int(in[0]&0x0f) * 4
+	total := int(in[2])<<8 | int(in[3])
+	switch {
+	case total != 0 && total < ihl:
+		return ReasonBadIPLength
+	case ihl > len(in):
+		return ReasonTruncatedIP
+	}
+	return ReasonBadIPHeaderLen // options that do not parse
 }
 
 func classifyTCP(in []byte, ipTruncated bool) Reason {
