@@ -77,22 +77,22 @@ type harRequest struct {
 	Method      string  `json:"method"`
 	URL         string  `json:"url"`
 	HTTPVersion string  `json:"httpVersion"`
-	Cookies     []harNV `json:"cookies"`
-	Headers     []harNV `json:"headers"`
+	Cookies     []harNV `json:"cookies"` // always empty: never recorded
+	Headers     []harNV `json:"headers"` // those the records keep
 	QueryString []harNV `json:"queryString"`
-	HeadersSize int64   `json:"headersSize"`
-	BodySize    int64   `json:"bodySize"`
+	HeadersSize int64   `json:"headersSize"` // -1: not recorded
+	BodySize    int64   `json:"bodySize"`    // -1: not recorded
 }
 
 type harResponse struct {
 	Status      int        `json:"status"`
 	StatusText  string     `json:"statusText"`
 	HTTPVersion string     `json:"httpVersion"`
-	Cookies     []harNV    `json:"cookies"`
-	Headers     []harNV    `json:"headers"`
+	Cookies     []harNV    `json:"cookies"` // always empty: never recorded
+	Headers     []harNV    `json:"headers"` // Content-Type only
 	Content     harContent `json:"content"`
 	RedirectURL string     `json:"redirectURL"`
-	HeadersSize int64      `json:"headersSize"`
+	HeadersSize int64      `json:"headersSize"` // -1 when the record does not say
 	BodySize    int64      `json:"bodySize"`
 }
 

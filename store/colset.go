@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"net/netip"
 	"time"
 )
 
@@ -99,6 +100,25 @@ func (c *colSet) Day(ns int64) {
 	}
 	push(c, c.lastDate)
 }
+
+// row starts a record's row with the columns every table begins with: the
+// day it is partitioned by, the sensor, the record's id.
+func (c *colSet) row(day int64, sensor, id string) {
+	c.next()
+	c.Day(day)
+	c.Str(sensor)
+	c.Str(clip(id, maxID))
+}
+
+// Endpoint appends an address and port column pair.
+func (c *colSet) Endpoint(a netip.Addr, port uint16) {
+	c.Str(addrKey(a))
+	c.U16(port)
+}
+
+// Status appends an HTTP status (0: no response); a value outside uint16
+// is no status a parser gives.
+func (c *colSet) Status(code int) { c.U16(uint16(code)) }
 
 // columns returns one typed slice per column, in table order.
 func (c *colSet) columns() []any {

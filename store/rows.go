@@ -205,15 +205,10 @@ func i64s(v []int64) []int64 {
 }
 
 func connRow(c *colSet, sensor string, x *reconstruct.Connection) {
-	c.next()
-	c.Day(x.FirstSeen)
-	c.Str(sensor)
-	c.Str(clip(x.ID, maxID))
+	c.row(x.FirstSeen, sensor, x.ID)
 	c.I32(x.Interface)
-	c.Str(addrKey(x.Client))
-	c.U16(x.ClientPort)
-	c.Str(addrKey(x.Server))
-	c.U16(x.ServerPort)
+	c.Endpoint(x.Client, x.ClientPort)
+	c.Endpoint(x.Server, x.ServerPort)
 	c.Str(clip(x.Class, maxClass))
 	c.Arr(x.SYNTimes)
 	c.Arr(x.SYNACKTimes)
@@ -232,17 +227,12 @@ func connRow(c *colSet, sensor string, x *reconstruct.Connection) {
 }
 
 func txRow(c *colSet, sensor, class string, t *reconstruct.Transaction) {
-	c.next()
-	c.Day(t.Start)
-	c.Str(sensor)
-	c.Str(clip(t.ID, maxID))
+	c.row(t.Start, sensor, t.ID)
 	c.Str(clip(t.ConnectionID, maxID))
 	c.I32(t.Index)
 	c.I32(t.Interface)
-	c.Str(addrKey(t.Client))
-	c.U16(t.ClientPort)
-	c.Str(addrKey(t.Server))
-	c.U16(t.ServerPort)
+	c.Endpoint(t.Client, t.ClientPort)
+	c.Endpoint(t.Server, t.ServerPort)
 	c.Str(clip(class, maxClass))
 	c.Str(clip(t.PageviewID, maxID))
 	for _, v := range [...]int64{t.RequestFirst, t.RequestLast, t.ResponseFirst, t.ResponseLast, t.ResponseAcked, t.Start, t.End,
@@ -253,7 +243,7 @@ func txRow(c *colSet, sensor, class string, t *reconstruct.Transaction) {
 	c.Str(clip(t.Method, maxMethod))
 	c.Str(clip(t.Host, maxHost))
 	c.Str(clip(t.URL, maxURL))
-	c.U16(uint16(t.Status))
+	c.Status(t.Status)
 	c.Str(clip(t.ContentType, maxHeader))
 	c.Str(clip(t.Referer, maxReferer))
 	c.Str(clip(t.UserAgent, maxHeader))
@@ -263,10 +253,7 @@ func txRow(c *colSet, sensor, class string, t *reconstruct.Transaction) {
 }
 
 func pvRow(c *colSet, sensor string, p *pageview.Pageview) {
-	c.next()
-	c.Day(p.Start)
-	c.Str(sensor)
-	c.Str(clip(p.ID, maxID))
+	c.row(p.Start, sensor, p.ID)
 	c.I32(p.Interface)
 	c.Str(addrKey(p.Client))
 	c.Str(clip(p.UserAgent, maxHeader))
@@ -275,7 +262,7 @@ func pvRow(c *colSet, sensor string, p *pageview.Pageview) {
 	c.Str(addrKey(p.Server))
 	c.Str(clip(p.Host, maxHost))
 	c.Str(clip(p.URL, maxURL))
-	c.U16(uint16(p.Status))
+	c.Status(p.Status)
 	c.Str(clip(p.ContainerID, maxID))
 	for _, v := range [...]int64{p.Start, p.End, p.Total, p.Tconn, p.Tserver, p.Ttransfer, p.Tother} {
 		c.I64(v)

@@ -173,7 +173,7 @@ func defaultIn[T int | time.Duration](v *T, def, lo, hi T, msg string) error {
 type Distribution struct {
 	Edges  []int64 `json:"edges_ns"`
 	Counts []int64 `json:"counts"`
-	N      int64   `json:"n"`
+	N      int64   `json:"n"` // values counted
 	P50    int64   `json:"p50_ns"`
 	P75    int64   `json:"p75_ns"`
 	P90    int64   `json:"p90_ns"`

@@ -35,7 +35,7 @@ type QueueModel struct {
 	// SYN losses the server caused, measured and in the null replay.
 	SYNLossesMeasured int        `json:"syn_losses_measured"`
 	SYNLossesReplayed int        `json:"syn_losses_replayed"`
-	Fit               []ClassFit `json:"fit"`
+	Fit               []ClassFit `json:"fit"` // the null replay against the capture, per class
 	// Worst is the largest relative error in Fit (server and unit times).
 	Worst float64 `json:"worst"`
 	// Notes say where the model is unsure.
