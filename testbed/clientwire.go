@@ -396,26 +396,15 @@ func (s *streamAssembler) dupIn(a, b int64) bool {
 	return false
 }
 
-// countingReader counts bytes handed to the bufio.Reader above it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
 // parse cuts both contiguous streams into requests and responses.
 func (c *WireTruthConn) parse() {
 	if c.up == nil {
 		return
 	}
-	upCR := &countingReader{r: bytes.NewReader(c.up.data[:c.up.prefix])}
+	upCR := bytes.NewReader(c.up.data[:c.up.prefix])
 	upBR := bufio.NewReaderSize(upCR, 64<<10)
-	pos := func(cr *countingReader, br *bufio.Reader) int64 { return cr.n - int64(br.Buffered()) }
+	// pos: the stream offset the bufio.Reader has reached.
+	pos := func(r *bytes.Reader, br *bufio.Reader) int64 { return r.Size() - int64(r.Len()) - int64(br.Buffered()) }
 	var reqs []*http.Request
 	for {
 		a := pos(upCR, upBR)
@@ -443,7 +432,7 @@ func (c *WireTruthConn) parse() {
 	if c.down == nil {
 		return
 	}
-	downCR := &countingReader{r: bytes.NewReader(c.down.data[:c.down.prefix])}
+	downCR := bytes.NewReader(c.down.data[:c.down.prefix])
 	downBR := bufio.NewReaderSize(downCR, 64<<10)
 	for i, x := range c.Txns {
 		a := pos(downCR, downBR)
