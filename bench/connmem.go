@@ -29,14 +29,11 @@ const (
 	Handshake
 )
 
+var connStateNames = [...]string{Idle: "idle keep-alive", MidResponse: "mid-response", Handshake: "handshake only"}
+
 func (s ConnState) String() string {
-	switch s {
-	case Idle:
-		return "idle keep-alive"
-	case MidResponse:
-		return "mid-response"
-	case Handshake:
-		return "handshake only"
+	if s >= 0 && int(s) < len(connStateNames) {
+		return connStateNames[s]
 	}
 	return fmt.Sprintf("state(%d)", int(s))
 }

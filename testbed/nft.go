@@ -2,11 +2,10 @@ package testbed
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 )
 
 // NFTable is an nftables table the testbed installed in one namespace.
@@ -57,18 +56,49 @@ func (tb *Testbed) DropSYNs(ctx context.Context, h *Host, every int) (*NFTable, 
 	return tb.AddNFTable(ctx, h, "syndrop", body)
 }
 
-var counterRE = regexp.MustCompile(`counter packets (\d+) bytes \d+`)
+// nftRules is the part of `nft -j list table` the counters are in.
+type nftRules struct {
+	Nftables []struct {
+		Rule *struct {
+			Expr []struct {
+				Counter *struct {
+					Packets int `json:"packets"`
+				} `json:"counter"`
+			} `json:"expr"`
+		} `json:"rule"`
+	} `json:"nftables"`
+}
 
 // Counters returns the packet counts of the table's counters, in rule order.
 func (t *NFTable) Counters(ctx context.Context) ([]int, error) {
-	out, err := t.tb.Exec(ctx, t.Host.NS, "nft", "list", "table", "inet", t.Name)
+	out, err := t.tb.Exec(ctx, t.Host.NS, "nft", "-j", "list", "table", "inet", t.Name)
 	if err != nil {
 		return nil, fmt.Errorf("list nft table %s: %w", t.Name, err)
 	}
+	n, err := nftCounters(out)
+	if err != nil {
+		return nil, fmt.Errorf("nft table %s: %w", t.Name, err)
+	}
+	return n, nil
+}
+
+// nftCounters reads the counters of `nft -j list table`'s output, in rule
+// order.
+func nftCounters(out []byte) ([]int, error) {
+	var rules nftRules
+	if err := json.Unmarshal(out, &rules); err != nil {
+		return nil, err
+	}
 	var n []int
-	for _, m := range counterRE.FindAllStringSubmatch(string(out), -1) {
-		v, _ := strconv.Atoi(m[1])
-		n = append(n, v)
+	for _, o := range rules.Nftables {
+		if o.Rule == nil {
+			continue
+		}
+		for _, e := range o.Rule.Expr {
+			if e.Counter != nil {
+				n = append(n, e.Counter.Packets)
+			}
+		}
 	}
 	return n, nil
 }
