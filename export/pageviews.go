@@ -13,7 +13,7 @@ import (
 // returned by Close so the pipeline never stalls on them.
 type PageviewWriter struct {
 	t   *table[*pageview.Pageview]
-	err error
+	err error // the first write error, for Close
 }
 
 // NewPageviewWriter creates (truncating) dir/pageviews.FORMAT.

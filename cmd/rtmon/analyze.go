@@ -45,7 +45,7 @@ type analyzeOptions struct {
 	// storeURL, if set, receives every record (see store.Open).
 	storeURL string
 	sensor   string
-	rollups  string
+	rollups  string // "on" or "off": store.Options.Rollups
 }
 
 func newAnalyzeCommand() *cobra.Command {

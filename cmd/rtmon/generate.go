@@ -22,7 +22,7 @@ type generateOptions struct {
 	ackLoss  float64
 	dataLoss float64
 	pcapng   bool
-	gzip     bool
+	gzip     bool // compress the output
 }
 
 func newGenerateCommand() *cobra.Command {

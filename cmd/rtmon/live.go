@@ -21,7 +21,7 @@ type liveOptions struct {
 	bufSize  int
 	promisc  bool
 	duration time.Duration
-	ui       uiOptions
+	ui       uiOptions // the UI served beside the capture (uiflags.go)
 }
 
 func newLiveCommand() *cobra.Command {

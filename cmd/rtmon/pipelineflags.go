@@ -1,0 +1,59 @@
+package main
+
+// Flags that analyze and live share: where records go, and how much
+// memory the pipeline may hold.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/rtmon/rtmon/pipeline"
+	"github.com/rtmon/rtmon/store"
+)
+
+// addStoreFlags registers --store, --sensor and --rollups.
+func addStoreFlags(f *pflag.FlagSet, o *analyzeOptions) {
+	f.StringVar(&o.storeURL, "store", "", "also write records to a store: duckdb:PATH, memory:, clickhouse://host:9000/db")
+	f.StringVar(&o.sensor, "sensor", "", "sensor name written with every stored record")
+	f.StringVar(&o.rollups, "rollups", "on", "keep per-minute rollups for fast overviews of millions of records (percentiles within 0.76%): on, off (exact overviews, faster ingest)")
+}
+
+func (o analyzeOptions) storeOptions() store.Options {
+	return store.Options{Sensor: o.sensor, Rollups: o.rollups}
+}
+
+// openStore opens the --store a command keeps open beyond the pipeline
+// (live serves the UI from it).
+func openStore(ctx context.Context, o analyzeOptions) (store.Store, error) {
+	st, err := store.Open(ctx, o.storeURL, o.storeOptions())
+	if err != nil {
+		return nil, fmt.Errorf("--store %s: %w", o.storeURL, err)
+	}
+	return st, nil
+}
+
+// addMemoryFlag registers --max-memory on analyze and live.
+func addMemoryFlag(f *pflag.FlagSet, o *analyzeOptions) {
+	f.StringVar(&o.maxMemory, "max-memory", "auto", "bound on the state rtmon holds (connections, buffers, pageviews in progress, records waiting for the store), e.g. 2G; past it the least recently active connections are shed and flagged evicted. auto: a quarter of the machine's memory, 256M..16G; 0: no bound")
+}
+
+// memoryBudget reads --max-memory.
+func (o analyzeOptions) memoryBudget() (int64, error) {
+	switch strings.ToLower(strings.TrimSpace(o.maxMemory)) {
+	case "", "auto":
+		return pipeline.DefaultMaxMemory(), nil
+	case "0", "none", "off":
+		return 0, nil
+	}
+	n, err := parseSize(o.maxMemory)
+	if err != nil {
+		return 0, fmt.Errorf("--max-memory: %w", err)
+	}
+	if n < 16<<20 {
+		return 0, fmt.Errorf("--max-memory %s: want at least 16M (or 0 for no bound)", o.maxMemory)
+	}
+	return n, nil
+}
