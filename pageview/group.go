@@ -76,14 +76,16 @@ func (c Config) withDefaults() Config {
 	orDefault(&c.Window, DefaultWindow)
 	orDefault(&c.OrphanWait, DefaultOrphanWait)
 	orDefault(&c.ConnWait, DefaultConnWait)
-	orDefault(&c.MaxHeld, DefaultMaxHeld)
-	orDefault(&c.MaxOpen, DefaultMaxOpen)
-	orDefault(&c.MaxPerClient, DefaultMaxPerClient)
-	orDefault(&c.MaxObjects, DefaultMaxObjects)
-	orDefault(&c.MaxMembers, DefaultMaxMembers)
-	orDefault(&c.MaxOrphans, DefaultMaxOrphans)
-	orDefault(&c.MaxPending, DefaultMaxPending)
-	orDefault(&c.MaxConnCache, DefaultMaxConnCache)
+	// The limits all bound counts, each by its own default.
+	limits := [...]struct {
+		v *int
+		d int
+	}{{&c.MaxHeld, DefaultMaxHeld}, {&c.MaxOpen, DefaultMaxOpen}, {&c.MaxPerClient, DefaultMaxPerClient},
+		{&c.MaxObjects, DefaultMaxObjects}, {&c.MaxMembers, DefaultMaxMembers}, {&c.MaxOrphans, DefaultMaxOrphans},
+		{&c.MaxPending, DefaultMaxPending}, {&c.MaxConnCache, DefaultMaxConnCache}}
+	for _, l := range limits {
+		orDefault(l.v, l.d)
+	}
 	return c
 }
 
