@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // SessionError is a client session's failure during a scenario.
@@ -45,8 +47,10 @@ func ClientNetworkFailure(err error) bool {
 	case errors.As(err, &ne) && ne.Timeout():
 		return true
 	}
-	// Chromium reports network errors as text through the DevTools protocol.
-	return strings.Contains(se.Err.Error(), "net::ERR_CONNECTION_")
+	// Chromium names a navigation's network error in the DevTools
+	// protocol's errorText (net/base/net_error_list.h).
+	var le *chromedp.LoadError
+	return errors.As(err, &le) && strings.HasPrefix(le.ErrorText, "net::ERR_CONNECTION_")
 }
 
 // failedConn finds the client address and port a Go client's error names

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 )
@@ -30,7 +31,8 @@ func TestClientNetworkFailure(t *testing.T) {
 	}{
 		{"reset", &SessionError{Browser: "go", Client: client, Err: fmt.Errorf("load 3: get x: %w", reset)}, true},
 		{"eof", &SessionError{Browser: "go", Client: client, Err: fmt.Errorf("get x: %w", io.ErrUnexpectedEOF)}, true},
-		{"chromium", &SessionError{Browser: "chromium", Client: client, Err: errors.New("page load: net::ERR_CONNECTION_RESET")}, true},
+		{"chromium", &SessionError{Browser: "chromium", Client: client, Err: fmt.Errorf("chromium load /p1.html: %w", &chromedp.LoadError{ErrorText: "net::ERR_CONNECTION_RESET"})}, true},
+		{"chromium, the text alone", &SessionError{Browser: "chromium", Client: client, Err: errors.New("page load: net::ERR_CONNECTION_RESET")}, false},
 		{"status", &SessionError{Browser: "go", Client: client, Err: errors.New("get x: status 404")}, false},
 		{"harness eof", fmt.Errorf("client capture: %w", io.ErrUnexpectedEOF), false},
 		{"nil", nil, false},
