@@ -327,6 +327,7 @@ func (c *conn) fromServer(p *capture.Packet) {
 		if off := c.c2s.offset(p.Ack); off > c.c2s.next {
 			c.c2s.acked(off, c.deliverClient, c.gapClient)
 		}
+		c.requestsAcked(c.c2s.offset(p.Ack), ts)
 		c.noteWindow(p, &c.c2s, 1)
 	}
 	if p.PayloadLen == 0 && p.Flags&capture.FlagFIN == 0 {

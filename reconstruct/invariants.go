@@ -4,7 +4,8 @@ import "fmt"
 
 // Invariants reports the first rule of the record contract the transaction
 // breaks, or nil: every component >= 0, the components add up to Total,
-// Total == End - Start (so End >= Start). Tests assert it on every record
+// Total == End - Start (so End >= Start), a request acknowledged no earlier
+// than its last byte was seen. Tests assert it on every record
 // they see; a record that broke it would be a bug, whatever the capture.
 func (t *Transaction) Invariants() error {
 	if err := CheckTiming("transaction", t.ID, t.Start, t.End, t.Total, [4]string{"tconn", "trequest", "tserver", "ttransfer"},
@@ -14,6 +15,8 @@ func (t *Transaction) Invariants() error {
 	switch {
 	case t.RTTClient < 0 || t.RetransBytes < 0 || t.HoleBytes < 0:
 		return fmt.Errorf("transaction %s: negative rtt %d, retransmitted %d or hole %d bytes", t.ID, t.RTTClient, t.RetransBytes, t.HoleBytes)
+	case t.RequestAcked != 0 && t.RequestAcked < t.RequestLast:
+		return fmt.Errorf("transaction %s: request acknowledged at %d, before its last byte at %d", t.ID, t.RequestAcked, t.RequestLast)
 	}
 	return nil
 }

@@ -191,6 +191,11 @@ type Transaction struct {
 	ResponseFirst int64 `json:"response_first"`
 	ResponseLast  int64 `json:"response_last"` // last transmission of the last byte
 	ResponseAcked int64 `json:"response_acked,omitempty"`
+	// RequestAcked: the server's first ACK covering the whole request, when
+	// its TCP took the request in. A connection the server left half-open
+	// because its accept queue was full is acknowledged only once accepted,
+	// so the gap from RequestLast is time in the server's listen queue.
+	RequestAcked int64 `json:"request_acked,omitempty"`
 
 	// Client-perceived times. Start is when the client began this transaction
 	// (its connection's first SYN for the first transaction on a connection,

@@ -13,6 +13,20 @@ func (c *conn) currentRequest() *txState {
 	return nil
 }
 
+// requestsAcked stamps the complete requests a server ACK up to off covers
+// for the first time. They wait in order, so the first one not covered
+// ends the search.
+func (c *conn) requestsAcked(off, ts int64) {
+	for _, st := range c.pending {
+		if !st.reqDone || st.reqEndOff > off {
+			return
+		}
+		if st.tx.RequestAcked == 0 {
+			st.tx.RequestAcked = max(ts, st.tx.RequestLast) // a capture's clock may step back
+		}
+	}
+}
+
 func (c *conn) newTx() *txState {
 	st := &txState{}
 	st.tx.Index = c.nextIndex
