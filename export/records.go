@@ -158,7 +158,7 @@ var transactionHeader = []string{"id", "connection_id", "index", "interface", "c
 	"response_last", "response_acked", "tconn_ns", "trequest_ns", "tserver_ns", "ttransfer_ns",
 	"total_ns", "rtt_client_ns", "retrans_bytes", "request_bytes", "response_bytes", "body_bytes",
 	"method", "host", "url", "status", "content_type", "referer", "user_agent", "hole_bytes",
-	"pageview_id", "class", "flags"}
+	"pageview_id", "class", "flags", "request_acked"}
 
 func transactionRow(t *reconstruct.Transaction) []string {
 	i := strconv.FormatInt
@@ -169,7 +169,7 @@ func transactionRow(t *reconstruct.Transaction) []string {
 		i(t.Ttransfer, 10), i(t.Total, 10), i(t.RTTClient, 10), i(t.RetransBytes, 10), i(t.RequestBytes, 10),
 		i(t.ResponseBytes, 10), i(t.BodyBytes, 10), cell(t.Method), cell(t.Host), cell(t.URL), strconv.Itoa(t.Status),
 		cell(t.ContentType), cell(t.Referer), cell(t.UserAgent), i(t.HoleBytes, 10),
-		t.PageviewID, cell(t.Class), t.Flags.Join("|")}
+		t.PageviewID, cell(t.Class), t.Flags.Join("|"), i(t.RequestAcked, 10)}
 }
 
 var _ io.Closer = (*RecordWriter)(nil)

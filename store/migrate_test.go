@@ -10,6 +10,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
+	"github.com/rtmon/rtmon/reconstruct"
 	"github.com/rtmon/rtmon/store"
 	"github.com/rtmon/rtmon/store/storetest"
 )
@@ -19,9 +20,10 @@ const oldPageviewColumns = "day, sensor, id, iface, client, user_agent, class, p
 	"container_id, start_ns, end_ns, total, tconn, tserver, ttransfer, tother, objects, connections, bytes, " +
 	"syn_losses, synack_losses, retrans_bytes, flags"
 
-// A store written by the previous schema (pageviews without after_load,
-// redirects and evidence) opens with the new one: the columns are added,
-// old rows read back with zeros, new rows with their values.
+// A store written by schema version 2 (pageviews without after_load,
+// redirects and evidence, transactions without request_acked) opens with
+// the new one: the columns are added, old rows read back with zeros, new
+// rows with their values.
 func TestMigrationAddsPageviewColumns(t *testing.T) {
 	ctx := context.Background()
 	start := storetest.T0 + int64(time.Hour)
@@ -37,6 +39,7 @@ func TestMigrationAddsPageviewColumns(t *testing.T) {
 				"ALTER TABLE pageviews DROP COLUMN evidence",
 				"ALTER TABLE pageviews DROP COLUMN redirects",
 				"ALTER TABLE pageviews DROP COLUMN after_load",
+				"ALTER TABLE transactions DROP COLUMN request_acked",
 				"DELETE FROM schema_migrations WHERE version >= 3",
 				fmt.Sprintf("INSERT INTO pageviews (%s) VALUES ('2026-01-01', '', 'oldpv', 0, '', '', 'c', '', '', 'h', '/old', 200, '', %d, %d, 1, 0, 0, 0, 1, 2, 1, 10, 0, 0, 0, 0)",
 					oldPageviewColumns, start, start+1),
@@ -60,6 +63,7 @@ func TestMigrationAddsPageviewColumns(t *testing.T) {
 				fmt.Sprintf("ALTER TABLE `%s`.pageviews DROP COLUMN evidence", db),
 				fmt.Sprintf("ALTER TABLE `%s`.pageviews DROP COLUMN redirects", db),
 				fmt.Sprintf("ALTER TABLE `%s`.pageviews DROP COLUMN after_load", db),
+				fmt.Sprintf("ALTER TABLE `%s`.transactions DROP COLUMN request_acked", db),
 				// TinyLog has no DELETE: the version table is rebuilt at version 2.
 				fmt.Sprintf("DROP TABLE `%s`.schema_migrations", db),
 				fmt.Sprintf("CREATE TABLE `%s`.schema_migrations (version UInt32, applied DateTime) ENGINE = TinyLog", db),
@@ -126,8 +130,15 @@ func checkMigration(t *testing.T, url string, downgrade func()) {
 		t.Fatal("generator made no pageviews")
 	}
 	p := b.Pageviews[0]
+	var txs []*reconstruct.Transaction
+	for _, tx := range b.Transactions {
+		if tx.PageviewID == p.ID {
+			tx.PageviewID = "newpv"
+			txs = append(txs, tx)
+		}
+	}
 	p.ID, p.AfterLoad, p.Redirects, p.Evidence = "newpv", 3, 1, "html"
-	if err := s.WriteBatch(ctx, store.Batch{Pageviews: b.Pageviews[:1]}); err != nil {
+	if err := s.WriteBatch(ctx, store.Batch{Pageviews: b.Pageviews[:1], Transactions: txs}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Flush(ctx); err != nil {
@@ -139,5 +150,17 @@ func checkMigration(t *testing.T, url string, downgrade func()) {
 	}
 	if p := got.Pageview; p.AfterLoad != 3 || p.Redirects != 1 || p.Evidence != "html" {
 		t.Errorf("new row %+v", p)
+	}
+	if len(got.Transactions) != len(txs) || len(txs) == 0 {
+		t.Fatalf("%d transactions read back, %d written", len(got.Transactions), len(txs))
+	}
+	want := map[string]int64{}
+	for _, tx := range txs {
+		want[tx.ID] = tx.RequestAcked
+	}
+	for _, tx := range got.Transactions {
+		if tx.RequestAcked == 0 || tx.RequestAcked != want[tx.ID] {
+			t.Errorf("transaction %s: request acked %d, written %d", tx.ID, tx.RequestAcked, want[tx.ID])
+		}
 	}
 }

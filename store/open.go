@@ -105,5 +105,8 @@ func migrations(s schema) []migration {
 		// 3: pageviews say how many after-load objects and redirects they
 		// hold and what evidence their grouping rests on.
 		{3, func(ctx context.Context) error { return addColumns(ctx, s, pvTable) }},
+		// 4: transactions say when the server acknowledged the request
+		// (time in its listen queue, for the what-if's server model).
+		{4, func(ctx context.Context) error { return addColumns(ctx, s, txTable) }},
 	}
 }

@@ -68,7 +68,8 @@ var (
 		pageview_id:s request_first:i64 request_last:i64 response_first:i64 response_last:i64 response_acked:i64 start_ns:i64 end_ns:i64
 		tconn:i64 trequest:i64 tserver:i64 ttransfer:i64 total:i64 rtt_client:i64 retrans_bytes:i64 request_bytes:i64
 		response_bytes:i64 body_bytes:i64 method:s host:s url:s status:u16 content_type:s referer:s user_agent:s accept:s
-		hole_bytes:i64 flags:u32`)}
+		hole_bytes:i64 flags:u32
+		request_acked:i64`)}
 	pvTable = table{"pageviews", cols(`day:d sensor:s id:s iface:i32 client:s user_agent:s class:s priority:s server:s host:s url:s status:u16
 		container_id:s start_ns:i64 end_ns:i64 total:i64 tconn:i64 tserver:i64 ttransfer:i64 tother:i64 objects:i32 connections:i32
 		bytes:i64 syn_losses:i32 synack_losses:i32 retrans_bytes:i64 flags:u32
@@ -250,6 +251,7 @@ func txRow(c *colSet, sensor, class string, t *reconstruct.Transaction) {
 	c.Str(clip(t.Accept, maxHeader))
 	c.I64(t.HoleBytes)
 	c.U32(uint32(t.Flags))
+	c.I64(t.RequestAcked)
 }
 
 func pvRow(c *colSet, sensor string, p *pageview.Pageview) {
@@ -336,7 +338,7 @@ func scanTx(r rowScanner, sensor *string) (*reconstruct.Transaction, error) {
 		&t.PageviewID, &t.RequestFirst, &t.RequestLast, &t.ResponseFirst, &t.ResponseLast, &t.ResponseAcked, &t.Start, &t.End,
 		&t.Tconn, &t.Trequest, &t.Tserver, &t.Ttransfer, &t.Total, &t.RTTClient, &t.RetransBytes, &t.RequestBytes,
 		&t.ResponseBytes, &t.BodyBytes, &t.Method, &t.Host, &t.URL, &status, &t.ContentType, &t.Referer, &t.UserAgent,
-		&t.Accept, &t.HoleBytes, &flags)
+		&t.Accept, &t.HoleBytes, &flags, &t.RequestAcked)
 	if err != nil {
 		return nil, fmt.Errorf("scan transaction: %w", err)
 	}

@@ -190,6 +190,7 @@ func (g *Gen) transaction(c *reconstruct.Connection, j int, t int64, pvID string
 	tx.ResponseFirst = tx.RequestLast + tx.Tserver
 	tx.ResponseLast = tx.ResponseFirst + tx.Ttransfer
 	tx.ResponseAcked = tx.ResponseLast + c.RTTClient
+	tx.RequestAcked = tx.RequestLast + min(tx.Tserver, 100e3)
 	switch r := g.rng.IntN(100); {
 	case r < 3:
 		tx.Status = 404
