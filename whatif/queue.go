@@ -39,12 +39,18 @@ type queueConn struct {
 type queueTx struct {
 	conn      int
 	pos       int   // position on its connection
-	arrival   int64 // request's last byte
+	arrival   int64 // when the server took the request: its last byte, or the copy it acknowledged after a half-open wait
+	sent      int64 // the request's first copy: arrival, or earlier when the server left the connection half-open
+	rto       int64 // the client's retransmission timeout for a request the server left half-open
 	queued    int64 // when it joined the server's queue: arrival, or its connection's handshake
-	measured  int64 // request's last byte -> response's first byte; -1: none
+	measured  int64 // sent -> response's first byte; -1: none
 	service   int64 // intrinsic service time (no queueing)
 	pipelined bool  // sent before the previous response began
 }
+
+// leftHalfOpen: the capture shows the server took the request only after
+// a half-open wait (a copy later than the first).
+func (qt *queueTx) leftHalfOpen() bool { return qt.rto > 0 }
 
 // queueData is what every simulation of one dataset shares.
 type queueData struct {
@@ -57,18 +63,40 @@ type queueData struct {
 	dataTxs int
 }
 
+// acceptLimbo is the least gap between a fresh connection's request and
+// the server's ACK of it that says the server had not taken the
+// connection: a Linux server acknowledges a new connection's data at once
+// (quick-ACK mode), and a dropped request comes back no sooner than the
+// client's shortest retransmission timeout (200 ms).
+const acceptLimbo = int64(150 * time.Millisecond)
+
+// linuxRTOMin is the least retransmission timeout a Linux client waits.
+const linuxRTOMin = int64(200 * time.Millisecond)
+
 // buildQueueData derives the simulation's input from the dataset.
 func (d *Dataset) buildQueueData() *queueData {
 	q := &queueData{txs: make([]queueTx, len(d.txs))}
 	connOf := map[string]int{}
 	for i := range d.txs {
 		t := &d.txs[i]
-		qt := queueTx{conn: -1, arrival: t.tx.RequestLast, queued: t.tx.RequestLast, measured: -1}
+		qt := queueTx{conn: -1, arrival: t.tx.RequestLast, sent: t.tx.RequestLast, queued: t.tx.RequestLast, measured: -1}
 		if t.fresh && t.conn.Established > 0 && t.conn.Established < qt.queued {
 			// A new connection joins the accept queue when its handshake
 			// completes: a server that takes connections in turn serves
 			// them in that order.
 			qt.queued = t.conn.Established
+		}
+		if acked := t.tx.RequestAcked; t.fresh && acked-t.tx.RequestLast > acceptLimbo && acked <= t.tx.ResponseFirst {
+			// The server left the connection half-open, its accept queue
+			// full, and took it (and the request) only when it
+			// acknowledged the request: that is when it joined the queue
+			// the workers take from.
+			qt.arrival, qt.queued = acked, acked
+			if rtt := t.conn.RTTClient; rtt > 0 {
+				qt.rto = rtt + max(2*rtt, linuxRTOMin)
+			} else {
+				qt.rto = int64(time.Second)
+			}
 		}
 		if s, e, ok := serviceTimes(t); ok {
 			qt.measured = e - s
@@ -108,7 +136,9 @@ func (d *Dataset) buildQueueData() *queueData {
 		q.txs[i] = qt
 	}
 	for i := range q.txs {
-		q.txs[i].service = max(q.txs[i].measured, 0)
+		if qt := &q.txs[i]; qt.measured >= 0 {
+			qt.service = max(qt.measured-(qt.arrival-qt.sent), 0)
+		}
 	}
 	q.dataTxs = len(q.txs)
 	q.addGhosts(d)
@@ -153,7 +183,7 @@ func (q *queueData) reconstructService(order []int, workers int) float64 {
 	bad := 0
 	for _, i := range order {
 		qt := &q.txs[i]
-		dep := qt.arrival + qt.measured
+		dep := qt.sent + qt.measured
 		w := free.Pop()
 		start := max(qt.arrival, int64(w))
 		if start > dep {
@@ -315,7 +345,7 @@ func (s *queueSim) step() {
 	case qSYN:
 		s.syn(ev)
 	case qArrive:
-		s.arrive(ev.id, ev.t)
+		s.arrive(ev)
 	case qDone:
 		s.done(ev.id, ev.t)
 	case qHalfOpen:
@@ -331,7 +361,14 @@ func (s *queueSim) scheduleNext(ci int, at int64) {
 	}
 	ti := c.txs[s.next[ci]]
 	s.next[ci]++
-	s.h.Push(qEvent{t: max(at, s.q.txs[ti].arrival+s.shift[ci]), kind: qArrive, id: ti})
+	qt := &s.q.txs[ti]
+	if qt.leftHalfOpen() && s.ch != nil {
+		// Left half-open in the capture: in a replay that changed the
+		// traffic its first copy may find room (n counts the copies).
+		s.h.Push(qEvent{t: max(at, qt.sent+s.shift[ci]), kind: qArrive, id: ti, n: 1})
+		return
+	}
+	s.h.Push(qEvent{t: max(at, qt.arrival+s.shift[ci]), kind: qArrive, id: ti})
 }
 
 // syn decides one SYN. The capture's own SYNs are anchors: one the
@@ -437,8 +474,12 @@ func (s *queueSim) spliced(ci int) bool {
 // connect(2), as the testbed's does).
 func spliceRetry(n int) int64 { return int64(time.Second) << (n - 1) }
 
-func (s *queueSim) arrive(ti int, t int64) {
+func (s *queueSim) arrive(ev qEvent) {
+	ti, t := ev.id, ev.t
 	qt := &s.q.txs[ti]
+	if qt.leftHalfOpen() && !s.halfOpenCopy(ev) {
+		return
+	}
 	if ci := qt.conn; s.spliced(ci) && s.bindTries[ci] >= 0 {
 		// The splicer's own SYN to the server, at the request: dropped
 		// while the server's queue is full, sent again on its timer.
@@ -460,8 +501,44 @@ func (s *queueSim) arrive(ti int, t int64) {
 		s.serve(ti, t)
 		return
 	}
-	s.arrivedT[ti] = t
+	if qt.leftHalfOpen() {
+		// Its server time runs from the first copy, as the client's did.
+		t0 := t - (qt.arrival - qt.sent)
+		if ev.n > 0 {
+			t0 = s.arrivedT[ti]
+		}
+		s.arrivedT[ti] = t0
+	} else {
+		s.arrivedT[ti] = t
+	}
 	s.serve(ti, t)
+}
+
+// halfOpenCopy decides one copy of a request the capture shows the server
+// took only after a half-open wait (its accept queue full): the copy is
+// taken if the replayed accept queue has room, else the client sends the
+// next on its doubling timer. The copy the server took in the capture
+// (n 0) is an anchor, as an accepted SYN is. It reports whether the
+// request arrives now.
+func (s *queueSim) halfOpenCopy(ev qEvent) bool {
+	qt := &s.q.txs[ev.id]
+	if ev.n == 0 {
+		return true
+	}
+	if ev.n == 1 {
+		s.arrivedT[ev.id] = ev.t
+	}
+	anchor := qt.arrival + s.shift[qt.conn]
+	if ev.t >= anchor || s.backlog == 0 || len(s.waiting) < s.backlog {
+		return true
+	}
+	next := s.arrivedT[ev.id] + qt.rto*(1<<min(ev.n, 20)-1)
+	if next >= anchor {
+		s.h.Push(qEvent{t: anchor, kind: qArrive, id: ev.id})
+	} else {
+		s.h.Push(qEvent{t: next, kind: qArrive, id: ev.id, n: ev.n + 1})
+	}
+	return false
 }
 
 // maxSpliceTries bounds a splicer's server SYNs (then it is let in: a
@@ -531,7 +608,7 @@ func (q *queueData) addGhosts(d *Dataset) {
 			qc.synAt = append(qc.synAt, at-qc.synStart)
 		}
 		ti := len(q.txs)
-		q.txs = append(q.txs, queueTx{conn: len(q.conns), arrival: qc.synStart + qc.rtt, measured: 0})
+		q.txs = append(q.txs, queueTx{conn: len(q.conns), arrival: qc.synStart + qc.rtt, sent: qc.synStart + qc.rtt, measured: 0})
 		qc.txs = []int{ti}
 		q.synLosses += qc.synLosses
 		q.conns = append(q.conns, qc)
