@@ -578,6 +578,12 @@ func TestQueueModelFitsAcceptQueueLimbo(t *testing.T) {
 	if m.Workers != srv.workers {
 		t.Errorf("fitted %d workers, the server has %d", m.Workers, srv.workers)
 	}
+	if m.HalfOpen != limbo {
+		t.Errorf("model counts %d connections left half-open, the server left %d", m.HalfOpen, limbo)
+	}
+	if mb.HalfOpen != 0 || !slices.ContainsFunc(mb.Notes, func(n string) bool { return strings.Contains(n, "acknowledged") }) {
+		t.Errorf("records without the server's ACKs: %d half-open, notes %q; want 0 and a note saying so", mb.HalfOpen, mb.Notes)
+	}
 	if mb.Workers == srv.workers && mb.Unexplained <= m.Unexplained {
 		t.Errorf("the server's ACKs did not help the fit: %d workers either way, %.1f%% unexplained with them, %.1f%% without",
 			m.Workers, 100*m.Unexplained, 100*mb.Unexplained)

@@ -32,6 +32,10 @@ type QueueModel struct {
 	// most transactions in service at once in the capture.
 	Unexplained    float64 `json:"unexplained"`
 	MaxConcurrency int     `json:"max_concurrency"`
+	// HalfOpen counts the fresh connections the server left half-open,
+	// its accept queue full, until it took a resent request (its ACK of
+	// the request came late).
+	HalfOpen int `json:"half_open"`
 	// SYN losses the server caused, measured and in the null replay.
 	SYNLossesMeasured int        `json:"syn_losses_measured"`
 	SYNLossesReplayed int        `json:"syn_losses_replayed"`
@@ -95,6 +99,16 @@ func (d *Dataset) fitQueue(o *Options) *queueFit {
 	f := &queueFit{data: q}
 	m := &f.model
 	m.MaxConcurrency, m.SYNLossesMeasured = q.maxConc, q.synLosses
+	acked := false
+	for i := range q.txs[:q.dataTxs] {
+		if q.txs[i].leftHalfOpen() {
+			m.HalfOpen++
+		}
+		acked = acked || d.txs[i].tx.RequestAcked > 0
+	}
+	if !acked && q.synLosses > 0 {
+		m.Notes = append(m.Notes, "the records do not say when the server acknowledged requests (stored before schema version 4): connections it left half-open are taken in handshake order")
+	}
 	// The pool: the smallest that explains the departures.
 	order := q.order()
 	for _, w := range candidates(max(q.maxConc, 1)) {

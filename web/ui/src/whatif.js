@@ -265,7 +265,8 @@ function queueFit(q) {
   return el('section', { class: 'card wide', id: 'whatif-queue', dataset: { workers: q.workers, backlog: q.backlog } },
     el('h2', {}, 'Server model: fitted queue ',
       el('span', { class: 'note' }, `${fmtInt(q.workers)} workers (${(100 * q.unexplained).toFixed(1)}% of responses unexplained), ${backlog}; `
-        + `SYN losses measured ${fmtInt(q.syn_losses_measured)}, replayed ${fmtInt(q.syn_losses_replayed)}; null replay within ${(100 * q.worst).toFixed(1)}%`)),
+        + `SYN losses measured ${fmtInt(q.syn_losses_measured)}, replayed ${fmtInt(q.syn_losses_replayed)}; `
+        + `${fmtInt(q.half_open || 0)} connections left half-open; null replay within ${(100 * q.worst).toFixed(1)}%`)),
     el('table', { class: 'nums' },
       el('thead', {}, el('tr', {}, ['Class', 'Server p50', 'Server p90', 'Unit p50', 'Unit p90', 'SYN losses'].map((h, i) => el('th', { class: i ? 'n' : '' }, h)))),
       el('tbody', {}, (q.fit || []).map((f) => el('tr', { dataset: { class: f.class } },
