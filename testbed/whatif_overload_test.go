@@ -57,8 +57,8 @@ func TestWhatIfOverloadValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("baseline: %d SYN losses measured (%d replayed), %d workers, backlog %d, null replay within %.1f%%, notes %v",
-		m.SYNLossesMeasured, m.SYNLossesReplayed, m.Workers, m.Backlog, 100*m.Worst, m.Notes)
+	t.Logf("baseline: %d SYN losses measured (%d replayed), %d workers (%.1f%% unexplained), backlog %d, %d connections left half-open, null replay within %.1f%%, notes %v",
+		m.SYNLossesMeasured, m.SYNLossesReplayed, m.Workers, 100*m.Unexplained, m.Backlog, m.HalfOpen, 100*m.Worst, m.Notes)
 	if m.SYNLossesMeasured == 0 {
 		t.Fatalf("the baseline was not overloaded: no SYN losses")
 	}
