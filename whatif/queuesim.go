@@ -1,0 +1,392 @@
+package whatif
+
+// The server simulation the queue model replays: workers, the listen
+// backlog, the clients' SYN and request resends.
+
+import (
+	"time"
+
+	"github.com/rtmon/rtmon/internal/minheap"
+)
+
+// queueChange is what a replay changed about the traffic: units delayed
+// (admitted late) or gone (failed), transactions removed.
+type queueChange struct {
+	connDelay   []int64 // by connection
+	connGone    []bool
+	connSpliced []bool // a splicer completes its handshakes
+	// connAttempt: the client's SYN attempt that reaches the server first
+	// (the rules dropped the earlier ones at the front end).
+	connAttempt []int
+	txsRemoved  []bool // by transaction
+}
+
+// queueOutcome is one simulation's result.
+type queueOutcome struct {
+	server  []int64 // simulated service+queueing per transaction, -1: not served
+	synWait []int64 // simulated wait for dropped SYNs per connection
+	failed  []bool  // per connection: every SYN dropped
+	// drops counts the SYNs dropped, connDrops per connection.
+	drops     int
+	connDrops []int
+	// fullAtAccept (null replay): the queue was full when the SYN the
+	// server accepted came, per connection.
+	fullAtAccept []bool
+	waitMax      int // longest queue seen
+}
+
+// qEvent is a simulation event.
+type qEvent struct {
+	t    int64
+	kind int8 // qDone, qHalfOpen, qSYN, qArrive in this order at the same instant
+	id   int  // transaction (done, arrive) or connection (SYN)
+	n    int  // SYN attempt
+}
+
+const (
+	qDone int8 = iota
+	qHalfOpen
+	qSYN
+	qArrive
+)
+
+func (a qEvent) Before(b qEvent) bool {
+	if a.t != b.t {
+		return a.t < b.t
+	}
+	if a.kind != b.kind {
+		return a.kind < b.kind
+	}
+	return a.id < b.id
+}
+
+// queueSim is one run of the server: workers serving transactions first
+// come first served; a SYN arriving while backlog or more connections are
+// half-open (for a round trip after their SYN is accepted) or waiting for
+// a worker is dropped (backlog 0: never), and the client sends it again
+// on its schedule.
+type queueSim struct {
+	d        *Dataset
+	q        *queueData
+	o        *Options
+	workers  int
+	backlog  int
+	ch       *queueChange
+	out      queueOutcome
+	h        minheap.Heap[qEvent]
+	busy     int
+	halfOpen int   // accepted SYNs whose handshake is not complete
+	waiting  []int // FIFO of transactions
+	arrivedT []int64
+	shift    []int64 // per connection: how much later than measured its next transaction comes
+	next     []int   // per connection: position of its next transaction
+	// bindTries counts a spliced connection's server SYNs (0: not bound
+	// yet; -1 bound).
+	bindTries []int
+	// nullFull is the null replay's fullAtAccept in a replay that changed
+	// the traffic (nil in the null replay itself).
+	nullFull []bool
+	// onDone and onFail, when set, hear of each transaction leaving the
+	// server and each connection whose every SYN was dropped.
+	onDone func(ti int)
+	onFail func(ci int)
+}
+
+// simulate runs the server with workers and backlog on the traffic as
+// changed by ch (nil: as captured).
+func (d *Dataset) simulate(q *queueData, o *Options, workers, backlog int, ch *queueChange) queueOutcome {
+	s := d.newQueueSim(q, o, workers, backlog, ch)
+	for ci := range q.conns {
+		if ch == nil || !ch.connGone[ci] {
+			s.start(ci)
+		}
+	}
+	for len(s.h) > 0 {
+		s.step()
+	}
+	return s.out
+}
+
+// newQueueSim is a server with nothing scheduled yet.
+func (d *Dataset) newQueueSim(q *queueData, o *Options, workers, backlog int, ch *queueChange) *queueSim {
+	s := &queueSim{d: d, q: q, o: o, workers: workers, backlog: backlog, ch: ch}
+	s.out = queueOutcome{server: make([]int64, len(q.txs)), synWait: make([]int64, len(q.conns)), failed: make([]bool, len(q.conns)),
+		connDrops: make([]int, len(q.conns)), fullAtAccept: make([]bool, len(q.conns))}
+	for i := range s.out.server {
+		s.out.server[i] = -1
+	}
+	s.arrivedT = make([]int64, len(q.txs))
+	s.shift = make([]int64, len(q.conns))
+	s.next = make([]int, len(q.conns))
+	s.bindTries = make([]int, len(q.conns))
+	return s
+}
+
+// start schedules connection ci: its first SYN (or, without a captured
+// handshake, its first request), later by its delay in ch.
+func (s *queueSim) start(ci int) {
+	c := &s.q.conns[ci]
+	if s.ch != nil {
+		s.shift[ci] = s.ch.connDelay[ci]
+	}
+	if c.fresh {
+		n := 0
+		if s.ch != nil {
+			n = s.ch.connAttempt[ci]
+		}
+		s.h.Push(qEvent{t: c.synStart + s.shift[ci], kind: qSYN, id: ci, n: n})
+	} else {
+		s.scheduleNext(ci, 0)
+	}
+}
+
+// step processes the next event.
+func (s *queueSim) step() {
+	ev := s.h.Pop()
+	switch ev.kind {
+	case qSYN:
+		s.syn(ev)
+	case qArrive:
+		s.arrive(ev)
+	case qDone:
+		s.done(ev.id, ev.t)
+	case qHalfOpen:
+		s.halfOpen--
+	}
+}
+
+// scheduleNext schedules connection ci's next transaction, not before at.
+func (s *queueSim) scheduleNext(ci int, at int64) {
+	c := &s.q.conns[ci]
+	if s.next[ci] >= len(c.txs) {
+		return
+	}
+	ti := c.txs[s.next[ci]]
+	s.next[ci]++
+	qt := &s.q.txs[ti]
+	if qt.leftHalfOpen() && s.ch != nil {
+		// Left half-open in the capture: in a replay that changed the
+		// traffic its first copy may find room (n counts the copies).
+		s.h.Push(qEvent{t: max(at, qt.sent+s.shift[ci]), kind: qArrive, id: ti, n: 1})
+		return
+	}
+	s.h.Push(qEvent{t: max(at, qt.arrival+s.shift[ci]), kind: qArrive, id: ti})
+}
+
+// syn decides one SYN. The capture's own SYNs are anchors: one the
+// server accepted is accepted (unless the replay moved the connection);
+// one it dropped is dropped only if the replayed queue is full then (or
+// no backlog is modelled), so less load admits it. Any further SYN is the
+// model's to decide.
+func (s *queueSim) syn(ev qEvent) {
+	c := &s.q.conns[ev.id]
+	if s.spliced(ev.id) {
+		// The splicer answers the client at once; the server sees the
+		// connection only when the request comes (bind).
+		s.shift[ev.id] -= c.synWait
+		s.scheduleNext(ev.id, ev.t)
+		return
+	}
+	full := s.full()
+	moved := s.ch != nil && s.ch.connDelay[ev.id] != 0
+	drop := full
+	switch {
+	case moved || ev.n > c.synLosses:
+	case ev.n < c.synLosses:
+		drop = full || s.backlog == 0
+	case s.nullFull == nil:
+		// The null replay: the SYN the server accepted is accepted; note
+		// whether the model's queue was full then (its own error).
+		drop = false
+		s.out.fullAtAccept[ev.id] = full
+	default:
+		// A replay that changed the traffic drops it only if its queue is
+		// full where the null replay's was not: more load than the
+		// capture had, not the model's error.
+		drop = full && !s.nullFull[ev.id]
+	}
+	if drop {
+		s.out.drops++
+		s.out.connDrops[ev.id]++
+		next := ev.n + 1
+		sched := s.d.synScheduleOf(c.client, c.class, s.o)
+		// A connection admitted late by the rules (moved) already spent
+		// its first attempts at the front end: the client's count goes
+		// on from there, its waits measured from the attempt admitted.
+		a0 := 0
+		if s.ch != nil {
+			a0 = s.ch.connAttempt[ev.id]
+		}
+		limit := max(s.o.SYNAttempts, c.synLosses+1)
+		switch {
+		case moved:
+			limit = s.o.SYNAttempts
+		case c.gaveUp:
+			limit = len(c.synAt)
+		}
+		if next >= limit {
+			s.out.failed[ev.id] = true
+			// The client waited out its last SYN's timeout too.
+			s.out.synWait[ev.id] = sched.waitBefore(limit) - sched.waitBefore(a0)
+			if s.onFail != nil {
+				s.onFail(ev.id)
+			}
+			return
+		}
+		var at int64
+		if next < len(c.synAt) && !moved {
+			at = c.synAt[next]
+		} else {
+			at = sched.waitBefore(next) - sched.waitBefore(a0)
+		}
+		s.h.Push(qEvent{t: c.synStart + s.shift[ev.id] + at, kind: qSYN, id: ev.id, n: next})
+		return
+	}
+	wait := ev.t - c.synStart - s.shift[ev.id]
+	s.out.synWait[ev.id] = wait
+	s.hold(ev.t, c.rtt)
+	// The connection's requests come as much later as its handshake did.
+	s.shift[ev.id] += wait - c.synWait
+	s.scheduleNext(ev.id, ev.t)
+}
+
+// full: the backlog holds as many connections as it may, half-open or
+// waiting for a worker (the listen queue of Linux: a SYN is dropped while
+// it is full).
+func (s *queueSim) full() bool {
+	return s.backlog > 0 && len(s.waiting)+s.halfOpen >= s.backlog
+}
+
+// hold takes a backlog slot for a handshake accepted at t, for rtt.
+func (s *queueSim) hold(t, rtt int64) {
+	if rtt > 0 {
+		s.halfOpen++
+		s.h.Push(qEvent{t: t + rtt, kind: qHalfOpen})
+	}
+}
+
+// spliced reports whether connection ci is a splicer's.
+func (s *queueSim) spliced(ci int) bool {
+	c := &s.q.conns[ci]
+	return c.fresh && s.ch != nil && s.ch.connSpliced[ci]
+}
+
+// spliceRetry is when a splicer sends its server SYN again after the n-th
+// was dropped: the kernel's 1 s, doubling (a splicer connects with
+// connect(2), as the testbed's does).
+func spliceRetry(n int) int64 { return int64(time.Second) << (n - 1) }
+
+func (s *queueSim) arrive(ev qEvent) {
+	ti, t := ev.id, ev.t
+	qt := &s.q.txs[ti]
+	if qt.leftHalfOpen() && !s.halfOpenCopy(ev) {
+		return
+	}
+	if ci := qt.conn; s.spliced(ci) && s.bindTries[ci] >= 0 {
+		// The splicer's own SYN to the server, at the request: dropped
+		// while the server's queue is full, sent again on its timer.
+		if s.full() && s.bindTries[ci] < maxSpliceTries {
+			if s.bindTries[ci] == 0 {
+				s.arrivedT[ti] = t
+			}
+			s.bindTries[ci]++
+			s.out.drops++
+			s.out.connDrops[ci]++
+			s.h.Push(qEvent{t: t + spliceRetry(s.bindTries[ci]), kind: qArrive, id: ti})
+			return
+		}
+		if s.bindTries[ci] == 0 {
+			s.arrivedT[ti] = t
+		}
+		s.bindTries[ci] = -1
+		s.hold(t, s.q.conns[ci].rttServer)
+		s.serve(ti, t)
+		return
+	}
+	if qt.leftHalfOpen() {
+		// Its server time runs from the first copy, as the client's did.
+		t0 := t - (qt.arrival - qt.sent)
+		if ev.n > 0 {
+			t0 = s.arrivedT[ti]
+		}
+		s.arrivedT[ti] = t0
+	} else {
+		s.arrivedT[ti] = t
+	}
+	s.serve(ti, t)
+}
+
+// halfOpenCopy decides one copy of a request the capture shows the server
+// took only after a half-open wait (its accept queue full): the copy is
+// taken if the replayed accept queue has room, else the client sends the
+// next on its doubling timer. The copy the server took in the capture
+// (n 0) is an anchor, as an accepted SYN is. It reports whether the
+// request arrives now.
+func (s *queueSim) halfOpenCopy(ev qEvent) bool {
+	qt := &s.q.txs[ev.id]
+	if ev.n == 0 {
+		return true
+	}
+	if ev.n == 1 {
+		s.arrivedT[ev.id] = ev.t
+	}
+	anchor := qt.arrival + s.shift[qt.conn]
+	if ev.t >= anchor || s.backlog == 0 || len(s.waiting) < s.backlog {
+		return true
+	}
+	next := s.arrivedT[ev.id] + qt.rto*(1<<min(ev.n, 20)-1)
+	if next >= anchor {
+		s.h.Push(qEvent{t: anchor, kind: qArrive, id: ev.id})
+	} else {
+		s.h.Push(qEvent{t: next, kind: qArrive, id: ev.id, n: ev.n + 1})
+	}
+	return false
+}
+
+// maxSpliceTries bounds a splicer's server SYNs (then it is let in: a
+// splicer that gave up would fail the request, which the replay does not
+// model).
+const maxSpliceTries = 6
+
+// serve queues or starts transaction ti, which arrived at t.
+func (s *queueSim) serve(ti int, t int64) {
+	qt := &s.q.txs[ti]
+	if c := &s.q.conns[qt.conn]; s.next[qt.conn] == qt.pos+1 && qt.pos+1 < len(c.txs) && s.q.txs[c.txs[qt.pos+1]].pipelined {
+		s.scheduleNext(qt.conn, t)
+	}
+	if qt.measured < 0 || (s.ch != nil && s.ch.txsRemoved[ti]) {
+		// Not served here (no service seen, or removed): it passes through
+		// as measured and holds no worker.
+		s.h.Push(qEvent{t: t + max(qt.measured, 0), kind: qDone, id: ti})
+		return
+	}
+	if s.busy < s.workers {
+		s.busy++
+		s.h.Push(qEvent{t: t + qt.service, kind: qDone, id: ti})
+		return
+	}
+	s.waiting = append(s.waiting, ti)
+	s.out.waitMax = max(s.out.waitMax, len(s.waiting))
+}
+
+func (s *queueSim) done(ti int, t int64) {
+	qt := &s.q.txs[ti]
+	served := qt.measured >= 0 && (s.ch == nil || !s.ch.txsRemoved[ti])
+	if served {
+		s.out.server[ti] = t - s.arrivedT[ti]
+		s.shift[qt.conn] += s.out.server[ti] - qt.measured
+		s.busy--
+		if len(s.waiting) > 0 {
+			next := s.waiting[0]
+			s.waiting = s.waiting[1:]
+			s.busy++
+			s.h.Push(qEvent{t: t + s.q.txs[next].service, kind: qDone, id: next})
+		}
+	}
+	if s.next[qt.conn] == qt.pos+1 {
+		s.scheduleNext(qt.conn, t)
+	}
+	if s.onDone != nil {
+		s.onDone(ti)
+	}
+}
