@@ -16,8 +16,9 @@ import (
 // backlog of 4) overloaded by a low class loading pages four times as
 // often as the high class: the kernel drops SYNs of both classes. The
 // baseline's records predict, with the queue model, what dropping the low
-// class's SYNs does; the applied run really drops them (nft) and the high
-// class's clients measure it.
+// class's SYNs does, always and only while RT_HIGH is high; the applied
+// runs really drop them (nft; the conditional drop switched by a driver
+// reading rtmon live's RT_HIGH) and the high class's clients measure it.
 func TestWhatIfOverloadValidation(t *testing.T) {
 	bin, err := buildRtmon()
 	if err != nil {
@@ -33,22 +34,34 @@ func TestWhatIfOverloadValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const rtHighAbove = 1500 * time.Millisecond
+	condRule, err := whatif.ParseRule("IF IP.SRC != " + validateHighPattern + " AND RT_HIGH > 1.5s THEN DROP SYN")
+	if err != nil {
+		t.Fatal(err)
+	}
 	overload := func(s *ValidationSpec) {
 		s.Prefork = &PreforkOptions{Workers: 4, Backlog: 4, Service: 150 * time.Millisecond}
 		s.PerClass, s.LowPerClass, s.LowInterval, s.LowOffset = 20, 80, 325*time.Millisecond, 0
 		s.ClientSYNRetries = 2
 	}
-	run := func(name string, applied bool) (ValidationRun, string) {
+	run := func(name string, drops SYNDropMode) (ValidationRun, string) {
 		spec := DefaultValidationSpec("overload-"+name, site)
 		overload(&spec)
-		if applied {
-			spec.SYNDrops = DropLowClassSYNs
+		spec.SYNDrops = drops
+		if drops == DropLowClassSYNsWhileRTHigh {
+			spec.RTHigh = &RTHighDrive{Rtmon: bin, Classes: classes, Above: rtHighAbove}
 		}
 		// Namespaces of its own, beside make test's validation.
 		return runAnalyzedValidation(t, ctx, bin, classes, spec, "rtwo")
 	}
-	base, baseDir := run("base", false)
-	applied, appliedDir := run("applied", true)
+	base, baseDir := run("base", NoSYNDrops)
+	applied, appliedDir := run("applied", DropLowClassSYNs)
+	cond, condDir := run("rthigh", DropLowClassSYNsWhileRTHigh)
+	t.Logf("RT_HIGH driver: %d switches over %d live events, on for %v; nft dropped %d SYNs",
+		cond.RTHigh.Switches, cond.RTHigh.Events, cond.RTHigh.On, cond.NFTDrops)
+	if cond.RTHigh.Switches == 0 || cond.NFTDrops == 0 {
+		t.Errorf("the conditional drop never acted (%d switches, %d SYNs dropped): the run says nothing of RT_HIGH", cond.RTHigh.Switches, cond.NFTDrops)
+	}
 	ds, err := whatif.Load(baseDir)
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +79,9 @@ func TestWhatIfOverloadValidation(t *testing.T) {
 	t.Logf("what-if validation under overload (queue model):\n%s", FormatValidationTable(rows))
 	linRows, _ := judgeValidationWith(t, "overload-drop-syn (linear)", rule, base, applied, baseDir, appliedDir, validateOptions)
 	t.Logf("the same with the linear model:\n%s", FormatValidationTable(linRows))
-	for _, miss := range misses {
+	condRows, condMisses := judgeValidationWith(t, "overload-rthigh-drop-syn", condRule, base, cond, baseDir, condDir, queueValidateOptions())
+	t.Logf("the drop switched by rtmon live's RT_HIGH (queue model):\n%s", FormatValidationTable(condRows))
+	for _, miss := range append(misses, condMisses...) {
 		t.Error(miss)
 	}
 }

@@ -133,6 +133,9 @@ const (
 	// connection for each pageview's first connection (SpliceProxy marks
 	// them by source port): the baseline's drops, behind the splicer.
 	DropFirstSplicedSYN
+	// DropLowClassSYNsWhileRTHigh drops the low class's SYNs while the
+	// spec's RTHigh driver has switched the drop on.
+	DropLowClassSYNsWhileRTHigh
 )
 
 // ValidationSpec is one run of the validation workload.
@@ -174,6 +177,9 @@ type ValidationSpec struct {
 	// Prefork serves the site from a prefork server (StartPrefork) on port
 	// 80 instead of nginx: the overload of a small listen backlog.
 	Prefork *PreforkOptions
+	// RTHigh, with SYNDrops DropLowClassSYNsWhileRTHigh, switches the drop
+	// from rtmon's live RT_HIGH.
+	RTHigh *RTHighDrive
 	// LowPerClass and LowInterval: the low class's loads, when they differ
 	// from PerClass and Interval (a heavier load generator).
 	LowPerClass int
@@ -234,6 +240,8 @@ type ValidationRun struct {
 	Loads    []ValidationLoad
 	Bridge   BridgeStats
 	NFTDrops int
+	// RTHigh: what the RT_HIGH driver did (spec.RTHigh).
+	RTHigh RTHighStats
 	// SYNACKsLost and Injected come from the hook.
 	SYNACKsLost      int
 	InjectedSYN      int
@@ -261,6 +269,15 @@ func RunValidation(ctx context.Context, tb *Testbed, h *HandshakeHook, spec Vali
 		return run, fmt.Errorf("validation %s: %w", spec.Name, err)
 	}
 	run.Capture = capt.Path
+	var driver *rtHighDriver
+	if spec.RTHigh != nil {
+		if drop == nil || spec.SYNDrops != DropLowClassSYNsWhileRTHigh {
+			return run, fmt.Errorf("validation %s: an RT_HIGH drive needs SYNDrops DropLowClassSYNsWhileRTHigh", spec.Name)
+		}
+		if driver, err = startRTHighDriver(ctx, tb, drop, *spec.RTHigh); err != nil {
+			return run, fmt.Errorf("validation %s: %w", spec.Name, err)
+		}
+	}
 	loads, errs := runValidationLoads(ctx, tb, "http://"+tb.Server.Addr.String(), validationPlans(spec))
 	var runErr error
 	for _, e := range errs {
@@ -275,6 +292,12 @@ func RunValidation(ctx context.Context, tb *Testbed, h *HandshakeHook, spec Vali
 	if runErr == nil {
 		// Let the last connections close so their FINs are in the capture.
 		time.Sleep(1300 * time.Millisecond)
+	}
+	if driver != nil {
+		var err error
+		if run.RTHigh, err = driver.stop(); err != nil && runErr == nil {
+			runErr = fmt.Errorf("validation %s: RT_HIGH driver: %w", spec.Name, err)
+		}
 	}
 	if err := capt.Stop(); err != nil && runErr == nil {
 		runErr = fmt.Errorf("validation %s: %w", spec.Name, err)
@@ -477,6 +500,13 @@ func synDropRules(mode SYNDropMode, iface string, port int) string {
 		return fmt.Sprintf(`  chain input {
     type filter hook input priority filter; policy accept;
     %s ip saddr != %s counter drop
+  }`, syn, validateHighPattern)
+	case DropLowClassSYNsWhileRTHigh:
+		// rthigh holds the server's address while the drop is on.
+		return fmt.Sprintf(`  set rthigh { type ipv4_addr; }
+  chain input {
+    type filter hook input priority filter; policy accept;
+    %s ip saddr != %s ip daddr @rthigh counter drop
   }`, syn, validateHighPattern)
 	}
 	return ""
