@@ -190,6 +190,20 @@ func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct
 	return conns, txs, total
 }
 
+// withoutLowClass is the high class's response times on the server really
+// run without the low class's load: what DROP SYN for the low class
+// should predict.
+func (p prefork) withoutLowClass(arr []pfArrival) Distribution {
+	var highOnly []pfArrival
+	for _, a := range arr {
+		if a.class == "high" {
+			highOnly = append(highOnly, a)
+		}
+	}
+	_, _, relief := p.run(highOnly)
+	return NewDistribution(classTimes(highOnly, relief, "high"), nil)
+}
+
 // pfDone is a completed request as the appliance saw it.
 type pfDone struct{ at, total int64 }
 
@@ -258,14 +272,7 @@ func TestQueueModelPredictsDropSYNRelief(t *testing.T) {
 	srv := prefork{workers: 4, backlog: 8}
 	arr := pfWorkload(1, 90*time.Second, 100, 10*time.Millisecond)
 	conns, txs, _ := srv.run(arr)
-	var highOnly []pfArrival
-	for _, a := range arr {
-		if a.class == "high" {
-			highOnly = append(highOnly, a)
-		}
-	}
-	_, _, relief := srv.run(highOnly)
-	truth := NewDistribution(classTimes(highOnly, relief, "high"), nil)
+	truth := srv.withoutLowClass(arr)
 
 	ds, err := NewDataset(conns, txs, nil)
 	if err != nil {
@@ -520,14 +527,7 @@ func TestQueueModelFitsAcceptQueueLimbo(t *testing.T) {
 	if limbo < 50 {
 		t.Fatalf("only %d of %d connections waited half-open: the workload does not test the limbo", limbo, len(txs))
 	}
-	var highOnly []pfArrival
-	for _, a := range arr {
-		if a.class == "high" {
-			highOnly = append(highOnly, a)
-		}
-	}
-	_, _, relief := srv.run(highOnly)
-	truth := NewDistribution(classTimes(highOnly, relief, "high"), nil)
+	truth := srv.withoutLowClass(arr)
 	opts := Options{Priorities: map[string]Priority{"high": High}, ServerModel: ServerQueue}
 	rules, err := ParseRules("IF CLASS == low THEN DROP SYN")
 	if err != nil {
