@@ -132,6 +132,10 @@ type GoClient struct {
 	// browsers of the RLM experiments): which object grabs the container's
 	// idle connection is then no scheduling lottery.
 	OneRequestPerConnection bool
+	// RequestTimeout bounds each request (0: 30 s). A browser waits
+	// minutes; an overloaded server's half-open connections take the
+	// client's doubling resends, which can run past 30 s.
+	RequestTimeout time.Duration
 	// NoReferer: no Referer on objects, favicon and beacon (privacy
 	// settings, some apps and proxies).
 	NoReferer bool
@@ -198,7 +202,11 @@ func (g *GoClient) Load(ctx context.Context, path string) (PageTruth, error) {
 	if !g.KeepConnections {
 		defer tr.CloseIdleConnections()
 	}
-	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second,
+	timeout := g.RequestTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	hc := &http.Client{Transport: tr, Timeout: timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	pt := PageTruth{Source: "go", Client: g.Local.String(), URL: path, NavURL: path, NoReferer: g.NoReferer,
 		NavIssued: time.Now().UnixNano()}

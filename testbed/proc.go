@@ -39,7 +39,7 @@ func (tb *Testbed) Start(ns, name string, args ...string) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	base := filepath.Join(tb.Dir, fmt.Sprintf("%s-%s-%d", name, filepath.Base(ns), time.Now().UnixNano()))
+	base := filepath.Join(tb.Dir, fmt.Sprintf("%s-%s-%d", filepath.Base(name), filepath.Base(ns), time.Now().UnixNano()))
 	outF, err := os.Create(base + ".out")
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
