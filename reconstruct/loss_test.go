@@ -426,39 +426,34 @@ func TestHostWideIPIDsAreNoEvidence(t *testing.T) {
 // load: a Go client's page timed from its request, 139 ms short). A
 // request that came far later than any stall of a round trip is one.
 func TestLostHandshakeAckAfterStalledSynAck(t *testing.T) {
-	for _, stall := range []int64{0, 25 * ms, 45 * ms} {
-		var sent int64
+	// request: the transaction of a request sent `after` past the earliest
+	// connect (the SYN/ACK's departure plus the path's round trip), the
+	// handshake ACK lost on the way.
+	request := func(after int64) reconstruct.Transaction {
 		out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
 			c := linuxConn(w, 900)
 			t0 := synth.T(0)
 			c.SYN(t0)
 			c.SYNACK(t0 + 100*us)
-			c.ClientLost()                          // the handshake ACK
-			sent = t0 + 100*us + 2*D + stall + 4*ms // the request, 4 ms after connecting
+			c.ClientLost() // the handshake ACK
+			sent := t0 + 100*us + 2*D + after
 			c.Client(sent, get("/p7.html"))
 			c.ServerAck(sent + 100*us)
 			c.Server(sent+3*ms, synth.Response(200, "text/html", synth.Body(100)))
 			c.ClientAck(sent + 3*ms + 2*D)
 		})
-		tx := one(t, "transaction", out.txs)
+		return *one(t, "transaction", out.txs)
+	}
+	for _, stall := range []int64{0, 25 * ms, 45 * ms} {
+		// The request 4 ms after the client connected.
+		tx := request(stall + 4*ms)
 		if tx.Flags&reconstruct.FlagPreconnected != 0 || tx.Start != synth.T(0)-D {
 			t.Errorf("SYN/ACK stalled %v: start %v off the client's first SYN, flags %v", time.Duration(stall),
 				time.Duration(tx.Start-(synth.T(0)-D)), tx.Flags)
 		}
 	}
-	out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
-		c := linuxConn(w, 900)
-		t0 := synth.T(0)
-		c.SYN(t0)
-		c.SYNACK(t0 + 100*us)
-		c.ClientLost()
-		late := t0 + 100*us + 2*D + 400*ms // a spare connection the page needed later
-		c.Client(late, get("/spare"))
-		c.ServerAck(late + 100*us)
-		c.Server(late+3*ms, synth.Response(200, "text/html", synth.Body(100)))
-		c.ClientAck(late + 3*ms + 2*D)
-	})
-	if tx := one(t, "transaction", out.txs); tx.Flags&reconstruct.FlagPreconnected == 0 {
+	// A spare connection the page needed later.
+	if tx := request(400 * ms); tx.Flags&reconstruct.FlagPreconnected == 0 {
 		t.Errorf("request 400 ms after connecting, handshake ACK lost: flags %v, want preconnected", tx.Flags)
 	}
 }
