@@ -164,13 +164,17 @@ func (s *queueSim) scheduleNext(ci int, at int64) {
 	ti := c.txs[s.next[ci]]
 	s.next[ci]++
 	qt := &s.q.txs[ti]
-	if qt.leftHalfOpen() && s.ch != nil {
+	switch {
+	case qt.leftHalfOpen() && s.spliced(ci):
+		// The splicer, not the server, took the client's first copy.
+		s.h.Push(qEvent{t: max(at, qt.sent+s.shift[ci]), kind: qArrive, id: ti})
+	case qt.leftHalfOpen() && s.ch != nil:
 		// Left half-open in the capture: in a replay that changed the
 		// traffic its first copy may find room (n counts the copies).
 		s.h.Push(qEvent{t: max(at, qt.sent+s.shift[ci]), kind: qArrive, id: ti, n: 1})
-		return
+	default:
+		s.h.Push(qEvent{t: max(at, qt.arrival+s.shift[ci]), kind: qArrive, id: ti})
 	}
-	s.h.Push(qEvent{t: max(at, qt.arrival+s.shift[ci]), kind: qArrive, id: ti})
 }
 
 // syn decides one SYN. The capture's own SYNs are anchors: one the
@@ -279,7 +283,8 @@ func spliceRetry(n int) int64 { return int64(time.Second) << (n - 1) }
 func (s *queueSim) arrive(ev qEvent) {
 	ti, t := ev.id, ev.t
 	qt := &s.q.txs[ti]
-	if qt.leftHalfOpen() && !s.halfOpenCopy(ev) {
+	halfOpen := qt.leftHalfOpen() && !s.spliced(qt.conn)
+	if halfOpen && !s.halfOpenCopy(ev) {
 		return
 	}
 	if ci := qt.conn; s.spliced(ci) && s.bindTries[ci] >= 0 {
@@ -303,15 +308,14 @@ func (s *queueSim) arrive(ev qEvent) {
 		s.serve(ti, t)
 		return
 	}
-	if qt.leftHalfOpen() {
-		// Its server time runs from the first copy, as the client's did.
-		t0 := t - (qt.arrival - qt.sent)
-		if ev.n > 0 {
-			t0 = s.arrivedT[ti]
-		}
-		s.arrivedT[ti] = t0
-	} else {
+	switch {
+	case !halfOpen:
 		s.arrivedT[ti] = t
+	case s.arrivedT[ti] == 0:
+		// Taken at the capture's copy: its server time runs from the
+		// first copy, as the client's did (halfOpenCopy noted the first
+		// copy of a replay that resent).
+		s.arrivedT[ti] = t - (qt.arrival - qt.sent)
 	}
 	s.serve(ti, t)
 }
