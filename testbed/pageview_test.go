@@ -290,7 +290,7 @@ func checkScenarioHarness(t *testing.T, sc Scenario, res ScenarioResult, srv *Cl
 		if pw.ByWindow > 0 {
 			t.Logf("%s: %d after-load transactions by the window rule", p, pw.ByWindow)
 		}
-		t.Logf("%s: wire total %v (client's own %v, load event %v), %d in load, %d after load, %d redirects",
+		detailf(t, "%s: wire total %v (client's own %v, load event %v), %d in load, %d after load, %d redirects",
 			p, time.Duration(pw.Total), time.Duration(p.TotalNS), time.Duration(p.LoadEventNS), len(pw.InLoad),
 			len(pw.AfterLoad), len(pw.Chain)-1)
 	}
@@ -389,7 +389,7 @@ func checkLink(t *testing.T, sc Scenario, res ScenarioResult) *LinkDelays {
 		t.Fatal(err)
 	}
 	for _, w := range d.Worst {
-		t.Logf("link: %s", w)
+		detailf(t, "link: %s", w)
 	}
 	for _, dir := range []Direction{ToServer, ToClient} {
 		ex := d.Excess[dir]
@@ -471,7 +471,7 @@ func checkWireAgainstClients(t *testing.T, res ScenarioResult, assert bool) {
 			}
 			goEnd = append(goEnd, de)
 			if x.OwnStart != 0 && ds.Abs() > ownClockMax || de.Abs() > ownClockMax {
-				t.Logf("%s %s:%d #%d %s: wire start-own %v, own end-wire %v", p.Source, x.Client, x.Port, x.Index, x.URL, ds, de)
+				detailf(t, "%s %s:%d #%d %s: wire start-own %v, own end-wire %v", p.Source, x.Client, x.Port, x.Index, x.URL, ds, de)
 			}
 		}
 		if p.Source == BrowserChromium && p.Wire.Valid {
@@ -781,7 +781,7 @@ func compareWithRtmon(t *testing.T, sc Scenario, res ScenarioResult, srv *Client
 		if late > linkSpec {
 			offSpec++
 			if x != nil {
-				t.Logf("%s: link off spec by %v: set aside (rtmon total %v, wire %v, off by %v)", name, late,
+				detailf(t, "%s: link off spec by %v: set aside (rtmon total %v, wire %v, off by %v)", name, late,
 					time.Duration(x.Total), time.Duration(w.Total), time.Duration(x.Total-w.Total))
 			}
 		} else {
@@ -884,13 +884,13 @@ func compareWithRtmon(t *testing.T, sc Scenario, res ScenarioResult, srv *Client
 		pvAll++
 		if late > pvLinkSpec {
 			pvOff++
-			t.Logf("pageview %s: link off spec by %v: set aside (rtmon %v, wire %v, error %v)", p, late,
+			detailf(t, "pageview %s: link off spec by %v: set aside (rtmon %v, wire %v, error %v)", p, late,
 				time.Duration(pv.Total), time.Duration(pw.Total), d)
 		} else {
 			a.pvErr[g] = append(a.pvErr[g], d)
 			a.pvRel[g] = append(a.pvRel[g], math.Abs(float64(d))/float64(pw.Total))
 			a.pvTruth[g] = append(a.pvTruth[g], time.Duration(pw.Total))
-			t.Logf("pageview %s: rtmon %v (start %+v, end %+v), wire %v: error %v", p, time.Duration(pv.Total),
+			detailf(t, "pageview %s: rtmon %v (start %+v, end %+v), wire %v: error %v", p, time.Duration(pv.Total),
 				time.Duration(pv.Start-pw.Start), time.Duration(pv.End-pw.End), time.Duration(pw.Total), d)
 		}
 		// The pageview's own fields.
@@ -1087,5 +1087,15 @@ func TestBelowRate(t *testing.T) {
 		if got := belowRate(c.ok, c.n, 0.9); got != c.want {
 			t.Errorf("belowRate(%d, %d, 0.9) = %v, want %v", c.ok, c.n, got, c.want)
 		}
+	}
+}
+
+// detailf logs a per-page or per-packet line only under -v: a failing
+// run in CI then shows its errors and summaries, not hundreds of details
+// that push them out of a truncated log.
+func detailf(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if testing.Verbose() {
+		t.Logf(format, args...)
 	}
 }
