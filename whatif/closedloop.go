@@ -51,7 +51,7 @@ func (d *Dataset) newClosedLoop(rules []Rule, o *Options, qf *queueFit) *closedL
 		unitConns: make([][]int, len(d.units)), left: make([]int, len(d.units)), lastAct: map[string]active{}}
 	l.ch = &queueChange{connDelay: make([]int64, len(q.conns)), connGone: make([]bool, len(q.conns)),
 		connSpliced: make([]bool, len(q.conns)), connAttempt: make([]int, len(q.conns)), txsRemoved: make([]bool, len(q.txs))}
-	l.sim = d.newQueueSim(q, o, qf.model.Workers, qf.model.Backlog, l.ch)
+	l.sim = d.newQueueSim(q, o, qf.model.shape(), l.ch)
 	l.sim.nullFull = qf.null.fullAtAccept
 	for ci := range q.conns {
 		if ui := q.conns[ci].unit; ui >= 0 {

@@ -42,6 +42,14 @@ type prefork struct {
 	// retransmission timer (RTT + max(2 RTT, 200 ms), doubling) until one
 	// copy finds room, and only that copy is acknowledged.
 	limbo bool
+	// syncookies: Linux's default (tcp_syncookies 1): a full SYN queue
+	// answers with a cookie, so only a full accept queue drops a SYN.
+	syncookies bool
+}
+
+// dropsSYN: the kernel drops a SYN arriving now.
+func (p prefork) dropsSYN(acceptQ, halfOpen int) bool {
+	return acceptQ > p.backlog || !p.syncookies && halfOpen >= p.backlog
 }
 
 type pfArrival struct {
@@ -118,7 +126,7 @@ func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct
 				heap.Push(&h, pfEvent{t: ev.t + arr[i].rtt, kind: 3, i: i})
 				continue
 			}
-			if len(acceptQ) > p.backlog || halfOpen >= p.backlog {
+			if p.dropsSYN(len(acceptQ), halfOpen) {
 				if ev.n+1 < 3 {
 					heap.Push(&h, pfEvent{t: arr[i].at + int64(time.Second)*(1<<(ev.n+1)-1), kind: 2, i: i, n: ev.n + 1})
 				} else {
@@ -133,7 +141,7 @@ func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct
 			halfOpen++
 			heap.Push(&h, pfEvent{t: ev.t + arr[i].rtt, kind: 1, i: i})
 		case 3: // the splicer's SYN to the server
-			if len(acceptQ) > p.backlog || halfOpen >= p.backlog {
+			if p.dropsSYN(len(acceptQ), halfOpen) {
 				heap.Push(&h, pfEvent{t: ev.t + int64(time.Second)<<ev.n, kind: 3, i: i, n: ev.n + 1})
 				continue
 			}
@@ -587,5 +595,53 @@ func TestQueueModelFitsAcceptQueueLimbo(t *testing.T) {
 	if mb.Workers == srv.workers && mb.Unexplained <= m.Unexplained {
 		t.Errorf("the server's ACKs did not help the fit: %d workers either way, %.1f%% unexplained with them, %.1f%% without",
 			m.Workers, 100*m.Unexplained, 100*mb.Unexplained)
+	}
+}
+
+// TestQueueModelFitsSYNCookieServer: the server as Linux runs it by
+// default, with SYN cookies: half-open handshakes never fill the backlog,
+// only connections waiting in the accept queue do. The fit counts the
+// backlog that way and still predicts DROP SYN's relief.
+func TestQueueModelFitsSYNCookieServer(t *testing.T) {
+	srv := prefork{workers: 4, backlog: 8, limbo: true, syncookies: true}
+	arr := pfWorkload(5, 90*time.Second, 100, 10*time.Millisecond)
+	conns, txs, _ := srv.run(arr)
+	for _, tx := range txs {
+		checkTxInvariants(t, tx)
+	}
+	truth := srv.withoutLowClass(arr)
+	ds, err := NewDataset(conns, txs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Priorities: map[string]Priority{"high": High}, ServerModel: ServerQueue}
+	m, err := ds.QueueModel(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fitted %d workers, backlog %d (half-open slots %v), SYN losses %d measured %d replayed, worst %.1f%%, notes %v",
+		m.Workers, m.Backlog, m.HalfOpenSlots, m.SYNLossesMeasured, m.SYNLossesReplayed, 100*m.Worst, m.Notes)
+	if m.SYNLossesMeasured < 50 {
+		t.Fatalf("the workload did not overload the server: %d SYN losses", m.SYNLossesMeasured)
+	}
+	if m.HalfOpenSlots || m.Backlog == 0 {
+		t.Errorf("fitted backlog %d with half-open slots %v; want the accept queue alone, as the server counts it", m.Backlog, m.HalfOpenSlots)
+	}
+	rules, err := ParseRules("IF CLASS == low THEN DROP SYN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ds.Evaluate(rules, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := res.Class("high")
+	e50, e90 := relErr(h.Predicted.P50, truth.P50), relErr(h.Predicted.P90, truth.P90)
+	t.Logf("high class measured p50 %v p90 %v; predicted without the low class p50 %v p90 %v; really %v %v (error %.1f%%, %.1f%%)",
+		time.Duration(h.Measured.P50), time.Duration(h.Measured.P90), time.Duration(h.Predicted.P50), time.Duration(h.Predicted.P90),
+		time.Duration(truth.P50), time.Duration(truth.P90), 100*e50, 100*e90)
+	if e50 > 0.10 || e90 > 0.10 {
+		t.Errorf("high class predicted p50 %v p90 %v, really %v %v: want within 10%%",
+			time.Duration(h.Predicted.P50), time.Duration(h.Predicted.P90), time.Duration(truth.P50), time.Duration(truth.P90))
 	}
 }

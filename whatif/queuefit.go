@@ -27,6 +27,11 @@ type QueueModel struct {
 	// Backlog: 0 when the capture shows no SYN the server dropped (no
 	// drops are then modelled).
 	Backlog int `json:"backlog"`
+	// HalfOpenSlots: half-open handshakes take backlog slots beside the
+	// connections waiting for a worker (a server without SYN cookies);
+	// else only the waiting ones count (Linux's default). The fit tries
+	// both and keeps the one whose null replay is closer.
+	HalfOpenSlots bool `json:"half_open_slots"`
 	// Unexplained: the share of responses the pool cannot explain (they
 	// departed before a worker was free for them); MaxConcurrency: the
 	// most transactions in service at once in the capture.
@@ -123,25 +128,73 @@ func (d *Dataset) fitQueue(o *Options) *queueFit {
 		m.Notes = append(m.Notes, fmt.Sprintf("no pool serving in arrival order explains %.1f%% of the responses: the server is not a simple queue", 100*m.Unexplained))
 	}
 	q.setGhostService()
-	// The backlog: the largest under which the replayed queue was full at
-	// (nearly) every SYN the server dropped.
-	if q.synLosses > 0 {
-		free := d.simulate(q, o, m.Workers, 0, nil)
-		c := candidates(free.waitMax + 1)
-		for k := len(c) - 1; k >= 0; k-- {
-			if out := d.simulate(q, o, m.Workers, c[k], nil); float64(out.drops) >= minExplainedDrops*float64(q.synLosses) {
-				m.Backlog = c[k]
-				break
-			}
+	if q.synLosses == 0 {
+		f.null = d.simulate(q, o, m.shape(), nil)
+		d.judgeFit(f, o)
+		return f
+	}
+	// The backlog, for each way of counting it (see fitBacklog). A way
+	// that finds one beats one that does not (keeping the drops as
+	// measured reproduces the capture trivially, and predicts nothing);
+	// then the one whose queue agrees with more of the capture's SYNs,
+	// then the closer null replay, and on a tie the accept queue alone,
+	// as Linux counts by default.
+	var best *queueFit
+	bestMisses := 0
+	for _, halfOpenSlots := range []bool{false, true} {
+		g := &queueFit{data: q, model: *m}
+		g.model.Notes = slices.Clone(m.Notes)
+		g.model.HalfOpenSlots = halfOpenSlots
+		var misses int
+		g.model.Backlog, misses = d.fitBacklog(q, o, g.model.shape())
+		if g.model.Backlog == 0 {
+			g.model.Notes = append(g.model.Notes, "the SYN losses did not come with a full queue (lost in the network?): they are kept as measured")
 		}
-		if m.Backlog == 0 {
-			m.Notes = append(m.Notes, "the SYN losses did not come with a full queue (lost in the network?): they are kept as measured")
+		g.null = d.simulate(q, o, g.model.shape(), nil)
+		g.model.SYNLossesReplayed = g.null.drops
+		d.judgeFit(g, o)
+		explains, bestExplains := g.model.Backlog > 0, best != nil && best.model.Backlog > 0
+		switch {
+		case best == nil, explains && !bestExplains,
+			explains == bestExplains && (misses < bestMisses || misses == bestMisses && g.model.Worst < best.model.Worst):
+			best, bestMisses = g, misses
 		}
 	}
-	f.null = d.simulate(q, o, m.Workers, m.Backlog, nil)
-	m.SYNLossesReplayed = f.null.drops
-	d.judgeFit(f, o)
-	return f
+	return best
+}
+
+// fitBacklog is the backlog of a server shaped sh whose replayed queue
+// best agrees with the capture's SYNs: full when the server dropped one,
+// not full when it accepted one. It counts the disagreements (dropped
+// SYNs the replay found room for, accepted ones it found the queue full
+// at) and takes the backlog with the fewest, among those under which the
+// queue was full at (nearly) every SYN the server dropped; 0 if there is
+// none.
+func (d *Dataset) fitBacklog(q *queueData, o *Options, sh serverShape) (backlog, misses int) {
+	sh.backlog = 0
+	free := d.simulate(q, o, sh, nil)
+	for _, b := range candidates(free.waitMax + 1) {
+		sh.backlog = b
+		out := d.simulate(q, o, sh, nil)
+		if float64(out.drops) < minExplainedDrops*float64(q.synLosses) {
+			continue
+		}
+		m := max(q.synLosses-out.drops, 0)
+		for _, full := range out.fullAtAccept {
+			if full {
+				m++
+			}
+		}
+		if backlog == 0 || m < misses || m == misses && b > backlog {
+			backlog, misses = b, m
+		}
+	}
+	return backlog, misses
+}
+
+// shape is the server the model simulates.
+func (m *QueueModel) shape() serverShape {
+	return serverShape{workers: m.Workers, backlog: m.Backlog, halfOpenSlots: m.HalfOpenSlots}
 }
 
 // maxUnexplained is the share of responses a fitted pool may leave

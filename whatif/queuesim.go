@@ -66,11 +66,10 @@ func (a qEvent) Before(b qEvent) bool {
 // a worker is dropped (backlog 0: never), and the client sends it again
 // on its schedule.
 type queueSim struct {
-	d        *Dataset
-	q        *queueData
-	o        *Options
-	workers  int
-	backlog  int
+	d *Dataset
+	q *queueData
+	o *Options
+	serverShape
 	ch       *queueChange
 	out      queueOutcome
 	h        minheap.Heap[qEvent]
@@ -92,10 +91,22 @@ type queueSim struct {
 	onFail func(ci int)
 }
 
-// simulate runs the server with workers and backlog on the traffic as
-// changed by ch (nil: as captured).
-func (d *Dataset) simulate(q *queueData, o *Options, workers, backlog int, ch *queueChange) queueOutcome {
-	s := d.newQueueSim(q, o, workers, backlog, ch)
+// serverShape is the simulated server: its worker pool and listen
+// backlog, and whether half-open handshakes take backlog slots.
+type serverShape struct {
+	workers, backlog int
+	// halfOpenSlots: a SYN is dropped while half-open and waiting
+	// connections together fill the backlog (a SYN queue as small as the
+	// backlog and no SYN cookies); else only while the connections waiting
+	// for a worker fill it (Linux's default: with SYN cookies a full SYN
+	// queue answers with a cookie, and only a full accept queue drops).
+	halfOpenSlots bool
+}
+
+// simulate runs the server shaped sh on the traffic as changed by ch
+// (nil: as captured).
+func (d *Dataset) simulate(q *queueData, o *Options, sh serverShape, ch *queueChange) queueOutcome {
+	s := d.newQueueSim(q, o, sh, ch)
 	for ci := range q.conns {
 		if ch == nil || !ch.connGone[ci] {
 			s.start(ci)
@@ -108,8 +119,8 @@ func (d *Dataset) simulate(q *queueData, o *Options, workers, backlog int, ch *q
 }
 
 // newQueueSim is a server with nothing scheduled yet.
-func (d *Dataset) newQueueSim(q *queueData, o *Options, workers, backlog int, ch *queueChange) *queueSim {
-	s := &queueSim{d: d, q: q, o: o, workers: workers, backlog: backlog, ch: ch}
+func (d *Dataset) newQueueSim(q *queueData, o *Options, sh serverShape, ch *queueChange) *queueSim {
+	s := &queueSim{d: d, q: q, o: o, serverShape: sh, ch: ch}
 	s.out = queueOutcome{server: make([]int64, len(q.txs)), synWait: make([]int64, len(q.conns)), failed: make([]bool, len(q.conns)),
 		connDrops: make([]int, len(q.conns)), fullAtAccept: make([]bool, len(q.conns))}
 	for i := range s.out.server {
@@ -254,11 +265,14 @@ func (s *queueSim) syn(ev qEvent) {
 	s.scheduleNext(ev.id, ev.t)
 }
 
-// full: the backlog holds as many connections as it may, half-open or
-// waiting for a worker (the listen queue of Linux: a SYN is dropped while
-// it is full).
+// full: the backlog holds as many connections as it may (see
+// serverShape): a SYN is dropped while it is full.
 func (s *queueSim) full() bool {
-	return s.backlog > 0 && len(s.waiting)+s.halfOpen >= s.backlog
+	n := len(s.waiting)
+	if s.halfOpenSlots {
+		n += s.halfOpen
+	}
+	return s.backlog > 0 && n >= s.backlog
 }
 
 // hold takes a backlog slot for a handshake accepted at t, for rtt.

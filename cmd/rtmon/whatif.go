@@ -376,7 +376,10 @@ func (r *recordCollector) Pageview(p *pageview.Pageview)          { r.pvs = appe
 func writeQueueModel(w io.Writer, q *whatif.QueueModel) {
 	backlog := "no SYN drops modelled"
 	if q.Backlog > 0 {
-		backlog = fmt.Sprintf("backlog %d", q.Backlog)
+		backlog = fmt.Sprintf("backlog %d of connections waiting for a worker", q.Backlog)
+		if q.HalfOpenSlots {
+			backlog = fmt.Sprintf("backlog %d of half-open and waiting connections", q.Backlog)
+		}
 	}
 	fmt.Fprintf(w, "server model: queue, %d workers (%.1f%% of responses unexplained), %s; SYN losses measured %d, replayed %d; %d connections left half-open; null replay within %.1f%%\n",
 		q.Workers, 100*q.Unexplained, backlog, q.SYNLossesMeasured, q.SYNLossesReplayed, q.HalfOpen, 100*q.Worst)

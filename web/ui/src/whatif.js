@@ -261,7 +261,8 @@ function overlay(box, c) {
 // queueFit shows the fitted queueing server and how well replaying the
 // unmodified capture reproduces it, per class.
 function queueFit(q) {
-  const backlog = q.backlog ? `backlog ${fmtInt(q.backlog)}` : 'no SYN drops modelled';
+  const counted = q.half_open_slots ? 'half-open and waiting connections' : 'connections waiting for a worker';
+  const backlog = q.backlog ? `backlog ${fmtInt(q.backlog)} of ${counted}` : 'no SYN drops modelled';
   return el('section', { class: 'card wide', id: 'whatif-queue', dataset: { workers: q.workers, backlog: q.backlog } },
     el('h2', {}, 'Server model: fitted queue ',
       el('span', { class: 'note' }, `${fmtInt(q.workers)} workers (${(100 * q.unexplained).toFixed(1)}% of responses unexplained), ${backlog}; `
