@@ -43,6 +43,7 @@ func TestWhatIfOverloadValidation(t *testing.T) {
 		s.Prefork = &PreforkOptions{Workers: 4, Backlog: 4, Service: 150 * time.Millisecond}
 		s.PerClass, s.LowPerClass, s.LowInterval, s.LowOffset = 20, 80, 325*time.Millisecond, 0
 		s.ClientSYNRetries = 2
+		s.LowClients = 40
 	}
 	run := func(name string, drops SYNDropMode) (ValidationRun, string) {
 		spec := DefaultValidationSpec("overload-"+name, site)
@@ -72,6 +73,7 @@ func TestWhatIfOverloadValidation(t *testing.T) {
 	}
 	t.Logf("baseline: %d SYN losses measured (%d replayed), %d workers (%.1f%% unexplained), backlog %d, %d connections left half-open, null replay within %.1f%%, notes %v",
 		m.SYNLossesMeasured, m.SYNLossesReplayed, m.Workers, 100*m.Unexplained, m.Backlog, m.HalfOpen, 100*m.Worst, m.Notes)
+	t.Logf("baseline: half-open handshakes take backlog slots: %v", m.HalfOpenSlots)
 	if m.SYNLossesMeasured == 0 {
 		t.Fatalf("the baseline was not overloaded: no SYN losses")
 	}

@@ -105,12 +105,12 @@ func ValidateClassOf(a netip.Addr) string {
 
 // validateLink: high-priority clients at 80 ms, low ones alternating 110 and
 // 150 ms, as the named scenarios' RTT groups.
-func validateLink() LinkOptions {
+func validateLink(low []netip.Addr) LinkOptions {
 	rtt := map[netip.Addr]time.Duration{}
 	for _, a := range ValidateHigh {
 		rtt[a] = 80 * time.Millisecond
 	}
-	for i, a := range ValidateLow {
+	for i, a := range low {
 		rtt[a] = []time.Duration{110 * time.Millisecond, 150 * time.Millisecond}[i%2]
 	}
 	return LinkOptions{RTT: rtt, DefaultRTT: 80 * time.Millisecond, Seed: 42}
@@ -185,6 +185,25 @@ type ValidationSpec struct {
 	// from PerClass and Interval (a heavier load generator).
 	LowPerClass int
 	LowInterval time.Duration
+	// LowClients: how many addresses the low class's loads come from, in
+	// turn (0: ValidateLow's five). A rule that exempts a client in the
+	// middle of a page (an address with a SYN in the last 2 s) needs
+	// addresses that are not always in one: many clients, as real load
+	// comes from, not five that each start a page every 1.6 s.
+	LowClients int
+}
+
+// lowClients are the low class's addresses: ValidateLow, or LowClients
+// addresses from ValidateLow's first on (198.51.100.32 up; at most 96).
+func (s ValidationSpec) lowClients() []netip.Addr {
+	if s.LowClients <= 0 {
+		return ValidateLow
+	}
+	out := make([]netip.Addr, 0, s.LowClients)
+	for a := ValidateLow[0]; len(out) < min(s.LowClients, 96); a = a.Next() {
+		out = append(out, a)
+	}
+	return out
 }
 
 // perClass is how many loads class makes.
@@ -215,7 +234,7 @@ func DefaultValidationSpec(name string, site *Site) ValidationSpec {
 
 // Options are the testbed options the run needs: the link with its hook.
 func (s ValidationSpec) Options() (Options, *HandshakeHook) {
-	l := validateLink()
+	l := validateLink(s.lowClients())
 	h := &HandshakeHook{SYNACKLoss: s.SYNACKLoss, FastSYN: s.FastSYN, FastSYNACK: s.FastSYNACK}
 	if h.active() {
 		l.Hook = h.Hook
@@ -401,8 +420,9 @@ func validationPlans(spec ValidationSpec) []validationPlan {
 		plans = append(plans,
 			validationPlan{time.Duration(i) * spec.Interval, ValidateHighClass, ValidateHigh[i%len(ValidateHigh)], spec.Site.Pages[i%n]})
 	}
+	low := spec.lowClients()
 	for i := range spec.perClass(ValidateLowClass) {
-		plans = append(plans, validationPlan{spec.LowOffset + time.Duration(i)*lowEvery, ValidateLowClass, ValidateLow[i%len(ValidateLow)],
+		plans = append(plans, validationPlan{spec.LowOffset + time.Duration(i)*lowEvery, ValidateLowClass, low[i%len(low)],
 			spec.Site.Pages[(i+n/2)%n]})
 	}
 	return plans
