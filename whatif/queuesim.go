@@ -232,17 +232,23 @@ func (s *queueSim) syn(ev qEvent) {
 		if s.ch != nil {
 			a0 = s.ch.connAttempt[ev.id]
 		}
-		limit := max(s.o.SYNAttempts, c.synLosses+1)
+		sent, giveUp := sched.failsAfter(s.o.SYNAttempts)
+		limit := max(sent, c.synLosses+1)
 		switch {
 		case moved:
-			limit = s.o.SYNAttempts
+			limit = sent
 		case c.gaveUp:
 			limit = len(c.synAt)
 		}
 		if next >= limit {
 			s.out.failed[ev.id] = true
-			// The client waited out its last SYN's timeout too.
-			s.out.synWait[ev.id] = sched.waitBefore(limit) - sched.waitBefore(a0)
+			// The client waited out its last SYN's timeout too (or, with
+			// Linux's linear timeouts, the doubling schedule's time).
+			wait := sched.waitBefore(limit)
+			if limit == sent {
+				wait = max(wait, giveUp)
+			}
+			s.out.synWait[ev.id] = wait - sched.waitBefore(a0)
 			if s.onFail != nil {
 				s.onFail(ev.id)
 			}

@@ -194,10 +194,10 @@ func (r *replayer) arrive(ev event, out []UnitResult, st []unitState, h *minheap
 	if act.drop && d.droppable(u) {
 		s.dropped = true
 		sched := d.synSchedule(u, o)
-		if ev.attempt+1 >= o.SYNAttempts {
+		if sent, giveUp := sched.failsAfter(o.SYNAttempts); ev.attempt+1 >= sent {
 			// The last SYN was dropped too: the client gives up one more
 			// wait later.
-			wait := sched.waitBefore(o.SYNAttempts)
+			wait := giveUp
 			s.failed, s.act = true, act
 			out[ev.unit] = UnitResult{ID: u.id, Class: u.class, Start: u.start, Measured: u.total,
 				Predicted: wait, Delay: wait, Failed: true}

@@ -269,7 +269,8 @@ func (a Action) Assumptions() string {
 			"(that client's, else its class's, else the capture's, else 1 s doubling; --syn-timeout sets one for all, " +
 			"e.g. the classic 3 s, 6 s, 12 s) and each retransmission is judged again against the condition at its time. " +
 			"After Options.SYNAttempts dropped attempts the unit fails and counts with the total time the client " +
-			"waited (1 + 2 + 4 = 7 s for Linux, 21 s classic). " +
+			"waited (1 + 2 + 4 = 7 s for Linux, 21 s classic; a Linux client seen sending a SYN every second, " +
+			"its linear timeouts, sends them until that doubling schedule's 7 s are up). " +
 			"Admitted late, the unit runs as measured (with the other actions), shifted in time; its server load " +
 			"moves with it and a failed unit's load disappears. Other units' server time scales with the load " +
 			"model fitted on the capture: processing time = a + b x concurrency (least squares, b >= 0), predicted " +

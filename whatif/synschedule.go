@@ -23,6 +23,34 @@ type SYNSchedule struct {
 	Source string `json:"source"`
 	// Samples: the retransmission gaps it was learned from.
 	Samples int `json:"samples"`
+	// LinuxLinear: growth 1 from an initial 1 s, the signature of Linux's
+	// linear SYN timeouts (tcp_syn_linear_timeouts, 4 by default since
+	// 6.x): the client sends a SYN every second but gives up when the
+	// doubling schedule would (tcp_syn_retries 2: at 7 s, after six SYNs,
+	// not after three at 3 s).
+	LinuxLinear bool `json:"linux_linear,omitempty"`
+}
+
+// linuxInitialRTO is Linux's initial retransmission timeout
+// (TCP_TIMEOUT_INIT); linuxInitialSlack how far a learned one may be from
+// it (timer wheels fire late by a few percent, the path adds jitter).
+const (
+	linuxInitialRTO   = time.Second
+	linuxInitialSlack = 100 * time.Millisecond
+)
+
+// failsAfter is, for a client allowed attempts SYNs (as many as a
+// doubling stack sends), how many it really sends and when, from its first
+// SYN, it gives up: one more wait after its last SYN, or, with Linux's
+// linear timeouts, once the doubling schedule's time is up.
+func (s SYNSchedule) failsAfter(attempts int) (sent int, giveUp int64) {
+	if !s.LinuxLinear || s.Initial <= 0 {
+		return attempts, s.waitBefore(attempts)
+	}
+	giveUp = (SYNSchedule{Initial: s.Initial, Growth: 2}).waitBefore(attempts)
+	for sent = attempts; s.waitBefore(sent) < giveUp; sent++ {
+	}
+	return sent, giveUp
 }
 
 // String is for reports: "1s x2 (client, 4 gaps)".
@@ -95,6 +123,7 @@ func (e *synEvidence) schedule(source string, growthFallback float64) (SYNSchedu
 	if len(e.ratios) > 0 {
 		s.Growth = snapGrowth(median(e.ratios))
 	}
+	s.LinuxLinear = s.Growth == 1 && (s.Initial-linuxInitialRTO).Abs() <= linuxInitialSlack
 	return s, true
 }
 

@@ -48,7 +48,7 @@ func TestSYNSchedulesLearnedFromTheCapture(t *testing.T) {
 		}
 	}
 	want := map[string]SYNScheduleSummary{
-		"web":   {Schedule: SYNSchedule{Initial: 1010 * time.Millisecond, Growth: 1, Source: "class"}, OwnClients: 2, Clients: 2},
+		"web":   {Schedule: SYNSchedule{Initial: 1010 * time.Millisecond, Growth: 1, Source: "class", LinuxLinear: true}, OwnClients: 2, Clients: 2},
 		"old":   {Schedule: SYNSchedule{Initial: 3 * time.Second, Growth: 2, Source: "class"}, OwnClients: 1, Clients: 2},
 		"quiet": {Schedule: SYNSchedule{Initial: 1010 * time.Millisecond, Growth: 2, Source: "capture"}, OwnClients: 0, Clients: 1},
 		"new":   {Schedule: SYNSchedule{Initial: time.Second, Growth: 2, Source: "class"}, OwnClients: 1, Clients: 2},
@@ -64,5 +64,36 @@ func TestSYNSchedulesLearnedFromTheCapture(t *testing.T) {
 		if got != w {
 			t.Errorf("class %s: %+v, want %+v", s.Class, s, w)
 		}
+	}
+}
+
+// TestSYNScheduleLinuxLinear: Linux since 6.x sends a SYN every second
+// (tcp_syn_linear_timeouts) and gives up when the doubling schedule would
+// (tcp_syn_retries 2: at 7 s). A client seen doing so is replayed that way
+// by both server models: dropped, it fails after 7 s, not after three SYNs
+// at 3 s; a stack with linear 3 s timeouts still fails after its three.
+func TestSYNScheduleLinuxLinear(t *testing.T) {
+	var b builder
+	evidence := func(id, client string, syns ...int64) {
+		b.add(spec{id: id, client: client, class: "web", syns: syns, synacks: []int64{syns[len(syns)-1] + 30*us},
+			est: syns[len(syns)-1] + 30*us + 50*ms, rtt: 50 * ms, proc: 10 * ms})
+	}
+	evidence("modern", "198.51.100.8", 0, 1010*ms, 2020*ms, 3030*ms, 4040*ms, 5050*ms)
+	evidence("linear", "198.51.100.9", 0, 3*sec, 6*sec)
+	modern := b.add(spec{id: "t-modern", client: "198.51.100.8", class: "web", syns: []int64{100 * sec},
+		synacks: []int64{100*sec + 30*us}, est: 100*sec + 50*ms, rtt: 50 * ms, proc: 10 * ms}).ID
+	linear := b.add(spec{id: "t-linear", client: "198.51.100.9", class: "web", syns: []int64{200 * sec},
+		synacks: []int64{200*sec + 30*us}, est: 200*sec + 50*ms, rtt: 50 * ms, proc: 10 * ms}).ID
+	d := b.dataset(t, nil)
+	for _, model := range []ServerModel{ServerLinear, ServerQueue} {
+		for id, want := range map[string]time.Duration{modern: 7070 * time.Millisecond, linear: 9 * time.Second} {
+			res := eval(t, d, "IF CLASS == web THEN DROP SYN", Options{ServerModel: model})
+			if u := unitByID(t, res, id); !u.Failed || time.Duration(u.Predicted) != want {
+				t.Errorf("%s model, %s: failed %v after %v, want failed after %v", model, id, u.Failed, time.Duration(u.Predicted), want)
+			}
+		}
+	}
+	if s, _ := (SYNSchedule{Initial: 1010 * time.Millisecond, Growth: 1, LinuxLinear: true}).failsAfter(3); s != 7 {
+		t.Errorf("a Linux client with linear timeouts sends %d SYNs in 7.07 s, want 7 (0 to 6.06 s)", s)
 	}
 }

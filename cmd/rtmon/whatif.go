@@ -264,6 +264,9 @@ func writeWhatifText(w io.Writer, rep *whatifReport) {
 	fmt.Fprintln(w, "SYN retransmissions (DROP SYN):")
 	for _, s := range rep.SYNSchedules {
 		fmt.Fprintf(w, "  class %s: %s, then x%g per attempt (%s", s.Class, dur(int64(s.Schedule.Initial)), s.Schedule.Growth, s.Schedule.Source)
+		if s.Schedule.LinuxLinear {
+			fmt.Fprint(w, "; Linux's linear timeouts: giving up when doubling would")
+		}
 		if s.OwnClients > 0 {
 			fmt.Fprintf(w, "; %d of %d clients on their own", s.OwnClients, s.Clients)
 		}
