@@ -261,17 +261,22 @@ type rtmonTxn struct {
 	Total      int64  `json:"total_ns"`
 }
 
+// Commands the tests build, once per test binary, into binDir.
 var (
-	rtmonOnce sync.Once
-	rtmonBin  string
-	rtmonErr  error
-	rtmonDir  string
+	buildMu sync.Mutex
+	built   = map[string]builtCommand{}
+	binDir  string
 )
+
+type builtCommand struct {
+	bin string
+	err error
+}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if rtmonDir != "" {
-		os.RemoveAll(rtmonDir)
+	if binDir != "" {
+		os.RemoveAll(binDir)
 	}
 	os.Exit(code)
 }
@@ -290,30 +295,43 @@ func testContext(t *testing.T) context.Context {
 }
 
 // buildRtmon builds ./cmd/rtmon from the module root once per test binary.
-func buildRtmon() (string, error) {
-	rtmonOnce.Do(func() {
-		// No deadline: linking DuckDB takes a minute on a busy machine,
-		// and the test binary's -timeout bounds a hang.
-		gomod, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			rtmonErr = fmt.Errorf("go env GOMOD: %w", err)
-			return
+func buildRtmon() (string, error) { return buildCommand("./cmd/rtmon") }
+
+// buildPreforkd builds the testbed's prefork server (StartPrefork).
+func buildPreforkd() (string, error) { return buildCommand("./testbed/preforkd") }
+
+// buildCommand builds the command package pkg (relative to the module
+// root) once per test binary. No deadline: linking DuckDB takes a minute
+// on a busy machine, and the test binary's -timeout bounds a hang.
+func buildCommand(pkg string) (string, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if b, ok := built[pkg]; ok {
+		return b.bin, b.err
+	}
+	bin, err := goBuild(pkg)
+	built[pkg] = builtCommand{bin, err}
+	return bin, err
+}
+
+func goBuild(pkg string) (string, error) {
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	if binDir == "" {
+		if binDir, err = os.MkdirTemp("", "rtmon-bin-"); err != nil {
+			return "", fmt.Errorf("build dir: %w", err)
 		}
-		root := filepath.Dir(strings.TrimSpace(string(gomod)))
-		if rtmonDir, err = os.MkdirTemp("", "rtmon-bin-"); err != nil {
-			rtmonErr = fmt.Errorf("rtmon build dir: %w", err)
-			return
-		}
-		bin := filepath.Join(rtmonDir, "rtmon")
-		cmd := exec.Command("go", "build", "-o", bin, "./cmd/rtmon")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			rtmonErr = fmt.Errorf("go build ./cmd/rtmon in %s: %w\n%s", root, err, out)
-			return
-		}
-		rtmonBin = bin
-	})
-	return rtmonBin, rtmonErr
+	}
+	bin := filepath.Join(binDir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s in %s: %w\n%s", pkg, root, err, out)
+	}
+	return bin, nil
 }
 
 // analyze runs `rtmon analyze --format jsonl` on the capture.

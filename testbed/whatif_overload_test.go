@@ -24,6 +24,10 @@ func TestWhatIfOverloadValidation(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rtmon is not buildable: %v", err)
 	}
+	preforkd, err := buildPreforkd()
+	if err != nil {
+		t.Fatalf("preforkd is not buildable: %v", err)
+	}
 	site := ValidationSite(42)
 	ctx := testContext(t)
 	classes, err := WriteValidateClasses(t.TempDir())
@@ -40,7 +44,7 @@ func TestWhatIfOverloadValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	overload := func(s *ValidationSpec) {
-		s.Prefork = &PreforkOptions{Workers: 4, Backlog: 4, Service: 150 * time.Millisecond}
+		s.Prefork = &PreforkOptions{Bin: preforkd, Workers: 4, Backlog: 4, Service: 150 * time.Millisecond}
 		s.PerClass, s.LowPerClass, s.LowInterval, s.LowOffset = 20, 80, 325*time.Millisecond, 0
 		s.ClientSYNRetries = 2
 		s.LowClients = 40
