@@ -37,15 +37,18 @@ type queueConn struct {
 
 // queueTx is one transaction's measured service at the capture point.
 type queueTx struct {
-	conn      int
-	pos       int   // position on its connection
-	arrival   int64 // when the server took the request: its last byte, or the copy it acknowledged after a half-open wait
-	sent      int64 // the request's first copy: arrival, or earlier when the server left the connection half-open
-	rto       int64 // the client's retransmission timeout for a request the server left half-open
-	queued    int64 // when it joined the server's queue: arrival, or its connection's handshake
-	measured  int64 // sent -> response's first byte; -1: none
-	service   int64 // intrinsic service time (no queueing)
-	pipelined bool  // sent before the previous response began
+	conn     int
+	pos      int   // position on its connection
+	arrival  int64 // when the server took the request: its last byte, or the copy it acknowledged after a half-open wait
+	sent     int64 // the request's first copy: arrival, or earlier when the server left the connection half-open
+	rto      int64 // the client's retransmission timeout for a request the server left half-open
+	queued   int64 // when it joined the server's queue: arrival, or its connection's handshake
+	measured int64 // sent -> response's first byte; -1: none
+	service  int64 // intrinsic service time (no queueing)
+	// transfer: the response's first byte to its last, how much longer a
+	// worker that writes the response itself stays busy.
+	transfer  int64
+	pipelined bool // sent before the previous response began
 }
 
 // leftHalfOpen: the capture shows the server took the request only after
@@ -101,6 +104,7 @@ func (d *Dataset) buildQueueData() *queueData {
 		if s, e, ok := serviceTimes(t); ok {
 			qt.measured = e - s
 			q.maxConc = max(q.maxConc, int(d.conc[i]))
+			qt.transfer = max(t.tx.ResponseLast-t.tx.ResponseFirst, 0)
 		}
 		key := t.tx.ConnectionID
 		if key == "" {
@@ -172,10 +176,12 @@ func cmpInt64(a, b int64) int {
 // pool of workers serving in arrival order explains its measured
 // departure (the response's first byte): it started when it arrived or
 // when the earliest worker came free, whichever was later, and served
-// until it departed. It returns the share of transactions the pool cannot
+// until it departed. A worker comes free at the departure, or, holding
+// (a server that writes each response itself), once the response's last
+// byte is sent. It returns the share of transactions the pool cannot
 // explain (one departed before a worker was free for it: the pool is too
 // small); those keep their measured time.
-func (q *queueData) reconstructService(order []int, workers int) float64 {
+func (q *queueData) reconstructService(order []int, workers int, holding bool) float64 {
 	free := make(minheap.Heap[workerFree], 0, workers)
 	for range workers {
 		free.Push(workerFree(0))
@@ -194,6 +200,9 @@ func (q *queueData) reconstructService(order []int, workers int) float64 {
 			continue
 		}
 		qt.service = dep - start
+		if holding {
+			dep += qt.transfer
+		}
 		free.Push(workerFree(dep))
 	}
 	if len(order) == 0 {

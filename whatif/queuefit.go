@@ -27,6 +27,12 @@ type QueueModel struct {
 	// Backlog: 0 when the capture shows no SYN the server dropped (no
 	// drops are then modelled).
 	Backlog int `json:"backlog"`
+	// HoldsTransfer: a worker stays busy until the response's last byte is
+	// sent (a server that writes each response itself, a connection per
+	// worker: a prefork Apache, a thread pool), else it comes free at the
+	// first byte (an event-driven server, or one behind a buffering
+	// proxy). The fit tries both.
+	HoldsTransfer bool `json:"holds_transfer"`
 	// HalfOpenSlots: half-open handshakes take backlog slots beside the
 	// connections waiting for a worker (a server without SYN cookies);
 	// else only the waiting ones count (Linux's default). The fit tries
@@ -98,12 +104,103 @@ func candidates(hi int) []int {
 }
 
 // fitQueue fits the queue model under o's SYN schedules and judges it by
-// its null replay.
+// its null replay. The pool is fitted with workers free at the response's
+// first byte and with workers holding on through its transfer, and the
+// smaller pool wins (workers assumed free at the first byte while they
+// really write the whole response need a larger pool, and the reverse);
+// on a tie, the fewer responses unexplained, then the clearly smaller
+// total of service times (a pool of the right size that is assumed free
+// while it holds takes the waits behind the holding workers for
+// service), then free at the first byte. The backlog is then fitted both
+// ways of counting it and ranked by fitRank.
 func (d *Dataset) fitQueue(o *Options) *queueFit {
 	q := d.buildQueueData()
-	f := &queueFit{data: q}
-	m := &f.model
-	m.MaxConcurrency, m.SYNLossesMeasured = q.maxConc, q.synLosses
+	m := d.fitPool(q, false)
+	if qh := d.buildQueueData(); qh.maxConc > 0 {
+		mh := d.fitPool(qh, true)
+		switch {
+		case mh.Workers != m.Workers:
+			if mh.Workers < m.Workers {
+				q, m = qh, mh
+			}
+		case mh.Unexplained != m.Unexplained:
+			if mh.Unexplained < m.Unexplained {
+				q, m = qh, mh
+			}
+		case float64(qh.totalService()) < holdingServiceShare*float64(q.totalService()):
+			q, m = qh, mh
+		}
+	}
+	if q.synLosses == 0 {
+		f := &queueFit{data: q, model: m}
+		f.null = d.simulate(q, o, m.shape(), nil)
+		d.judgeFit(f, o)
+		return f
+	}
+	var best *queueFit
+	var bestRank fitRank
+	for _, halfOpenSlots := range []bool{false, true} {
+		f := &queueFit{data: q, model: m}
+		f.model.Notes = slices.Clone(m.Notes)
+		f.model.HalfOpenSlots = halfOpenSlots
+		var misses int
+		f.model.Backlog, misses = d.fitBacklog(q, o, f.model.shape())
+		if f.model.Backlog == 0 {
+			f.model.Notes = append(f.model.Notes, "the SYN losses did not come with a full queue (lost in the network?): they are kept as measured")
+		}
+		f.null = d.simulate(q, o, f.model.shape(), nil)
+		f.model.SYNLossesReplayed = f.null.drops
+		d.judgeFit(f, o)
+		r := fitRank{explains: f.model.Backlog > 0, misses: misses, worst: f.model.Worst}
+		if best == nil || r.better(bestRank) {
+			best, bestRank = f, r
+		}
+	}
+	return best
+}
+
+// holdingServiceShare: on a tie of pools, holding workers win when their
+// service times total less than this share of the others'.
+const holdingServiceShare = 0.95
+
+// totalService sums the service times of the transactions served.
+func (q *queueData) totalService() int64 {
+	var sum int64
+	for i := range q.txs[:q.dataTxs] {
+		if q.txs[i].measured >= 0 {
+			sum += q.txs[i].service
+		}
+	}
+	return sum
+}
+
+// fitRank orders the fitted ways of counting the backlog. A backlog that
+// explains the SYN drops beats none (keeping the drops as measured
+// reproduces the capture trivially, and predicts nothing); then the queue
+// that agrees with more of the capture's SYNs; then the closer null
+// replay. On a tie the first fitted wins: the accept queue alone (Linux's
+// default).
+type fitRank struct {
+	explains bool
+	misses   int
+	worst    float64
+}
+
+func (a fitRank) better(b fitRank) bool {
+	switch {
+	case a.explains != b.explains:
+		return a.explains
+	case a.misses != b.misses:
+		return a.misses < b.misses
+	}
+	return a.worst < b.worst
+}
+
+// fitPool fits the worker pool on q: the smallest that explains the
+// departures, workers holding on through the transfer or not; it sets
+// every transaction's service time and returns the model so far.
+func (d *Dataset) fitPool(q *queueData, holding bool) QueueModel {
+	m := QueueModel{MaxConcurrency: q.maxConc, SYNLossesMeasured: q.synLosses, HoldsTransfer: holding}
 	acked := false
 	for i := range q.txs[:q.dataTxs] {
 		if q.txs[i].leftHalfOpen() {
@@ -114,53 +211,20 @@ func (d *Dataset) fitQueue(o *Options) *queueFit {
 	if !acked && q.synLosses > 0 {
 		m.Notes = append(m.Notes, "the records do not say when the server acknowledged requests (stored before schema version 4): connections it left half-open are taken in handshake order")
 	}
-	// The pool: the smallest that explains the departures.
 	order := q.order()
 	for _, w := range candidates(max(q.maxConc, 1)) {
-		if m.Unexplained = q.reconstructService(order, w); m.Unexplained <= maxUnexplained {
+		if m.Unexplained = q.reconstructService(order, w, holding); m.Unexplained <= maxUnexplained {
 			m.Workers = w
 			break
 		}
 	}
 	if m.Workers == 0 {
 		m.Workers = max(q.maxConc, 1)
-		m.Unexplained = q.reconstructService(order, m.Workers)
+		m.Unexplained = q.reconstructService(order, m.Workers, holding)
 		m.Notes = append(m.Notes, fmt.Sprintf("no pool serving in arrival order explains %.1f%% of the responses: the server is not a simple queue", 100*m.Unexplained))
 	}
 	q.setGhostService()
-	if q.synLosses == 0 {
-		f.null = d.simulate(q, o, m.shape(), nil)
-		d.judgeFit(f, o)
-		return f
-	}
-	// The backlog, for each way of counting it (see fitBacklog). A way
-	// that finds one beats one that does not (keeping the drops as
-	// measured reproduces the capture trivially, and predicts nothing);
-	// then the one whose queue agrees with more of the capture's SYNs,
-	// then the closer null replay, and on a tie the accept queue alone,
-	// as Linux counts by default.
-	var best *queueFit
-	bestMisses := 0
-	for _, halfOpenSlots := range []bool{false, true} {
-		g := &queueFit{data: q, model: *m}
-		g.model.Notes = slices.Clone(m.Notes)
-		g.model.HalfOpenSlots = halfOpenSlots
-		var misses int
-		g.model.Backlog, misses = d.fitBacklog(q, o, g.model.shape())
-		if g.model.Backlog == 0 {
-			g.model.Notes = append(g.model.Notes, "the SYN losses did not come with a full queue (lost in the network?): they are kept as measured")
-		}
-		g.null = d.simulate(q, o, g.model.shape(), nil)
-		g.model.SYNLossesReplayed = g.null.drops
-		d.judgeFit(g, o)
-		explains, bestExplains := g.model.Backlog > 0, best != nil && best.model.Backlog > 0
-		switch {
-		case best == nil, explains && !bestExplains,
-			explains == bestExplains && (misses < bestMisses || misses == bestMisses && g.model.Worst < best.model.Worst):
-			best, bestMisses = g, misses
-		}
-	}
-	return best
+	return m
 }
 
 // fitBacklog is the backlog of a server shaped sh whose replayed queue
@@ -194,7 +258,7 @@ func (d *Dataset) fitBacklog(q *queueData, o *Options, sh serverShape) (backlog,
 
 // shape is the server the model simulates.
 func (m *QueueModel) shape() serverShape {
-	return serverShape{workers: m.Workers, backlog: m.Backlog, halfOpenSlots: m.HalfOpenSlots}
+	return serverShape{workers: m.Workers, backlog: m.Backlog, halfOpenSlots: m.HalfOpenSlots, holding: m.HoldsTransfer}
 }
 
 // maxUnexplained is the share of responses a fitted pool may leave

@@ -38,13 +38,14 @@ type queueOutcome struct {
 // qEvent is a simulation event.
 type qEvent struct {
 	t    int64
-	kind int8 // qDone, qHalfOpen, qSYN, qArrive in this order at the same instant
+	kind int8 // qDone, qFree, qHalfOpen, qSYN, qArrive in this order at the same instant
 	id   int  // transaction (done, arrive) or connection (SYN)
 	n    int  // SYN attempt
 }
 
 const (
 	qDone int8 = iota
+	qFree      // a worker that held on through the transfer comes free
 	qHalfOpen
 	qSYN
 	qArrive
@@ -101,6 +102,9 @@ type serverShape struct {
 	// for a worker fill it (Linux's default: with SYN cookies a full SYN
 	// queue answers with a cookie, and only a full accept queue drops).
 	halfOpenSlots bool
+	// holding: a worker stays busy until the response's last byte is sent
+	// (see QueueModel.HoldsTransfer).
+	holding bool
 }
 
 // simulate runs the server shaped sh on the traffic as changed by ch
@@ -161,6 +165,8 @@ func (s *queueSim) step() {
 		s.arrive(ev)
 	case qDone:
 		s.done(ev.id, ev.t)
+	case qFree:
+		s.free(ev.t)
 	case qHalfOpen:
 		s.halfOpen--
 	}
@@ -399,12 +405,10 @@ func (s *queueSim) done(ti int, t int64) {
 	if served {
 		s.out.server[ti] = t - s.arrivedT[ti]
 		s.shift[qt.conn] += s.out.server[ti] - qt.measured
-		s.busy--
-		if len(s.waiting) > 0 {
-			next := s.waiting[0]
-			s.waiting = s.waiting[1:]
-			s.busy++
-			s.h.Push(qEvent{t: t + s.q.txs[next].service, kind: qDone, id: next})
+		if s.holding && qt.transfer > 0 {
+			s.h.Push(qEvent{t: t + qt.transfer, kind: qFree})
+		} else {
+			s.free(t)
 		}
 	}
 	if s.next[qt.conn] == qt.pos+1 {
@@ -412,5 +416,16 @@ func (s *queueSim) done(ti int, t int64) {
 	}
 	if s.onDone != nil {
 		s.onDone(ti)
+	}
+}
+
+// free: a worker came free at t and takes the next waiting transaction.
+func (s *queueSim) free(t int64) {
+	s.busy--
+	if len(s.waiting) > 0 {
+		next := s.waiting[0]
+		s.waiting = s.waiting[1:]
+		s.busy++
+		s.h.Push(qEvent{t: t + s.q.txs[next].service, kind: qDone, id: next})
 	}
 }

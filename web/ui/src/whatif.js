@@ -265,7 +265,8 @@ function queueFit(q) {
   const backlog = q.backlog ? `backlog ${fmtInt(q.backlog)} of ${counted}` : 'no SYN drops modelled';
   return el('section', { class: 'card wide', id: 'whatif-queue', dataset: { workers: q.workers, backlog: q.backlog } },
     el('h2', {}, 'Server model: fitted queue ',
-      el('span', { class: 'note' }, `${fmtInt(q.workers)} workers (${(100 * q.unexplained).toFixed(1)}% of responses unexplained), ${backlog}; `
+      el('span', { class: 'note' }, `${fmtInt(q.workers)} workers ${q.holds_transfer ? "busy until the response's last byte" : "free at the response's first byte"} `
+        + `(${(100 * q.unexplained).toFixed(1)}% of responses unexplained), ${backlog}; `
         + `SYN losses measured ${fmtInt(q.syn_losses_measured)}, replayed ${fmtInt(q.syn_losses_replayed)}; `
         + `${fmtInt(q.half_open || 0)} connections left half-open; null replay within ${(100 * q.worst).toFixed(1)}%`)),
     el('table', { class: 'nums' },
