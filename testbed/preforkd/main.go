@@ -145,6 +145,7 @@ func work(service time.Duration, content string) error {
 
 func serve(c net.Conn, service time.Duration, content string) {
 	defer c.Close()
+	drainAtOnce(c)
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 	req, err := http.ReadRequest(bufio.NewReader(c))
 	if err != nil {
@@ -170,4 +171,26 @@ func serve(c net.Conn, service time.Duration, content string) {
 	head := "HTTP/1.1 " + strconv.Itoa(status) + " " + http.StatusText(status) + "\r\nContent-Type: " + ctype +
 		"\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n"
 	_, _ = c.Write(append([]byte(head), body...))
+}
+
+// drainAtOnce gives the connection a send buffer that holds any of the
+// site's responses, so a worker's write returns at once and the worker is
+// free when the response's first byte leaves, as behind a buffering proxy.
+// With Linux's default buffer (16 KB, growing with the window) the write
+// blocked for most of a large response's transfer, a hold that varied
+// from connection to connection (seen: a 262 KB response freeing its
+// worker at once, a 30 KB one holding it until its last byte). SO_SNDBUFFORCE
+// passes net.core.wmem_max; preforkd runs as root.
+func drainAtOnce(c net.Conn) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = raw.Control(func(fd uintptr) {
+		_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 8<<20)
+	})
 }
