@@ -38,13 +38,13 @@ func TestWhatIfOverloadValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const rtHighAbove = 1500 * time.Millisecond
-	condRule, err := whatif.ParseRule("IF IP.SRC != " + validateHighPattern + " AND RT_HIGH > 1.5s THEN DROP SYN")
+	const rtHighAbove = 1200 * time.Millisecond
+	condRule, err := whatif.ParseRule("IF IP.SRC != " + validateHighPattern + " AND RT_HIGH > 1.2s THEN DROP SYN")
 	if err != nil {
 		t.Fatal(err)
 	}
 	overload := func(s *ValidationSpec) {
-		s.Prefork = &PreforkOptions{Bin: preforkd, Workers: 4, Backlog: 4, Service: 150 * time.Millisecond}
+		s.Prefork = &PreforkOptions{Bin: preforkd, Workers: 4, Backlog: 4, Service: 200 * time.Millisecond}
 		s.PerClass, s.LowPerClass, s.LowInterval, s.LowOffset = 20, 80, 325*time.Millisecond, 0
 		s.ClientSYNRetries = 2
 		s.LowClients = 40
