@@ -54,8 +54,8 @@ test: deps ui
 	$(MAKE) fuzz
 
 # The what-if checked against real runs with each action applied,
-# including the overload ones (minutes; the six-action validation also
-# runs in make test).
+# including the overload ones (minutes; the six-action validation and a
+# shortened overload, TestWhatIfOverloadRelief, also run in make test).
 validate: deps ui
 	$(GO) test -count=1 -tags validate -timeout 30m -v -run 'TestWhatIfOverloadValidation|TestWhatIfValidation' ./testbed/
 

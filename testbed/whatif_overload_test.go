@@ -3,7 +3,8 @@
 package testbed
 
 // The what-if validation under overload (issue 12), a make validate
-// target: minutes of runs, not part of make test.
+// target: minutes of runs; make test runs a shortened one
+// (TestWhatIfOverloadRelief).
 
 import (
 	"testing"
@@ -20,48 +21,17 @@ import (
 // runs really drop them (nft; the conditional drop switched by a driver
 // reading rtmon live's RT_HIGH) and the high class's clients measure it.
 func TestWhatIfOverloadValidation(t *testing.T) {
-	bin, err := buildRtmon()
-	if err != nil {
-		t.Fatalf("rtmon is not buildable: %v", err)
-	}
-	preforkd, err := buildPreforkd()
-	if err != nil {
-		t.Fatalf("preforkd is not buildable: %v", err)
-	}
-	site := ValidationSite(42)
-	ctx := testContext(t)
-	classes, err := WriteValidateClasses(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rule, err := whatif.ParseRule("IF IP.SRC != " + validateHighPattern + " THEN DROP SYN")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := newOverloadBench(t)
 	const rtHighAbove = 1200 * time.Millisecond
 	condRule, err := whatif.ParseRule("IF IP.SRC != " + validateHighPattern + " AND RT_HIGH > 1.2s THEN DROP SYN")
 	if err != nil {
 		t.Fatal(err)
 	}
-	overload := func(s *ValidationSpec) {
-		s.Prefork = &PreforkOptions{Bin: preforkd, Workers: 4, Backlog: 4, Service: 200 * time.Millisecond}
-		s.PerClass, s.LowPerClass, s.LowInterval, s.LowOffset = 20, 80, 325*time.Millisecond, 0
-		s.ClientSYNRetries = 2
-		s.LowClients = 40
-	}
-	run := func(name string, drops SYNDropMode) (ValidationRun, string) {
-		spec := DefaultValidationSpec("overload-"+name, site)
-		overload(&spec)
-		spec.SYNDrops = drops
-		if drops == DropLowClassSYNsWhileRTHigh {
-			spec.RTHigh = &RTHighDrive{Rtmon: bin, Classes: classes, Above: rtHighAbove}
-		}
-		// Namespaces of its own, beside make test's validation.
-		return runAnalyzedValidation(t, ctx, bin, classes, spec, "rtwo")
-	}
-	base, baseDir := run("base", NoSYNDrops)
-	applied, appliedDir := run("applied", DropLowClassSYNs)
-	cond, condDir := run("rthigh", DropLowClassSYNsWhileRTHigh)
+	base, baseDir := b.run(t, "base", 20, NoSYNDrops, nil)
+	applied, appliedDir := b.run(t, "applied", 20, DropLowClassSYNs, nil)
+	cond, condDir := b.run(t, "rthigh", 20, DropLowClassSYNsWhileRTHigh, func(s *ValidationSpec) {
+		s.RTHigh = &RTHighDrive{Rtmon: b.rtmon, Classes: b.classes, Above: rtHighAbove}
+	})
 	t.Logf("RT_HIGH driver: %d switches over %d live events, on for %v; nft dropped %d SYNs",
 		cond.RTHigh.Switches, cond.RTHigh.Events, cond.RTHigh.On, cond.NFTDrops)
 	if cond.RTHigh.Switches == 0 || cond.NFTDrops == 0 {
@@ -81,19 +51,13 @@ func TestWhatIfOverloadValidation(t *testing.T) {
 	if m.SYNLossesMeasured == 0 {
 		t.Fatalf("the baseline was not overloaded: no SYN losses")
 	}
-	rows, misses := judgeValidationWith(t, "overload-drop-syn", rule, base, applied, baseDir, appliedDir, queueValidateOptions())
+	rows, misses := judgeValidationWith(t, "overload-drop-syn", b.dropLow, base, applied, baseDir, appliedDir, queueValidateOptions())
 	t.Logf("what-if validation under overload (queue model):\n%s", FormatValidationTable(rows))
-	linRows, _ := judgeValidationWith(t, "overload-drop-syn (linear)", rule, base, applied, baseDir, appliedDir, validateOptions)
+	linRows, _ := judgeValidationWith(t, "overload-drop-syn (linear)", b.dropLow, base, applied, baseDir, appliedDir, validateOptions)
 	t.Logf("the same with the linear model:\n%s", FormatValidationTable(linRows))
 	condRows, condMisses := judgeValidationWith(t, "overload-rthigh-drop-syn", condRule, base, cond, baseDir, condDir, queueValidateOptions())
 	t.Logf("the drop switched by rtmon live's RT_HIGH (queue model):\n%s", FormatValidationTable(condRows))
 	for _, miss := range append(misses, condMisses...) {
 		t.Error(miss)
 	}
-}
-
-func queueValidateOptions() whatif.Options {
-	o := validateOptions
-	o.ServerModel = whatif.ServerQueue
-	return o
 }

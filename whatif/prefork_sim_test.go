@@ -113,6 +113,16 @@ func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct
 		heap.Push(&h, pfEvent{t: t + arr[i].service, kind: 0, i: i})
 	}
 	serviceStart := make([]int64, len(arr))
+	// free: a worker came free at t and takes the next accepted connection.
+	free := func(t int64) {
+		busy--
+		if len(acceptQ) > 0 {
+			j := acceptQ[0]
+			acceptQ = acceptQ[1:]
+			serviceStart[j] = t
+			start(j, t)
+		}
+	}
 	var highDone []pfDone // the appliance's view: high-class completions
 	for h.Len() > 0 {
 		ev := heap.Pop(&h).(pfEvent)
@@ -173,13 +183,7 @@ func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct
 				acceptQ = append(acceptQ, i)
 			}
 		case 5: // a holding worker is done with the transfer
-			busy--
-			if len(acceptQ) > 0 {
-				j := acceptQ[0]
-				acceptQ = acceptQ[1:]
-				serviceStart[j] = ev.t
-				start(j, ev.t)
-			}
+			free(ev.t)
 		case 0: // response's first byte
 			a := arr[i]
 			rtt := a.rtt
@@ -207,13 +211,7 @@ func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct
 				heap.Push(&h, pfEvent{t: last, kind: 5, i: i})
 				continue
 			}
-			busy--
-			if len(acceptQ) > 0 {
-				j := acceptQ[0]
-				acceptQ = acceptQ[1:]
-				serviceStart[j] = ev.t
-				start(j, ev.t)
-			}
+			free(ev.t)
 		}
 	}
 	return conns, txs, total
