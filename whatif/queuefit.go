@@ -36,7 +36,8 @@ type QueueModel struct {
 	// HalfOpenSlots: half-open handshakes take backlog slots beside the
 	// connections waiting for a worker (a server without SYN cookies);
 	// else only the waiting ones count (Linux's default). The fit tries
-	// both and keeps the one whose null replay is closer.
+	// both and keeps the one whose queue agrees with more of the capture's
+	// SYNs (see fitRank).
 	HalfOpenSlots bool `json:"half_open_slots"`
 	// Unexplained: the share of responses the pool cannot explain (they
 	// departed before a worker was free for them); MaxConcurrency: the
