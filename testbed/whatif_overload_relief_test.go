@@ -66,6 +66,26 @@ func (b overloadBench) run(t *testing.T, name string, highLoads int, drops SYNDr
 	return runAnalyzedValidation(t, b.ctx, b.rtmon, b.classes, s, "rtwo")
 }
 
+// fitOverload fits the queue model on the overloaded baseline's records,
+// logs it and fails the test when the baseline shows no overload.
+func fitOverload(t *testing.T, baseDir string) {
+	t.Helper()
+	ds, err := whatif.Load(baseDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ds.QueueModel(queueValidateOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("baseline: %d SYN losses measured (%d replayed), %d workers (%.1f%% unexplained, busy until the last byte %v), backlog %d (half-open slots %v), %d connections left half-open, null replay within %.1f%%, notes %v",
+		m.SYNLossesMeasured, m.SYNLossesReplayed, m.Workers, 100*m.Unexplained, m.HoldsTransfer, m.Backlog, m.HalfOpenSlots,
+		m.HalfOpen, 100*m.Worst, m.Notes)
+	if m.SYNLossesMeasured == 0 {
+		t.Fatalf("the baseline was not overloaded: no SYN losses")
+	}
+}
+
 func queueValidateOptions() whatif.Options {
 	o := validateOptions
 	o.ServerModel = whatif.ServerQueue
@@ -84,19 +104,7 @@ func TestWhatIfOverloadRelief(t *testing.T) {
 	b := newOverloadBench(t)
 	base, baseDir := b.run(t, "base", 15, NoSYNDrops, nil)
 	applied, appliedDir := b.run(t, "applied", 15, DropLowClassSYNs, nil)
-	ds, err := whatif.Load(baseDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := ds.QueueModel(queueValidateOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("baseline: %d SYN losses, %d workers, backlog %d (half-open slots %v), null replay within %.1f%%",
-		m.SYNLossesMeasured, m.Workers, m.Backlog, m.HalfOpenSlots, 100*m.Worst)
-	if m.SYNLossesMeasured == 0 {
-		t.Fatalf("the baseline was not overloaded: no SYN losses")
-	}
+	fitOverload(t, baseDir)
 	rows, _ := judgeValidationWith(t, "overload-relief", b.dropLow, base, applied, baseDir, appliedDir, queueValidateOptions())
 	t.Logf("queue model:\n%s", FormatValidationTable(rows))
 	_, baseStall := classLoads(base, ValidateHighClass)

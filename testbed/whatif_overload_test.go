@@ -37,20 +37,7 @@ func TestWhatIfOverloadValidation(t *testing.T) {
 	if cond.RTHigh.Switches == 0 || cond.NFTDrops == 0 {
 		t.Errorf("the conditional drop never acted (%d switches, %d SYNs dropped): the run says nothing of RT_HIGH", cond.RTHigh.Switches, cond.NFTDrops)
 	}
-	ds, err := whatif.Load(baseDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := ds.QueueModel(queueValidateOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("baseline: %d SYN losses measured (%d replayed), %d workers (%.1f%% unexplained), backlog %d, %d connections left half-open, null replay within %.1f%%, notes %v",
-		m.SYNLossesMeasured, m.SYNLossesReplayed, m.Workers, 100*m.Unexplained, m.Backlog, m.HalfOpen, 100*m.Worst, m.Notes)
-	t.Logf("baseline: half-open handshakes take backlog slots: %v", m.HalfOpenSlots)
-	if m.SYNLossesMeasured == 0 {
-		t.Fatalf("the baseline was not overloaded: no SYN losses")
-	}
+	fitOverload(t, baseDir)
 	rows, misses := judgeValidationWith(t, "overload-drop-syn", b.dropLow, base, applied, baseDir, appliedDir, queueValidateOptions())
 	t.Logf("what-if validation under overload (queue model):\n%s", FormatValidationTable(rows))
 	linRows, _ := judgeValidationWith(t, "overload-drop-syn (linear)", b.dropLow, base, applied, baseDir, appliedDir, validateOptions)
