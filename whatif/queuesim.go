@@ -238,7 +238,7 @@ func (s *queueSim) syn(ev qEvent) {
 		if s.ch != nil {
 			a0 = s.ch.connAttempt[ev.id]
 		}
-		sent, giveUp := sched.failsAfter(s.o.SYNAttempts)
+		sent := sched.attemptsFor(s.o.SYNAttempts)
 		limit := max(sent, c.synLosses+1)
 		switch {
 		case moved:
@@ -248,13 +248,8 @@ func (s *queueSim) syn(ev qEvent) {
 		}
 		if next >= limit {
 			s.out.failed[ev.id] = true
-			// The client waited out its last SYN's timeout too (or, with
-			// Linux's linear timeouts, the doubling schedule's time).
-			wait := sched.waitBefore(limit)
-			if limit == sent {
-				wait = max(wait, giveUp)
-			}
-			s.out.synWait[ev.id] = wait - sched.waitBefore(a0)
+			// The client waited out its last SYN's timeout too.
+			s.out.synWait[ev.id] = sched.waitBefore(limit) - sched.waitBefore(a0)
 			if s.onFail != nil {
 				s.onFail(ev.id)
 			}

@@ -194,10 +194,10 @@ func (r *replayer) arrive(ev event, out []UnitResult, st []unitState, h *minheap
 	if act.drop && d.droppable(u) {
 		s.dropped = true
 		sched := d.synSchedule(u, o)
-		if sent, giveUp := sched.failsAfter(o.SYNAttempts); ev.attempt+1 >= sent {
+		if sent := sched.attemptsFor(o.SYNAttempts); ev.attempt+1 >= sent {
 			// The last SYN was dropped too: the client gives up one more
 			// wait later.
-			wait := giveUp
+			wait := sched.waitBefore(sent)
 			s.failed, s.act = true, act
 			out[ev.unit] = UnitResult{ID: u.id, Class: u.class, Start: u.start, Measured: u.total,
 				Predicted: wait, Delay: wait, Failed: true}

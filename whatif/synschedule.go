@@ -39,18 +39,20 @@ const (
 	linuxInitialSlack = 100 * time.Millisecond
 )
 
-// failsAfter is, for a client allowed attempts SYNs (as many as a
-// doubling stack sends), how many it really sends and when, from its first
-// SYN, it gives up: one more wait after its last SYN, or, with Linux's
-// linear timeouts, once the doubling schedule's time is up.
-func (s SYNSchedule) failsAfter(attempts int) (sent int, giveUp int64) {
+// attemptsFor is how many SYNs a client allowed attempts (as many as a
+// doubling stack sends) really sends before it gives up, one more wait
+// after its last (waitBefore of the count): attempts, or, with Linux's
+// linear timeouts, as many as fit in the doubling schedule's time.
+func (s SYNSchedule) attemptsFor(attempts int) int {
 	if !s.LinuxLinear || s.Initial <= 0 {
-		return attempts, s.waitBefore(attempts)
+		return attempts
 	}
-	giveUp = (SYNSchedule{Initial: s.Initial, Growth: 2}).waitBefore(attempts)
-	for sent = attempts; s.waitBefore(sent) < giveUp; sent++ {
+	giveUp := (SYNSchedule{Initial: s.Initial, Growth: 2}).waitBefore(attempts)
+	sent := attempts
+	for s.waitBefore(sent) < giveUp {
+		sent++
 	}
-	return sent, giveUp
+	return sent
 }
 
 // String is for reports: "1s x2 (client, 4 gaps)".

@@ -93,7 +93,7 @@ func TestSYNScheduleLinuxLinear(t *testing.T) {
 			}
 		}
 	}
-	if s, _ := (SYNSchedule{Initial: 1010 * time.Millisecond, Growth: 1, LinuxLinear: true}).failsAfter(3); s != 7 {
+	if s := (SYNSchedule{Initial: 1010 * time.Millisecond, Growth: 1, LinuxLinear: true}).attemptsFor(3); s != 7 {
 		t.Errorf("a Linux client with linear timeouts sends %d SYNs in 7.07 s, want 7 (0 to 6.06 s)", s)
 	}
 }
