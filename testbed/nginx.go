@@ -3,10 +3,12 @@ package testbed
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -158,26 +160,8 @@ func (tb *Testbed) StartNginx(ctx context.Context, opts NginxOptions) (*Nginx, e
 			return nil, fmt.Errorf("nginx dir: %w", err)
 		}
 	}
-	paths := make([]string, 0, len(opts.Files))
-	for p := range opts.Files {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	for _, p := range paths {
-		if !strings.HasPrefix(p, "/") || strings.Contains(p, "..") {
-			return nil, fmt.Errorf("nginx file path %q: must be absolute without ..", p)
-		}
-		fp := filepath.Join(dir, "www", filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(fp), 0o755); err != nil {
-			return nil, fmt.Errorf("nginx file %s: %w", p, err)
-		}
-		body, ok := opts.Content[p]
-		if !ok {
-			body = fileBody(p, opts.Files[p])
-		}
-		if err := os.WriteFile(fp, body, 0o644); err != nil {
-			return nil, fmt.Errorf("nginx file %s: %w", p, err)
-		}
+	if err := writeDocRoot(filepath.Join(dir, "www"), opts.Files, opts.Content); err != nil {
+		return nil, fmt.Errorf("nginx: %w", err)
 	}
 	listen := netip.AddrPortFrom(tb.Server.Addr, uint16(opts.Port)).String()
 	conf := filepath.Join(dir, "nginx.conf")
@@ -202,7 +186,8 @@ func (tb *Testbed) StartNginx(ctx context.Context, opts NginxOptions) (*Nginx, e
 	}
 	n := &Nginx{Proc: proc, Host: tb.Server, Port: opts.Port, Dir: dir, Files: opts.Files,
 		AccessLog: filepath.Join(dir, "access.log"), ErrorLog: filepath.Join(dir, "error.log")}
-	if err := tb.waitHTTP(ctx, n, paths[0]); err != nil {
+	// Any file proves nginx serves: the first by name, as always the same.
+	if err := tb.waitHTTP(ctx, n, slices.Min(slices.Collect(maps.Keys(opts.Files)))); err != nil {
 		_ = proc.Stop(syscall.SIGTERM)
 		log, _ := os.ReadFile(n.ErrorLog)
 		return nil, fmt.Errorf("nginx not ready: %w; error.log: %s", err, log)
@@ -257,4 +242,36 @@ func fileBody(path string, size int) []byte {
 		b[i] = byte(r.Uint32())
 	}
 	return b
+}
+
+// writeDocRoot writes a server's files under root: files gives sizes by
+// URL path (bodies from fileBody), content exact bodies.
+func writeDocRoot(root string, files map[string]int, content map[string][]byte) error {
+	paths := make([]string, 0, len(files)+len(content))
+	for p := range files {
+		paths = append(paths, p)
+	}
+	for p := range content {
+		if _, ok := files[p]; !ok {
+			paths = append(paths, p)
+		}
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		if !strings.HasPrefix(p, "/") || strings.Contains(p, "..") {
+			return fmt.Errorf("file path %q: must be absolute without ..", p)
+		}
+		fp := filepath.Join(root, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(fp), 0o755); err != nil {
+			return fmt.Errorf("file %s: %w", p, err)
+		}
+		body, ok := content[p]
+		if !ok {
+			body = fileBody(p, files[p])
+		}
+		if err := os.WriteFile(fp, body, 0o644); err != nil {
+			return fmt.Errorf("file %s: %w", p, err)
+		}
+	}
+	return nil
 }

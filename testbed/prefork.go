@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -46,14 +44,8 @@ func (tb *Testbed) StartPrefork(o PreforkOptions) (*Prefork, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prefork: %w", err)
 	}
-	for p, body := range o.Content {
-		f := filepath.Join(dir, filepath.FromSlash(path.Clean("/"+p)))
-		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
-			return nil, fmt.Errorf("prefork: %w", err)
-		}
-		if err := os.WriteFile(f, body, 0o644); err != nil {
-			return nil, fmt.Errorf("prefork: %w", err)
-		}
+	if err := writeDocRoot(dir, nil, o.Content); err != nil {
+		return nil, fmt.Errorf("prefork: %w", err)
 	}
 	addr := netip.AddrPortFrom(tb.Server.Addr, uint16(o.Port))
 	proc, err := tb.Start(tb.Server.NS, "chrt", "-f", strconv.Itoa(clientRTPriority), o.Bin, "-listen", addr.String(),
