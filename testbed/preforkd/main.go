@@ -18,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"mime"
 	"net"
 	"net/http"
 	"net/netip"
@@ -157,16 +158,9 @@ func serve(c net.Conn, service time.Duration, content string) {
 	if err != nil {
 		status, body = http.StatusNotFound, nil
 	}
-	ctype := "application/octet-stream"
-	switch path.Ext(req.URL.Path) {
-	case ".html":
-		ctype = "text/html"
-	case ".css":
-		ctype = "text/css"
-	case ".js":
-		ctype = "application/javascript"
-	case ".png":
-		ctype = "image/png"
+	ctype := mime.TypeByExtension(path.Ext(req.URL.Path)) // Go's built-in table has the site's kinds
+	if ctype == "" {
+		ctype = "application/octet-stream"
 	}
 	head := "HTTP/1.1 " + strconv.Itoa(status) + " " + http.StatusText(status) + "\r\nContent-Type: " + ctype +
 		"\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n"
