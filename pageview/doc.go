@@ -12,6 +12,7 @@
 //	classes, err := pageview.LoadClasses("classes.yaml") // or nil: everyone in the default class
 //	g := pageview.NewGrouper(pageview.Config{}, classes, out)
 //	tracker := reconstruct.NewTracker(reconstruct.Config{}, g)
+//	g.WatchInFlight(tracker) // pages wait for objects still connecting
 //	// ... tracker.Packet(&p) for every packet, or tracker.ReadFrom(src, nil) ...
 //	tracker.Flush() // end of input: the tracker first,
 //	g.Flush()       // then the Grouper

@@ -31,6 +31,11 @@ type Config struct {
 	// ConnWait is how long a closed pageview waits for the connection records
 	// of the connections it opened (they carry the SYN loss counts).
 	ConnWait time.Duration
+	// InFlightWait bounds how long a pageview stays open for its client's
+	// transactions still in flight (see Grouper.WatchInFlight), counted
+	// from their start: Linux gives up connecting after 127 s of SYN
+	// retries by default, other stacks sooner.
+	InFlightWait time.Duration
 
 	MaxHeld int // transactions held for reordering
 	MaxOpen int // open pageviews
@@ -60,6 +65,7 @@ const (
 	DefaultWindow       = 10 * time.Second
 	DefaultOrphanWait   = 10 * time.Second
 	DefaultConnWait     = 15 * time.Second
+	DefaultInFlightWait = 130 * time.Second
 	DefaultMaxHeld      = 1 << 20
 	DefaultMaxOpen      = 1 << 18
 	DefaultMaxPerClient = 64
@@ -76,6 +82,7 @@ func (c Config) withDefaults() Config {
 	orDefault(&c.Window, DefaultWindow)
 	orDefault(&c.OrphanWait, DefaultOrphanWait)
 	orDefault(&c.ConnWait, DefaultConnWait)
+	orDefault(&c.InFlightWait, DefaultInFlightWait)
 	// The limits all bound counts, each by its own default.
 	limits := [...]struct {
 		v *int
@@ -118,6 +125,9 @@ type Stats struct {
 	// later (they completed more than Settle after it): grouping may have
 	// missed them.
 	Late uint64 `json:"late"`
+	// AwaitedInFlight counts pageviews kept open past their idle gap for
+	// their client's transactions still in flight (see WatchInFlight).
+	AwaitedInFlight uint64 `json:"awaited_in_flight"`
 	// MissingConnections counts pageviews emitted before the records of all
 	// the connections they opened arrived (SYN loss counts may be low).
 	MissingConnections uint64 `json:"missing_connections"`
@@ -165,7 +175,9 @@ type Stats struct {
 //     to the next page on its keep-alive connections feeds the new page
 //     and an older page still loading keeps what only it names; else, by
 //     time alone, the client's newest pageview, if the object starts within
-//     Window of its container. Every object must start no earlier than the
+//     Window of its container or within a second of the page's load so far
+//     (up to six Windows: a load an overloaded server stretched still
+//     takes the favicon and beacons of its load event). Every object must start no earlier than the
 //     container (its request, for one named by Referer or HTML: a spare
 //     socket may predate the page) and within IdleGap of the pageview's
 //     latest End.
@@ -174,6 +186,9 @@ type Stats struct {
 //     that matches nothing waits up to OrphanWait for a container processed
 //     later (a container that took longer than its objects) that it would
 //     have matched; then it goes out stand-alone (empty PageviewID).
+//   - A pageview idle for IdleGap closes, unless its client has a
+//     transaction still in flight in the tracker that began within it
+//     (WatchInFlight): an object connecting through seconds of SYN drops.
 //
 // A pageview ends where the browser's load event would: at the latest End
 // of its container, redirects and the objects the load waits for. Objects
@@ -228,6 +243,8 @@ type Grouper struct {
 	connInfo map[string]connLosses
 	connRing []string
 	connPos  int
+
+	inflight inFlightView
 
 	stats Stats
 }
@@ -311,11 +328,15 @@ type pv struct {
 	// client; objects found in the HTML start no earlier.
 	firstByte int64
 	end       int64
+	// loadSoFar: the load's end as judged from the members so far, in
+	// Start order (finish decides it for good).
+	loadSoFar int64
 	prev      *pv
 	next      *pv
 	missing   int
 	closed    bool
 	emitted   bool
+	awaited   bool // kept open past its idle gap for a transaction in flight
 	closedAt  int64
 }
 
@@ -455,8 +476,12 @@ func (g *Grouper) release() {
 	if len(g.held) > 0 {
 		pw = min(pw, g.held[0].start)
 	}
-	for p := g.lru.next; p != &g.lru && p.end+int64(g.cfg.IdleGap) < pw; p = g.lru.next {
-		g.close(p)
+	for p := g.lru.next; p != &g.lru && p.end+int64(g.cfg.IdleGap) < pw; {
+		next := p.next
+		if !g.awaitsInFlight(p) {
+			g.close(p)
+		}
+		p = next
 	}
 	g.orphanQ = expireHead(g.orphanQ, func(o *orphan, _ int) bool { return o.done || o.expires < pw }, g.expireOrphan)
 	g.redirQ = expireHead(g.redirQ, func(r *redirect, _ int) bool { return r.done || r.expires < pw }, g.expireRedirect)

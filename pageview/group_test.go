@@ -231,6 +231,7 @@ func TestRefererAndWindow(t *testing.T) {
 	noRef := obj("c1", 1, "/d.png", "", 900, 0, 10, 10)
 	// Beyond the 10 s window, though within the idle gap of a long object.
 	long := obj("c3", 0, "/e.mp4", page, 1000, 100, 10, 9000)
+	long.ContentType = "video/mp4" // the load event does not wait for it
 	lateNoRef := obj("c1", 2, "/f.png", "", 10500, 0, 10, 10)
 	c, g := run(t, Config{}, cont, withRef, relRef, caseRef, noRef, long, lateNoRef)
 	same(t, c, cont.ID, withRef.ID, relRef.ID, caseRef.ID, noRef.ID, long.ID)

@@ -293,3 +293,29 @@ func TestWholeQueryRedactionStillGroups(t *testing.T) {
 		t.Errorf("the HTML's /a.png?v=3 matched /a.png?REDACTED without the redaction configured (%d)", st.ByHTML)
 	}
 }
+
+// A client that sends no Referer, on a page an overloaded server took 12 s
+// to load: the favicon and a beacon the browser sends at the load event
+// start past Window from the container, yet right at the load's end. They
+// stay with the page, after its load; a request long after the load, and
+// past Window, does not.
+func TestSlowLoadStretchesWindow(t *testing.T) {
+	cont := withHTML(t, html("c1", 0, "/index.html", 0, 100, 100, 100), false, `<img src="/slow.png">`)
+	slow := obj("c2", 0, "/slow.png", "", 310, 7000, 4500, 200) // SYNs dropped, then queued: ends at 12010
+	fav := obj("c1", 1, "/favicon.ico", "", 12020, 0, 20, 10)
+	beacon := obj("c3", 0, "/beacon", "", 12030, 100, 10, 0)
+	beacon.Method, beacon.ContentType, beacon.Status = "POST", "", 204
+	poll := obj("c1", 2, "/api/poll", "", 13500, 0, 10, 0)
+	poll.ContentType = "application/json"
+	for _, tx := range []*reconstruct.Transaction{cont, slow, fav, beacon, poll} {
+		tx.Referer = ""
+	}
+	c, _ := run(t, Config{}, cont, slow, fav, beacon, poll)
+	id := same(t, c, cont.ID, slow.ID, fav.ID, beacon.ID)
+	if p := c.byID[id]; p.End != slow.End || p.AfterLoad != 2 {
+		t.Errorf("page ends %d ms after its start with %d after-load objects; want %d ms and 2", (p.End-p.Start)/ms, p.AfterLoad, (slow.End-p.Start)/ms)
+	}
+	if got := c.tags[poll.ID].PageviewID; got != "" {
+		t.Errorf("a poll 1.5 s after the load and past Window joined pageview %s", got)
+	}
+}

@@ -3,6 +3,7 @@ package pageview
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rtmon/rtmon/pageview/embeds"
 	"github.com/rtmon/rtmon/reconstruct"
@@ -160,6 +161,17 @@ func (g *Grouper) embedded(c *client, tx *reconstruct.Transaction) bool {
 	return !isHTML(tx.Accept)
 }
 
+// loadContinues stretches Window for a page still loading when it ends:
+// an object that starts within this long of the page's load so far is part
+// of it or follows it (the favicon and beacons a browser sends at the load
+// event), however long an overloaded server made the load. A long download
+// the load does not wait for (a video, an XHR) does not stretch it. A page
+// stretches so at most maxWindowStretch times Window.
+const (
+	loadContinues    = time.Second
+	maxWindowStretch = 6
+)
+
 func (g *Grouper) canTake(p *pv, tx *reconstruct.Transaction, window bool) bool {
 	earliest := tx.Start
 	if !window && tx.RequestFirst != 0 {
@@ -172,7 +184,8 @@ func (g *Grouper) canTake(p *pv, tx *reconstruct.Transaction, window bool) bool 
 	if p.closed || earliest < p.rec.Start || tx.Start > p.end+int64(g.cfg.IdleGap) {
 		return false
 	}
-	if window && tx.Start > p.rec.Start+int64(g.cfg.Window) {
+	if window && tx.Start > p.rec.Start+int64(g.cfg.Window) &&
+		(tx.Start > p.loadSoFar+int64(loadContinues) || tx.Start > p.rec.Start+int64(maxWindowStretch)*int64(g.cfg.Window)) {
 		return false
 	}
 	if len(p.members) >= g.cfg.MaxObjects {
@@ -398,6 +411,9 @@ func (g *Grouper) attach(p *pv, h heldTx) {
 func (g *Grouper) join(p *pv, tx *reconstruct.Transaction) {
 	g.nmember++
 	p.end = max(p.end, tx.End)
+	if p.loadSoFar == 0 || g.blocking(p, tx) || g.inLoad(p, tx, p.loadSoFar) {
+		p.loadSoFar = max(p.loadSoFar, tx.End)
+	}
 	if isFavicon(tx) && !g.declares(p, tx) {
 		p.favicon = true
 	}

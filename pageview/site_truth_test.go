@@ -35,6 +35,11 @@ func TestRealSiteWorkload(t *testing.T) {
 		{"lossy", synth.Workload{Seed: 7, Clients: 30, Duration: 60 * time.Second, PageviewsPerClient: 5,
 			HTML: true, GzipRate: 0.5, AfterLoad: true, Redirects: 0.2, NoRefererRate: 0.3, IPID: synth.IPIDPerConn,
 			SYNLossRate: 0.05, DataLossRate: 0.02, AckLossRate: 0.02, UpstreamLossRate: 0.02}},
+		// An overloaded server drops SYNs: objects wait seconds to connect,
+		// longer than the Grouper's idle gap and settle time together.
+		{"syn drops", synth.Workload{Seed: 8, Clients: 30, Duration: 60 * time.Second, PageviewsPerClient: 4,
+			HTML: true, GzipRate: 0.5, AfterLoad: true, NoRefererRate: 0.3, IPID: synth.IPIDPerConn,
+			SYNLossRate: 0.6, ServerTime: [2]time.Duration{200 * time.Millisecond, 5 * time.Second}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { siteTruth(t, tc.wl) })
 	}
@@ -57,6 +62,7 @@ func siteTruth(t *testing.T, wl synth.Workload) {
 	out := newCollector(t)
 	g := NewGrouper(Config{}, nil, out)
 	tr := reconstruct.NewTracker(reconstruct.Config{}, g)
+	g.WatchInFlight(tr)
 	if err := tr.ReadFrom(src, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -104,8 +110,8 @@ func siteTruth(t *testing.T, wl synth.Workload) {
 					if other != nil {
 						desc = fmt.Sprintf("%s starting %+.1f ms from the truth page", other.URL, float64(other.Start-p.Start)/1e6)
 					}
-					t.Logf("%s %s (truth page %d %s, after-load %v, redirect %v, start %+.1f ms from its page) in pageview %s",
-						m.Client, m.URL, p.PageviewID, p.URL, m.AfterLoad, m.Redirect, float64(tx.Start-p.Start)/1e6, desc)
+					t.Logf("%s %s (truth page %d %s, after-load %v, redirect %v, start %+.1f ms from its page, page span %v, tx end %+.1f ms) in pageview %s",
+						m.Client, m.URL, p.PageviewID, p.URL, m.AfterLoad, m.Redirect, float64(tx.Start-p.Start)/1e6, time.Duration(p.End-p.Start), float64(tx.End-p.Start)/1e6, desc)
 				}
 			}
 			if m.AfterLoad {

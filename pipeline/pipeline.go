@@ -292,7 +292,9 @@ func (p *Pipeline) run(ctx context.Context, src capture.Source, outs *outputs) {
 		trackerOut = pageview.Classify(p.classes, p.cfg.Feed.Tap(grouper, nil))
 		go p.cfg.Feed.Run(ctx, 0, p.snap.get)
 	}
-	readErr := p.pump(ctx, src, reconstruct.NewTracker(p.cfg.Tracker, trackerOut))
+	tracker := reconstruct.NewTracker(p.cfg.Tracker, trackerOut)
+	grouper.WatchInFlight(tracker)
+	readErr := p.pump(ctx, src, tracker)
 	grouper.Flush()
 	if p.cfg.live() && ctx.Err() != nil {
 		readErr = nil // stopping is how live input ends

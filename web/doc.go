@@ -17,6 +17,7 @@ package web
 //	classify := func(a netip.Addr) string { n, _ := classes.Classify(a); return n }
 //	grouper := pageview.NewGrouper(pcfg, classes, feed.Observe(st))
 //	tracker := reconstruct.NewTracker(rcfg, feed.Tap(grouper, classify))
+//	grouper.WatchInFlight(tracker)
 //	go feed.Run(ctx, time.Second, func() web.PipelineStats {
 //		// Called on Run's goroutine: return a snapshot the packet loop
 //		// refreshes (the tracker and source are not safe for concurrent use).

@@ -1,0 +1,78 @@
+package reconstruct
+
+import (
+	"iter"
+	"net/netip"
+	"strings"
+)
+
+// InFlight lists, per client address, when each transaction the tracker
+// has not yet delivered began at the capture point: a request not yet
+// answered, a response not yet complete, and a first transaction still
+// connecting (its SYNs unanswered, or answered so recently that its request
+// may yet follow). A pageview stage that saw only delivered transactions
+// would close a page while one of its objects is still connecting to an
+// overloaded server, seconds of SYN retries later; with this it waits.
+//
+// The times are capture times; a transaction's Start may be half a round
+// trip earlier. Event streams (text/event-stream) never end by design and
+// are not listed. It walks every open connection: call it sparingly.
+func (t *Tracker) InFlight() iter.Seq2[netip.Addr, int64] {
+	return func(yield func(netip.Addr, int64) bool) {
+		for c := t.lru.next; c != &t.lru; c = c.next {
+			if c.done {
+				continue
+			}
+			if since, ok := c.inFlightSince(t.now); ok && !yield(c.rec.Client, since) {
+				return
+			}
+		}
+	}
+}
+
+// inFlightSince is the earliest capture time at which a transaction c has
+// not delivered began, if any.
+func (c *conn) inFlightSince(now int64) (int64, bool) {
+	since, ok := int64(0), false
+	note := func(ts int64) {
+		if ts > 0 && (!ok || ts < since) {
+			since, ok = ts, true
+		}
+	}
+	first := int64(0)
+	if len(c.rec.SYNTimes) > 0 {
+		first = c.rec.SYNTimes[0]
+	}
+	txSince := func(st *txState) {
+		if st == nil || strings.HasPrefix(st.tx.ContentType, "text/event-stream") {
+			return
+		}
+		if st.tx.Index == 0 && first > 0 {
+			// Timed from the first SYN unless the request came well after
+			// the connect (a spare connection; see preconnectIdle).
+			at, req := c.connectedAt(), st.tx.RequestFirst
+			if at == 0 || req == 0 || req-at <= preconnectIdle {
+				note(first)
+				return
+			}
+		}
+		note(st.tx.RequestFirst)
+		note(st.tx.ResponseFirst)
+	}
+	for _, st := range c.pending {
+		txSince(st)
+	}
+	txSince(c.resp)
+	for _, st := range c.awaiting {
+		txSince(st)
+	}
+	if c.nextIndex == 0 && first > 0 {
+		// No request yet: one that follows the connect at once is timed from
+		// the first SYN; after preconnectIdle the connection is a spare
+		// one and its first request starts when it is sent.
+		if at := c.connectedAt(); at == 0 || now-at <= preconnectIdle {
+			note(first)
+		}
+	}
+	return since, ok
+}
