@@ -418,14 +418,31 @@ func checkLink(t *testing.T, sc Scenario, res ScenarioResult) *LinkDelays {
 // steals vCPU time, so with Chromium, other tests and the CPU hog on two
 // cores a real-time thread still wakes milliseconds late now and then
 // (seen: a few % of transactions, up to ~20% in a bad run).
+//
+// Both specs grow with what they time, by linkSpecRel: the link's lateness
+// shifts rtmon's figure from the client's by as much (rtmon cannot see the
+// path beyond its capture point), and 1% of a total leaves the bounds
+// (5% for a transaction; a pageview's median max(10 ms, 2%), 95th
+// percentile 5%) room that only rtmon's own error may use. A host that
+// steals 10-20% of the vCPUs makes the bridge 5-20 ms late on most
+// pageviews of a second; a fixed 2 ms then set all of them aside, three
+// runs in a row.
 const (
 	linkSpec    = time.Millisecond
 	pvLinkSpec  = 2 * time.Millisecond
+	linkSpecRel = 0.01
 	linkOffSpec = 0.25
 	// maxScenarioRuns bounds the runs of one scenario that together must
-	// judge enough (acceptance.judgedEnough).
-	maxScenarioRuns = 3
+	// judge enough (acceptance.judgedEnough); the runs past the first are
+	// made only while the machine is too busy to judge.
+	maxScenarioRuns = 5
 )
+
+// specFor is the link lateness a measurement of total tolerates, at least
+// floor.
+func specFor(floor time.Duration, total int64) time.Duration {
+	return max(floor, time.Duration(linkSpecRel*float64(total)))
+}
 
 // pageGroup is the comparison group of a page: its browser, and whether
 // its objects carried a Referer.
@@ -778,7 +795,8 @@ func compareWithRtmon(t *testing.T, sc Scenario, res ScenarioResult, srv *Client
 		x := byKey[k]
 		name := fmt.Sprintf("%s:%d #%d %s %s", k.client, k.port, k.index, w.Method, w.URL)
 		late := lateAt(link, r, slices.Concat(r.StartInstants(), r.EndInstants()))
-		if late > linkSpec {
+		spec := specFor(linkSpec, w.Total)
+		if late > spec {
 			offSpec++
 			if x != nil {
 				detailf(t, "%s: link off spec by %v: set aside (rtmon total %v, wire %v, off by %v)", name, late,
@@ -795,7 +813,7 @@ func compareWithRtmon(t *testing.T, sc Scenario, res ScenarioResult, srv *Client
 			t.Errorf("%s: rtmon has %s status %d, the wire %s status %d", name, x.URL, x.Status, w.URL, w.Status)
 		}
 		d := time.Duration(x.Total - w.Total)
-		if tol := max(txnFloor, time.Duration(txnRel*float64(w.Total))); late > linkSpec {
+		if tol := max(txnFloor, time.Duration(txnRel*float64(w.Total))); late > spec {
 		} else if d.Abs() <= tol {
 			a.txnOK++
 		} else {
@@ -829,7 +847,7 @@ func compareWithRtmon(t *testing.T, sc Scenario, res ScenarioResult, srv *Client
 	for _, o := range outliers {
 		t.Logf("transaction outside tolerance: %s", o)
 	}
-	t.Logf("transactions: %d complete on the wire, %d set aside (link off spec by more than %v)", complete, offSpec, linkSpec)
+	t.Logf("transactions: %d complete on the wire, %d set aside (link off spec by more than %v or %.0f%%)", complete, offSpec, linkSpec, 100*linkSpecRel)
 	a.txnAll = complete
 
 	refs := map[wireKey]WireRef{}
@@ -882,7 +900,7 @@ func compareWithRtmon(t *testing.T, sc Scenario, res ScenarioResult, srv *Client
 		ls, le := lateAt(link, first, first.StartInstants()), lateAt(link, last, last.EndInstants())
 		late := max(ls, le)
 		pvAll++
-		if late > pvLinkSpec {
+		if late > specFor(pvLinkSpec, pw.Total) {
 			pvOff++
 			detailf(t, "pageview %s: link off spec by %v: set aside (rtmon %v, wire %v, error %v)", p, late,
 				time.Duration(pv.Total), time.Duration(pw.Total), d)
@@ -953,7 +971,7 @@ func compareWithRtmon(t *testing.T, sc Scenario, res ScenarioResult, srv *Client
 			}
 		}
 	}
-	t.Logf("pageview evidence by group: %v; %d of %d set aside (link off spec by more than %v)", evidence, pvOff, pvAll, pvLinkSpec)
+	t.Logf("pageview evidence by group: %v; %d of %d set aside (link off spec by more than %v or %.0f%%)", evidence, pvOff, pvAll, pvLinkSpec, 100*linkSpecRel)
 	a.pvAll, a.pvN = pvAll, pvAll-pvOff
 
 	// Connection-level purposes.
