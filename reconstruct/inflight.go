@@ -4,6 +4,7 @@ import (
 	"iter"
 	"net/netip"
 	"strings"
+	"time"
 )
 
 // InFlight lists, per client address, when each transaction the tracker
@@ -69,10 +70,25 @@ func (c *conn) inFlightSince(now int64) (int64, bool) {
 	if c.nextIndex == 0 && first > 0 {
 		// No request yet: one that follows the connect at once is timed from
 		// the first SYN; after preconnectIdle the connection is a spare
-		// one and its first request starts when it is sent.
-		if at := c.connectedAt(); at == 0 || now-at <= preconnectIdle {
+		// one and its first request starts when it is sent. A connect
+		// whose SYNs stopped long ago was given up: the tracker keeps it
+		// until IdleTimeout, but no transaction will come of it.
+		at := c.connectedAt()
+		if at == 0 && now-c.rec.SYNTimes[len(c.rec.SYNTimes)-1] <= nextSYNWithin(c.rec.SYNTimes) || at > 0 && now-at <= preconnectIdle {
 			note(first)
 		}
 	}
 	return since, ok
+}
+
+// nextSYNWithin is how long after its latest SYN a client still
+// connecting sends the next one, at most: twice the last gap (stacks
+// double it; Linux's linear timeouts keep it), at least 3 s (the initial
+// timeout of older stacks), plus a second for a loaded client.
+func nextSYNWithin(syns []int64) int64 {
+	gap := int64(3 * time.Second)
+	if n := len(syns); n > 1 {
+		gap = max(gap, 2*(syns[n-1]-syns[n-2]))
+	}
+	return gap + int64(time.Second)
 }

@@ -16,7 +16,8 @@ import (
 // TestInFlight follows what the tracker lists as in flight, packet by
 // packet: a connection retrying its SYNs from its first SYN until its
 // transaction is delivered, a spare connection only for the moments after
-// its handshake, a request from its first byte, and never an event stream.
+// its handshake, a request from its first byte, a connect never answered
+// until its client must have given up, and never an event stream.
 func TestInFlight(t *testing.T) {
 	client := netip.MustParseAddr("198.51.100.7")
 	srv := netip.AddrPortFrom(netip.MustParseAddr("192.0.2.1"), 80)
@@ -45,6 +46,14 @@ func TestInFlight(t *testing.T) {
 		retry.ClientAck(T(3020))
 		spare.Server(T(3100), synth.Response(200, "text/javascript", []byte("c()")))
 		spare.ClientAck(T(3120))
+		// A connect the server never answers: two SYNs a second apart,
+		// then the client gives up; the other client's packets move time on.
+		dead := w.Conn(netip.AddrPortFrom(client, 40003), srv, 4000, 8000)
+		dead.SYN(T(3200))
+		dead.SYN(T(4200))
+		ticker := w.Conn(netip.AddrPortFrom(netip.MustParseAddr("198.51.100.9"), 50000), srv, 9000, 9900)
+		ticker.ClientRST(T(8000))
+		ticker.ClientRST(T(8300))
 		return nil
 	}); err != nil {
 		t.Fatal(err)
