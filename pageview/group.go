@@ -244,7 +244,7 @@ type Grouper struct {
 	connRing []string
 	connPos  int
 
-	inflight inFlightView
+	inflight InFlightSource
 
 	stats Stats
 }
@@ -336,8 +336,11 @@ type pv struct {
 	missing   int
 	closed    bool
 	emitted   bool
-	awaited   bool // kept open past its idle gap for a transaction in flight
-	closedAt  int64
+	// awaited: kept open past its idle gap for a transaction in flight,
+	// as found at inflightAt.
+	awaited    bool
+	inflightAt int64
+	closedAt   int64
 }
 
 // maxURLKeys bounds the object URLs of one pageview that Referers may name.

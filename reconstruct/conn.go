@@ -12,12 +12,13 @@ import (
 // conn is one tracked TCP connection: handshake bookkeeping, the two
 // reassembled directions, their HTTP parsers and the transactions in flight.
 type conn struct {
-	prev, next *conn // Tracker.lru
-	t          *Tracker
-	clientIsA  bool
-	firstSeq   uint32 // enters the stable id, computed when the record is emitted
-	twin       uint8  // earlier connections with the same id inputs (see Tracker.instant)
-	rec        Connection
+	prev, next  *conn // Tracker.lru
+	byClientPos int   // index in Tracker.byClient
+	t           *Tracker
+	clientIsA   bool
+	firstSeq    uint32 // enters the stable id, computed when the record is emitted
+	twin        uint8  // earlier connections with the same id inputs (see Tracker.instant)
+	rec         Connection
 
 	c2s, s2c       halfStream
 	c2sLog, s2cLog deliveryLog

@@ -7,28 +7,51 @@ import (
 	"time"
 )
 
-// InFlight lists, per client address, when each transaction the tracker
-// has not yet delivered began at the capture point: a request not yet
-// answered, a response not yet complete, and a first transaction still
-// connecting (its SYNs unanswered, or answered so recently that its request
-// may yet follow). A pageview stage that saw only delivered transactions
-// would close a page while one of its objects is still connecting to an
+// InFlight lists when each transaction of client the tracker has not yet
+// delivered began at the capture point: a request not yet answered, a
+// response not yet complete, and a first transaction still connecting (its
+// SYNs unanswered, or answered so recently that its request may yet
+// follow). A pageview stage that saw only delivered transactions would
+// close a page while one of its objects is still connecting to an
 // overloaded server, seconds of SYN retries later; with this it waits.
 //
 // The times are capture times; a transaction's Start may be half a round
 // trip earlier. Event streams (text/event-stream) never end by design and
-// are not listed. It walks every open connection: call it sparingly.
-func (t *Tracker) InFlight() iter.Seq2[netip.Addr, int64] {
-	return func(yield func(netip.Addr, int64) bool) {
-		for c := t.lru.next; c != &t.lru; c = c.next {
+// are not listed. It walks the client's open connections only.
+func (t *Tracker) InFlight(client netip.Addr) iter.Seq[int64] {
+	return func(yield func(int64) bool) {
+		for _, c := range t.byClient[client] {
 			if c.done {
 				continue
 			}
-			if since, ok := c.inFlightSince(t.now); ok && !yield(c.rec.Client, since) {
+			if since, ok := c.inFlightSince(t.now); ok && !yield(since) {
 				return
 			}
 		}
 	}
+}
+
+// indexClient and unindexClient keep Tracker.byClient, the open
+// connections by client address, for InFlight.
+func (t *Tracker) indexClient(c *conn) {
+	list := t.byClient[c.rec.Client]
+	c.byClientPos = len(list)
+	t.byClient[c.rec.Client] = append(list, c)
+}
+
+func (t *Tracker) unindexClient(c *conn) {
+	list := t.byClient[c.rec.Client]
+	if c.byClientPos >= len(list) || list[c.byClientPos] != c {
+		return
+	}
+	last := list[len(list)-1]
+	list[c.byClientPos], last.byClientPos = last, c.byClientPos
+	list[len(list)-1] = nil
+	if list = list[:len(list)-1]; len(list) == 0 {
+		delete(t.byClient, c.rec.Client)
+		return
+	}
+	t.byClient[c.rec.Client] = list
 }
 
 // inFlightSince is the earliest capture time at which a transaction c has

@@ -199,6 +199,8 @@ type Tracker struct {
 	cfg   Config
 	sink  Sink
 	conns map[flowKey]*conn
+	// byClient indexes the open connections by client address (InFlight).
+	byClient map[netip.Addr][]*conn
 	// lru is an intrusive list ordered by last activity: expiry and eviction
 	// take from its head without scanning the table.
 	lru       conn
@@ -228,7 +230,7 @@ type instantKey struct {
 
 // NewTracker returns a tracker that emits records to sink.
 func NewTracker(cfg Config, sink Sink) *Tracker {
-	t := &Tracker{cfg: cfg.withDefaults(), sink: sink, conns: make(map[flowKey]*conn)}
+	t := &Tracker{cfg: cfg.withDefaults(), sink: sink, conns: make(map[flowKey]*conn), byClient: make(map[netip.Addr][]*conn)}
 	t.rtts.limit = t.cfg.MaxConnections
 	t.headers.Max = t.cfg.MaxHeaderBudget
 	t.lru.prev, t.lru.next = &t.lru, &t.lru
@@ -324,6 +326,7 @@ func (t *Tracker) open(key flowKey, p *capture.Packet) *conn {
 	c.twin = t.instant[ik]
 	t.instant[ik] = c.twin + 1
 	t.conns[key] = c
+	t.indexClient(c)
 	t.stats.Connections++
 	if c.rec.Flags&FlagMidStream != 0 {
 		t.stats.MidStream++
@@ -382,6 +385,7 @@ func (t *Tracker) finish(c *conn, flags Flags) {
 	c.prev, c.next = nil, nil
 	c.c2s.ooo, c.s2c.ooo = nil, nil
 	delete(t.conns, c.key())
+	t.unindexClient(c)
 	if c.rec.Flags&FlagEvicted == 0 && flags&FlagIncomplete == 0 {
 		t.stats.Closed++
 	}

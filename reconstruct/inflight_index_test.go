@@ -1,0 +1,46 @@
+package reconstruct
+
+import (
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+
+	"github.com/rtmon/rtmon/capture"
+)
+
+// TestClientIndexFollowsTheTable opens connections from a few clients
+// into a table so small that evictions end them in an order unrelated to
+// the index's, and checks after every packet that the index by client
+// holds exactly the open connections.
+func TestClientIndexFollowsTheTable(t *testing.T) {
+	tr := NewTracker(Config{MaxConnections: 8}, discardSink{})
+	rng := rand.New(rand.NewPCG(1, 2))
+	clients := []netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")}
+	srv := netip.MustParseAddr("192.0.2.1")
+	for i := range 2000 {
+		p := capture.Packet{Timestamp: int64(i+1) * 1e6, SrcIP: clients[rng.IntN(len(clients))], DstIP: srv,
+			SrcPort: uint16(40000 + rng.IntN(20)), DstPort: 80, Seq: rng.Uint32(), Flags: capture.FlagSYN, WindowScale: -1}
+		tr.Packet(&p)
+		n := 0
+		for addr, list := range tr.byClient {
+			for pos, c := range list {
+				n++
+				if c.rec.Client != addr || c.byClientPos != pos || tr.conns[c.key()] != c {
+					t.Fatalf("packet %d: index entry %s #%d out of step with the table", i, addr, pos)
+				}
+			}
+		}
+		if n != len(tr.conns) {
+			t.Fatalf("packet %d: %d connections indexed, %d open", i, n, len(tr.conns))
+		}
+	}
+	tr.Flush()
+	if len(tr.byClient) != 0 {
+		t.Errorf("%d clients still indexed after Flush", len(tr.byClient))
+	}
+}
+
+type discardSink struct{}
+
+func (discardSink) Connection(*Connection)   {}
+func (discardSink) Transaction(*Transaction) {}
