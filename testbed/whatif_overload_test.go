@@ -7,6 +7,7 @@ package testbed
 // (TestWhatIfOverloadRelief).
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -20,6 +21,9 @@ import (
 // class's SYNs does, always and only while RT_HIGH is high; the applied
 // runs really drop them (nft; the conditional drop switched by a driver
 // reading rtmon live's RT_HIGH) and the high class's clients measure it.
+// A fourth run puts a splicer in front of the server (SPLICE for every
+// class): the clients' handshakes complete at once, and the splicer's own
+// SYNs meet the full backlog and are retried on the kernel's schedule.
 func TestWhatIfOverloadValidation(t *testing.T) {
 	b := newOverloadBench(t)
 	const rtHighAbove = 1200 * time.Millisecond
@@ -32,6 +36,11 @@ func TestWhatIfOverloadValidation(t *testing.T) {
 	cond, condDir := b.run(t, "rthigh", 20, DropLowClassSYNsWhileRTHigh, func(s *ValidationSpec) {
 		s.RTHigh = &RTHighDrive{Rtmon: b.rtmon, Classes: b.classes, Above: rtHighAbove}
 	})
+	spliced, splicedDir := b.run(t, "splice", 20, NoSYNDrops, func(s *ValidationSpec) { s.SpliceProxy = true })
+	spliceRule, err := whatif.ParseRule("IF IP.SRC == * THEN SPLICE")
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("RT_HIGH driver: %d switches over %d live events, on for %v; nft dropped %d SYNs",
 		cond.RTHigh.Switches, cond.RTHigh.Events, cond.RTHigh.On, cond.NFTDrops)
 	if cond.RTHigh.Switches == 0 || cond.NFTDrops == 0 {
@@ -44,7 +53,9 @@ func TestWhatIfOverloadValidation(t *testing.T) {
 	t.Logf("the same with the linear model:\n%s", FormatValidationTable(linRows))
 	condRows, condMisses := judgeValidationWith(t, "overload-rthigh-drop-syn", condRule, base, cond, baseDir, condDir, queueValidateOptions())
 	t.Logf("the drop switched by rtmon live's RT_HIGH (queue model):\n%s", FormatValidationTable(condRows))
-	for _, miss := range append(misses, condMisses...) {
+	spliceRows, spliceMisses := judgeValidationWith(t, "overload-splice", spliceRule, base, spliced, baseDir, splicedDir, queueValidateOptions())
+	t.Logf("a splicer in front of the overloaded server (queue model):\n%s", FormatValidationTable(spliceRows))
+	for _, miss := range slices.Concat(misses, condMisses, spliceMisses) {
 		t.Error(miss)
 	}
 }

@@ -160,11 +160,12 @@ type ValidationSpec struct {
 	// (0: the kernel's default). 2 makes a client give up after 1+2+4 s,
 	// the replay's SYNAttempts 3 with SYNTimeout 1 s.
 	ClientSYNRetries int
-	// SpliceProxy puts a user-space splicer in front of nginx (SPLICE): it
-	// completes the client's handshake
-	// in the kernel's listen socket, then connects to nginx (moved to port
+	// SpliceProxy puts a user-space splicer in front of the server (SPLICE):
+	// it completes the client's handshake in the kernel's listen socket,
+	// then connects to nginx or the prefork server (moved to port
 	// spliceBackendPort) and copies both ways; the kernel retransmits its
-	// SYN to nginx on its own 1 s schedule. SYNDrops then apply to that
+	// SYN to the server on its own 1 s schedule (into the prefork server's
+	// full backlog under overload). SYNDrops then apply to that
 	// server-side SYN on lo (DropFirstSplicedSYN).
 	//
 	// The kernel's SYNPROXY (nft synproxy with notrack on SYNs, ct state
@@ -362,10 +363,22 @@ func startValidationServer(ctx context.Context, tb *Testbed, spec ValidationSpec
 	if spec.Prefork != nil {
 		o := *spec.Prefork
 		o.Port, o.Content = 80, spec.Site.Content
+		iface := tb.Server.Iface
+		if spec.SpliceProxy {
+			// The splicer takes every client's handshake; its own SYNs
+			// meet the prefork server's small backlog on lo.
+			o.Port, iface = spliceBackendPort, "lo"
+		}
 		if _, err := tb.StartPrefork(o); err != nil {
 			return nil, nil, fmt.Errorf("validation %s: %w", spec.Name, err)
 		}
-		if body := synDropRules(spec.SYNDrops, tb.Server.Iface, 80); body != "" {
+		if spec.SpliceProxy {
+			if err := startSplicer(tb, netip.AddrPortFrom(tb.Server.Addr, 80),
+				netip.AddrPortFrom(tb.Server.Addr, spliceBackendPort)); err != nil {
+				return nil, nil, fmt.Errorf("validation %s: %w", spec.Name, err)
+			}
+		}
+		if body := synDropRules(spec.SYNDrops, iface, o.Port); body != "" {
 			if drop, err = tb.AddNFTable(ctx, tb.Server, "wvdrop", body); err != nil {
 				return nil, nil, fmt.Errorf("validation %s: %w", spec.Name, err)
 			}
