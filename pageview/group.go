@@ -177,10 +177,10 @@ type Stats struct {
 //     time alone, the client's newest pageview, if the object starts within
 //     Window of its container or within a second of the page's load so far
 //     (up to six Windows: a load an overloaded server stretched still
-//     takes the favicon and beacons of its load event). Every object must start no earlier than the
-//     container (its request, for one named by Referer or HTML: a spare
-//     socket may predate the page) and within IdleGap of the pageview's
-//     latest End.
+//     takes the favicon and beacons of its load event). Every object must
+//     start no earlier than the container (its request, for one named by
+//     Referer or HTML: a spare socket may predate the page) and within
+//     IdleGap of the pageview's latest End.
 //   - Transactions arrive in completion order. Each is held until packet
 //     time is Settle past its End, then processed in Start order. An object
 //     that matches nothing waits up to OrphanWait for a container processed

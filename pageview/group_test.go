@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rtmon/rtmon/capture"
 	"github.com/rtmon/rtmon/reconstruct"
 )
 
@@ -23,6 +24,33 @@ type collector struct {
 	byID  map[string]*Pageview
 	// members as the Grouper reported them in Pageview.Transactions.
 	members map[string][]string
+}
+
+// groupFile reconstructs and groups a capture file wired as the pipeline
+// does it (the Grouper watching what the tracker has in flight), or blind
+// to what is in flight; wrap, if set, sits between the two.
+func groupFile(t *testing.T, path string, blind bool, wrap func(reconstruct.Sink) reconstruct.Sink) (*collector, *Grouper) {
+	t.Helper()
+	src, err := capture.OpenFiles([]string{path}, capture.FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	out := newCollector(t)
+	g := NewGrouper(Config{}, nil, out)
+	var sink reconstruct.Sink = g
+	if wrap != nil {
+		sink = wrap(g)
+	}
+	tr := reconstruct.NewTracker(reconstruct.Config{}, sink)
+	if !blind {
+		g.WatchInFlight(tr)
+	}
+	if err := tr.ReadFrom(src, nil); err != nil {
+		t.Fatal(err)
+	}
+	g.Flush()
+	return out, g
 }
 
 func newCollector(t *testing.T) *collector {

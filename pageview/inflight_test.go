@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rtmon/rtmon/capture"
 	"github.com/rtmon/rtmon/reconstruct"
 	"github.com/rtmon/rtmon/synth"
 )
@@ -125,21 +124,7 @@ func loadBehindSYNDrops(t *testing.T, watch bool) (*collector, *Grouper, *recons
 	}); err != nil {
 		t.Fatal(err)
 	}
-	src, err := capture.OpenFiles([]string{path}, capture.FileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	c := newCollector(t)
-	g := NewGrouper(Config{}, nil, c)
-	tr := reconstruct.NewTracker(reconstruct.Config{}, g)
-	if watch {
-		g.WatchInFlight(tr)
-	}
-	if err := tr.ReadFrom(src, nil); err != nil {
-		t.Fatal(err)
-	}
-	g.Flush()
+	c, g := groupFile(t, path, !watch, nil)
 	for _, tx := range c.txs {
 		if tx.URL == "/b.png" {
 			if tx.Tconn < int64(5*time.Second) {

@@ -3,13 +3,11 @@ package pageview
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/rtmon/rtmon/capture"
 	"github.com/rtmon/rtmon/reconstruct"
 	"github.com/rtmon/rtmon/synth"
 )
@@ -54,20 +52,7 @@ func siteTruth(t *testing.T, wl synth.Workload) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	src, err := capture.OpenFiles([]string{path}, capture.FileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	out := newCollector(t)
-	g := NewGrouper(Config{}, nil, out)
-	tr := reconstruct.NewTracker(reconstruct.Config{}, g)
-	g.WatchInFlight(tr)
-	if err := tr.ReadFrom(src, nil); err != nil {
-		t.Fatal(err)
-	}
-	g.Flush()
-	defer os.Remove(path)
+	out, g := groupFile(t, path, false, nil)
 
 	type key struct {
 		client netip.AddrPort

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rtmon/rtmon/capture"
 	"github.com/rtmon/rtmon/reconstruct"
 	"github.com/rtmon/rtmon/synth"
 )
@@ -67,22 +66,11 @@ func truthGrouping(t *testing.T, wl synth.Workload, noReferer bool) {
 		t.Fatal(err)
 	}
 
-	src, err := capture.OpenFiles([]string{path}, capture.FileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	out := newCollector(t)
-	g := NewGrouper(Config{}, nil, out)
-	var sink reconstruct.Sink = g
+	var strip func(reconstruct.Sink) reconstruct.Sink
 	if noReferer {
-		sink = stripReferer{g}
+		strip = func(next reconstruct.Sink) reconstruct.Sink { return stripReferer{next} }
 	}
-	tr := reconstruct.NewTracker(reconstruct.Config{}, sink)
-	if err := tr.ReadFrom(src, nil); err != nil {
-		t.Fatal(err)
-	}
-	g.Flush()
+	out, g := groupFile(t, path, false, strip)
 
 	type key struct {
 		client netip.AddrPort
