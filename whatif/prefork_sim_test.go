@@ -160,7 +160,13 @@ func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct
 			heap.Push(&h, pfEvent{t: ev.t + arr[i].rtt, kind: 1, i: i})
 		case 3: // the splicer's SYN to the server
 			if p.dropsSYN(len(acceptQ), halfOpen) {
-				heap.Push(&h, pfEvent{t: ev.t + int64(time.Second)<<ev.n, kind: 3, i: i, n: ev.n + 1})
+				// connect(2)'s timer on Linux 6.x: four retries a second
+				// apart (tcp_syn_linear_timeouts), then doubling.
+				wait := int64(time.Second)
+				if ev.n >= 4 {
+					wait <<= ev.n - 3
+				}
+				heap.Push(&h, pfEvent{t: ev.t + wait, kind: 3, i: i, n: ev.n + 1})
 				continue
 			}
 			halfOpen++
