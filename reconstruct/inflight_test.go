@@ -117,4 +117,3 @@ func rel(ts []int64) []float64 {
 	}
 	return out
 }
-
