@@ -146,8 +146,8 @@ func (s *Summary) WriteText(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	t := s.Tracker
-	fmt.Fprintf(w, "tcp: packets %d  mid-stream %d  expired %d  evicted %d  retransmitted segments %d  out-of-order %d  holes %d (%d bytes)  parse desyncs %d  out-of-window %d\n",
-		t.Packets, t.MidStream, t.Expired, t.Evicted, t.RetransSegments, t.OutOfOrderSegments, t.Holes, t.HoleBytes, t.ParseDesyncs, t.OutOfWindow)
+	fmt.Fprintf(w, "tcp: packets %d  mid-stream %d  expired %d  evicted %d  retransmitted segments %d  out-of-order %d  holes %d (%d bytes)  parse desyncs %d  out-of-window %d  stray resets %d\n",
+		t.Packets, t.MidStream, t.Expired, t.Evicted, t.RetransSegments, t.OutOfOrderSegments, t.Holes, t.HoleBytes, t.ParseDesyncs, t.OutOfWindow, t.StrayResets)
 	if len(s.Malformed) > 0 {
 		fmt.Fprintf(w, "skipped packets:")
 		for _, k := range sortedKeys(s.Malformed) {

@@ -219,6 +219,12 @@ func (c *conn) packet(p *capture.Packet, fromClient bool) {
 		return
 	}
 	if p.Flags&capture.FlagRST != 0 {
+		if !c.resetAcceptable(p, fromClient) {
+			// Another incarnation's reset (a client resetting the attempt
+			// a reused port left half open): this connection goes on.
+			c.t.stats.StrayResets++
+			return
+		}
 		c.rec.Flags |= FlagReset
 		c.rec.Closed = ts
 		c.end(0)
@@ -250,6 +256,24 @@ func (c *conn) packet(p *capture.Packet, fromClient bool) {
 		c.rec.Closed = ts
 		c.end(0)
 	}
+}
+
+// resetAcceptable reports whether a reset belongs to this connection: its
+// sequence number lies near its sender's stream (RFC 5961 wants it in the
+// window; the capture may have missed data, hence the slack), or, for the
+// server's answer to a SYN it never accepted, it acknowledges the SYN.
+func (c *conn) resetAcceptable(p *capture.Packet, fromClient bool) bool {
+	h := &c.s2c
+	if fromClient {
+		h = &c.c2s
+	}
+	if h.baseKnown {
+		return h.near(h.offset(p.Seq))
+	}
+	if !fromClient && c.synSeen && p.Flags&capture.FlagACK != 0 {
+		return p.Ack == c.clientISN+1
+	}
+	return true // a capture that began mid-connection has nothing to check it by
 }
 
 func (c *conn) addrs() addrPair { return addrPair{c.rec.Client, c.rec.Server} }
@@ -319,6 +343,14 @@ func (c *conn) fromServer(p *capture.Packet) {
 	if p.Flags&capture.FlagACK != 0 {
 		if !c.c2s.baseKnown {
 			c.c2s.setBase(p.Ack)
+		}
+		if !c.c2s.near(c.c2s.offset(p.Ack)) {
+			// It acknowledges bytes of another incarnation of the four-tuple:
+			// a challenge ACK (RFC 5961) for the attempt a reused port
+			// left half open. Taken as an ACK, it would skip a client
+			// stream that has not begun.
+			c.t.stats.OutOfWindow++
+			return
 		}
 		if c.reqAck.end > 0 && c.c2s.offset(p.Ack) >= c.reqAck.end {
 			// The client's sample for its request: out, and this ACK back.

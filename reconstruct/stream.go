@@ -189,6 +189,14 @@ func (h *halfStream) offset(seq uint32) int64 {
 	return h.next + int64(int32(seq-h.base-uint32(h.next)))
 }
 
+// near reports whether offset off (a sequence number or acknowledgement of
+// this stream) could belong to it: within windowSlack of what was seen.
+// Another incarnation's numbers, or random ones, land anywhere in the
+// 32-bit space.
+func (h *halfStream) near(off int64) bool {
+	return off >= h.next-windowSlack && off <= h.highest+windowSlack
+}
+
 // segment handles one data segment (and/or FIN) at sequence seq. It returns
 // the number of bytes that were retransmissions of already delivered data,
 // or -1 when the segment lies outside any plausible window.

@@ -140,8 +140,11 @@ type Stats struct {
 	HoleBytes          uint64 `json:"hole_bytes"`
 	ParseDesyncs       uint64 `json:"parse_desyncs"`
 	OutOfWindow        uint64 `json:"out_of_window"`
-	BufferOverflows    uint64 `json:"buffer_overflows"`
-	PendingOverflows   uint64 `json:"pending_overflows"`
+	// StrayResets counts resets whose sequence number is not their
+	// connection's (another incarnation of the four-tuple), ignored.
+	StrayResets      uint64 `json:"stray_resets"`
+	BufferOverflows  uint64 `json:"buffer_overflows"`
+	PendingOverflows uint64 `json:"pending_overflows"`
 	// AwaitingOverflows counts complete responses given up waiting for
 	// the client's ACK (emitted flagged no_ack) because a connection held
 	// MaxPendingRequests of them.
