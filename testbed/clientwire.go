@@ -369,7 +369,8 @@ func (s *streamAssembler) sendTimes(off int64) []int64 {
 // left the client after the first transmission. Both captures share the
 // host's clock; a copy that arrived is the latest one sent before it was
 // seen, since resends are at least an RTO apart and the link's one-way
-// delay is shorter than that.
+// delay is shorter than that. A byte that reached srv as many times as it
+// left was not lost, however late its first copy came (a stalled link).
 func (c *WireTruthConn) FirstRequestCopyLost(x *WireTruthTxn, srv *WireTruthConn, sx *WireTruthTxn) bool {
 	if c.up == nil || srv.up == nil || x.reqEnd <= x.reqStart || sx.reqEnd <= sx.reqStart {
 		return false
@@ -378,6 +379,12 @@ func (c *WireTruthConn) FirstRequestCopyLost(x *WireTruthTxn, srv *WireTruthConn
 		sent := c.up.sendTimes(off)
 		arrived := srv.up.firstSeen(srvOff)
 		if len(sent) < 2 || arrived == 0 {
+			return false
+		}
+		if len(srv.up.sendTimes(srvOff)) >= len(sent) {
+			// Every copy got through: a link that stalled past the
+			// client's timeout delivered the first copy after the
+			// resend left, but it was not lost.
 			return false
 		}
 		i := sort.Search(len(sent), func(i int) bool { return sent[i] > arrived })

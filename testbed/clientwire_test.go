@@ -212,3 +212,39 @@ func TestClientWireAnalyzer(t *testing.T) {
 		t.Errorf("connection C: handshake ACK %v, want the request's", wire.Conns[2].HandshakeACK)
 	}
 }
+
+// TestFirstRequestCopyLost checks the upstream-loss truth on hand-made
+// streams: a request sent twice, seen once at the server after the resend
+// left (lost), seen twice with the first copy late (a stalled link: not
+// lost), and seen once before the resend (the resend was spurious).
+func TestFirstRequestCopyLost(t *testing.T) {
+	ms := int64(time.Millisecond)
+	req := []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	client := func() *WireTruthConn {
+		up := newAssembler(1000)
+		up.add(1000, req, 10*ms)
+		up.add(1000, req, 230*ms) // the client's resend, one RTO later
+		return &WireTruthConn{up: up}
+	}
+	cases := []struct {
+		name    string
+		arrived []int64 // when copies reached the server capture
+		want    bool
+	}{
+		{"first copy lost", []int64{231 * ms}, true},
+		{"link stalled past the resend", []int64{900 * ms, 901 * ms}, false},
+		{"first copy arrived in time", []int64{11 * ms}, false},
+		{"both arrived, second spurious", []int64{11 * ms, 231 * ms}, false},
+	}
+	txn := &WireTruthTxn{reqStart: 0, reqEnd: int64(len(req))}
+	for _, tc := range cases {
+		srvUp := newAssembler(1000)
+		for _, at := range tc.arrived {
+			srvUp.add(1000, req, at)
+		}
+		srv := &WireTruthConn{up: srvUp}
+		if got := client().FirstRequestCopyLost(txn, srv, txn); got != tc.want {
+			t.Errorf("%s: FirstRequestCopyLost = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

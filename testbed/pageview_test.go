@@ -221,6 +221,15 @@ func keepCapture(t *testing.T, res ScenarioResult) {
 		return
 	}
 	name := strings.ReplaceAll(strings.TrimPrefix(t.Name(), "TestScenarios/"), "/", "-")
+	// Every run is kept: a scenario runs again when the machine was busy,
+	// and a repeated -count run is how a rare miss is caught.
+	for n := 2; ; n++ {
+		if _, err := os.Stat(filepath.Join(*keepDir, name+".pcap")); err != nil {
+			break
+		}
+		name = fmt.Sprintf("%s-%d", strings.TrimSuffix(name, fmt.Sprintf("-%d", n-1)), n)
+	}
+	t.Logf("capture kept as %s", filepath.Join(*keepDir, name+".pcap"))
 	dir := filepath.Dir(res.Capture)
 	for src, dst := range map[string]string{
 		res.Capture:                      name + ".pcap",
