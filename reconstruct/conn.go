@@ -37,7 +37,17 @@ type conn struct {
 	synackTS [2]struct {
 		at    int64
 		tsval uint32
+		tsecr uint32 // the client SYN's timestamp it echoes
 	}
+	// ownSample: the client's handshake RTT sample was read from its own
+	// timestamps (see handshakeSample), so its retransmission timer is
+	// known, not guessed from the capture point's view.
+	ownSample bool
+	// ackQueued: how much longer the capture point's view of the handshake
+	// took than the client's own sample, the time its handshake ACK (or
+	// SYN) spent queued on the way: the client was connected that much
+	// before the capture saw it.
+	ackQueued    int64
 	handshakeRTT int64
 	dataRTT      int64
 	probes       rttProbes
@@ -297,7 +307,7 @@ func (c *conn) fromClient(p *capture.Packet) {
 			} else {
 				c.handshakeRTT = ts - c.answeredSynAck(p)
 				if len(c.rec.SYNTimes) > 0 { // a capture that began after the SYN has no sample
-					c.timer.sample(ts - c.answeredSyn())
+					c.timer.sample(c.handshakeSample(p, ts-c.answeredSyn()))
 				}
 			}
 			c.timer.initRTO = c.t.rtts.initialRTO(c.addrs(), &c.timer, ts)
@@ -305,9 +315,10 @@ func (c *conn) fromClient(p *capture.Packet) {
 		if !c.s2c.baseKnown {
 			c.s2c.setBase(p.Ack) // mid-stream: the client tells where the server's stream is
 		}
-		c.noteWindow(p, &c.s2c, 0)
 		a := c.clientAckInfo(p)
-		c.explainLost(p, a)
+		opened := c.windowOpened(p, a) // against the window before this packet's
+		c.noteWindow(p, &c.s2c, 0)
+		c.explainLost(p, a, opened)
 		c.clientAck(a)
 	}
 	if p.PayloadLen == 0 && p.Flags&capture.FlagFIN == 0 {

@@ -111,7 +111,7 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 		c.lastSynAck = ts
 		if p.HasTimestamps {
 			c.synackTS[0] = c.synackTS[1]
-			c.synackTS[1].at, c.synackTS[1].tsval = ts, p.TSVal
+			c.synackTS[1].at, c.synackTS[1].tsval, c.synackTS[1].tsecr = ts, p.TSVal, p.TSEcr
 		}
 	}
 }
@@ -151,6 +151,41 @@ func (c *conn) answeredSynAck(p *capture.Packet) int64 {
 		}
 	}
 	return c.lastSynAck
+}
+
+// handshakeSample is the client's own round-trip sample of its handshake,
+// given seen, the capture point's (answered SYN to handshake ACK). Linux
+// takes it from the SYN/ACK's echo of its SYN's timestamp, on a 1 kHz
+// clock, and sends the handshake ACK at once: the ACK's TSval less that
+// echo is the sample itself. It differs from seen when the SYN or the ACK
+// queued on its way to the capture point (the client's timer then runs
+// longer or shorter than the capture suggests). A difference beyond what
+// queues make (a clock of another rate) leaves seen; a difference within
+// the clock's tick keeps seen's precision.
+func (c *conn) handshakeSample(ack *capture.Packet, seen int64) int64 {
+	if !ack.HasTimestamps || seen <= 0 {
+		return seen
+	}
+	var synTS uint32
+	found := false
+	for _, s := range c.synackTS {
+		if s.at != 0 && s.tsval == ack.TSEcr {
+			synTS, found = s.tsecr, true
+		}
+	}
+	if !found || synTS == 0 {
+		return seen
+	}
+	own := int64(int32(ack.TSVal-synTS)) * int64(time.Millisecond)
+	if own < 0 || own > 2*seen+int64(time.Second) || 2*own+int64(time.Second) < seen {
+		return seen
+	}
+	c.ownSample = true
+	if d := own - seen; d >= -2*int64(time.Millisecond) && d <= 2*int64(time.Millisecond) {
+		return seen
+	}
+	c.ackQueued = max(seen-own, 0)
+	return own
 }
 
 // answeredSyn is the capture time of the SYN the server first answered: the

@@ -160,7 +160,7 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 		// round trip to it and on to the server stands in.
 		timer.sample(c.clientRTT() + c.rec.RTTServer)
 	}
-	earliest := c.connectedAt()
+	earliest := c.connectedAt() - c.ackQueued
 	if st.prev != nil && st.prev.tx.ResponseLast > 0 {
 		// The copy of the previous response that reached the client, as
 		// judged by now (a copy still unjudged is not assumed needed).
@@ -181,7 +181,13 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 	// loss an ACK explains as well: a request that carries an ACK of new
 	// data was sent within the client's delayed-ACK time of that data's
 	// arrival, else the client would have sent a pure ACK first.
-	weak := c.ipid.steps < 3 && st.sentBy == 0
+	//
+	// A client whose handshake timestamps gave its own RTT sample
+	// (handshakeSample) is a Linux-like stack, which numbers each
+	// connection's packets: its numbering is no weak evidence, and its
+	// timer is known, so a copy later than one wait after connecting was
+	// sent later (a spare connection), not as the client connected.
+	weak := c.ipid.steps < 3 && st.sentBy == 0 && !c.ownSample
 	fresh := st.tx.Index == 0 && len(c.rec.SYNTimes) > 0
 	ackOrCopy := st.upAckOrCopy && st.sentBy == 0
 	ok = false

@@ -86,7 +86,8 @@ type Conn struct {
 	synEchoed bool
 	// lag (ns): the next client segment was sent this long before its
 	// capture time (held up behind later ones); Generate sets it.
-	lag int64
+	lag     int64
+	lagOnce bool // lag was set by QueuedNext, for one client segment
 }
 
 // tsMark is a server segment's capture time, TSval and relative end.
@@ -110,6 +111,11 @@ func (w *Writer) ConnWith(client, server netip.AddrPort, clientISN, serverISN ui
 // ClientNext and ServerNext return the relative sequence each side sends next.
 func (c *Conn) ClientNext() uint32 { return c.cNext }
 func (c *Conn) ServerNext() uint32 { return c.sNext }
+
+// QueuedNext makes the next client segment one that the client sent d
+// before its capture time, held in a queue on the way: its timestamp value
+// is the client's clock at sending.
+func (c *Conn) QueuedNext(d int64) { c.lag, c.lagOnce = d, true }
 
 // ClientSeq and ServerSeq turn a relative sequence number into the wire value.
 func (c *Conn) ClientSeq(rel uint32) uint32 { return c.CISN + 1 + rel }
@@ -173,6 +179,9 @@ func (c *Conn) sendSACK(t int64, toServer bool, seq, ack uint32, flags uint8, pa
 		s.HasIPID = true
 	}
 	_ = c.w.WriteSegment(&s)
+	if toServer && c.lagOnce {
+		c.lag, c.lagOnce = 0, false
+	}
 }
 
 // linuxEcho sets s's TSecr as Linux peers would (see ConnOptions.ClientRTT).
