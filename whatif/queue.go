@@ -51,6 +51,16 @@ type queueTx struct {
 	pipelined bool // sent before the previous response began
 }
 
+// accepted is when the server took the transaction's connection: its
+// handshake for a fresh connection's first request, else the request's
+// arrival (never after it).
+func (qt *queueTx) accepted() int64 {
+	if qt.queued <= 0 || qt.queued > qt.arrival {
+		return qt.arrival
+	}
+	return qt.queued
+}
+
 // leftHalfOpen: the capture shows the server took the request only after
 // a half-open wait (a copy later than the first).
 func (qt *queueTx) leftHalfOpen() bool { return qt.rto > 0 }
@@ -194,9 +204,12 @@ func (q *queueData) reconstructService(order []int, workers int, holding bool) f
 		start := max(qt.arrival, int64(w))
 		if start > dep {
 			bad++
-			start = qt.arrival
 			free.Push(w) // that worker is still busy
-			qt.service = qt.measured
+			// Served by a worker the order does not explain: for no longer
+			// than from its arrival (a request the server left half-open
+			// was measured from its first copy, seconds before: taken as
+			// service, it held a replayed worker that long).
+			qt.service = min(qt.measured, max(dep-qt.arrival, 0))
 			continue
 		}
 		qt.service = dep - start
@@ -235,7 +248,8 @@ func (q *queueData) addGhosts(d *Dataset) {
 			qc.synAt = append(qc.synAt, at-qc.synStart)
 		}
 		ti := len(q.txs)
-		q.txs = append(q.txs, queueTx{conn: len(q.conns), arrival: qc.synStart + qc.rtt, sent: qc.synStart + qc.rtt, measured: 0})
+		q.txs = append(q.txs, queueTx{conn: len(q.conns), arrival: qc.synStart + qc.rtt, sent: qc.synStart + qc.rtt,
+			queued: qc.synStart + qc.rtt, measured: 0})
 		qc.txs = []int{ti}
 		q.synLosses += qc.synLosses
 		q.conns = append(q.conns, qc)

@@ -4,6 +4,7 @@ package whatif
 // backlog, the clients' SYN and request resends.
 
 import (
+	"slices"
 	"time"
 
 	"github.com/rtmon/rtmon/internal/minheap"
@@ -78,8 +79,10 @@ type queueSim struct {
 	halfOpen int   // accepted SYNs whose handshake is not complete
 	waiting  []int // FIFO of transactions
 	arrivedT []int64
-	shift    []int64 // per connection: how much later than measured its next transaction comes
-	next     []int   // per connection: position of its next transaction
+	// ready: when a transaction's request is there to be served.
+	ready []int64
+	shift []int64 // per connection: how much later than measured its next transaction comes
+	next  []int   // per connection: position of its next transaction
 	// bindTries counts a spliced connection's server SYNs (0: not bound
 	// yet; -1 bound).
 	bindTries []int
@@ -131,6 +134,7 @@ func (d *Dataset) newQueueSim(q *queueData, o *Options, sh serverShape, ch *queu
 		s.out.server[i] = -1
 	}
 	s.arrivedT = make([]int64, len(q.txs))
+	s.ready = make([]int64, len(q.txs))
 	s.shift = make([]int64, len(q.conns))
 	s.next = make([]int, len(q.conns))
 	s.bindTries = make([]int, len(q.conns))
@@ -189,8 +193,15 @@ func (s *queueSim) scheduleNext(ci int, at int64) {
 		// Left half-open in the capture: in a replay that changed the
 		// traffic its first copy may find room (n counts the copies).
 		s.h.Push(qEvent{t: max(at, qt.sent+s.shift[ci]), kind: qArrive, id: ti, n: 1})
-	default:
+	case s.spliced(ci):
 		s.h.Push(qEvent{t: max(at, qt.arrival+s.shift[ci]), kind: qArrive, id: ti})
+	default:
+		// The server takes the connection when its handshake completes
+		// (queued), in that order, and its request when it has come: the
+		// worker that accepted it waits for it, as a prefork server's
+		// does in read(2). So the order among requests that came at once
+		// is the accept queue's, as the fit (reconstructService) has it.
+		s.h.Push(qEvent{t: max(at, qt.accepted()+s.shift[ci]), kind: qArrive, id: ti})
 	}
 }
 
@@ -338,12 +349,15 @@ func (s *queueSim) arrive(ev qEvent) {
 		}
 		s.bindTries[ci] = -1
 		s.hold(t, s.q.conns[ci].rttServer)
+		s.ready[ti] = t
 		s.serve(ti, t)
 		return
 	}
+	s.ready[ti] = t
 	switch {
 	case !halfOpen:
-		s.arrivedT[ti] = t
+		s.ready[ti] = t + qt.arrival - qt.accepted()
+		s.arrivedT[ti] = s.ready[ti]
 	case s.arrivedT[ti] == 0:
 		// Taken at the capture's copy: its server time runs from the
 		// first copy, as the client's did (halfOpenCopy noted the first
@@ -399,10 +413,19 @@ func (s *queueSim) serve(ti int, t int64) {
 	}
 	if s.busy < s.workers {
 		s.busy++
-		s.h.Push(qEvent{t: t + qt.service, kind: qDone, id: ti})
+		s.h.Push(qEvent{t: max(t, s.ready[ti]) + qt.service, kind: qDone, id: ti})
 		return
 	}
-	s.waiting = append(s.waiting, ti)
+	// Waiting in the order the server takes them: a prefork server's
+	// workers accept connections in the order their handshakes completed
+	// (the accept queue), which need not be the order their requests came
+	// in; the fit (reconstructService) assumes the same.
+	key := qt.queued + s.shift[qt.conn]
+	at := len(s.waiting)
+	for at > 0 && s.q.txs[s.waiting[at-1]].queued+s.shift[s.q.txs[s.waiting[at-1]].conn] > key {
+		at--
+	}
+	s.waiting = slices.Insert(s.waiting, at, ti)
 	s.out.waitMax = max(s.out.waitMax, len(s.waiting))
 }
 
@@ -433,6 +456,6 @@ func (s *queueSim) free(t int64) {
 		next := s.waiting[0]
 		s.waiting = s.waiting[1:]
 		s.busy++
-		s.h.Push(qEvent{t: t + s.q.txs[next].service, kind: qDone, id: next})
+		s.h.Push(qEvent{t: max(t, s.ready[next]) + s.q.txs[next].service, kind: qDone, id: next})
 	}
 }
