@@ -489,7 +489,7 @@ func TestLiveFeedObserve(t *testing.T) {
 			len(ev.Classes[0].Points) != 1 || ev.Classes[1].Pageviews != 1 || ev.Pipeline.CaptureDrops != 9 || ev.Time != 100+5e6 {
 			t.Errorf("event %+v", ev)
 		}
-	case <-time.After(time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("no event")
 	}
 	if sink.tx != 1 || sink.conn != 1 || sink.pv != 1 {
