@@ -639,3 +639,37 @@ func TestPreconnectedConnection(t *testing.T) {
 		t.Errorf("the connection still records its connect time: %d", c.Tconn)
 	}
 }
+
+// TestPreconnectBehindQueuedHandshakeAck: Chromium preconnected and sent
+// its request 110 ms after connecting, but a stalled uplink held the
+// handshake ACK for 100 ms, so at the capture point the request came 10 ms
+// behind it and passed for one sent as the client connected (seen on the
+// testbed's mixed-RTT run beside a CPU hog: a page 127 ms long). The
+// ACK's timestamp, less the SYN's, is the client's own round trip: it
+// shows the queue, and the connection for a preconnected one. Without a
+// queue, the same 10 ms is a client connecting to send.
+func TestPreconnectBehindQueuedHandshakeAck(t *testing.T) {
+	for _, queued := range []int64{0, 100 * ms} {
+		var req int64
+		out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+			c := w.Conn(client, server, 7, 8)
+			c.SYN(synth.T(0))
+			c.SYNACK(synth.T(0) + 100*us)
+			c.QueuedNext(queued)
+			ack := synth.T(0) + 100*us + 2*D + queued
+			c.ACK(ack)
+			req = ack + 10*ms
+			c.Client(req, get("/p4.html"))
+			c.Server(req+ms, synth.Response(200, "text/html", synth.Body(10)))
+			c.ClientAck(req + ms + 2*D)
+		})
+		tx := one(t, "transaction", out.txs)
+		pre := tx.Flags&reconstruct.FlagPreconnected != 0
+		if pre != (queued > 0) {
+			t.Errorf("ACK queued %v: flags %v, want preconnected %v", time.Duration(queued), tx.Flags, queued > 0)
+		}
+		if queued > 0 && tx.Start != req-D {
+			t.Errorf("ACK queued %v: start %v off the request's", time.Duration(queued), time.Duration(tx.Start-(req-D)))
+		}
+	}
+}

@@ -181,10 +181,18 @@ func (c *conn) handshakeSample(ack *capture.Packet, seen int64) int64 {
 		return seen
 	}
 	c.ownSample = true
-	if d := own - seen; d >= -2*int64(time.Millisecond) && d <= 2*int64(time.Millisecond) {
+	// Linux's SYN/ACK echoes the first SYN it answered, even when resent
+	// for a later SYN; other stacks echo the newest. The capture's view
+	// from either SYN bounds the sample: shorter than both, the ACK
+	// queued on its way.
+	fromLast := ack.Timestamp - c.rec.SYNTimes[len(c.rec.SYNTimes)-1]
+	tick := 2 * int64(time.Millisecond)
+	if q := min(seen, fromLast) - own; q > tick {
+		c.ackQueued = q
+	}
+	if d := own - seen; d >= -tick && d <= tick {
 		return seen
 	}
-	c.ackQueued = max(seen-own, 0)
 	return own
 }
 
