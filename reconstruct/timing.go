@@ -67,10 +67,7 @@ func (c *conn) emit(st *txState) {
 		// sent as it connected, as clients that connect to send do.
 		sent = connected
 	}
-	// The client connected ackQueued before the capture saw its handshake
-	// ACK (handshakeSample): the ACK waited on the way, the request it
-	// sent later need not have.
-	idle := sent - connected + c.ackQueued
+	idle := sent - connected + c.ackQueued // the ACK waited on its way (handshakeSample)
 	if c.hsAckLost {
 		// connected is then the SYN/ACK's departure plus the path's least
 		// round trip, the earliest the client could have connected; a
