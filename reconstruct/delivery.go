@@ -12,23 +12,30 @@ import (
 // response is complete at the client only when its last needed byte
 // arrived, and the bytes count against the transaction they belong to.
 // Bytes the client had acknowledged were resent spuriously; bytes beyond
-// its last ACK wait for its next ACK to say whether it lacked them.
+// its last ACK wait for its next ACK to say whether it lacked them. That
+// holds for the response still being sent too: a delay spike makes the
+// server's timer resend the head of a window while the rest is unsent.
 func (c *conn) serverRetransmitted(p *capture.Packet, from, to int64) {
 	c.probes.reset() // Karn: an ACK after a retransmission is ambiguous
 	for _, st := range c.awaiting {
 		if from < st.respEndOff && to > st.respStartOff {
-			if to > c.lastAck {
-				c.addRetrans(st, pendingRetrans{at: p.Timestamp, from: from, to: to, hasTS: p.HasTimestamps, tsVal: p.TSVal,
-					tail: to >= st.respEndOff})
-			} else {
-				st.tx.Flags |= FlagSpuriousRetrans
-			}
+			c.responseCopy(st, p, from, to, to >= st.respEndOff)
 			st.tx.RetransBytes += min(to, st.respEndOff) - max(from, st.respStartOff)
 		}
 	}
-	if c.resp != nil {
-		c.resp.tx.RetransBytes += to - from
+	if st := c.resp; st != nil && to > st.respStartOff {
+		c.responseCopy(st, p, from, to, false) // its end is not known yet
+		st.tx.RetransBytes += to - max(from, st.respStartOff)
 	}
+}
+
+// responseCopy records a copy of st's response bytes [from, to).
+func (c *conn) responseCopy(st *txState, p *capture.Packet, from, to int64, tail bool) {
+	if to <= c.lastAck {
+		st.tx.Flags |= FlagSpuriousRetrans
+		return
+	}
+	c.addRetrans(st, pendingRetrans{at: p.Timestamp, from: from, to: to, hasTS: p.HasTimestamps, tsVal: p.TSVal, tail: tail})
 }
 
 // clientAck processes the client's cumulative ACK of the server's stream.
@@ -38,6 +45,9 @@ func (c *conn) clientAck(a ackInfo) {
 		if len(st.rtx) > 0 {
 			c.judgeRetrans(st, a)
 		}
+	}
+	if c.resp != nil && len(c.resp.rtx) > 0 {
+		c.judgeRetrans(c.resp, a)
 	}
 	if off > c.s2c.next && off <= c.s2c.highest+1 {
 		c.s2c.acked(off, c.deliverServer, c.gapServer)

@@ -521,6 +521,15 @@ func (r pendingRetrans) answered(a ackInfo, rtt int64, lostBefore, owed int) (sp
 	return rtt > 0 && a.ts-r.at < rtt/2
 }
 
+// settleUnanswered judges the copies of st's response that no ACK
+// settled: with no word from the client, it is assumed to have needed them.
+func (c *conn) settleUnanswered(st *txState) {
+	for _, r := range st.rtx {
+		c.settleRetrans(st, r, false)
+	}
+	st.rtx = nil
+}
+
 // settleRetrans applies a verdict on copy r of st's response: a spurious
 // copy is flagged and leaves the response's end alone; a needed one makes
 // the response complete at the client only when it arrived.

@@ -609,3 +609,54 @@ func TestRequestLostOnSpareConnection(t *testing.T) {
 		t.Errorf("starts %v after the client sent, flags %v", off, tx.Flags)
 	}
 }
+
+// A delay spike on the way to the client (a stalled queue, a radio
+// retrying) holds a large response's first window for 900 ms. The
+// server's retransmission timer fires twice meanwhile and resends the
+// first segment, while the rest of the response is not even sent yet.
+// Then the queue drains: the client had every original, ACKs them echoing
+// their timestamps, and answers each copy with a D-SACK (or, for a stack
+// without D-SACK, only the echo tells). The copies were spurious although
+// they came in the middle of the response (seen on the testbed beside a
+// CPU hog: 13 of 40 such responses unflagged), and the response ended
+// with its last original segment.
+func TestSpuriousTimeoutCopiesMidResponse(t *testing.T) {
+	body := synth.Response(200, "image/png", synth.Body(64<<10))
+	const window = 10 * 1460
+	for _, dsack := range []bool{true, false} {
+		var last int64
+		out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+			c := linuxConn(w, 1100)
+			est := handshake(c, synth.T(0))
+			c.Client(est, get("/o/p3-2.png"))
+			first := est + 2*ms
+			c.ServerMSS(first, body[:window], 1460, 0)
+			rto := first + 2*D + 200*ms
+			for range 2 {
+				c.ServerDupAt(rto, 0, body[:1460])
+				rto += 2 * (rto - first)
+			}
+			drained := first + 900*ms + 2*D
+			for off := uint32(2920); off <= window; off += 2920 {
+				c.ClientAckTo(drained, off)
+				drained += 50 * us
+			}
+			for range 2 {
+				if dsack {
+					c.ClientAckToSACK(drained, window, capture.SACKBlock{Left: 0, Right: 1460})
+				} else {
+					c.ClientAckTo(drained, window)
+				}
+				drained += 50 * us
+			}
+			times := c.ServerMSS(drained+100*us, body[window:], 1460, 10*us)
+			last = times[len(times)-1]
+			c.ClientAck(last + 2*D)
+		})
+		tx := one(t, "transaction", out.txs)
+		if tx.Flags&reconstruct.FlagSpuriousRetrans == 0 || tx.ResponseLast != last {
+			t.Errorf("d-sack %v: flags %v, response last %v after the last original", dsack, tx.Flags,
+				time.Duration(tx.ResponseLast-last))
+		}
+	}
+}

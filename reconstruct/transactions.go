@@ -72,6 +72,7 @@ func (c *conn) completeResponse(st *txState) {
 	c.lastResp = st
 	if st.respEndOff <= c.lastAck {
 		st.tx.ResponseAcked = c.curTS
+		c.settleUnanswered(st)
 		c.emit(st)
 		return
 	}
@@ -82,10 +83,7 @@ func (c *conn) completeResponse(st *txState) {
 		old := c.awaiting[0]
 		c.awaiting = slices.Delete(c.awaiting, 0, 1)
 		old.tx.Flags |= FlagNoAck
-		for _, r := range old.rtx {
-			c.settleRetrans(old, r, false)
-		}
-		old.rtx = nil
+		c.settleUnanswered(old)
 		c.emit(old)
 	}
 	c.awaiting = append(c.awaiting, st)
@@ -112,15 +110,13 @@ func (c *conn) end(flags Flags) {
 	c.releaseParsers()
 	for _, st := range c.awaiting {
 		st.tx.Flags |= FlagNoAck | (flags & FlagEvicted)
-		for _, r := range st.rtx {
-			c.settleRetrans(st, r, false) // no word from the client: assume it needed the bytes
-		}
-		st.rtx = nil
+		c.settleUnanswered(st)
 		c.emit(st)
 	}
 	c.awaiting = nil
 	if c.resp != nil {
 		c.resp.tx.Flags |= FlagIncomplete | flags
+		c.settleUnanswered(c.resp)
 		c.emit(c.resp)
 		c.resp = nil
 	}
