@@ -465,15 +465,17 @@ func TestBrowserWhatIf(t *testing.T) {
 	tb.open(ts.URL+"/whatif/?"+qq.Encode(), `#whatif-result[data-rendered="1"]`)
 	_, qapi := whatIfAPI(t, ts, qq)
 	var qshown struct {
-		Workers, Model string
-		FitRows, Bands int
+		Workers, Model, Heading string
+		FitRows, Bands          int
 	}
 	tb.eval(`(() => ({Workers: document.getElementById('whatif-queue').dataset.workers,
+	  Heading: document.querySelector('#whatif-queue h2').textContent,
 	  FitRows: document.querySelectorAll('#whatif-queue tbody tr[data-class]').length,
 	  Bands: document.querySelectorAll('.whatif-class tr.band').length,
 	  Model: document.getElementById('model').value}))()`, &qshown)
 	if qapi.Queue == nil || qshown.Workers != fmt.Sprint(qapi.Queue.Workers) || qshown.FitRows != len(qapi.Queue.Fit) ||
-		qshown.Bands != len(qapi.Classes) || qshown.Model != "queue" {
+		qshown.Bands != len(qapi.Classes) || qshown.Model != "queue" ||
+		!strings.Contains(qshown.Heading, fmt.Sprintf("service times per URL vary by %.1f%%", 100*qapi.Queue.ServiceSpread)) {
 		t.Errorf("queue model shown as %+v, API %+v", qshown, qapi.Queue)
 	}
 	tb.clean("whatif queue")

@@ -388,8 +388,8 @@ func writeQueueModel(w io.Writer, q *whatif.QueueModel) {
 	if q.HoldsTransfer {
 		free = "busy until the response's last byte"
 	}
-	fmt.Fprintf(w, "server model: queue, %d workers %s (%.1f%% of responses unexplained), %s; SYN losses measured %d, replayed %d; %d connections left half-open; null replay within %.1f%%\n",
-		q.Workers, free, 100*q.Unexplained, backlog, q.SYNLossesMeasured, q.SYNLossesReplayed, q.HalfOpen, 100*q.Worst)
+	fmt.Fprintf(w, "server model: queue, %d workers %s (%.1f%% of responses unexplained; service times per URL vary by %.1f%%), %s; SYN losses measured %d, replayed %d; %d connections left half-open; null replay within %.1f%%\n",
+		q.Workers, free, 100*q.Unexplained, 100*q.ServiceSpread, backlog, q.SYNLossesMeasured, q.SYNLossesReplayed, q.HalfOpen, 100*q.Worst)
 	for _, f := range q.Fit {
 		fmt.Fprintf(w, "  class %s: server p50 %s/%s p90 %s/%s, unit p50 %s/%s p90 %s/%s (measured/replayed), SYN losses %d/%d\n",
 			f.Class, dur(f.ServerP50[0]), dur(f.ServerP50[1]), dur(f.ServerP90[0]), dur(f.ServerP90[1]),

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -201,6 +202,7 @@ func TestWhatifQueueModel(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	text := out
 	out, err = runCmd(t, "whatif", "--records", dir, "--server-model", "queue", "--format", "json", "--rule", rule)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -218,6 +220,12 @@ func TestWhatifQueueModel(t *testing.T) {
 	}
 	if c := rep.Result.Class(whatif.DefaultClass); c == nil || c.Band == nil {
 		t.Errorf("class without a band: %s", out)
+	}
+	// The text says how well the pool's service times agree, as fitted.
+	if rep.Queue != nil {
+		if spread := fmt.Sprintf("service times per URL vary by %.1f%%", 100*rep.Queue.ServiceSpread); !strings.Contains(text, spread) {
+			t.Errorf("text lacks %q:\n%s", spread, text)
+		}
 	}
 	if out, err := runCmd(t, "whatif", "--records", dir, "--server-model", "magic", "--rule", rule); err == nil || !strings.Contains(err.Error(), "server model") {
 		t.Errorf("--server-model magic: err %v\n%s", err, out)

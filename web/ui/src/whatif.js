@@ -266,7 +266,7 @@ function queueFit(q) {
   return el('section', { class: 'card wide', id: 'whatif-queue', dataset: { workers: q.workers, backlog: q.backlog } },
     el('h2', {}, 'Server model: fitted queue ',
       el('span', { class: 'note' }, `${fmtInt(q.workers)} workers ${q.holds_transfer ? "busy until the response's last byte" : "free at the response's first byte"} `
-        + `(${(100 * q.unexplained).toFixed(1)}% of responses unexplained), ${backlog}; `
+        + `(${(100 * q.unexplained).toFixed(1)}% of responses unexplained; service times per URL vary by ${(100 * (q.service_spread || 0)).toFixed(1)}%), ${backlog}; `
         + `SYN losses measured ${fmtInt(q.syn_losses_measured)}, replayed ${fmtInt(q.syn_losses_replayed)}; `
         + `${fmtInt(q.half_open || 0)} connections left half-open; null replay within ${(100 * q.worst).toFixed(1)}%`)),
     el('table', { class: 'nums' },
