@@ -67,7 +67,15 @@ type rtmonPV struct {
 //     txnRel x truth) of the wire's total.
 //   - Pageviews, per browser and Referer group: median |error| at most
 //     max(pvMedianFloor, pvMedianRel x median truth total), 95th
-//     percentile of the relative error at most pvP95Rel.
+//     percentile of the relative error at most pvP95Rel over all
+//     scenarios. One run holds a dozen pageviews per group, whose 95th
+//     percentile is their worst: there the share within pvP95Rel must
+//     not be unlikely (binomial test, flagSignificance) for an estimator
+//     that meets the bound. A lossy path has events no capture can tell
+//     apart (a tail ACK lost and the first resend lost, or the tail lost
+//     and the ACK of its resend lost: the same packets at the capture
+//     point, 390 ms apart at the client), and one of them in a run is
+//     not a fault; several are.
 //   - Objects (in load and after load): at least memberWithin in the
 //     pageview holding their page's container, after-load ones (only
 //     they) flagged after_load.
@@ -116,7 +124,7 @@ func TestScenarios(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rtmon is not buildable: %v", err)
 	}
-	all := &acceptance{}
+	all := &acceptance{whole: true}
 	for _, name := range ScenarioNames {
 		t.Run(name, func(t *testing.T) {
 			for _, hog := range []bool{false, true} {
@@ -559,6 +567,9 @@ type acceptance struct {
 	// aborted counts runs set aside because a client's load failed on
 	// the network (ClientNetworkFailure); they judge nothing.
 	aborted int
+	// whole: the acceptance of every scenario, where the pageviews' 95th
+	// percentile is judged as such (see the bounds).
+	whole bool
 }
 
 // swappedAfterLoad finds the after-load requests the wire cannot give to
@@ -683,13 +694,16 @@ func (a *acceptance) report(t *testing.T, what string, assert bool) {
 		med := pctDur(absAll(errs), 0.5)
 		allow := max(pvMedianFloor, time.Duration(pvMedianRel*float64(pctDur(a.pvTruth[g], 0.5))))
 		p95 := pct(a.pvRel[g], 0.95)
-		t.Logf("%s: pageviews %s: %s; median |error| %v (bound %v), relative p95 %.1f%% (bound %.0f%%)", what, g,
-			errStats(errs), med, allow, 100*p95, 100*pvP95Rel)
+		within := withinRel(a.pvRel[g])
+		t.Logf("%s: pageviews %s: %s; median |error| %v (bound %v), relative p95 %.1f%% (bound %.0f%%), %d of %d within it",
+			what, g, errStats(errs), med, allow, 100*p95, 100*pvP95Rel, within, len(a.pvRel[g]))
 		if med > allow {
 			fail("pageviews %s: median |error| %v > %v", g, med, allow)
 		}
-		if p95 > pvP95Rel {
-			fail("pageviews %s: 95th percentile relative error %.1f%% > %.0f%%", g, 100*p95, 100*pvP95Rel)
+		if !pvTailMet(a.pvRel[g], a.whole) {
+			fail("pageviews %s: 95th percentile relative error %.1f%% > %.0f%%, %d of %d within it (judged by %s)", g,
+				100*p95, 100*pvP95Rel, within, len(a.pvRel[g]), map[bool]string{true: "the percentile",
+					false: fmt.Sprintf("a binomial test at %.0f%%", 100*flagSignificance)}[a.whole])
 		}
 	}
 	if a.memberN > 0 {
@@ -1095,6 +1109,54 @@ func pct(v []float64, q float64) float64 {
 
 // belowRate reports whether ok successes in n trials are significantly
 // fewer than rate gives: P(X <= ok) < flagSignificance for X ~ B(n, rate).
+// withinRel counts the relative errors within pvP95Rel.
+func withinRel(rels []float64) int {
+	n := 0
+	for _, r := range rels {
+		if r <= pvP95Rel {
+			n++
+		}
+	}
+	return n
+}
+
+// pvTailMet judges the pageviews' 95th percentile bound: as such over all
+// scenarios (whole), and for one run by the share within the bound, which
+// must not be unlikely for an estimator that meets it (see the bounds).
+func pvTailMet(rels []float64, whole bool) bool {
+	if whole {
+		return pct(rels, 0.95) <= pvP95Rel
+	}
+	return !belowRate(withinRel(rels), len(rels), 1-pvP95Rel)
+}
+
+func TestPageviewTailBound(t *testing.T) {
+	rels := func(n, off int) []float64 {
+		r := make([]float64, n)
+		for i := range off {
+			r[i] = 0.096
+		}
+		return r
+	}
+	for _, c := range []struct {
+		n, off int
+		whole  bool
+		want   bool
+	}{
+		{12, 0, false, true},
+		{12, 1, false, true},  // one ambiguous loss in a run
+		{12, 4, false, false}, // a third of a run's pages off
+		{16, 16, false, false},
+		{72, 3, true, true},
+		{72, 5, true, false}, // the merged 95th percentile itself
+		{20, 2, true, false},
+	} {
+		if got := pvTailMet(rels(c.n, c.off), c.whole); got != c.want {
+			t.Errorf("%d of %d off (whole %v): met %v, want %v", c.off, c.n, c.whole, got, c.want)
+		}
+	}
+}
+
 func belowRate(ok, n int, rate float64) bool {
 	var cdf float64
 	for k := 0; k <= ok; k++ {
