@@ -79,8 +79,8 @@ type Sink interface {
 // breaks, or nil: every component >= 0, the components add up to Total,
 // Total == End - Start (so End >= Start), no negative count.
 func (p *Pageview) Invariants() error {
-	if err := reconstruct.CheckTiming("pageview", p.ID, p.Start, p.End, p.Total, [4]string{"tconn", "tserver", "ttransfer", "tother"},
-		[4]int64{p.Tconn, p.Tserver, p.Ttransfer, p.Tother}); err != nil {
+	if err := reconstruct.CheckTiming("pageview", p.ID, p.Start, p.End, p.Total, []string{"tconn", "tserver", "ttransfer", "tother"},
+		[]int64{p.Tconn, p.Tserver, p.Ttransfer, p.Tother}); err != nil {
 		return err
 	}
 	if p.Objects < 0 || p.AfterLoad < 0 || p.Redirects < 0 || p.Connections < 0 || p.Bytes < 0 {

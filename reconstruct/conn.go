@@ -68,6 +68,8 @@ type conn struct {
 	// truncated: the snap length cut payload, so parsing gives way to timing
 	// by sequence numbers and direction changes.
 	truncated bool
+	// tls: the client's first bytes were a ClientHello (see tls.go).
+	tls       *tlsSession
 	lastAck   int64 // client's highest acknowledged server offset
 	serverFIN bool
 	clientFIN bool
@@ -430,6 +432,10 @@ func (c *conn) closeServerStream() {
 	c.s2c.closed = true
 	c.serverFIN = true
 	c.curTS = c.s2cLog.last() // a close-delimited body ended with its last byte
+	if c.tls != nil {
+		c.tlsTurnEnds()
+		return
+	}
 	if c.truncated {
 		c.endHeuristicResponse()
 		return

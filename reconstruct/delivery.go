@@ -78,11 +78,16 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 	lost := c.pktLost
 	c.c2sLog.add(off, off+int64(wireLen), ts, lost, c.pktAckOrCopy)
 	c.pktLost = 0 // the losses came before the packet's own bytes, delivered first
-	if c.truncated {
+	c.maybeStartTLS(off, captured)
+	switch {
+	case c.tls != nil:
+		c.tlsClientData(ts, off, captured, wireLen)
+	case c.truncated:
 		c.heuristicClientData(ts, off, captured, wireLen)
 		return
+	default:
+		c.feed(c.reqP(), &c.reqH, captured, wireLen)
 	}
-	c.feed(c.reqP(), &c.reqH, captured, wireLen)
 	if n := len(c.pending); n > 0 {
 		st := c.pending[n-1]
 		switch {
@@ -121,11 +126,14 @@ func (c *conn) deliverServer(ts, _, off int64, captured []byte, wireLen int) {
 	c.curTS = ts
 	c.s2cLog.add(off, off+int64(wireLen), ts, 0, false)
 	c.probes.sent(off+int64(wireLen), ts)
-	if c.truncated {
+	switch {
+	case c.tls != nil:
+		c.tlsServerData(ts, off, captured, wireLen)
+	case c.truncated:
 		c.heuristicServerData(ts, off, captured, wireLen)
-		return
+	default:
+		c.feed(c.respP(), &c.respH, captured, wireLen)
 	}
-	c.feed(c.respP(), &c.respH, captured, wireLen)
 }
 
 // feed hands one segment's bytes to a direction's parser: the captured
@@ -146,7 +154,10 @@ func (c *conn) gapClient(off, n int64) {
 		st.tx.Flags |= FlagHole
 		st.tx.HoleBytes += n
 	}
-	if !c.truncated {
+	switch {
+	case c.tls != nil:
+		c.tlsGap(true, n)
+	case !c.truncated:
 		c.reqP().Gap(n, &c.reqH)
 		c.releaseIdleParsers()
 	}
@@ -159,7 +170,10 @@ func (c *conn) gapServer(off, n int64) {
 		c.resp.tx.Flags |= FlagHole
 		c.resp.tx.HoleBytes += n
 	}
-	if !c.truncated {
+	switch {
+	case c.tls != nil:
+		c.tlsGap(false, n)
+	case !c.truncated:
 		c.respP().Gap(n, &c.respH)
 		c.releaseIdleParsers()
 	}

@@ -18,6 +18,12 @@ func FuzzTracker(f *testing.F) {
 	f.Add([]byte("\x12\x01\x00\x00\x00\x05\x00\x00\x00\x01HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc"))
 	f.Add([]byte("\x18\x00\x00\x00\x00\x01\x00\x00\x00\x01POST /u HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n" +
 		"\x18\x01\x00\x00\x00\x01\x00\x00\x00\x50HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n"))
+	// A TLS ClientHello's first 48 bytes, then server and client records
+	// (keyless HTTPS turns).
+	hello := "\x16\x03\x01\x00\x2b\x01\x00\x00\x27\x03\x03" + string(make([]byte, 32)) + "\x00\x00\x02\x13\x01"
+	f.Add([]byte("\x18\x30\x00\x00\x00\x01\x00\x00\x00\x01" + hello +
+		"\x18\x11\x00\x00\x00\x01\x00\x00\x00\x31\x16\x03\x03\x00\x04\x02\x00\x00\x00\x17\x03\x03\x00\x02ab" +
+		"\x18\x10\x00\x00\x00\x31\x00\x00\x00\x10\x17\x03\x03\x00\x1dabcdefghijklmnopqrstuvwxyzabc"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sink := &collected{}
 		tr := reconstruct.NewTracker(reconstruct.Config{MaxConnections: 3, MaxBufferedBytes: 4096, MaxPendingRequests: 4, MaxHeaderBudget: 700}, sink)

@@ -92,13 +92,13 @@ func handshake(c *synth.Conn, t0 int64) int64 {
 func get(url string) []byte { return synth.Request("GET", "example.test", url) }
 
 type want struct {
-	start                                      int64
-	tconn, trequest, tserver, ttransfer, total int64
+	start                                            int64
+	tconn, ttls, trequest, tserver, ttransfer, total int64
 }
 
 func checkTx(t *testing.T, tx *reconstruct.Transaction, w want) {
 	t.Helper()
-	got := want{tx.Start, tx.Tconn, tx.Trequest, tx.Tserver, tx.Ttransfer, tx.Total}
+	got := want{tx.Start, tx.Tconn, tx.Ttls, tx.Trequest, tx.Tserver, tx.Ttransfer, tx.Total}
 	if got != w {
 		t.Errorf("transaction %s %s:\n got  start=%d tconn=%d treq=%d tserver=%d ttransfer=%d total=%d\n want start=%d tconn=%d treq=%d tserver=%d ttransfer=%d total=%d (flags %v)",
 			tx.ID, tx.URL, got.start-synth.Base, got.tconn, got.trequest, got.tserver, got.ttransfer, got.total,

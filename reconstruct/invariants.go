@@ -8,8 +8,8 @@ import "fmt"
 // than its last byte was seen. Tests assert it on every record
 // they see; a record that broke it would be a bug, whatever the capture.
 func (t *Transaction) Invariants() error {
-	if err := CheckTiming("transaction", t.ID, t.Start, t.End, t.Total, [4]string{"tconn", "trequest", "tserver", "ttransfer"},
-		[4]int64{t.Tconn, t.Trequest, t.Tserver, t.Ttransfer}); err != nil {
+	if err := CheckTiming("transaction", t.ID, t.Start, t.End, t.Total, []string{"tconn", "ttls", "trequest", "tserver", "ttransfer"},
+		[]int64{t.Tconn, t.Ttls, t.Trequest, t.Tserver, t.Ttransfer}); err != nil {
 		return err
 	}
 	switch {
@@ -25,7 +25,7 @@ func (t *Transaction) Invariants() error {
 // breaks, or nil: no negative time, count or gap; LastSeen >= FirstSeen.
 func (c *Connection) Invariants() error {
 	switch {
-	case c.Tconn < 0 || c.RTTClient < 0 || c.RTTServer < 0 || c.SYNLossGap < 0 || c.SYNACKLossGap < 0:
+	case c.Tconn < 0 || c.Ttls < 0 || c.RTTClient < 0 || c.RTTServer < 0 || c.SYNLossGap < 0 || c.SYNACKLossGap < 0:
 		return fmt.Errorf("connection %s: negative time (tconn %d, rtt %d/%d, loss gaps %d/%d)",
 			c.ID, c.Tconn, c.RTTClient, c.RTTServer, c.SYNLossGap, c.SYNACKLossGap)
 	case c.SYNLosses < 0 || c.SYNACKLosses < 0 || c.BytesClient < 0 || c.BytesServer < 0 || c.RetransBytes < 0:

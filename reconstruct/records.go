@@ -54,11 +54,20 @@ const (
 	// load event (an undeclared favicon, a beacon, polling); the transaction
 	// belongs to the pageview but not to its Total.
 	FlagAfterLoad
+	// FlagTLS: the connection speaks TLS and no keys were given: its
+	// transactions are the turns of its application-data records (the
+	// request's URL, method and status unknown, the host from SNI).
+	FlagTLS
+	// FlagHTTP2: the connection negotiated HTTP/2 (ALPN h2), or may have:
+	// TLS 1.3 hides the server's choice, and the client offered h2. Its
+	// streams interleave on one connection, so without keys it gives no
+	// transactions: the connection is timed, its exchanges are not.
+	FlagHTTP2
 )
 
 var flagNames = []string{"incomplete", "mid_stream", "rtt_estimated", "hole", "no_request",
 	"no_response", "truncated_payload", "evicted", "reset", "no_ack", "header_too_large", "parse_error",
-	"preconnected", "spurious_retrans", "upstream_loss", "after_load"}
+	"preconnected", "spurious_retrans", "upstream_loss", "after_load", "tls", "http2"}
 
 // Names lists the set flags by name.
 func (f Flags) Names() []string {
@@ -161,6 +170,15 @@ type Connection struct {
 	RTTServer int64 `json:"rtt_server_ns"` // capture point <-> server
 	// Tconn is the client-perceived connect time (curl's time_connect).
 	Tconn int64 `json:"tconn_ns"`
+	// TLS, when the client's first bytes were a TLS ClientHello: the
+	// version the server chose, the server name the client asked for
+	// (SNI), the protocol ALPN chose (visible up to TLS 1.2; under TLS 1.3
+	// only when the client offered one protocol), and Ttls, connected ->
+	// the client's Finished.
+	TLSVersion uint16 `json:"tls_version,omitempty"`
+	SNI        string `json:"sni,omitempty"`
+	ALPN       string `json:"alpn,omitempty"`
+	Ttls       int64  `json:"ttls_ns,omitempty"`
 
 	BytesClient  int64 `json:"bytes_client"` // payload bytes client -> server
 	BytesServer  int64 `json:"bytes_server"`
@@ -181,8 +199,10 @@ type Transaction struct {
 	Interface    int        `json:"interface"`
 	Client       netip.Addr `json:"client"`
 	ClientPort   uint16     `json:"client_port"`
+	BodyCut      bool       `json:"-"` // in ClientPort's padding; see Body
 	Server       netip.Addr `json:"server"`
 	ServerPort   uint16     `json:"server_port"`
+	Flags        Flags      `json:"flags,omitempty"` // in ServerPort's padding
 
 	// Capture times. RequestFirst is the request's first byte, or any of
 	// its bytes that overtook the first (reordering before the capture).
@@ -203,10 +223,11 @@ type Transaction struct {
 	Start     int64 `json:"start"`
 	End       int64 `json:"end"`
 	Tconn     int64 `json:"tconn_ns"`     // 0 on a reused connection
-	Trequest  int64 `json:"trequest_ns"`  // connected (or request start) -> request's last byte sent
+	Ttls      int64 `json:"ttls_ns"`      // connected -> the client's TLS Finished sent (0 without TLS, or reused)
+	Trequest  int64 `json:"trequest_ns"`  // handshakes done (or request start) -> request's last byte sent
 	Tserver   int64 `json:"tserver_ns"`   // request's last byte sent -> response's first byte received
 	Ttransfer int64 `json:"ttransfer_ns"` // first -> last response byte received
-	Total     int64 `json:"total_ns"`     // = Tconn + Trequest + Tserver + Ttransfer
+	Total     int64 `json:"total_ns"`     // = Tconn + Ttls + Trequest + Tserver + Ttransfer
 	RTTClient int64 `json:"rtt_client_ns"`
 
 	RetransBytes  int64  `json:"retrans_bytes"`
@@ -227,8 +248,8 @@ type Transaction struct {
 	// Metadata destination (navigation or subresource), the response's
 	// Location and Content-Encoding, and the body of an HTML or CSS
 	// response as it was on the wire (content coding not undone, chunk
-	// framing removed), up to Config.MaxBodyBytes. BodyCut (below, where
-	// it fills Flags' padding): bytes of it are missing (limit, holes).
+	// framing removed), up to Config.MaxBodyBytes. BodyCut (above, where
+	// it fills a port's padding): bytes of it are missing (limit, holes).
 	SecFetchDest    string `json:"-"`
 	Location        string `json:"-"`
 	ContentEncoding string `json:"-"`
@@ -242,8 +263,6 @@ type Transaction struct {
 	PageviewID string `json:"pageview_id,omitempty"`
 	Class      string `json:"class,omitempty"`
 	Priority   string `json:"-"`
-	Flags      Flags  `json:"flags,omitempty"`
-	BodyCut    bool   `json:"-"`
 
 	// The record stays within 512 bytes (TestTransactionSize): past that
 	// it takes a larger size class and the garbage collector scans it as a
@@ -255,20 +274,17 @@ type Transaction struct {
 // component >= 0, the components add up to total, total == end - start (so
 // end >= start). Transactions and pageviews share it; their components
 // differ, so names says what each of comps is.
-func CheckTiming(kind, id string, start, end, total int64, names [4]string, comps [4]int64) error {
+func CheckTiming(kind, id string, start, end, total int64, names []string, comps []int64) error {
 	var sum int64
-	negative := false
-	for _, v := range comps {
+	for i, v := range comps {
 		sum += v
-		negative = negative || v < 0
+		if v < 0 {
+			return fmt.Errorf("%s %s: negative component %s %d (of %v = %v)", kind, id, names[i], v, names, comps)
+		}
 	}
 	switch {
-	case negative:
-		return fmt.Errorf("%s %s: negative component (%s %d, %s %d, %s %d, %s %d)", kind, id,
-			names[0], comps[0], names[1], comps[1], names[2], comps[2], names[3], comps[3])
 	case sum != total:
-		return fmt.Errorf("%s %s: components %d+%d+%d+%d do not add up to total %d",
-			kind, id, comps[0], comps[1], comps[2], comps[3], total)
+		return fmt.Errorf("%s %s: components %v (%v) do not add up to total %d", kind, id, comps, names, total)
 	case end-start != total || end < start:
 		return fmt.Errorf("%s %s: end %d - start %d != total %d", kind, id, end, start, total)
 	}

@@ -17,9 +17,11 @@ import (
 //     and Ttransfer = responseLast - responseFirst, where responseLast is the
 //     last needed transmission of the last byte (the client's ACK confirms
 //     arrival; a spurious retransmission does not count, see loss.go);
-//   - Trequest runs from the moment the client was connected (fresh
-//     connection) or started sending (reused connection) to its last request
-//     byte, so the four components always add up to Total = End - Start.
+//   - on a TLS connection the client's handshake ended when its Finished
+//     left, at clientFinished - rtt/2, so Ttls = clientFinished - handshakeACK;
+//   - Trequest runs from the moment the client was connected and done with
+//     TLS (fresh connection) or started sending (reused connection) to its
+//     last request byte, so the components always add up to Total = End - Start.
 //
 // A request whose first copy was lost before the capture point started one
 // client retransmission wait before the copy seen (requestSent); the wait is
@@ -67,7 +69,7 @@ func (c *conn) emit(st *txState) {
 		// sent as it connected, as clients that connect to send do.
 		sent = connected
 	}
-	idle := sent - connected + c.ackQueued // the ACK waited on its way (handshakeSample)
+	idle := sent - max(connected, c.tlsReady()) + c.ackQueued // TLS done first; the ACK's queue (handshakeSample)
 	if c.hsAckLost {
 		// connected is then the SYN/ACK's departure plus the path's least
 		// round trip, the earliest the client could have connected; a
@@ -83,7 +85,7 @@ func (c *conn) emit(st *txState) {
 	}
 	// Phase boundaries at the client: start, connected, request sent,
 	// first response byte received, last response byte received.
-	var b0, b1, b2, b3, end int64
+	var b0, b1, bT, b2, b3, end int64
 	switch {
 	case freshConn:
 		if connected == 0 || connected > sent {
@@ -92,6 +94,7 @@ func (c *conn) emit(st *txState) {
 			connected = sent
 		}
 		b0, b1 = r.SYNTimes[0]-half, connected-half
+		bT = max(b1, c.tlsReady()-half)
 		b2 = tx.RequestLast - half
 	case hasRequest:
 		b0 = sent - half
@@ -118,9 +121,10 @@ func (c *conn) emit(st *txState) {
 	end = max(end, b0)
 	b3 = min(max(b3, b0), end)
 	b2 = min(max(b2, b0), b3)
-	b1 = min(max(b1, b0), b2)
+	bT = min(max(bT, b1, b0), b2) // = connected without TLS
+	b1 = min(max(b1, b0), bT)
 	tx.Start, tx.End = b0, end
-	tx.Tconn, tx.Trequest, tx.Tserver, tx.Ttransfer = b1-b0, b2-b1, b3-b2, end-b3
+	tx.Tconn, tx.Ttls, tx.Trequest, tx.Tserver, tx.Ttransfer = b1-b0, bT-b1, b2-bT, b3-b2, end-b3
 	tx.Total = end - b0
 	c.t.emitTransaction(tx)
 }

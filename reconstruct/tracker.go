@@ -139,7 +139,14 @@ type Stats struct {
 	Holes              uint64 `json:"holes"`
 	HoleBytes          uint64 `json:"hole_bytes"`
 	ParseDesyncs       uint64 `json:"parse_desyncs"`
-	OutOfWindow        uint64 `json:"out_of_window"`
+	// TLSConnections counts connections that began with a TLS
+	// ClientHello (timed keyless), HTTP2Connections those of them that
+	// negotiated or may have negotiated HTTP/2 (no transactions), and
+	// TLSFramingLost those whose record framing a hole broke.
+	TLSConnections   uint64 `json:"tls_connections"`
+	HTTP2Connections uint64 `json:"http2_connections"`
+	TLSFramingLost   uint64 `json:"tls_framing_lost"`
+	OutOfWindow      uint64 `json:"out_of_window"`
 	// StrayResets counts resets whose sequence number is not their
 	// connection's (another incarnation of the four-tuple), ignored.
 	StrayResets      uint64 `json:"stray_resets"`
@@ -218,6 +225,9 @@ type Tracker struct {
 	// bodyBytes is what the bodies of responses in flight hold (see
 	// Config.MaxBodyBudget).
 	bodyBytes int
+	// tlsBytes is what TLS sessions hold: their state and the hellos
+	// they buffer (see conn.tlsAccount).
+	tlsBytes int
 	// rtts is the clients' per-destination RTT memory (see rttCache).
 	rtts rttCache
 	// headers bounds the header bytes all parsers hold (MaxHeaderBudget).
@@ -251,7 +261,7 @@ func (t *Tracker) Stats() Stats {
 
 // memoryInUse is the tracker's state as counted against MaxMemory.
 func (t *Tracker) memoryInUse() int64 {
-	return int64(len(t.conns))*ConnectionMemory + int64(t.reorderBytes) + int64(t.headers.Held()) + int64(t.bodyBytes)
+	return int64(len(t.conns))*ConnectionMemory + int64(t.reorderBytes) + int64(t.headers.Held()) + int64(t.bodyBytes) + int64(t.tlsBytes)
 }
 
 // shed evicts the least recently active connections, never keep (the one

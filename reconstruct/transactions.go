@@ -34,6 +34,10 @@ func (c *conn) newTx() *txState {
 	if c.truncated {
 		st.tx.Flags |= FlagTruncatedPayload
 	}
+	if c.tls != nil {
+		st.tx.Flags |= FlagTLS
+		st.tx.Host = c.rec.SNI
+	}
 	return st
 }
 
@@ -108,6 +112,9 @@ func (c *conn) end(flags Flags) {
 		c.closeServerStream()
 	}
 	c.releaseParsers()
+	if c.tls != nil {
+		c.tlsAccount() // done: the session's count goes back
+	}
 	for _, st := range c.awaiting {
 		st.tx.Flags |= FlagNoAck | (flags & FlagEvicted)
 		c.settleUnanswered(st)

@@ -48,8 +48,8 @@ func TestWorkloadMatchesTruth(t *testing.T) {
 				if r.SYNs > 1 {
 					synLoss++
 				}
-				exp := want{r.Start, r.Tconn, r.Trequest, r.Tserver, r.Ttransfer, r.End - r.Start}
-				if g := (want{tx.Start, tx.Tconn, tx.Trequest, tx.Tserver, tx.Ttransfer, tx.Total}); g != exp {
+				exp := want{r.Start, r.Tconn, 0, r.Trequest, r.Tserver, r.Ttransfer, r.End - r.Start}
+				if g := (want{tx.Start, tx.Tconn, tx.Ttls, tx.Trequest, tx.Tserver, tx.Ttransfer, tx.Total}); g != exp {
 					mismatches++
 					if mismatches <= 5 {
 						t.Errorf("%s %s (new conn %v, SYNs %d, SYN/ACKs %d, retrans %d):\n got  %+v\n want %+v flags %v",

@@ -1,0 +1,304 @@
+package reconstruct
+
+import (
+	"slices"
+	"time"
+	"unsafe"
+
+	"github.com/rtmon/rtmon/reconstruct/tlswire"
+)
+
+// Keyless HTTPS. A connection whose client spoke first with a TLS
+// ClientHello carries HTTP that cannot be read without keys. Its handshake
+// is read in the clear (tlswire) and timed as Ttls, from the client being
+// connected to its Finished passing the capture point. After it, each run
+// of the client's application-data records is a request and the server's
+// records that answer it are its response: the turns of HTTP/1.1, timed
+// from record boundaries as the snap-length heuristic times bytes. The
+// URL, method and status stay unknown; the host is the SNI name. HTTP/2
+// interleaves streams on one connection, so its turns are not exchanges:
+// such a connection is timed and flagged, and gives no transactions.
+
+// tlsSession is a TLS connection's handshake and turn state.
+type tlsSession struct {
+	wire tlswire.Conn
+	// finished: capture time of the client's Finished (0 before it); from
+	// then on application data is HTTP. serverFinished: of the server's,
+	// when it came after (a full TLS 1.2 handshake: the client waits for
+	// it before it sends a request).
+	finished, serverFinished int64
+	// multiplexed: HTTP/2 was or may have been negotiated (see FlagHTTP2).
+	multiplexed bool
+	// lost: a direction lost its record framing (bytes never captured
+	// over a record header); turns are then read from the bytes as the
+	// snap-length heuristic reads them.
+	lost bool
+	// TLS 1.3 servers that issue session tickets after the handshake
+	// (OpenSSL's two, on the client's Finished) send them as application
+	// data. Small server records starting within ticketWindow of the
+	// Finished, before any other, are held as tickets; if the turn ends
+	// with nothing else from the server, the last of them was the response.
+	tickets     [maxTickets]tlswire.Record
+	nTickets    int
+	ticketsDone bool
+	// counted: what the tracker's memory count holds for this session.
+	counted int
+}
+
+// tlsSessionSize is a session's own state, counted against the memory
+// bound with the hellos it buffers.
+var tlsSessionSize = int(unsafe.Sizeof(tlsSession{}))
+
+const (
+	ticketWindow = int64(2 * time.Millisecond)
+	ticketMaxLen = 640
+	maxTickets   = 4
+	// minHTTPRecord: shorter application-data records are no HTTP message
+	// (the shortest request line and blank line take 18 bytes, sealed
+	// with a type byte and a 16-byte tag): a TLS 1.3 alert (close_notify,
+	// 19 bytes) or key update.
+	minHTTPRecord = 24
+	// maxSNI bounds the server name kept (a DNS name is at most 253).
+	maxSNI = 255
+)
+
+// maybeStartTLS looks at a connection's first client bytes (stream offset
+// 0): a ClientHello makes it a TLS connection.
+func (c *conn) maybeStartTLS(off int64, captured []byte) {
+	if off != 0 || c.tls != nil || c.nextIndex > 0 || !tlswire.LooksLikeClientHello(captured) {
+		return
+	}
+	c.tls = &tlsSession{}
+	c.rec.Flags |= FlagTLS
+	c.t.stats.TLSConnections++
+	c.tlsAccount()
+}
+
+// tlsAccount brings the tracker's memory count up to date with what the
+// session holds: a peer that sends a hello in pieces makes it buffer up
+// to tlswire.MaxHelloLen, which the memory bound must see.
+func (c *conn) tlsAccount() {
+	s := c.tls
+	now := 0
+	if !c.done {
+		now = tlsSessionSize + s.wire.Client.Buffered() + s.wire.Server.Buffered()
+	}
+	c.t.tlsBytes += now - s.counted
+	s.counted = now
+}
+
+// tlsClientData feeds the client's bytes at stream offset off.
+func (c *conn) tlsClientData(ts, off int64, captured []byte, wireLen int) {
+	if c.tls.lost {
+		c.heuristicClientData(ts, off, captured, wireLen)
+		return
+	}
+	c.tlsEvents(true, c.tls.wire.FeedClient(captured, wireLen, ts))
+	c.tlsAccount()
+}
+
+// tlsServerData feeds the server's bytes at stream offset off.
+func (c *conn) tlsServerData(ts, off int64, captured []byte, wireLen int) {
+	if c.tls.lost {
+		c.heuristicServerData(ts, off, captured, wireLen)
+		return
+	}
+	c.tlsEvents(false, c.tls.wire.FeedServer(captured, wireLen, ts))
+	c.tlsAccount()
+}
+
+// tlsGap reports n bytes of a direction never captured.
+func (c *conn) tlsGap(client bool, n int64) {
+	if c.tls.lost {
+		return
+	}
+	s := &c.tls.wire.Server
+	if client {
+		s = &c.tls.wire.Client
+	}
+	c.tlsEvents(client, s.Gap(n))
+	c.tlsAccount()
+}
+
+func (c *conn) tlsEvents(client bool, evs []tlswire.Event) {
+	s := c.tls
+	for i := range evs {
+		ev := &evs[i]
+		switch ev.Kind {
+		case tlswire.KindHandshake:
+			if ev.Err == nil {
+				c.tlsHello(ev.Handshake)
+			}
+		case tlswire.KindRecord:
+			if client {
+				c.tlsClientRecord(ev.Record)
+			} else {
+				c.tlsServerRecord(ev.Record)
+			}
+		case tlswire.KindLost:
+			// Without framing, the bytes still take turns: the rest of the
+			// connection is timed as the snap-length heuristic times it.
+			s.lost = true
+			c.t.stats.TLSFramingLost++
+			if st := c.currentRequest(); st != nil {
+				st.tx.Flags |= FlagHole
+			}
+			return
+		}
+	}
+}
+
+// tlsHello takes what the hellos say in the clear.
+func (c *conn) tlsHello(h tlswire.Handshake) {
+	s := c.tls
+	if ch := h.ClientHello; ch != nil {
+		c.rec.SNI = clipString(ch.ServerName, maxSNI)
+		if len(ch.ALPN) == 1 {
+			c.rec.ALPN = clipString(ch.ALPN[0], maxSNI)
+		}
+		return
+	}
+	sh := h.ServerHello
+	if sh == nil || sh.HelloRetryRequest {
+		return
+	}
+	c.rec.TLSVersion = sh.Version()
+	if sh.ALPN != "" {
+		c.rec.ALPN = clipString(sh.ALPN, maxSNI)
+	}
+	offered := s.wire.ClientHello != nil && slices.Contains(s.wire.ClientHello.ALPN, "h2")
+	if c.rec.ALPN == "h2" || c.rec.ALPN == "" && offered && sh.Version() >= tls13 {
+		s.multiplexed = true
+		c.rec.Flags |= FlagHTTP2
+		c.t.stats.HTTP2Connections++
+	}
+}
+
+const tls13 = 0x0304
+
+// tlsClientRecord handles one client record: its Finished ends the
+// handshake; after it, application data is a request.
+func (c *conn) tlsClientRecord(r tlswire.Record) {
+	s := c.tls
+	if s.finished == 0 {
+		sh := s.wire.ServerHello
+		tls13Finished := sh != nil && sh.Version() >= tls13 && r.Type == tlswire.TypeApplicationData
+		if tls13Finished || r.Type == tlswire.TypeHandshake && r.Encrypted {
+			s.finished = r.At
+			c.noteTtls()
+		}
+		return // the handshake, or 0-RTT early data
+	}
+	if r.Type != tlswire.TypeApplicationData || r.Len < minHTTPRecord || s.multiplexed {
+		return
+	}
+	c.tlsTurnEnds()
+	st := c.currentRequest()
+	if st == nil {
+		st = c.newTx()
+		st.heuristic = true
+		st.tx.RequestFirst, st.upLost, st.upAckOrCopy = c.c2sLog.at(r.Offset, r.StartAt)
+		st.prev, st.timer = c.lastResp, c.timer
+		st.reqStartOff = r.Offset
+		c.addPending(st)
+	}
+	end := recordEnd(r)
+	st.tx.RequestLast = r.At
+	st.reqEndOff = end
+	st.tx.RequestBytes = end - st.reqStartOff
+	c.reqAck.end, c.reqAck.at = end, r.At
+}
+
+// tlsServerRecord handles one server record: after the client's Finished,
+// application data (but session tickets) is a response.
+func (c *conn) tlsServerRecord(r tlswire.Record) {
+	s := c.tls
+	if r.Type == tlswire.TypeHandshake && r.Encrypted && s.finished > 0 && s.serverFinished == 0 {
+		s.serverFinished = r.At
+		c.noteTtls()
+		return
+	}
+	if s.finished == 0 || r.StartAt < s.finished || r.Type != tlswire.TypeApplicationData || r.Len < minHTTPRecord || s.multiplexed {
+		// The server's handshake flight (Go sends its tickets there), an
+		// alert, or HTTP/2.
+		return
+	}
+	tls13 := c.rec.TLSVersion >= tls13
+	if tls13 && !s.ticketsDone && c.resp == nil && s.nTickets < maxTickets && r.Len <= ticketMaxLen &&
+		r.StartAt <= s.finished+ticketWindow {
+		s.tickets[s.nTickets] = r
+		s.nTickets++
+		return
+	}
+	s.ticketsDone = true
+	c.tlsResponseRecord(r)
+}
+
+// tlsResponseRecord adds server record r to the response being received,
+// starting one (the turn changed) if none is.
+func (c *conn) tlsResponseRecord(r tlswire.Record) {
+	if c.resp == nil {
+		if st := c.currentRequest(); st != nil {
+			st.reqDone = true
+		}
+		st := c.takeRequest()
+		st.heuristic = true
+		st.respStarted = true
+		st.tx.ResponseFirst = r.StartAt
+		st.respStartOff = r.Offset
+		c.resp = st
+	}
+	end := recordEnd(r)
+	c.resp.tx.ResponseLast = r.At
+	c.resp.respEndOff = end
+	c.resp.tx.ResponseBytes = end - c.resp.respStartOff
+}
+
+// tlsTurnEnds closes the server's turn before the client's next request
+// (or the connection's end): the response is complete. Tickets held with
+// nothing after them were a short response's record, the last of them.
+func (c *conn) tlsTurnEnds() {
+	s := c.tls
+	if !s.ticketsDone && s.nTickets > 0 && c.resp == nil && len(c.pending) > 0 {
+		c.tlsResponseRecord(s.tickets[s.nTickets-1])
+	}
+	if s.finished > 0 && len(c.pending) > 0 {
+		s.ticketsDone = true
+	}
+	if c.resp != nil {
+		c.completeResponse(c.resp)
+	}
+}
+
+// tlsReady stands for the moment the client was done with TLS and could
+// send its request, as a capture time (the client was there rtt/2
+// earlier): its Finished leaving, or in a full TLS 1.2 handshake the
+// server's Finished reaching it (a round trip later at the capture
+// point). 0 when the connection has no TLS handshake seen.
+func (c *conn) tlsReady() int64 {
+	if c.tls == nil || c.tls.finished == 0 {
+		return 0
+	}
+	if sf := c.tls.serverFinished; sf > 0 {
+		return max(c.tls.finished, sf+c.clientRTT())
+	}
+	return c.tls.finished
+}
+
+// noteTtls sets the connection's Ttls: connected -> done with TLS.
+func (c *conn) noteTtls() {
+	if at := c.connectedAt(); at > 0 {
+		c.rec.Ttls = max(c.tlsReady()-at, 0)
+	}
+}
+
+// recordEnd is the stream offset just past record r.
+func recordEnd(r tlswire.Record) int64 { return r.Offset + 5 + int64(r.Len) }
+
+// clipString bounds a string taken from the network.
+func clipString(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}

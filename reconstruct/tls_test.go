@@ -1,0 +1,318 @@
+package reconstruct_test
+
+import (
+	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rtmon/rtmon/reconstruct"
+	"github.com/rtmon/rtmon/synth"
+)
+
+// A real TLS session (crypto/tls on both ends of an in-memory pipe), its
+// bytes as each side wrote them, in order, for a scripted capture.
+type tlsWrite struct {
+	fromClient bool
+	phase      int // 0: the handshake; i: request i and its response
+	b          []byte
+}
+
+type tlsRecorder struct {
+	mu     sync.Mutex
+	phase  int
+	writes []tlsWrite
+}
+
+func (r *tlsRecorder) setPhase(p int) {
+	r.mu.Lock()
+	r.phase = p
+	r.mu.Unlock()
+}
+
+type recordingConn struct {
+	net.Conn
+	rec    *tlsRecorder
+	client bool
+}
+
+func (c recordingConn) Write(b []byte) (int, error) {
+	c.rec.mu.Lock()
+	c.rec.writes = append(c.rec.writes, tlsWrite{c.client, c.rec.phase, append([]byte(nil), b...)})
+	c.rec.mu.Unlock()
+	return c.Conn.Write(b)
+}
+
+func testCertificate(t *testing.T) tls.Certificate {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), DNSNames: []string{"shop.example.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
+}
+
+// recordTLSSession runs a client that loads urls over one keep-alive
+// HTTPS/1.1 connection (each answered with bodySize bytes) and closes it,
+// and returns every write of both sides in order.
+func recordTLSSession(t *testing.T, version uint16, alpn []string, urls []string, bodySize int) []tlsWrite {
+	t.Helper()
+	cs, ss := net.Pipe()
+	rec := &tlsRecorder{}
+	cert := testCertificate(t)
+	srv := tls.Server(recordingConn{ss, rec, false}, &tls.Config{Certificates: []tls.Certificate{cert},
+		MinVersion: version, MaxVersion: version, NextProtos: alpn})
+	done := make(chan error, 1)
+	go func() {
+		defer srv.Close()
+		r := bufio.NewReader(srv)
+		for {
+			req, err := http.ReadRequest(r)
+			if err != nil {
+				done <- nil
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			body := strings.Repeat("x", bodySize)
+			fmt.Fprintf(srv, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		}
+	}()
+	cli := tls.Client(recordingConn{cs, rec, true}, &tls.Config{ServerName: "shop.example.test", InsecureSkipVerify: true,
+		MinVersion: version, MaxVersion: version, NextProtos: alpn})
+	if err := cli.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(cli)
+	for i, u := range urls {
+		rec.setPhase(i + 1)
+		if _, err := fmt.Fprintf(cli, "GET %s HTTP/1.1\r\nHost: shop.example.test\r\nUser-Agent: test\r\n\r\n", u); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	rec.setPhase(-1)
+	cli.Close()
+	<-done
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return rec.writes
+}
+
+// scriptTLS scripts a recorded session as the capture point beside the
+// server saw it: the client is D away, the server answers a handshake
+// flight in serverHS and a request in serverHTTP, and the client sends
+// each flight as soon as the server's previous one reached it. It returns
+// the capture times of the client's Finished (its last handshake write),
+// of each request's last byte and of each response's first and last
+// bytes.
+type tlsTimes struct {
+	est, finished                int64
+	serverAfter                  int64 // the last server handshake byte after the client's Finished
+	reqLast, respFirst, respLast []int64
+}
+
+func scriptTLS(c *synth.Conn, writes []tlsWrite, serverHS, serverHTTP int64) tlsTimes {
+	var tt tlsTimes
+	tt.est = handshake(c, synth.T(0))
+	at := tt.est
+	prevClient := true
+	for _, w := range writes {
+		if w.fromClient {
+			if !prevClient {
+				at += 2 * D // the server's flight reached the client, which answers at once
+			}
+			c.Client(at, w.b)
+			switch {
+			case w.phase == 0:
+				tt.finished = at
+			case w.phase > 0:
+				tt.reqLast = append(tt.reqLast, at)
+			}
+			at += 50 * us
+		} else {
+			if prevClient {
+				if w.phase > 0 {
+					at += serverHTTP
+				} else {
+					at += serverHS
+				}
+			}
+			times := c.ServerMSS(at, w.b, 1448, 20*us)
+			if w.phase == 0 && tt.finished > 0 {
+				tt.serverAfter = times[len(times)-1]
+			}
+			if w.phase > 0 {
+				if len(tt.respFirst) < w.phase {
+					tt.respFirst = append(tt.respFirst, at)
+					tt.respLast = append(tt.respLast, 0)
+				}
+				tt.respLast[w.phase-1] = times[len(times)-1]
+			}
+			at = times[len(times)-1] + 20*us
+			c.ClientAck(at + 2*D - 20*us)
+		}
+		prevClient = w.fromClient
+	}
+	return tt
+}
+
+// Keyless HTTPS/1.1 against the truth of real TLS 1.2 and 1.3 sessions:
+// Tconn is the TCP handshake, Ttls runs from connected to the client's
+// Finished, and each request/response turn of application data is timed
+// like cleartext; the host comes from SNI, the URL is unknown.
+func TestKeylessHTTPS(t *testing.T) {
+	const serverHS, serverHTTP = 300 * us, 30 * ms
+	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		t.Run(tls.VersionName(version), func(t *testing.T) {
+			writes := recordTLSSession(t, version, []string{"http/1.1"}, []string{"/", "/app.js"}, 20000)
+			var tt tlsTimes
+			out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+				c := w.Conn(client, netip.AddrPortFrom(server.Addr(), 443), 7000, 9000)
+				tt = scriptTLS(c, writes, serverHS, serverHTTP)
+				c.ClientFIN(tt.respLast[len(tt.respLast)-1] + 3*D)
+				c.ServerFIN(tt.respLast[len(tt.respLast)-1] + 3*D + 100*us)
+				c.ClientAck(tt.respLast[len(tt.respLast)-1] + 5*D)
+			})
+			if len(tt.reqLast) != 2 {
+				t.Fatalf("script: %d requests", len(tt.reqLast))
+			}
+			// The client is done with TLS when its Finished leaves, or in a
+			// full TLS 1.2 handshake when the server's reaches it.
+			ready := tt.finished
+			if version == tls.VersionTLS12 {
+				ready = max(ready, tt.serverAfter+2*D)
+			}
+			conn := one(t, "connection", out.conns)
+			if conn.Flags&reconstruct.FlagTLS == 0 || conn.SNI != "shop.example.test" || conn.TLSVersion != version ||
+				conn.Ttls != ready-tt.est {
+				t.Errorf("connection: flags %v sni %q version %#x ttls %v (want %v)", conn.Flags, conn.SNI, conn.TLSVersion,
+					time.Duration(conn.Ttls), time.Duration(ready-tt.est))
+			}
+			if len(out.txs) != 2 {
+				t.Fatalf("%d transactions, want 2: %+v", len(out.txs), out.txs)
+			}
+			first := want{start: synth.T(0) - D, tconn: 2*D + 100*us, ttls: ready - tt.est,
+				trequest: tt.reqLast[0] - ready, tserver: tt.respFirst[0] - tt.reqLast[0] + 2*D,
+				ttransfer: tt.respLast[0] - tt.respFirst[0]}
+			first.total = first.tconn + first.ttls + first.trequest + first.tserver + first.ttransfer
+			checkTLSTx(t, out.txs[0], first)
+			second := want{start: tt.reqLast[1] - D, tserver: tt.respFirst[1] - tt.reqLast[1] + 2*D,
+				ttransfer: tt.respLast[1] - tt.respFirst[1]}
+			second.total = second.tserver + second.ttransfer
+			checkTLSTx(t, out.txs[1], second)
+			for _, tx := range out.txs {
+				if tx.Flags&reconstruct.FlagTLS == 0 || tx.Host != "shop.example.test" || tx.URL != "" {
+					t.Errorf("tx %d: flags %v host %q url %q", tx.Index, tx.Flags, tx.Host, tx.URL)
+				}
+			}
+			if out.stats.TLSConnections != 1 || out.stats.MemoryInUse != 0 {
+				t.Errorf("stats: %d TLS connections, %d bytes counted after the end", out.stats.TLSConnections, out.stats.MemoryInUse)
+			}
+		})
+	}
+}
+
+func checkTLSTx(t *testing.T, tx *reconstruct.Transaction, w want) {
+	t.Helper()
+	got := [6]int64{tx.Start, tx.Tconn, tx.Ttls, tx.Trequest, tx.Tserver, tx.Ttransfer}
+	exp := [6]int64{w.start, w.tconn, w.ttls, w.trequest, w.tserver, w.ttransfer}
+	if got != exp || tx.Total != w.total {
+		t.Errorf("tx %d: start/tconn/ttls/trequest/tserver/ttransfer %v total %v, want %v total %v", tx.Index,
+			durs(got[:]), time.Duration(tx.Total), durs(exp[:]), time.Duration(w.total))
+	}
+}
+
+func durs(v []int64) []time.Duration {
+	out := make([]time.Duration, len(v))
+	for i, x := range v {
+		out[i] = time.Duration(x)
+	}
+	return out
+}
+
+// OpenSSL (nginx, HAProxy) sends TLS 1.3 session tickets when the
+// client's Finished comes: application-data records right behind the
+// client's first request, before the response. They are not the
+// response: Tserver runs to the response's first record.
+func TestKeylessHTTPSTicketsAfterFinished(t *testing.T) {
+	// A large response, and an empty one as small as a ticket: held with
+	// the tickets, it is taken as the response when nothing else answers.
+	for _, size := range []int{20000, 0} {
+		writes := recordTLSSession(t, tls.VersionTLS13, []string{"http/1.1"}, []string{"/"}, size)
+		var withTickets []tlsWrite
+		for i, w := range writes {
+			withTickets = append(withTickets, w)
+			if w.fromClient && w.phase == 1 && (i+1 == len(writes) || !writes[i+1].fromClient || writes[i+1].phase != 1) {
+				for range 2 {
+					ticket := make([]byte, 5+250)
+					ticket[0], ticket[1], ticket[2], ticket[4] = 23, 3, 3, 250
+					rand.Read(ticket[5:])
+					withTickets = append(withTickets, tlsWrite{fromClient: false, phase: 0, b: ticket})
+				}
+			}
+		}
+		var tt tlsTimes
+		out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+			c := w.Conn(client, netip.AddrPortFrom(server.Addr(), 443), 7100, 9100)
+			tt = scriptTLS(c, withTickets, 300*us, 30*ms)
+			end := tt.respLast[0] + 3*D
+			c.ServerFIN(end)
+			c.ClientFIN(end + 2*D)
+			c.ServerAck(end + 2*D + 100*us)
+		})
+		tx := one(t, "transaction", out.txs)
+		if got, want := tx.Tserver, tt.respFirst[0]-tt.reqLast[0]+2*D; got != want {
+			t.Errorf("body %d: tserver %v, want %v (the tickets are no response)", size, time.Duration(got), time.Duration(want))
+		}
+		if got, want := tx.Ttransfer, tt.respLast[0]-tt.respFirst[0]; got != want {
+			t.Errorf("body %d: ttransfer %v, want %v", size, time.Duration(got), time.Duration(want))
+		}
+	}
+}
+
+// HTTP/2 interleaves its streams on one connection, so without keys its
+// record turns are not exchanges: the connection is timed and flagged,
+// and gives no transactions. TLS 1.3 hides the server's ALPN choice: a
+// client that offered h2 may be speaking it.
+func TestKeylessHTTP2GivesNoTransactions(t *testing.T) {
+	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		writes := recordTLSSession(t, version, []string{"h2", "http/1.1"}, []string{"/", "/a"}, 3000)
+		out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+			c := w.Conn(client, netip.AddrPortFrom(server.Addr(), 443), 7200, 9200)
+			tt := scriptTLS(c, writes, 300*us, 30*ms)
+			c.ServerFIN(tt.respLast[1] + 3*D)
+		})
+		conn := one(t, "connection", out.conns)
+		want := reconstruct.FlagTLS | reconstruct.FlagHTTP2
+		if conn.Flags&want != want || len(out.txs) != 0 || out.stats.HTTP2Connections != 1 || conn.Ttls <= 0 {
+			t.Errorf("%s: connection flags %v ttls %v alpn %q, %d transactions", tls.VersionName(version), conn.Flags,
+				time.Duration(conn.Ttls), conn.ALPN, len(out.txs))
+		}
+		if version == tls.VersionTLS12 && conn.ALPN != "h2" {
+			t.Errorf("TLS 1.2 shows the server's ALPN choice: %q", conn.ALPN)
+		}
+	}
+}
