@@ -6,9 +6,11 @@ package export
 // breakdown. This is the one list: the summary here, the store's queryable
 // columns and the web's breakdown all read it.
 
-// TransactionParts names reconstruct.Transaction's parts: Tconn, Trequest,
-// Tserver, Ttransfer.
-func TransactionParts() []string { return []string{"tconn", "trequest", "tserver", "ttransfer"} }
+// TransactionParts names reconstruct.Transaction's parts: Tconn, Ttls,
+// Trequest, Tserver, Ttransfer.
+func TransactionParts() []string {
+	return []string{"tconn", "ttls", "trequest", "tserver", "ttransfer"}
+}
 
 // PageviewParts names pageview.Pageview's parts: Tconn, Tserver, Ttransfer,
 // Tother.

@@ -130,9 +130,10 @@ func harMS(ns int64) float64 { return math.Round(float64(ns)/1e3) / 1e3 }
 // a HAR 1.2 log. conns is optional: connection records by id add SYN loss
 // counts to the entries of the transactions that opened them.
 //
-// Timings come from the client-perceived components: connect = Tconn (-1 on
-// a reused connection), send = Trequest, wait = Tserver, receive =
-// Ttransfer; blocked, dns and ssl are -1 (not visible at the server side).
+// Timings come from the client-perceived components: connect = Tconn +
+// Ttls (-1 on a reused connection), ssl = Ttls (HAR 1.2 counts it within
+// connect; -1 without TLS), send = Trequest, wait = Tserver, receive =
+// Ttransfer; blocked and dns are -1 (not visible at the server side).
 // time is their sum, which equals the transaction's Total.
 func WriteHAR(w io.Writer, pv *pageview.Pageview, txs []*reconstruct.Transaction, conns map[string]*reconstruct.Connection) error {
 	f := harFile{Log: harLog{Version: "1.2", Creator: harCreator{Name: "rtmon", Version: "dev"},
@@ -192,12 +193,15 @@ func harEntryOf(tx *reconstruct.Transaction, pageref string, conns map[string]*r
 	if hs := tx.ResponseBytes - tx.BodyBytes; tx.ResponseBytes > 0 && hs >= 0 {
 		e.Response.HeadersSize = hs
 	}
-	connect := float64(-1) // reused connection (or handshake not captured)
-	if tx.Tconn > 0 {
-		connect = harMS(tx.Tconn)
+	connect, ssl := float64(-1), float64(-1) // reused connection (or handshake not captured)
+	if tx.Tconn > 0 || tx.Ttls > 0 {
+		connect = harMS(tx.Tconn + tx.Ttls)
+	}
+	if tx.Ttls > 0 {
+		ssl = harMS(tx.Ttls)
 	}
 	e.Timings = harTimings{Blocked: -1, DNS: -1, Connect: connect, Send: harMS(max(tx.Trequest, 0)),
-		Wait: harMS(max(tx.Tserver, 0)), Receive: harMS(max(tx.Ttransfer, 0)), SSL: -1}
+		Wait: harMS(max(tx.Tserver, 0)), Receive: harMS(max(tx.Ttransfer, 0)), SSL: ssl}
 	e.Time = harSum(e.Timings)
 	if c := conns[tx.ConnectionID]; c != nil && tx.Index == 0 {
 		e.SYNLosses, e.SYNACKLosses = c.SYNLosses, c.SYNACKLosses

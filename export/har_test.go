@@ -263,3 +263,31 @@ func TestHARFileNames(t *testing.T) {
 		t.Error("nil pageview accepted")
 	}
 }
+
+// A keyless HTTPS transaction's TLS handshake is HAR's ssl timing, which
+// HAR 1.2 counts within connect; the entry's time is still its Total.
+func TestHARTimesTLS(t *testing.T) {
+	tx := harTx("tls", 0, "", "", "", 0, 40, 0, 30, 2)
+	tx.Ttls = 25 * msNS
+	tx.Total += tx.Ttls
+	tx.End = tx.Start + tx.Total
+	var b bytes.Buffer
+	if err := WriteHAR(&b, nil, []*reconstruct.Transaction{tx}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Log struct {
+			Entries []struct {
+				Time    float64
+				Timings struct{ Connect, SSL, Send, Wait, Receive float64 }
+			}
+		}
+	}
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil || len(doc.Log.Entries) != 1 {
+		t.Fatalf("%v: %s", err, b.String())
+	}
+	e := doc.Log.Entries[0]
+	if e.Timings.Connect != 65 || e.Timings.SSL != 25 || math.Abs(e.Time-float64(tx.Total)/1e6) > 0.001 {
+		t.Errorf("connect %v ssl %v time %v, want 65, 25, %v", e.Timings.Connect, e.Timings.SSL, e.Time, float64(tx.Total)/1e6)
+	}
+}

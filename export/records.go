@@ -141,7 +141,8 @@ func closeTables(what string, err error, closes ...func() error) error {
 var connectionHeader = []string{"id", "interface", "client", "client_port", "server", "server_port",
 	"first_seen", "last_seen", "established", "closed", "syn_count", "synack_count", "syn_losses",
 	"synack_losses", "syn_loss_gap_ns", "synack_loss_gap_ns", "rtt_client_ns", "rtt_server_ns",
-	"tconn_ns", "bytes_client", "bytes_server", "retrans_bytes", "transactions", "class", "flags"}
+	"tconn_ns", "bytes_client", "bytes_server", "retrans_bytes", "transactions", "class", "flags",
+	"tls_version", "sni", "alpn", "ttls_ns"}
 
 func connectionRow(c *reconstruct.Connection) []string {
 	i := strconv.FormatInt
@@ -150,7 +151,8 @@ func connectionRow(c *reconstruct.Connection) []string {
 		i(c.Established, 10), i(c.Closed, 10), strconv.Itoa(len(c.SYNTimes)), strconv.Itoa(len(c.SYNACKTimes)),
 		strconv.Itoa(c.SYNLosses), strconv.Itoa(c.SYNACKLosses), i(c.SYNLossGap, 10), i(c.SYNACKLossGap, 10),
 		i(c.RTTClient, 10), i(c.RTTServer, 10), i(c.Tconn, 10), i(c.BytesClient, 10), i(c.BytesServer, 10),
-		i(c.RetransBytes, 10), strconv.Itoa(c.Transactions), cell(c.Class), c.Flags.Join("|")}
+		i(c.RetransBytes, 10), strconv.Itoa(c.Transactions), cell(c.Class), c.Flags.Join("|"),
+		strconv.Itoa(int(c.TLSVersion)), cell(c.SNI), cell(c.ALPN), i(c.Ttls, 10)}
 }
 
 var transactionHeader = []string{"id", "connection_id", "index", "interface", "client", "client_port",
@@ -158,7 +160,7 @@ var transactionHeader = []string{"id", "connection_id", "index", "interface", "c
 	"response_last", "response_acked", "tconn_ns", "trequest_ns", "tserver_ns", "ttransfer_ns",
 	"total_ns", "rtt_client_ns", "retrans_bytes", "request_bytes", "response_bytes", "body_bytes",
 	"method", "host", "url", "status", "content_type", "referer", "user_agent", "hole_bytes",
-	"pageview_id", "class", "flags", "request_acked"}
+	"pageview_id", "class", "flags", "request_acked", "ttls_ns"}
 
 func transactionRow(t *reconstruct.Transaction) []string {
 	i := strconv.FormatInt
@@ -169,7 +171,7 @@ func transactionRow(t *reconstruct.Transaction) []string {
 		i(t.Ttransfer, 10), i(t.Total, 10), i(t.RTTClient, 10), i(t.RetransBytes, 10), i(t.RequestBytes, 10),
 		i(t.ResponseBytes, 10), i(t.BodyBytes, 10), cell(t.Method), cell(t.Host), cell(t.URL), strconv.Itoa(t.Status),
 		cell(t.ContentType), cell(t.Referer), cell(t.UserAgent), i(t.HoleBytes, 10),
-		t.PageviewID, cell(t.Class), t.Flags.Join("|"), i(t.RequestAcked, 10)}
+		t.PageviewID, cell(t.Class), t.Flags.Join("|"), i(t.RequestAcked, 10), i(t.Ttls, 10)}
 }
 
 var _ io.Closer = (*RecordWriter)(nil)

@@ -106,6 +106,9 @@ func (s *Summary) Transaction(t *reconstruct.Transaction) {
 	if t.Tconn > 0 || t.Index == 0 && t.Flags&(reconstruct.FlagMidStream|reconstruct.FlagPreconnected) == 0 {
 		s.Components["tconn"].Add(t.Tconn)
 	}
+	if t.Ttls > 0 || t.Index == 0 && t.Flags&reconstruct.FlagTLS != 0 && t.Flags&(reconstruct.FlagMidStream|reconstruct.FlagPreconnected) == 0 {
+		s.Components["ttls"].Add(t.Ttls) // fresh TLS connections only, as tconn counts fresh ones
+	}
 	s.Components["trequest"].Add(t.Trequest)
 	s.Components["tserver"].Add(t.Tserver)
 	s.Components["ttransfer"].Add(t.Ttransfer)

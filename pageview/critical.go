@@ -53,7 +53,7 @@ func CriticalPath(members []*reconstruct.Transaction, start, end int64) (tconn, 
 			rest -= v
 			return v
 		}
-		tconn += take(p.Tconn)
+		tconn += take(p.Tconn) + take(p.Ttls) // setting up the connection, TLS included
 		tother += take(p.Trequest)
 		tserver += take(p.Tserver)
 		ttransfer += take(p.Ttransfer)

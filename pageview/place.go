@@ -310,7 +310,7 @@ func (g *Grouper) open(c *client, h heldTx) {
 		g.close(g.lru.next)
 	}
 	g.stats.Pageviews++
-	p := &pv{c: c, end: tx.End, firstByte: tx.Start + tx.Tconn + tx.Trequest + tx.Tserver, rec: Pageview{
+	p := &pv{c: c, end: tx.End, firstByte: tx.Start + tx.Tconn + tx.Ttls + tx.Trequest + tx.Tserver, rec: Pageview{
 		ID: ID(tx.ID), Interface: tx.Interface, Client: tx.Client, UserAgent: tx.UserAgent,
 		Class: tx.Class, Priority: tx.Priority, Server: tx.Server, Host: tx.Host, URL: tx.URL,
 		Status: tx.Status, ContainerID: tx.ID, Start: tx.Start,

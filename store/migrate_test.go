@@ -39,7 +39,12 @@ func TestMigrationAddsPageviewColumns(t *testing.T) {
 				"ALTER TABLE pageviews DROP COLUMN evidence",
 				"ALTER TABLE pageviews DROP COLUMN redirects",
 				"ALTER TABLE pageviews DROP COLUMN after_load",
+				"ALTER TABLE transactions DROP COLUMN ttls",
 				"ALTER TABLE transactions DROP COLUMN request_acked",
+				"ALTER TABLE connections DROP COLUMN ttls",
+				"ALTER TABLE connections DROP COLUMN alpn",
+				"ALTER TABLE connections DROP COLUMN sni",
+				"ALTER TABLE connections DROP COLUMN tls_version",
 				"DELETE FROM schema_migrations WHERE version >= 3",
 				fmt.Sprintf("INSERT INTO pageviews (%s) VALUES ('2026-01-01', '', 'oldpv', 0, '', '', 'c', '', '', 'h', '/old', 200, '', %d, %d, 1, 0, 0, 0, 1, 2, 1, 10, 0, 0, 0, 0)",
 					oldPageviewColumns, start, start+1),
@@ -63,7 +68,12 @@ func TestMigrationAddsPageviewColumns(t *testing.T) {
 				fmt.Sprintf("ALTER TABLE `%s`.pageviews DROP COLUMN evidence", db),
 				fmt.Sprintf("ALTER TABLE `%s`.pageviews DROP COLUMN redirects", db),
 				fmt.Sprintf("ALTER TABLE `%s`.pageviews DROP COLUMN after_load", db),
+				fmt.Sprintf("ALTER TABLE `%s`.transactions DROP COLUMN ttls", db),
 				fmt.Sprintf("ALTER TABLE `%s`.transactions DROP COLUMN request_acked", db),
+				fmt.Sprintf("ALTER TABLE `%s`.connections DROP COLUMN ttls", db),
+				fmt.Sprintf("ALTER TABLE `%s`.connections DROP COLUMN alpn", db),
+				fmt.Sprintf("ALTER TABLE `%s`.connections DROP COLUMN sni", db),
+				fmt.Sprintf("ALTER TABLE `%s`.connections DROP COLUMN tls_version", db),
 				// TinyLog has no DELETE: the version table is rebuilt at version 2.
 				fmt.Sprintf("DROP TABLE `%s`.schema_migrations", db),
 				fmt.Sprintf("CREATE TABLE `%s`.schema_migrations (version UInt32, applied DateTime) ENGINE = TinyLog", db),
@@ -138,7 +148,18 @@ func checkMigration(t *testing.T, url string, downgrade func()) {
 		}
 	}
 	p.ID, p.AfterLoad, p.Redirects, p.Evidence = "newpv", 3, 1, "html"
-	if err := s.WriteBatch(ctx, store.Batch{Pageviews: b.Pageviews[:1], Transactions: txs}); err != nil {
+	// Schema 5: a TLS connection's handshake on it and its first transaction.
+	txs[0].Ttls = 7e6
+	txs[0].Total += txs[0].Ttls
+	txs[0].End += txs[0].Ttls
+	var conns []*reconstruct.Connection
+	for _, c := range b.Connections {
+		if c.ID == txs[0].ConnectionID {
+			c.TLSVersion, c.SNI, c.ALPN, c.Ttls = 0x0304, "shop.example.test", "http/1.1", 7e6
+			conns = append(conns, c)
+		}
+	}
+	if err := s.WriteBatch(ctx, store.Batch{Pageviews: b.Pageviews[:1], Transactions: txs, Connections: conns}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Flush(ctx); err != nil {
@@ -162,5 +183,23 @@ func checkMigration(t *testing.T, url string, downgrade func()) {
 		if tx.RequestAcked == 0 || tx.RequestAcked != want[tx.ID] {
 			t.Errorf("transaction %s: request acked %d, written %d", tx.ID, tx.RequestAcked, want[tx.ID])
 		}
+		if wantTLS := map[bool]int64{true: 7e6}[tx.ID == txs[0].ID]; tx.Ttls != wantTLS {
+			t.Errorf("transaction %s: ttls %d, want %d", tx.ID, tx.Ttls, wantTLS)
+		}
+	}
+	if len(conns) != 1 {
+		t.Fatalf("the generator's batch lacks connection %s", txs[0].ConnectionID)
+	}
+	var found bool
+	for _, c := range got.Connections {
+		if c.ID == conns[0].ID {
+			found = true
+			if c.TLSVersion != 0x0304 || c.SNI != "shop.example.test" || c.ALPN != "http/1.1" || c.Ttls != 7e6 {
+				t.Errorf("connection %s read back with tls %#x %q %q %d", c.ID, c.TLSVersion, c.SNI, c.ALPN, c.Ttls)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("connection %s not read back with its pageview (%d connections)", conns[0].ID, len(got.Connections))
 	}
 }

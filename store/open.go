@@ -108,5 +108,13 @@ func migrations(s schema) []migration {
 		// 4: transactions say when the server acknowledged the request
 		// (time in its listen queue, for the what-if's server model).
 		{4, func(ctx context.Context) error { return addColumns(ctx, s, txTable) }},
+		// 5: TLS: transactions say how long the client's TLS handshake
+		// took (Ttls), connections what it negotiated.
+		{5, func(ctx context.Context) error {
+			if err := addColumns(ctx, s, connTable); err != nil {
+				return err
+			}
+			return addColumns(ctx, s, txTable)
+		}},
 	}
 }

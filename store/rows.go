@@ -63,13 +63,15 @@ var (
 	connTable = table{"connections", cols(`day:d sensor:s id:s iface:i32 client:s client_port:u16 server:s server_port:u16 class:s
 		syn_times:a synack_times:a established:i64 start_ns:i64 last_seen:i64 closed:i64
 		syn_losses:i32 synack_losses:i32 syn_loss_gap:i64 synack_loss_gap:i64 rtt_client:i64 rtt_server:i64 tconn:i64
-		bytes_client:i64 bytes_server:i64 retrans_bytes:i64 transactions:i32 mss_client:i32 mss_server:i32 flags:u32`)}
+		bytes_client:i64 bytes_server:i64 retrans_bytes:i64 transactions:i32 mss_client:i32 mss_server:i32 flags:u32
+		tls_version:u16 sni:s alpn:s ttls:i64`)}
 	txTable = table{"transactions", cols(`day:d sensor:s id:s connection_id:s idx:i32 iface:i32 client:s client_port:u16 server:s server_port:u16 class:s
 		pageview_id:s request_first:i64 request_last:i64 response_first:i64 response_last:i64 response_acked:i64 start_ns:i64 end_ns:i64
 		tconn:i64 trequest:i64 tserver:i64 ttransfer:i64 total:i64 rtt_client:i64 retrans_bytes:i64 request_bytes:i64
 		response_bytes:i64 body_bytes:i64 method:s host:s url:s status:u16 content_type:s referer:s user_agent:s accept:s
 		hole_bytes:i64 flags:u32
-		request_acked:i64`)}
+		request_acked:i64
+		ttls:i64`)}
 	pvTable = table{"pageviews", cols(`day:d sensor:s id:s iface:i32 client:s user_agent:s class:s priority:s server:s host:s url:s status:u16
 		container_id:s start_ns:i64 end_ns:i64 total:i64 tconn:i64 tserver:i64 ttransfer:i64 tother:i64 objects:i32 connections:i32
 		bytes:i64 syn_losses:i32 synack_losses:i32 retrans_bytes:i64 flags:u32
@@ -225,6 +227,10 @@ func connRow(c *colSet, sensor string, x *reconstruct.Connection) {
 	c.I32(x.MSSClient)
 	c.I32(x.MSSServer)
 	c.U32(uint32(x.Flags))
+	c.U16(x.TLSVersion)
+	c.Str(clip(x.SNI, maxHost))
+	c.Str(clip(x.ALPN, maxMethod))
+	c.I64(x.Ttls)
 }
 
 func txRow(c *colSet, sensor, class string, t *reconstruct.Transaction) {
@@ -252,6 +258,7 @@ func txRow(c *colSet, sensor, class string, t *reconstruct.Transaction) {
 	c.I64(t.HoleBytes)
 	c.U32(uint32(t.Flags))
 	c.I64(t.RequestAcked)
+	c.I64(t.Ttls)
 }
 
 func pvRow(c *colSet, sensor string, p *pageview.Pageview) {
@@ -315,18 +322,19 @@ type rowScanner interface{ Scan(dest ...any) error }
 func scanConn(r rowScanner, sensor *string) (*reconstruct.Connection, error) {
 	c := &reconstruct.Connection{}
 	var client, server string
-	var cport, sport, iface, synl, synackl, ntx, mssc, msss, flags int64
+	var cport, sport, iface, synl, synackl, ntx, mssc, msss, flags, tlsVersion int64
 	var syn, synack int64List
 	err := r.Scan(sensor, &c.ID, &iface, &client, &cport, &server, &sport, &c.Class, &syn, &synack, &c.Established,
 		&c.FirstSeen, &c.LastSeen, &c.Closed, &synl, &synackl, &c.SYNLossGap, &c.SYNACKLossGap, &c.RTTClient,
-		&c.RTTServer, &c.Tconn, &c.BytesClient, &c.BytesServer, &c.RetransBytes, &ntx, &mssc, &msss, &flags)
+		&c.RTTServer, &c.Tconn, &c.BytesClient, &c.BytesServer, &c.RetransBytes, &ntx, &mssc, &msss, &flags,
+		&tlsVersion, &c.SNI, &c.ALPN, &c.Ttls)
 	if err != nil {
 		return nil, fmt.Errorf("scan connection: %w", err)
 	}
 	c.Interface, c.Client, c.ClientPort, c.Server, c.ServerPort = int(iface), keyAddr(client), uint16(cport), keyAddr(server), uint16(sport)
 	c.SYNTimes, c.SYNACKTimes = syn, synack
 	c.SYNLosses, c.SYNACKLosses, c.Transactions, c.MSSClient, c.MSSServer = int(synl), int(synackl), int(ntx), int(mssc), int(msss)
-	c.Flags = reconstruct.Flags(flags)
+	c.Flags, c.TLSVersion = reconstruct.Flags(flags), uint16(tlsVersion)
 	return c, nil
 }
 
@@ -338,7 +346,7 @@ func scanTx(r rowScanner, sensor *string) (*reconstruct.Transaction, error) {
 		&t.PageviewID, &t.RequestFirst, &t.RequestLast, &t.ResponseFirst, &t.ResponseLast, &t.ResponseAcked, &t.Start, &t.End,
 		&t.Tconn, &t.Trequest, &t.Tserver, &t.Ttransfer, &t.Total, &t.RTTClient, &t.RetransBytes, &t.RequestBytes,
 		&t.ResponseBytes, &t.BodyBytes, &t.Method, &t.Host, &t.URL, &status, &t.ContentType, &t.Referer, &t.UserAgent,
-		&t.Accept, &t.HoleBytes, &flags, &t.RequestAcked)
+		&t.Accept, &t.HoleBytes, &flags, &t.RequestAcked, &t.Ttls)
 	if err != nil {
 		return nil, fmt.Errorf("scan transaction: %w", err)
 	}

@@ -89,7 +89,7 @@ func (r *Ref) rows(k store.Kind, tr store.TimeRange, class string) []row {
 		c := r.TxClass[t.ID]
 		if inRange(tr, t.Start) && (class == "" || c == class) {
 			out = append(out, row{t.ID, c, t.Host, t.URL, t.Client, t.Server, t.Start, t.Status,
-				map[string]int64{"total": t.Total, "tconn": t.Tconn, "trequest": t.Trequest, "tserver": t.Tserver,
+				map[string]int64{"total": t.Total, "tconn": t.Tconn, "ttls": t.Ttls, "trequest": t.Trequest, "tserver": t.Tserver,
 					"ttransfer": t.Ttransfer, "rtt": t.RTTClient}, t, nil})
 		}
 	}

@@ -215,7 +215,7 @@ function counters(o) {
 }
 
 function breakdown(o, classes) {
-  const comps = o.kind === 'pageviews' ? ['tconn', 'tserver', 'ttransfer', 'tother'] : ['tconn', 'trequest', 'tserver', 'ttransfer'];
+  const comps = o.kind === 'pageviews' ? ['tconn', 'tserver', 'ttransfer', 'tother'] : ['tconn', 'ttls', 'trequest', 'tserver', 'ttransfer'];
   const mean = (b, c) => (b.mean || {})[c] || 0;
   const maxSum = Math.max(1, ...o.breakdown.map((b) => comps.reduce((s, c) => s + mean(b, c), 0)));
   const rows = o.breakdown.map((b) => {

@@ -71,6 +71,7 @@ function phases(tx, conn, start) {
     add('synloss', lost);
     add('connect', tx.tconn_ns - lost);
   }
+  add('tls', tx.ttls_ns || 0);
   add('request', tx.trequest_ns);
   add('wait', tx.tserver_ns);
   add('transfer', tx.ttransfer_ns);
@@ -142,7 +143,7 @@ function waterfall(pv, txs, conns, offsets, pvOff) {
     wf.append(el('div', { class: 'wf-row', dataset: { conn: cid } }, label, track));
   }
   const legend = el('p', { class: 'legend wf-legend' },
-    [['synloss', 'SYN / SYN-ACK loss'], ['connect', 'connect'], ['request', 'request'], ['wait', 'wait (Tserver)'], ['transfer', 'transfer']]
+    [['synloss', 'SYN / SYN-ACK loss'], ['connect', 'connect'], ['tls', 'TLS'], ['request', 'request'], ['wait', 'wait (Tserver)'], ['transfer', 'transfer']]
       .map(([k, t]) => el('span', {}, el('i', { class: 'seg seg-' + k }), t))
       .concat([el('span', {}, el('i', { class: 'seg after-load-key' }), 'after load (not in Total)')]));
   return el('section', { class: 'card wide', id: 'waterfall-card' }, el('h2', {}, 'Waterfall'), legend, wf);
@@ -166,7 +167,7 @@ function txList(pv, txs, conns, offsets, pvOff) {
         hdr('Method', t.method), hdr('Host', t.host), hdr('URL', t.url), hdr('Status', t.status),
         hdr('Content-Type', t.content_type), hdr('Referer', t.referer), hdr('User-Agent', t.user_agent), hdr('Accept', t.accept),
         hdr('Start', fmtTime(t.start) + ' UTC (+' + fmtDur(offsets[t.id][0] - pvOff[0]) + ')'),
-        hdr('Tconn / Trequest / Tserver / Ttransfer', [t.tconn_ns, t.trequest_ns, t.tserver_ns, t.ttransfer_ns].map(fmtDur).join(' / ')),
+        hdr('Tconn / Ttls / Trequest / Tserver / Ttransfer', [t.tconn_ns, t.ttls_ns || 0, t.trequest_ns, t.tserver_ns, t.ttransfer_ns].map(fmtDur).join(' / ')),
         hdr('Total', fmtDur(t.total_ns)), hdr('Client RTT', fmtDur(t.rtt_client_ns)),
         hdr('Request / response bytes', `${fmtInt(t.request_bytes)} / ${fmtInt(t.response_bytes)} (body ${fmtInt(t.body_bytes)}, retransmitted ${fmtInt(t.retrans_bytes)})`),
         hdr('Client', `${t.client}:${t.client_port}`), hdr('Server', `${t.server}:${t.server_port}`),
