@@ -81,7 +81,7 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 	c.maybeStartTLS(off, captured)
 	switch {
 	case c.tls != nil:
-		c.tlsClientData(ts, off, captured, wireLen)
+		c.tlsData(true, ts, off, captured, wireLen)
 	case c.truncated:
 		c.heuristicClientData(ts, off, captured, wireLen)
 		return
@@ -128,7 +128,7 @@ func (c *conn) deliverServer(ts, _, off int64, captured []byte, wireLen int) {
 	c.probes.sent(off+int64(wireLen), ts)
 	switch {
 	case c.tls != nil:
-		c.tlsServerData(ts, off, captured, wireLen)
+		c.tlsData(false, ts, off, captured, wireLen)
 	case c.truncated:
 		c.heuristicServerData(ts, off, captured, wireLen)
 	default:

@@ -195,22 +195,30 @@ func (c *conn) heuristicClientData(ts, off int64, captured []byte, wireLen int) 
 }
 
 func (c *conn) heuristicServerData(ts, off int64, captured []byte, wireLen int) {
+	if st := c.turnResponse(ts, off, off+int64(wireLen), ts); st != nil && c.tls == nil {
+		st.tx.Status = statusLine(captured)
+		st.tx.Flags |= FlagTruncatedPayload
+	}
+}
+
+// turnResponse adds the server's bytes up to stream offset end, the last
+// of them seen at last, to the response of its turn; when none is being
+// sent the turn changed: the request is complete and a response starts
+// (first seen at first, at offset off) and is returned.
+func (c *conn) turnResponse(first, off, end, last int64) (started *txState) {
 	if c.resp == nil {
 		if st := c.currentRequest(); st != nil {
 			st.reqDone = true
 		}
-		st := c.takeRequest()
-		st.heuristic = true
-		st.respStarted = true
-		st.tx.ResponseFirst = ts
-		st.tx.Status = statusLine(captured)
-		st.tx.Flags |= FlagTruncatedPayload
-		st.respStartOff = off
-		c.resp = st
+		started = c.takeRequest()
+		started.heuristic, started.respStarted = true, true
+		started.tx.ResponseFirst, started.respStartOff = first, off
+		c.resp = started
 	}
-	c.resp.tx.ResponseLast = ts
-	c.resp.respEndOff = off + int64(wireLen)
-	c.resp.tx.ResponseBytes = c.resp.respEndOff - c.resp.respStartOff
+	c.resp.tx.ResponseLast = last
+	c.resp.respEndOff = end
+	c.resp.tx.ResponseBytes = end - c.resp.respStartOff
+	return started
 }
 
 func (c *conn) endHeuristicResponse() {

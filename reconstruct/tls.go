@@ -87,23 +87,20 @@ func (c *conn) tlsAccount() {
 	s.counted = now
 }
 
-// tlsClientData feeds the client's bytes at stream offset off.
-func (c *conn) tlsClientData(ts, off int64, captured []byte, wireLen int) {
-	if c.tls.lost {
+// tlsData feeds a direction's bytes at stream offset off.
+func (c *conn) tlsData(client bool, ts, off int64, captured []byte, wireLen int) {
+	switch {
+	case c.tls.lost && client && wireLen < 5+minHTTPRecord:
+		// An alert (close_notify) or key update, not a request.
+	case c.tls.lost && client:
 		c.heuristicClientData(ts, off, captured, wireLen)
-		return
-	}
-	c.tlsEvents(true, c.tls.wire.FeedClient(captured, wireLen, ts))
-	c.tlsAccount()
-}
-
-// tlsServerData feeds the server's bytes at stream offset off.
-func (c *conn) tlsServerData(ts, off int64, captured []byte, wireLen int) {
-	if c.tls.lost {
+	case c.tls.lost:
 		c.heuristicServerData(ts, off, captured, wireLen)
-		return
+	case client:
+		c.tlsEvents(true, c.tls.wire.FeedClient(captured, wireLen, ts))
+	default:
+		c.tlsEvents(false, c.tls.wire.FeedServer(captured, wireLen, ts))
 	}
-	c.tlsEvents(false, c.tls.wire.FeedServer(captured, wireLen, ts))
 	c.tlsAccount()
 }
 
@@ -237,21 +234,7 @@ func (c *conn) tlsServerRecord(r tlswire.Record) {
 // tlsResponseRecord adds server record r to the response being received,
 // starting one (the turn changed) if none is.
 func (c *conn) tlsResponseRecord(r tlswire.Record) {
-	if c.resp == nil {
-		if st := c.currentRequest(); st != nil {
-			st.reqDone = true
-		}
-		st := c.takeRequest()
-		st.heuristic = true
-		st.respStarted = true
-		st.tx.ResponseFirst = r.StartAt
-		st.respStartOff = r.Offset
-		c.resp = st
-	}
-	end := recordEnd(r)
-	c.resp.tx.ResponseLast = r.At
-	c.resp.respEndOff = end
-	c.resp.tx.ResponseBytes = end - c.resp.respStartOff
+	c.turnResponse(r.StartAt, r.Offset, recordEnd(r), r.At)
 }
 
 // tlsTurnEnds closes the server's turn before the client's next request

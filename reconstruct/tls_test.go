@@ -135,6 +135,12 @@ type tlsTimes struct {
 }
 
 func scriptTLS(c *synth.Conn, writes []tlsWrite, serverHS, serverHTTP int64) tlsTimes {
+	return scriptTLSHole(c, writes, serverHS, serverHTTP, 0)
+}
+
+// scriptTLSHole is scriptTLS with the first segment of response holePhase
+// (0: none) never captured.
+func scriptTLSHole(c *synth.Conn, writes []tlsWrite, serverHS, serverHTTP int64, holePhase int) tlsTimes {
 	var tt tlsTimes
 	tt.est = handshake(c, synth.T(0))
 	at := tt.est
@@ -160,7 +166,16 @@ func scriptTLS(c *synth.Conn, writes []tlsWrite, serverHS, serverHTTP int64) tls
 					at += serverHS
 				}
 			}
-			times := c.ServerMSS(at, w.b, 1448, 20*us)
+			b := w.b
+			if w.phase == holePhase && holePhase > 0 && (len(tt.respFirst) < w.phase) {
+				n := min(1448, len(b))
+				c.SkipServer(n)
+				b = b[n:]
+			}
+			times := []int64{at}
+			if len(b) > 0 {
+				times = c.ServerMSS(at, b, 1448, 20*us)
+			}
 			if w.phase == 0 && tt.finished > 0 {
 				tt.serverAfter = times[len(times)-1]
 			}
@@ -314,5 +329,28 @@ func TestKeylessHTTP2GivesNoTransactions(t *testing.T) {
 		if version == tls.VersionTLS12 && conn.ALPN != "h2" {
 			t.Errorf("TLS 1.2 shows the server's ALPN choice: %q", conn.ALPN)
 		}
+	}
+}
+
+// A hole over a record header (bytes the capture never got) breaks the
+// record framing: the connection's turns are then read from the bytes, as
+// with a short snap length, and the transaction with the hole says so.
+func TestKeylessHTTPSHoleOverRecordHeader(t *testing.T) {
+	writes := recordTLSSession(t, tls.VersionTLS13, []string{"http/1.1"}, []string{"/", "/b"}, 20000)
+	var tt tlsTimes
+	out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+		c := w.Conn(client, netip.AddrPortFrom(server.Addr(), 443), 7300, 9300)
+		tt = scriptTLSHole(c, writes, 300*us, 30*ms, 1)
+		c.ServerFIN(tt.respLast[1] + 3*D)
+	})
+	if len(out.txs) != 2 || out.stats.TLSFramingLost != 1 {
+		t.Fatalf("%d transactions, framing lost %d times", len(out.txs), out.stats.TLSFramingLost)
+	}
+	if out.txs[0].Flags&reconstruct.FlagHole == 0 {
+		t.Errorf("first transaction flags %v, want hole", out.txs[0].Flags)
+	}
+	tx := out.txs[1]
+	if got, want := tx.Tserver, tt.respFirst[1]-tt.reqLast[1]+2*D; got != want || tx.Flags&reconstruct.FlagTLS == 0 {
+		t.Errorf("second transaction: tserver %v, want %v; flags %v", time.Duration(got), time.Duration(want), tx.Flags)
 	}
 }
