@@ -220,8 +220,8 @@ func (c *conn) tlsServerRecord(r tlswire.Record) {
 		// alert, or HTTP/2.
 		return
 	}
-	tls13 := c.rec.TLSVersion >= tls13
-	if tls13 && !s.ticketsDone && c.resp == nil && s.nTickets < maxTickets && r.Len <= ticketMaxLen &&
+	ticketsAfter := c.rec.TLSVersion >= tls13 // TLS 1.3 sends tickets as application data
+	if ticketsAfter && !s.ticketsDone && c.resp == nil && s.nTickets < maxTickets && r.Len <= ticketMaxLen &&
 		r.StartAt <= s.finished+ticketWindow {
 		s.tickets[s.nTickets] = r
 		s.nTickets++
