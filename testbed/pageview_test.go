@@ -68,7 +68,8 @@ type rtmonPV struct {
 //   - Pageviews, per browser and Referer group: median |error| at most
 //     max(pvMedianFloor, pvMedianRel x median truth total), 95th
 //     percentile of the relative error at most pvP95Rel over all
-//     scenarios. One run holds a dozen pageviews per group, whose 95th
+//     scenarios, and per scenario over all its groups and both runs
+//     (quiet and busy). One run holds a dozen pageviews per group, whose 95th
 //     percentile is their worst: there the share within pvP95Rel must
 //     not be unlikely (binomial test, flagSignificance) for an estimator
 //     that meets the bound. A lossy path has events no capture can tell
@@ -127,6 +128,7 @@ func TestScenarios(t *testing.T) {
 	all := &acceptance{whole: true}
 	for _, name := range ScenarioNames {
 		t.Run(name, func(t *testing.T) {
+			scenario := &acceptance{}
 			for _, hog := range []bool{false, true} {
 				run := "clean"
 				if hog {
@@ -148,10 +150,12 @@ func TestScenarios(t *testing.T) {
 						t.Logf("link off spec for more than %.0f%% of what this run held (the VM's vCPUs were taken), or no request retransmission or duplicate response bytes yet on a lossy link: running again", 100*linkOffSpec)
 					}
 					a.report(t, fmt.Sprintf("%s/%s", name, run), true)
+					scenario.merge(a)
 					all.merge(a)
 					t.Logf("%s/%s took %v", name, run, time.Since(start).Round(100*time.Millisecond))
 				})
 			}
+			scenario.reportPooledTail(t, name)
 		})
 	}
 	all.report(t, "all scenarios", true)
@@ -612,6 +616,28 @@ func swappedAfterLoad(t *testing.T, pages []PageTruth, pvOf func(*PageTruth) *rt
 		}
 	}
 	return lent, borrowed
+}
+
+// reportPooledTail asserts the pageviews' 95th percentile over every
+// group of one scenario (both browsers, with and without Referer, quiet
+// and busy runs): per scenario, as the bound asks, and with enough
+// pageviews that the percentile is not simply the worst one.
+func (a *acceptance) reportPooledTail(t *testing.T, scenario string) {
+	t.Helper()
+	a.init()
+	var rels []float64
+	for _, g := range a.pvRel {
+		rels = append(rels, g...)
+	}
+	if len(rels) == 0 {
+		return
+	}
+	p95 := pct(rels, 0.95)
+	t.Logf("%s: pageviews of every group: relative p95 %.1f%% (bound %.0f%%), %d of %d within it",
+		scenario, 100*p95, 100*pvP95Rel, withinRel(rels), len(rels))
+	if p95 > pvP95Rel {
+		t.Errorf("%s: pageviews of every group: 95th percentile relative error %.1f%% > %.0f%%", scenario, 100*p95, 100*pvP95Rel)
+	}
 }
 
 // judgedEnough reports whether the runs merged judged at least
@@ -1107,8 +1133,6 @@ func pct(v []float64, q float64) float64 {
 	return s[max(0, min(i, len(s)-1))]
 }
 
-// belowRate reports whether ok successes in n trials are significantly
-// fewer than rate gives: P(X <= ok) < flagSignificance for X ~ B(n, rate).
 // withinRel counts the relative errors within pvP95Rel.
 func withinRel(rels []float64) int {
 	n := 0
@@ -1157,6 +1181,8 @@ func TestPageviewTailBound(t *testing.T) {
 	}
 }
 
+// belowRate reports whether ok successes in n trials are significantly
+// fewer than rate gives: P(X <= ok) < flagSignificance for X ~ B(n, rate).
 func belowRate(ok, n int, rate float64) bool {
 	var cdf float64
 	for k := 0; k <= ok; k++ {
