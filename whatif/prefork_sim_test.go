@@ -160,11 +160,12 @@ func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct
 			heap.Push(&h, pfEvent{t: ev.t + arr[i].rtt, kind: 1, i: i})
 		case 3: // the splicer's SYN to the server
 			if p.dropsSYN(len(acceptQ), halfOpen) {
-				// connect(2)'s timer on Linux 6.x: four retries a second
-				// apart (tcp_syn_linear_timeouts), then doubling.
+				// connect(2)'s timer on Linux 6.x: five retries a second
+				// apart (tcp_syn_linear_timeouts 4, and one more), then
+				// doubling: SYNs at 0, 1, 2, 3, 4, 5, 7, 11 s.
 				wait := int64(time.Second)
-				if ev.n >= 4 {
-					wait <<= ev.n - 3
+				if ev.n >= 5 {
+					wait <<= ev.n - 4
 				}
 				heap.Push(&h, pfEvent{t: ev.t + wait, kind: 3, i: i, n: ev.n + 1})
 				continue

@@ -310,10 +310,13 @@ func (s *queueSim) spliced(ci int) bool {
 // spliceRetry is when a splicer sends its server SYN again after the n-th
 // was dropped: the timer of Linux's connect(2) (a splicer connects so, as
 // the testbed's does) as kernels have it by default since 6.x
-// (net.ipv4.tcp_syn_linear_timeouts = 4): 1 s for the first four retries,
-// then doubling. With the doubling from the first retry of older kernels,
-// the replay had spliced connections wait 15 s where the real splicer's
-// waited 4 s (the overload validation's p90: +145%).
+// (net.ipv4.tcp_syn_linear_timeouts = 4): the timer stays at 1 s while
+// the retransmissions so far do not exceed that count, so five retries a
+// second apart, then doubling (a blackholed connect on Linux 6.18 sent
+// its SYNs at 0, 1, 2, 3, 4, 5, 7 and 11 s). With the doubling from the
+// first retry of older kernels, the replay had spliced connections wait
+// 15 s where the real splicer's waited 4 s (the overload validation's
+// p90: +145%).
 func spliceRetry(n int) int64 {
 	if n <= spliceLinearRetries {
 		return int64(time.Second)
@@ -321,8 +324,10 @@ func spliceRetry(n int) int64 {
 	return int64(time.Second) << (n - spliceLinearRetries)
 }
 
-// spliceLinearRetries is Linux's default tcp_syn_linear_timeouts.
-const spliceLinearRetries = 4
+// spliceLinearRetries is how many retries connect(2) sends a second apart:
+// Linux's default tcp_syn_linear_timeouts (4) plus the one its check
+// (more retransmissions than the setting) lets through.
+const spliceLinearRetries = 5
 
 func (s *queueSim) arrive(ev qEvent) {
 	ti, t := ev.id, ev.t
