@@ -50,9 +50,10 @@ func (d *Dataset) newClosedLoop(rules []Rule, o *Options, qf *queueFit) *closedL
 		out: make([]UnitResult, len(d.units)), st: make([]unitState, len(d.units)),
 		unitConns: make([][]int, len(d.units)), left: make([]int, len(d.units)), lastAct: map[string]active{}}
 	l.ch = &queueChange{connDelay: make([]int64, len(q.conns)), connGone: make([]bool, len(q.conns)),
-		connSpliced: make([]bool, len(q.conns)), connAttempt: make([]int, len(q.conns)), txsRemoved: make([]bool, len(q.txs))}
+		connSpliced: make([]bool, len(q.conns)), connFastSYN: make([]int64, len(q.conns)), connAttempt: make([]int, len(q.conns)),
+		txsRemoved: make([]bool, len(q.txs))}
 	l.sim = d.newQueueSim(q, o, qf.model.shape(), l.ch)
-	l.sim.nullFull = qf.null.fullAtAccept
+	l.sim.nullFull, l.sim.nullQueue = qf.null.fullAtAccept, qf.null.queueAtAccept
 	for ci := range q.conns {
 		if ui := q.conns[ci].unit; ui >= 0 {
 			l.unitConns[ui] = append(l.unitConns[ui], ci)
@@ -115,7 +116,7 @@ func (l *closedLoop) admit(ui, attempt int) {
 	}
 	first := d.firstConn(u)
 	for _, ci := range l.unitConns[ui] {
-		ch.connDelay[ci], ch.connSpliced[ci] = s.delay, s.act.splice
+		ch.connDelay[ci], ch.connSpliced[ci], ch.connFastSYN[ci] = s.delay, s.act.splice, s.act.fastSYNGap()
 		if q.txs[q.conns[ci].txs[0]].conn == ci && q.conns[ci].txs[0] == first {
 			// The connection whose SYNs the rules dropped goes on
 			// counting the client's attempts.
@@ -132,6 +133,7 @@ func (l *closedLoop) admit(ui, attempt int) {
 // would have met it.
 func (l *closedLoop) ghost(ci int) {
 	act := l.lastAct[l.q.conns[ci].class]
+	l.ch.connFastSYN[ci] = act.fastSYNGap()
 	if l.ch.connGone[ci], l.ch.connSpliced[ci] = act.drop, act.splice; !act.drop {
 		l.sim.start(ci)
 	}

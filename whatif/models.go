@@ -21,6 +21,14 @@ type active struct {
 	any        bool
 }
 
+// fastSYNGap is the FAST SYN gap that applies (0: none, or halted).
+func (a *active) fastSYNGap() int64 {
+	if a.halt {
+		return 0
+	}
+	return a.fastSYN
+}
+
 func (a *active) add(x Action) {
 	a.any = true
 	switch x.Kind {
@@ -117,8 +125,8 @@ func connEffect(ti *txInfo, a *active) (tconnSave, serverAdd int64) {
 	c, t := ti.conn, ti.tx
 	syn, synack := reconstruct.HandshakeWaits(c)
 	var synSave, ackSave int64
-	if a.fastSYN > 0 && !a.halt {
-		synSave = fastSave(syn, a.fastSYN)
+	if gap := a.fastSYNGap(); gap > 0 {
+		synSave = fastSave(syn, gap)
 	}
 	var windowSave int64
 	if a.fastSYNACK > 0 {

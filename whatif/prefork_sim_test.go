@@ -50,7 +50,14 @@ type prefork struct {
 	// holding: a worker writes the whole response itself and stays busy
 	// for its transfer (a blocking server with a small send buffer).
 	holding bool
+	// fastSYN: an appliance in front sends a client's SYN again every
+	// fastSYN until the server answers or the client gives up (7 s after
+	// its first SYN); the capture behind it sees the copies.
+	fastSYN time.Duration
 }
+
+// pfGiveUp is when a client that sent three SYNs (1 s, doubling) gives up.
+const pfGiveUp = int64(7 * time.Second)
 
 // dropsSYN: the kernel drops a SYN arriving now.
 func (p prefork) dropsSYN(acceptQ, halfOpen int) bool {
@@ -69,7 +76,8 @@ type pfArrival struct {
 	transfer int64
 }
 
-// pfEvent: a SYN (attempt n), a handshake completing, a service ending.
+// pfEvent: a SYN (attempt n), a handshake completing, a service ending;
+// kinds in run.
 type pfEvent struct {
 	t    int64
 	kind int // 0 done, 1 established, 2 SYN
@@ -123,13 +131,28 @@ func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct
 			start(j, t)
 		}
 	}
-	var highDone []pfDone // the appliance's view: high-class completions
+	var highDone []pfDone             // the appliance's view: high-class completions
+	settled := make([]bool, len(arr)) // a SYN got in, or the client gave up
+	gaveUp := func(i int) {
+		settled[i] = true
+		// The capture holds its SYNs only.
+		conns = append(conns, &reconstruct.Connection{ID: fmt.Sprintf("c%d", i), Client: arr[i].client,
+			ClientPort: uint16(10000 + i%50000), Server: netip.MustParseAddr("203.0.113.2"), ServerPort: 80,
+			SYNTimes: syns[i], SYNLosses: len(syns[i]) - 1, Class: arr[i].class})
+	}
 	for h.Len() > 0 {
 		ev := heap.Pop(&h).(pfEvent)
 		i := ev.i
 		switch ev.kind {
-		case 2: // SYN
-			if p.dropLowAbove > 0 && arr[i].class == "low" && medianSince(highDone, ev.t-int64(30*time.Second)) > int64(p.dropLowAbove) {
+		case 7: // the client's last SYN timed out while the appliance copied
+			if !settled[i] {
+				gaveUp(i)
+			}
+		case 2, 6: // SYN; 6: the appliance's copy
+			if settled[i] {
+				continue
+			}
+			if ev.kind == 2 && p.dropLowAbove > 0 && arr[i].class == "low" && medianSince(highDone, ev.t-int64(30*time.Second)) > int64(p.dropLowAbove) {
 				// The appliance drops it before the server sees it.
 				if ev.n+1 < 3 {
 					heap.Push(&h, pfEvent{t: arr[i].at + int64(time.Second)*(1<<(ev.n+1)-1), kind: 2, i: i, n: ev.n + 1})
@@ -145,16 +168,22 @@ func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct
 				continue
 			}
 			if p.dropsSYN(len(acceptQ), halfOpen) {
-				if ev.n+1 < 3 {
+				copying := p.fastSYN > 0
+				if copying && (ev.kind == 6 || ev.n == 0) && ev.t+int64(p.fastSYN) < arr[i].at+pfGiveUp {
+					heap.Push(&h, pfEvent{t: ev.t + int64(p.fastSYN), kind: 6, i: i})
+				}
+				switch {
+				case ev.kind == 6:
+				case ev.n+1 < 3:
 					heap.Push(&h, pfEvent{t: arr[i].at + int64(time.Second)*(1<<(ev.n+1)-1), kind: 2, i: i, n: ev.n + 1})
-				} else {
-					// The client gives up: the capture holds its SYNs only.
-					conns = append(conns, &reconstruct.Connection{ID: fmt.Sprintf("c%d", i), Client: arr[i].client,
-						ClientPort: uint16(10000 + i%50000), Server: netip.MustParseAddr("203.0.113.2"), ServerPort: 80,
-						SYNTimes: syns[i], SYNLosses: len(syns[i]) - 1, Class: arr[i].class})
+				case copying:
+					heap.Push(&h, pfEvent{t: arr[i].at + pfGiveUp, kind: 7, i: i})
+				default:
+					gaveUp(i)
 				}
 				continue
 			}
+			settled[i] = true
 			accepted[i] = ev.t
 			halfOpen++
 			heap.Push(&h, pfEvent{t: ev.t + arr[i].rtt, kind: 1, i: i})

@@ -1,6 +1,7 @@
 package whatif
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -80,6 +81,93 @@ func TestQueueModelPredictsDropSYNRelief(t *testing.T) {
 		}
 		if res.ServerModel != model {
 			t.Errorf("result says server model %q, want %q", res.ServerModel, model)
+		}
+	}
+}
+
+// TestQueueModelPredictsFastSYN: FAST SYN in front of a server whose
+// accept queue is full. The analytic model shrinks every SYN-loss wait to
+// the gap, as if the copy succeeded when the client's later SYN did, and
+// predicts a large gain. Behind a full queue most copies are dropped too,
+// every copy that gets in brings its request sooner into the same queue,
+// and the clients that gave up now get in: the server really gets slower.
+// The queue model replays the copies (one every gap until the server
+// answers or the client gives up) against the same server really run
+// behind such a front end, on the four ways a Linux listener can be set
+// (SYN cookies or not, a handshake completing into a full accept queue
+// dropped or not). It must predict the harm (both percentiles above the
+// measured ones, as they really are) and be nearer the truth's p90 than
+// the analytic model; its errors are logged (15-50% on the median: the
+// issue's 10% is not met here).
+func TestQueueModelPredictsFastSYN(t *testing.T) {
+	for _, srv := range []prefork{
+		{workers: 4, backlog: 8},
+		{workers: 4, backlog: 8, syncookies: true},
+		{workers: 4, backlog: 8, limbo: true},
+		{workers: 4, backlog: 8, syncookies: true, limbo: true},
+	} {
+		name := fmt.Sprintf("syncookies=%v,limbo=%v", srv.syncookies, srv.limbo)
+		t.Run(name, func(t *testing.T) { checkFastSYNPrediction(t, srv) })
+	}
+}
+
+func checkFastSYNPrediction(t *testing.T, srv prefork) {
+	arr := pfWorkload(1, 90*time.Second, 100, 10*time.Millisecond)
+	conns, txs, _ := srv.run(arr)
+	fast := srv
+	fast.fastSYN = 200 * time.Millisecond
+	fconns, ftxs, truthTotals := fast.run(arr)
+	ds, err := NewDataset(conns, txs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tx := range ftxs {
+		checkTxInvariants(t, tx)
+	}
+	copies := 0
+	for _, c := range fconns {
+		copies += max(len(c.SYNTimes)-1, 0)
+	}
+	rules, err := ParseRules("IF IP.SRC == * THEN FAST SYN GAP 200ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Priorities: map[string]Priority{"high": High}, ServerModel: ServerQueue}
+	res, err := ds.Evaluate(rules, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.ServerModel = ServerLinear
+	lin, err := ds.Evaluate(rules, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fitted: %d workers, backlog %d; behind the front end the server saw %d SYNs after the first", res.Queue.Workers,
+		res.Queue.Backlog, copies)
+	for _, u := range res.Units {
+		if u.Predicted < 0 {
+			t.Fatalf("unit %s predicted %d < 0", u.ID, u.Predicted)
+		}
+	}
+	for _, class := range []string{"high", "low"} {
+		truth := NewDistribution(classTimes(arr, truthTotals, class), nil)
+		c, l := res.Class(class), lin.Class(class)
+		e50, e90 := relErr(c.Predicted.P50, truth.P50), relErr(c.Predicted.P90, truth.P90)
+		l90 := relErr(l.Predicted.P90, truth.P90)
+		t.Logf("%s: measured p50 %v p90 %v; with FAST SYN really p50 %v p90 %v; queue model %v %v (error %.1f%%, %.1f%%); analytic %v %v (p90 error %.1f%%)",
+			class, time.Duration(c.Measured.P50), time.Duration(c.Measured.P90), time.Duration(truth.P50), time.Duration(truth.P90),
+			time.Duration(c.Predicted.P50), time.Duration(c.Predicted.P90), 100*e50, 100*e90,
+			time.Duration(l.Predicted.P50), time.Duration(l.Predicted.P90), 100*l90)
+		if truth.P50 <= c.Measured.P50 || truth.P90 <= c.Measured.P90 {
+			t.Fatalf("%s: FAST SYN really made the server no slower: the workload does not show the harm", class)
+		}
+		if c.Predicted.P50 <= c.Measured.P50 || c.Predicted.P90 <= c.Measured.P90 {
+			t.Errorf("%s: queue model predicts p50 %v p90 %v under FAST SYN, measured %v %v: it misses the harm (really %v %v)", class,
+				time.Duration(c.Predicted.P50), time.Duration(c.Predicted.P90), time.Duration(c.Measured.P50), time.Duration(c.Measured.P90),
+				time.Duration(truth.P50), time.Duration(truth.P90))
+		}
+		if e90 >= l90 {
+			t.Errorf("%s: queue model p90 error %.1f%% is no better than the analytic model's %.1f%%", class, 100*e90, 100*l90)
 		}
 	}
 }

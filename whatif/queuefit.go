@@ -469,6 +469,10 @@ type queueDelta struct {
 	srv    []int64
 	syn    []int64
 	connOf []int
+	// fastSYN: the simulation replays the front end's FAST SYN copies
+	// (a backlog is modelled), so syn holds their effect and the
+	// analytic saving does not apply on top.
+	fastSYN bool
 }
 
 // diff is outcome a against base (nil: the measurement): server times
@@ -490,7 +494,8 @@ func (f *queueFit) diff(a queueOutcome, base *queueOutcome) *queueDelta {
 // newDelta is a queueDelta that changes nothing yet.
 func (f *queueFit) newDelta() *queueDelta {
 	q := f.data
-	qd := &queueDelta{srv: make([]int64, len(q.txs)), syn: make([]int64, len(q.conns)), connOf: make([]int, len(q.txs))}
+	qd := &queueDelta{srv: make([]int64, len(q.txs)), syn: make([]int64, len(q.conns)), connOf: make([]int, len(q.txs)),
+		fastSYN: f.model.Backlog > 0}
 	for i := range q.txs {
 		qd.connOf[i] = q.txs[i].conn
 	}

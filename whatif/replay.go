@@ -261,7 +261,15 @@ func (d *Dataset) predict(u *unit, a *active, model LoadModel, delta *loadDelta,
 		}
 		total := t.tx.Total
 		if t.fresh {
-			save, add := connEffect(t, a)
+			ca := a
+			if qd != nil && qd.fastSYN && a.fastSYNGap() > 0 {
+				// The queue replays the copies: its SYN waits replace the
+				// analytic saving.
+				noFast := *a
+				noFast.fastSYN = 0
+				ca = &noFast
+			}
+			save, add := connEffect(t, ca)
 			if qd != nil && a.splice {
 				// The queue replays when the server accepts the splicer's
 				// connection (in the server time it gives).

@@ -247,7 +247,11 @@ func (a Action) Assumptions() string {
 			"is assumed to have been sent by the front end " + formatDuration(a.Gap) + " after the previous attempt " +
 			"instead of after the client's timeout (1 s/3 s...). The number of attempts is unchanged: the fast " +
 			"retransmission succeeds when the client's later one did. Gaps already shorter stay as they were. " +
-			"Later transactions on the connection and objects that waited for the page shift earlier by the saving."
+			"Later transactions on the connection and objects that waited for the page shift earlier by the saving. " +
+			"Under the queue server model, where the capture's SYN losses come from a full backlog, the front end " +
+			"instead sends a copy every " + formatDuration(a.Gap) + " until one gets in or the client gives up, and " +
+			"each copy meets the replayed queue: behind a full accept queue the copies take the slots that free and " +
+			"the server gets slower."
 	case FastSYNACK:
 		return "Every wait for a lost SYN/ACK (a client SYN retransmission after a SYN/ACK, or a server SYN/ACK " +
 			"retransmission) shrinks to " + formatDuration(a.Gap) + "; the number of attempts is unchanged. " +
