@@ -23,7 +23,9 @@ import (
 // reading rtmon live's RT_HIGH) and the high class's clients measure it.
 // A fourth run puts a splicer in front of the server (SPLICE for every
 // class): the clients' handshakes complete at once, and the splicer's own
-// SYNs meet the full backlog and are retried on the kernel's schedule.
+// SYNs meet the full backlog and are retried on the kernel's schedule. A
+// fifth puts FAST SYN on the bridge (a copy every 200 ms until answered):
+// the copies meet the full backlog too.
 func TestWhatIfOverloadValidation(t *testing.T) {
 	b := newOverloadBench(t)
 	const rtHighAbove = 1200 * time.Millisecond
@@ -37,6 +39,11 @@ func TestWhatIfOverloadValidation(t *testing.T) {
 		s.RTHigh = &RTHighDrive{Rtmon: b.rtmon, Classes: b.classes, Above: rtHighAbove}
 	})
 	spliced, splicedDir := b.run(t, "splice", 20, NoSYNDrops, func(s *ValidationSpec) { s.SpliceProxy = true })
+	fast, fastDir := b.run(t, "fastsyn", 20, NoSYNDrops, func(s *ValidationSpec) { s.FastSYN = 200 * time.Millisecond })
+	fastRule, err := whatif.ParseRule("IF IP.SRC == * THEN FAST SYN GAP 200ms")
+	if err != nil {
+		t.Fatal(err)
+	}
 	spliceRule, err := whatif.ParseRule("IF IP.SRC == * THEN SPLICE")
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +62,12 @@ func TestWhatIfOverloadValidation(t *testing.T) {
 	t.Logf("the drop switched by rtmon live's RT_HIGH (queue model):\n%s", FormatValidationTable(condRows))
 	spliceRows, spliceMisses := judgeValidationWith(t, "overload-splice", spliceRule, base, spliced, baseDir, splicedDir, queueValidateOptions())
 	t.Logf("a splicer in front of the overloaded server (queue model):\n%s", FormatValidationTable(spliceRows))
-	for _, miss := range slices.Concat(misses, condMisses, spliceMisses) {
+	t.Logf("fast SYN: the bridge injected %d SYN copies; %d loads were reset by the server (set aside)", fast.InjectedSYN, resetLoads(fast))
+	fastRows, fastMisses := judgeValidationWith(t, "overload-fast-syn", fastRule, base, fast, baseDir, fastDir, queueValidateOptions())
+	t.Logf("fast SYN in front of the overloaded server (queue model):\n%s", FormatValidationTable(fastRows))
+	linFastRows, _ := judgeValidationWith(t, "overload-fast-syn (analytic)", fastRule, base, fast, baseDir, fastDir, validateOptions)
+	t.Logf("the same with the analytic model:\n%s", FormatValidationTable(linFastRows))
+	for _, miss := range slices.Concat(misses, condMisses, spliceMisses, fastMisses) {
 		t.Error(miss)
 	}
 }

@@ -289,6 +289,17 @@ func judgeValidationWith(t *testing.T, name string, rule whatif.Rule, base, appl
 	return rows, misses
 }
 
+// resetLoads counts the loads of r a reset set aside.
+func resetLoads(r ValidationRun) int {
+	n := 0
+	for _, l := range r.Loads {
+		if l.Reset {
+			n++
+		}
+	}
+	return n
+}
+
 // failedLoads counts the loads of class in r whose client gave up
 // connecting (no pageview on the wire).
 func failedLoads(r ValidationRun, class string) int {
@@ -302,10 +313,11 @@ func failedLoads(r ValidationRun, class string) int {
 }
 
 // classLoads returns the client-measured totals of a class's loads in run
-// r, and the longest the link stalled during any one of them.
+// r (without those a reset set aside), and the longest the link stalled
+// during any one of them.
 func classLoads(r ValidationRun, class string) (totals []int64, stall time.Duration) {
 	for _, l := range r.Loads {
-		if l.Class != class {
+		if l.Class != class || l.Reset {
 			continue
 		}
 		totals = append(totals, l.TotalNS)
