@@ -44,10 +44,11 @@ package testbed
 // learnt that a server that retransmitted its SYN/ACK twice starts the
 // connection with a congestion window of one segment (Linux
 // tcp_init_transfer), which the measured transfer carries and the
-// appliance's copy avoids; SPLICE is
-// predicted about one RTT fast, because the model starts the splicer's
-// server connection at the client's first SYN while a splicer can start it
-// only once the client's handshake completed.
+// appliance's copy avoids; SPLICE was
+// predicted about one RTT fast while the model started the splicer's
+// server connection at the client's first SYN, where a splicer can start
+// it only once the client's handshake completed (it now binds at the
+// request).
 //
 // The workload removes client-side chance that is not the action's doing:
 // one request per connection (loadFresh), at most six objects per page

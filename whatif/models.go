@@ -119,8 +119,9 @@ func restartSave(ti *txInfo, gap int64) int64 {
 // connEffect is the change a fresh connection's first transaction sees:
 // time saved (connect, and transfer for FAST SYN/ACK) and server time added. SPLICE (see its Assumptions):
 // the client's connect time becomes its RTT plus the SYN/ACK waits it still
-// suffers; the server accepts the splicer's connection when it accepted the
-// client's (earlier by the FAST SYN saving), and the request waits for that.
+// suffers; the splicer connects to the server when the request has come,
+// meeting the SYN waits the client met (less the FAST SYN saving), and the
+// request waits for that handshake.
 func connEffect(ti *txInfo, a *active) (tconnSave, serverAdd int64) {
 	c, t := ti.conn, ti.tx
 	syn, synack := reconstruct.HandshakeWaits(c)
@@ -150,11 +151,13 @@ func connEffect(ti *txInfo, a *active) (tconnSave, serverAdd int64) {
 		tconnSave = t.Tconn - spliced
 	}
 	tconnSave = min(tconnSave, t.Tconn)
-	// Capture-clock time the server is ready, against the request's new arrival.
-	ready := c.SYNTimes[0] + synWait - synSave + c.RTTServer
-	if wait := ready - (t.RequestLast - tconnSave); wait > 0 {
-		serverAdd = wait
-	}
+	// Delayed binding: the splicer connects to the server once the request
+	// has come, and the request waits for that handshake, with the SYN
+	// waits the server still causes (the testbed's splicer, run against
+	// the server that dropped the clients' first SYNs, gave its clients no
+	// gain; starting the server handshake at the client's first SYN
+	// predicted one client RTT, 5%, too fast).
+	serverAdd = max(synWait-synSave, 0) + c.RTTServer
 	return tconnSave + windowSave, serverAdd
 }
 

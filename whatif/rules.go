@@ -261,12 +261,10 @@ func (a Action) Assumptions() string {
 			"transfer). Later work on the connection and in the pageview shifts earlier by the saving."
 	case Splice:
 		return "The splicer answers the client's SYN itself: the client's connect time becomes one client RTT " +
-			"plus any SYN/ACK losses on the client path (kept as measured). SYN waits caused by the server " +
-			"dropping SYNs move into Tserver: the splicer connects to the server in the background, starting at " +
-			"the client's first SYN, and the server accepts at the measured time (earlier by the FAST SYN saving " +
-			"when FAST SYN also applies); the request waits there if it arrives before the server connection is " +
-			"ready. The server-side handshake after reading the URL (delayed binding) is taken as free: at the " +
-			"capture point the server is a LAN hop away."
+			"plus any SYN/ACK losses on the client path (kept as measured). The splicer connects to the server " +
+			"when the request has come (delayed binding): the request waits for that handshake, one server-side " +
+			"RTT (a LAN hop) plus the SYN waits the server caused the client (less the FAST SYN saving when FAST " +
+			"SYN also applies), which move from Tconn into Tserver."
 	case DropSYN:
 		return "While the condition holds, the first SYN of a new unit (pageview) of the matching clients is " +
 			"dropped; the client retransmits on its own schedule, learned from the capture's SYN retransmissions " +
