@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // NFTable is an nftables table the testbed installed in one namespace.
@@ -101,4 +102,51 @@ func nftCounters(out []byte) ([]int, error) {
 		}
 	}
 	return n, nil
+}
+
+// synDropRules is the nft table body for a drop mode ("" for none). The
+// drops are in the input hook, after the capture tap, as a server that
+// drops SYNs (full queue, policy) would show them.
+func synDropRules(mode SYNDropMode, iface string, port int) string {
+	syn := fmt.Sprintf("iifname %q tcp dport %d tcp flags & (syn | ack) == syn", iface, port)
+	switch mode {
+	case DropFirstSplicedSYN:
+		return fmt.Sprintf(`  set dropped { type ipv4_addr . inet_service; flags dynamic,timeout; timeout 30s; }
+  chain input {
+    type filter hook input priority filter; policy accept;
+    %s tcp sport %d-%d ip saddr . tcp sport != @dropped add @dropped { ip saddr . tcp sport } counter drop
+  }`, syn, spliceFirstPortMin, spliceFirstPortMax)
+	case DropFirstSYNPerPageview:
+		// dropped: connections whose first SYN went, so their next SYN (the
+		// client's retransmission or the front end's copy) passes. active:
+		// addresses with a SYN within the idle time, whose further
+		// connections belong to the same pageview and pass.
+		return fmt.Sprintf(`  set active { type ipv4_addr; flags dynamic,timeout; timeout %ds; }
+  set dropped { type ipv4_addr . inet_service; flags dynamic,timeout; timeout 30s; }
+  chain input {
+    type filter hook input priority filter; policy accept;
+    %s ip saddr . tcp sport @dropped update @active { ip saddr } accept
+    %s ip saddr @active update @active { ip saddr } accept
+    %s add @dropped { ip saddr . tcp sport } add @active { ip saddr } counter drop
+  }`, int(handshakeIdle/time.Second), syn, syn, syn)
+	case DropLowClassSYNs:
+		return fmt.Sprintf(`  chain input {
+    type filter hook input priority filter; policy accept;
+    %s ip saddr != %s counter drop
+  }`, syn, validateHighPattern)
+	case DropLowClassSYNsWhileRTHigh:
+		// rthigh holds the server's address while the drop is on. As the
+		// what-if admits or drops a unit at its first SYN, a client whose
+		// page was let in (a SYN within the idle time) keeps connecting.
+		low := fmt.Sprintf("%s ip saddr != %s", syn, validateHighPattern)
+		return fmt.Sprintf(`  set rthigh { type ipv4_addr; }
+  set active { type ipv4_addr; flags dynamic,timeout; timeout %ds; }
+  chain input {
+    type filter hook input priority filter; policy accept;
+    %s ip saddr @active update @active { ip saddr } accept
+    %s ip daddr @rthigh counter drop
+    %s update @active { ip saddr } accept
+  }`, int(handshakeIdle/time.Second), low, low, low)
+	}
+	return ""
 }
