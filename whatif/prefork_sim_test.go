@@ -74,6 +74,9 @@ type pfArrival struct {
 	// transfer: the response's first byte to its last (a large one takes
 	// round trips).
 	transfer int64
+	// outside: answered beside the worker pool (a cache in front of the
+	// workers) the moment it comes, taking no worker.
+	outside bool
 }
 
 // pfEvent: a SYN (attempt n), a handshake completing, a service ending;
@@ -212,6 +215,11 @@ func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct
 			}
 			halfOpen--
 			acked[i] = ev.t
+			if arr[i].outside {
+				serviceStart[i] = ev.t
+				heap.Push(&h, pfEvent{t: ev.t + arr[i].service, kind: 0, i: i})
+				continue
+			}
 			if busy < p.workers {
 				serviceStart[i] = ev.t
 				start(i, ev.t)
@@ -243,11 +251,13 @@ func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct
 			if a.class == "high" {
 				highDone = append(highDone, pfDone{end, t.Total})
 			}
-			if p.holding && a.transfer > 0 {
+			switch {
+			case a.outside:
+			case p.holding && a.transfer > 0:
 				heap.Push(&h, pfEvent{t: last, kind: 5, i: i})
-				continue
+			default:
+				free(ev.t)
 			}
-			free(ev.t)
 		}
 	}
 	return conns, txs, total

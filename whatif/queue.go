@@ -49,6 +49,11 @@ type queueTx struct {
 	// worker that writes the response itself stays busy.
 	transfer  int64
 	pipelined bool // sent before the previous response began
+	// unexplained: the fitted pool cannot explain its departure (see
+	// reconstructService): served out of order or beside the pool (a
+	// cache in front of the workers); the replay passes it through as
+	// measured, holding no worker.
+	unexplained bool
 }
 
 // accepted is when the server took the transaction's connection: its
@@ -190,7 +195,8 @@ func cmpInt64(a, b int64) int {
 // (a server that writes each response itself), once the response's last
 // byte is sent. It returns the share of transactions the pool cannot
 // explain (one departed before a worker was free for it: the pool is too
-// small); those keep their measured time.
+// small); those keep their measured time, and the replay passes them
+// through without a worker (unexplained).
 func (q *queueData) reconstructService(order []int, workers int, holding bool) float64 {
 	free := make(minheap.Heap[workerFree], 0, workers)
 	for range workers {
@@ -202,7 +208,8 @@ func (q *queueData) reconstructService(order []int, workers int, holding bool) f
 		dep := qt.sent + qt.measured
 		w := free.Pop()
 		start := max(qt.arrival, int64(w))
-		if start > dep {
+		qt.unexplained = start > dep
+		if qt.unexplained {
 			bad++
 			free.Push(w) // that worker is still busy
 			// Served by a worker the order does not explain: for no longer
