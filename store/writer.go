@@ -167,6 +167,16 @@ func (w *writer) add(ctx context.Context, b Batch) error {
 // is no measure yet). An engine that cannot hang (DuckDB) gets no such
 // judgement: while it stores, writers wait; once it fails, they spill.
 func (w *writer) waitForRoomLocked(ctx context.Context) error {
+	if w.memRow >= w.opts.MaxBufferRows {
+		// Wake at the caller's deadline: a flusher stuck in an insert
+		// broadcasts nothing, and the writer would wait past it.
+		stop := context.AfterFunc(ctx, func() {
+			w.mu.Lock()
+			w.cond.Broadcast()
+			w.mu.Unlock()
+		})
+		defer stop()
+	}
 	for w.memRow >= w.opts.MaxBufferRows && (!w.canSpillLocked() || (!w.hangs && w.err == nil)) {
 		if ctx.Err() != nil {
 			return fmt.Errorf("store: buffer full (%d records), the engine behind and no room to spill: %w", w.memRow, ctx.Err())
@@ -225,6 +235,14 @@ func (w *writer) appendLocked(b Batch) {
 	w.stats.Queued += int64(b.Len())
 	if w.cur.Len() >= w.opts.BatchRows {
 		w.enqueueFullLocked()
+	}
+	if w.memRow+w.cur.Len() >= w.opts.MaxBufferRows {
+		// The granule cut leaves records in cur, which only the flusher's
+		// age check queues; a flusher inside a slow insert let cur grow
+		// past the bound (110k records for a bound of 20k, a DuckDB on a
+		// full disk, busy machine). Queued whole, the bound, spilling and
+		// backpressure apply to them.
+		w.enqueueLocked()
 	}
 }
 
