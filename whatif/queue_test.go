@@ -537,3 +537,41 @@ func TestQueueModelPassesUnexplainedThrough(t *testing.T) {
 		}
 	}
 }
+
+// TestUnexplainedResponseFollowsItsUnit: a response the pool cannot
+// explain keeps its service, and its wait (a half-open wait: it was sent
+// long before the server took it) changes as its unit's other responses'
+// queueing changed from the null replay; a response served beside the
+// pool (no wait) and any response in the null replay stay as measured.
+func TestUnexplainedResponseFollowsItsUnit(t *testing.T) {
+	ms := func(v int64) int64 { return v * int64(time.Millisecond) }
+	q := &queueData{
+		conns: []queueConn{{txs: []int{0}, unit: 0}, {txs: []int{1}, unit: 0}, {txs: []int{2}, unit: 0}, {txs: []int{3}, unit: 0}},
+		txs: []queueTx{
+			{conn: 0, measured: ms(1200), service: ms(200)},
+			{conn: 1, measured: ms(2200), service: ms(200)},
+			// Left half-open: sent 1.3 s before the server took it.
+			{conn: 2, measured: ms(1500), service: ms(200), unexplained: true},
+			// Served beside the pool: no wait to scale.
+			{conn: 3, measured: ms(50), service: ms(50), unexplained: true},
+		},
+		dataTxs: 4,
+	}
+	null := queueOutcome{server: []int64{ms(1200), ms(2200), ms(1500), ms(50)}}
+	l := &closedLoop{q: q, qf: &queueFit{data: q, null: null}, unitConns: [][]int{{0, 1, 2, 3}},
+		sim: &queueSim{out: queueOutcome{server: []int64{ms(300), ms(500), ms(1500), ms(50)}}}}
+	// The siblings waited 1000 + 2000 ms in the null replay, 100 + 300 ms
+	// now: the half-open wait shrinks by the same factor.
+	if got, want := l.unexplainedDelta(0, 2), ms(1300)*400/3000-ms(1300); got != want {
+		t.Errorf("half-open response: server time change %v, want %v", time.Duration(got), time.Duration(want))
+	}
+	if got := l.unexplainedDelta(0, 3); got != 0 {
+		t.Errorf("response served beside the pool: change %v, want none", time.Duration(got))
+	}
+	l.sim.out = null
+	for _, ti := range []int{2, 3} {
+		if got := l.unexplainedDelta(0, ti); got != 0 {
+			t.Errorf("null replay, response %d: change %v, want none", ti, time.Duration(got))
+		}
+	}
+}
