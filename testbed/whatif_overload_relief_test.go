@@ -67,7 +67,11 @@ func (b overloadBench) run(t *testing.T, name string, highLoads int, drops SYNDr
 		spec(&s)
 	}
 	// Namespaces of its own, beside make test's validation.
-	return runAnalyzedValidation(t, b.ctx, b.rtmon, b.classes, s, "rtwo")
+	r, dir := runAnalyzedValidation(t, b.ctx, b.rtmon, b.classes, s, "rtwo")
+	if n := resetLoads(r, ""); n > 0 {
+		t.Logf("%s: %d loads were reset by the server (set aside)", s.Name, n)
+	}
+	return r, dir
 }
 
 // fitOverload fits the queue model on the overloaded baseline's records,

@@ -7,7 +7,9 @@ package testbed
 // (TestWhatIfOverloadRelief).
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +42,12 @@ func TestWhatIfOverloadValidation(t *testing.T) {
 	})
 	spliced, splicedDir := b.run(t, "splice", 20, NoSYNDrops, func(s *ValidationSpec) { s.SpliceProxy = true })
 	fast, fastDir := b.run(t, "fastsyn", 20, NoSYNDrops, func(s *ValidationSpec) { s.FastSYN = 200 * time.Millisecond })
+	// The same runs again: how far two real runs of one setup differ is
+	// the floor under any prediction's error.
+	base2, _ := b.run(t, "base2", 20, NoSYNDrops, nil)
+	fast2, _ := b.run(t, "fastsyn2", 20, NoSYNDrops, func(s *ValidationSpec) { s.FastSYN = 200 * time.Millisecond })
+	t.Logf("run to run, the same setup twice (the second against the first):\n%s%s",
+		formatRunToRun("no action", base, base2), formatRunToRun("FAST SYN GAP 200ms", fast, fast2))
 	fastRule, err := whatif.ParseRule("IF IP.SRC == * THEN FAST SYN GAP 200ms")
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +70,7 @@ func TestWhatIfOverloadValidation(t *testing.T) {
 	t.Logf("the drop switched by rtmon live's RT_HIGH (queue model):\n%s", FormatValidationTable(condRows))
 	spliceRows, spliceMisses := judgeValidationWith(t, "overload-splice", spliceRule, base, spliced, baseDir, splicedDir, queueValidateOptions())
 	t.Logf("a splicer in front of the overloaded server (queue model):\n%s", FormatValidationTable(spliceRows))
-	t.Logf("fast SYN: the bridge injected %d SYN copies; %d loads were reset by the server (set aside)", fast.InjectedSYN, resetLoads(fast))
+	t.Logf("fast SYN: the bridge injected %d SYN copies; %d loads were reset by the server (set aside)", fast.InjectedSYN, resetLoads(fast, ""))
 	fastRows, fastMisses := judgeValidationWith(t, "overload-fast-syn", fastRule, base, fast, baseDir, fastDir, queueValidateOptions())
 	t.Logf("fast SYN in front of the overloaded server (queue model):\n%s", FormatValidationTable(fastRows))
 	linFastRows, _ := judgeValidationWith(t, "overload-fast-syn (analytic)", fastRule, base, fast, baseDir, fastDir, validateOptions)
@@ -70,4 +78,19 @@ func TestWhatIfOverloadValidation(t *testing.T) {
 	for _, miss := range slices.Concat(misses, condMisses, spliceMisses, fastMisses) {
 		t.Error(miss)
 	}
+}
+
+// formatRunToRun tells how far run b's client-measured median and p90 per
+// class lie from run a's: two real runs of one setup, the noise no
+// prediction can beat.
+func formatRunToRun(setup string, a, b ValidationRun) string {
+	var out strings.Builder
+	for _, class := range []string{ValidateHighClass, ValidateLowClass} {
+		ta, _ := classLoads(a, class)
+		tb, _ := classLoads(b, class)
+		da, db := whatif.NewDistribution(ta, whatif.DefaultEdges), whatif.NewDistribution(tb, whatif.DefaultEdges)
+		fmt.Fprintf(&out, "    %-20s %-5s p50 %v -> %v (%+.1f%%)  p90 %v -> %v (%+.1f%%)  n %d/%d\n", setup, class,
+			ms(da.P50), ms(db.P50), 100*relErr(db.P50, da.P50), ms(da.P90), ms(db.P90), 100*relErr(db.P90, da.P90), da.N, db.N)
+	}
+	return out.String()
 }
