@@ -104,6 +104,23 @@ func nftCounters(out []byte) ([]int, error) {
 	return n, nil
 }
 
+// synProxyRules is the nft table body that puts the kernel's SYNPROXY in
+// front of port on iface: the client's SYN is left untracked and answered
+// by SYNPROXY with a cookie; once the client's ACK checks out, SYNPROXY
+// opens the connection to the local listener itself. The capture (on the
+// veth, before these hooks) sees the client's side only.
+func synProxyRules(iface string, port int) string {
+	return fmt.Sprintf(`  chain pre {
+    type filter hook prerouting priority raw; policy accept;
+    iifname %[1]q tcp dport %[2]d tcp flags syn notrack
+  }
+  chain in {
+    type filter hook input priority filter; policy accept;
+    iifname %[1]q tcp dport %[2]d ct state invalid,untracked synproxy mss 1460 wscale 7 timestamp sack-perm
+    iifname %[1]q tcp dport %[2]d ct state invalid counter drop
+  }`, iface, port)
+}
+
 // synDropRules is the nft table body for a drop mode ("" for none). The
 // drops are in the input hook, after the capture tap, as a server that
 // drops SYNs (full queue, policy) would show them.

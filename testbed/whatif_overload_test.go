@@ -94,3 +94,43 @@ func formatRunToRun(setup string, a, b ValidationRun) string {
 	}
 	return out.String()
 }
+
+// TestWhatIfSYNProxyValidation applies SPLICE with the kernel's SYNPROXY
+// in front of the overloaded prefork server: the client's handshake
+// completes at the proxy, which then sends the listener one SYN of its
+// own. The baseline's records predict SPLICE as the queue model has it (a
+// splicer that sends its SYN again until the server takes it), and the
+// test reports how SYNPROXY really fared, loads that stalled included.
+func TestWhatIfSYNProxyValidation(t *testing.T) {
+	b := newOverloadBench(t)
+	base, baseDir := b.run(t, "base", 20, NoSYNDrops, nil)
+	proxied, proxiedDir := b.run(t, "synproxy", 20, NoSYNDrops, func(s *ValidationSpec) { s.SYNProxy = true })
+	for _, class := range []string{ValidateHighClass, ValidateLowClass} {
+		done, _ := classLoads(proxied, class)
+		t.Logf("SYNPROXY %s: %d loads finished, %d stalled past %v, %d reset", class, len(done), stalledLoads(proxied, class),
+			synProxyStall, resetLoads(proxied, class))
+	}
+	if done, _ := classLoads(proxied, ValidateHighClass); len(done) == 0 {
+		t.Fatalf("no high-class load finished behind SYNPROXY: the proxy passed nothing")
+	}
+	spliceRule, err := whatif.ParseRule("IF IP.SRC == * THEN SPLICE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, misses := judgeValidationWith(t, "overload-synproxy", spliceRule, base, proxied, baseDir, proxiedDir, queueValidateOptions())
+	t.Logf("SPLICE predicted, SYNPROXY applied (finished loads only):\n%s", FormatValidationTable(rows))
+	for _, miss := range misses {
+		t.Error(miss)
+	}
+}
+
+// stalledLoads counts the loads of class in r that stalled.
+func stalledLoads(r ValidationRun, class string) int {
+	n := 0
+	for _, l := range r.Loads {
+		if l.Stalled && l.Class == class {
+			n++
+		}
+	}
+	return n
+}

@@ -59,6 +59,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"strconv"
@@ -177,6 +178,13 @@ type ValidationSpec struct {
 	// timeout. That is not the splicer the model describes (one that keeps
 	// connecting until the server accepts), hence the user-space one.
 	SpliceProxy bool
+	// SYNProxy puts the kernel's SYNPROXY (nft synproxy) in front of the
+	// prefork server: the handshake with the client completes at the
+	// proxy, which then sends one SYN of its own to the listener. Loads
+	// that do not finish within RequestTimeout are set aside as stalled
+	// (ValidationLoad.Stalled): SYNPROXY does not resend its SYN when the
+	// listener drops it.
+	SYNProxy bool
 	// Prefork serves the site from a prefork server (StartPrefork) on port
 	// 80 instead of nginx: the overload of a small listen backlog.
 	Prefork *PreforkOptions
@@ -264,6 +272,9 @@ type ValidationLoad struct {
 	// expired) is reset when the client's request comes again. The
 	// what-if models neither.
 	Reset bool
+	// Stalled: the load did not finish within its request timeout in a
+	// SYNProxy run (set aside, counted).
+	Stalled bool
 }
 
 // ValidationRun is what one run left.
@@ -311,7 +322,7 @@ func RunValidation(ctx context.Context, tb *Testbed, h *HandshakeHook, spec Vali
 			return run, fmt.Errorf("validation %s: %w", spec.Name, err)
 		}
 	}
-	loads, errs := runValidationLoads(ctx, tb, "http://"+tb.Server.Addr.String(), validationPlans(spec), spec.FastSYN > 0 || spec.Prefork != nil)
+	loads, errs := runValidationLoads(ctx, tb, "http://"+tb.Server.Addr.String(), validationPlans(spec), spec)
 	var runErr error
 	for _, e := range errs {
 		if e != nil {
@@ -395,6 +406,11 @@ func startValidationServer(ctx context.Context, tb *Testbed, spec ValidationSpec
 				return nil, nil, fmt.Errorf("validation %s: %w", spec.Name, err)
 			}
 		}
+		if spec.SYNProxy {
+			if err := startSYNProxy(ctx, tb, o.Port); err != nil {
+				return nil, nil, fmt.Errorf("validation %s: %w", spec.Name, err)
+			}
+		}
 		return nil, drop, nil
 	}
 	nopts := NginxOptions{Content: spec.Site.Content, KeepaliveTimeout: time.Second}
@@ -422,6 +438,19 @@ func startValidationServer(ctx context.Context, tb *Testbed, spec ValidationSpec
 		}
 	}
 	return ng, drop, nil
+}
+
+// startSYNProxy loads the SYNPROXY table in the server's namespace and
+// makes conntrack strict there, as SYNPROXY needs (a loose conntrack
+// would pick the client's ACK up as a new connection).
+func startSYNProxy(ctx context.Context, tb *Testbed, port int) error {
+	if _, err := tb.AddNFTable(ctx, tb.Server, "synproxy", synProxyRules(tb.Server.Iface, port)); err != nil {
+		return fmt.Errorf("synproxy: %w", err)
+	}
+	if _, err := tb.Exec(ctx, tb.Server.NS, "sysctl", "-q", "-w", "net.netfilter.nf_conntrack_tcp_loose=0"); err != nil {
+		return fmt.Errorf("synproxy: strict conntrack: %w", err)
+	}
+	return nil
 }
 
 // validationPlan is one page load of the workload: when, by whom, which
@@ -455,8 +484,14 @@ func validationPlans(spec ValidationSpec) []validationPlan {
 
 // runValidationLoads starts every planned load at its time, the clients
 // at real-time priority, and returns the loads and errors by plan;
-// tolerateReset sets aside a load a reset ended (ValidationLoad.Reset).
-func runValidationLoads(ctx context.Context, tb *Testbed, base string, plans []validationPlan, tolerateReset bool) ([]ValidationLoad, []error) {
+// A FAST SYN or overloaded run sets aside a load a reset ended
+// (ValidationLoad.Reset), a SYNPROXY run one that timed out (Stalled).
+func runValidationLoads(ctx context.Context, tb *Testbed, base string, plans []validationPlan, spec ValidationSpec) ([]ValidationLoad, []error) {
+	tolerateReset := spec.FastSYN > 0 || spec.Prefork != nil
+	timeout := 2 * time.Minute // overloaded runs (see RequestTimeout)
+	if spec.SYNProxy {
+		timeout = synProxyStall
+	}
 	undo := clientRealtime()
 	t0 := time.Now()
 	loads, errs := inParallel(len(plans), func(i int) (ValidationLoad, error) {
@@ -464,10 +499,14 @@ func runValidationLoads(ctx context.Context, tb *Testbed, base string, plans []v
 		if err := sleepCtx(ctx, time.Until(t0.Add(p.at))); err != nil {
 			return ValidationLoad{}, err
 		}
-		pt, err := loadFresh(ctx, tb, p.client, base, p.page.Path)
+		pt, err := loadFresh(ctx, tb, p.client, base, p.page.Path, timeout)
 		l := ValidationLoad{Class: p.class, Client: p.client, Truth: pt, TotalNS: pt.TotalNS}
 		if err != nil && tolerateReset && errors.Is(err, syscall.ECONNRESET) {
 			return ValidationLoad{Class: p.class, Client: p.client, Reset: true}, nil
+		}
+		var ne net.Error
+		if err != nil && spec.SYNProxy && !errors.Is(err, syscall.ETIMEDOUT) && errors.As(err, &ne) && ne.Timeout() {
+			return ValidationLoad{Class: p.class, Client: p.client, Stalled: true}, nil
 		}
 		if err != nil {
 			// Only a connect that timed out (every SYN dropped) is what an
@@ -554,9 +593,14 @@ func realtimeProcess(pid int) error {
 // path gains or loses the handshake (one RTT, ~10 % of these pageviews) from
 // one load of a page to the next; the validation would then measure that
 // lottery instead of the action.
-func loadFresh(ctx context.Context, tb *Testbed, local netip.Addr, base, path string) (PageTruth, error) {
+func loadFresh(ctx context.Context, tb *Testbed, local netip.Addr, base, path string, timeout time.Duration) (PageTruth, error) {
 	g := tb.NewGoClient(local, base)
 	g.OneRequestPerConnection = true
-	g.RequestTimeout = 2 * time.Minute // overloaded runs (see RequestTimeout)
+	g.RequestTimeout = timeout
 	return g.Load(ctx, path)
 }
+
+// synProxyStall is how long a SYNPROXY run's request may take before its
+// load counts as stalled: the overloaded server's slowest real responses
+// took 15-20 s.
+const synProxyStall = 40 * time.Second

@@ -316,11 +316,11 @@ func failedLoads(r ValidationRun, class string) int {
 }
 
 // classLoads returns the client-measured totals of a class's loads in run
-// r (without those a reset set aside), and the longest the link stalled
+// r (without those a reset or a stall set aside), and the longest the link stalled
 // during any one of them.
 func classLoads(r ValidationRun, class string) (totals []int64, stall time.Duration) {
 	for _, l := range r.Loads {
-		if l.Class != class || l.Reset {
+		if l.Class != class || l.Reset || l.Stalled {
 			continue
 		}
 		totals = append(totals, l.TotalNS)

@@ -264,7 +264,9 @@ func (a Action) Assumptions() string {
 			"plus any SYN/ACK losses on the client path (kept as measured). The splicer connects to the server " +
 			"when the request has come (delayed binding): the request waits for that handshake, one server-side " +
 			"RTT (a LAN hop) plus the SYN waits the server caused the client (less the FAST SYN saving when FAST " +
-			"SYN also applies), which move from Tconn into Tserver."
+			"SYN also applies), which move from Tconn into Tserver. It is a splicer that sends its SYN to the " +
+			"server again until the server takes it, as connect(2) does; the kernel's SYNPROXY sends one, and in " +
+			"front of an overloaded listener four loads in ten stalled behind it."
 	case DropSYN:
 		return "While the condition holds, the first SYN of a new unit (pageview) of the matching clients is " +
 			"dropped; the client retransmits on its own schedule, learned from the capture's SYN retransmissions " +
