@@ -121,6 +121,19 @@ func synProxyRules(iface string, port int) string {
   }`, iface, port)
 }
 
+// startSYNProxy loads the SYNPROXY table in the server's namespace and
+// makes conntrack strict there, as SYNPROXY needs (a loose conntrack
+// would pick the client's ACK up as a new connection).
+func startSYNProxy(ctx context.Context, tb *Testbed, port int) error {
+	if _, err := tb.AddNFTable(ctx, tb.Server, "synproxy", synProxyRules(tb.Server.Iface, port)); err != nil {
+		return fmt.Errorf("synproxy: %w", err)
+	}
+	if _, err := tb.Exec(ctx, tb.Server.NS, "sysctl", "-q", "-w", "net.netfilter.nf_conntrack_tcp_loose=0"); err != nil {
+		return fmt.Errorf("synproxy: strict conntrack: %w", err)
+	}
+	return nil
+}
+
 // synDropRules is the nft table body for a drop mode ("" for none). The
 // drops are in the input hook, after the capture tap, as a server that
 // drops SYNs (full queue, policy) would show them.
