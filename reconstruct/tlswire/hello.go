@@ -10,6 +10,7 @@ import (
 // ClientHello is what a ClientHello says in the clear.
 type ClientHello struct {
 	LegacyVersion     uint16
+	Random            []byte   // the 32-byte client random: a key log's index
 	SupportedVersions []uint16 // supported_versions extension, as offered (GREASE included); nil if absent
 	ServerName        string   // first host_name of the server_name extension; "" if absent
 	ALPN              []string // protocols offered, in order; nil if no ALPN extension
@@ -43,6 +44,7 @@ type ServerHello struct {
 	LegacyVersion    uint16
 	SupportedVersion uint16 // supported_versions extension (TLS 1.3 and later); 0 if absent
 	CipherSuite      uint16
+	Random           []byte // the 32-byte server random (TLS 1.2 key derivation)
 	SessionID        []byte // legacy_session_id_echo
 	// ALPN is the protocol selected when the ServerHello carries it (TLS 1.2
 	// and earlier; TLS 1.3 sends it encrypted).
@@ -110,12 +112,14 @@ func parseClientHello(body []byte) (*ClientHello, error) {
 	ch := &ClientHello{}
 	s := cryptobyte.String(body)
 	var sid, suites, compression cryptobyte.String
-	if !s.ReadUint16(&ch.LegacyVersion) || !s.Skip(helloRandomLen) ||
+	var random []byte
+	if !s.ReadUint16(&ch.LegacyVersion) || !s.ReadBytes(&random, helloRandomLen) ||
 		!s.ReadUint8LengthPrefixed(&sid) || len(sid) > maxSessionIDLen ||
 		!s.ReadUint16LengthPrefixed(&suites) || len(suites)%2 != 0 ||
 		!s.ReadUint8LengthPrefixed(&compression) {
 		return ch, fmt.Errorf("tlswire: ClientHello fixed fields: %w", ErrMalformedHello)
 	}
+	ch.Random = bytes.Clone(random)
 	ch.SessionID = bytes.Clone(sid)
 	ch.CipherSuites = len(suites) / 2
 	return ch, readExtensions(&s, func(typ uint16, data cryptobyte.String) bool {
@@ -212,6 +216,7 @@ func parseServerHello(body []byte) (*ServerHello, error) {
 		return sh, fmt.Errorf("tlswire: ServerHello fixed fields: %w", ErrMalformedHello)
 	}
 	sh.HelloRetryRequest = bytes.Equal(random, helloRetryRequestRandom)
+	sh.Random = bytes.Clone(random)
 	sh.SessionID = bytes.Clone(sid)
 	return sh, readExtensions(&s, func(typ uint16, data cryptobyte.String) bool {
 		return sh.extension(typ, data)

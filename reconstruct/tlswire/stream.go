@@ -75,6 +75,11 @@ type Stream struct {
 
 	hs hsReader
 
+	// keepBodies: the body of the record being read is kept in body, at
+	// most MaxRecordLen bytes, and handed over with its KindRecord event.
+	keepBodies bool
+	body       []byte
+
 	alertLevel byte // first byte of an alert split across records
 	alertHalf  bool
 
@@ -169,8 +174,19 @@ func (s *Stream) Offset() int64 { return s.off }
 func (s *Stream) Stats() Stats { return s.stats }
 
 // Buffered is the capacity of the stream's hello buffer, at most
-// MaxHelloLen: the memory it holds beyond its fixed size.
-func (s *Stream) Buffered() int { return cap(s.hs.buf) }
+// MaxHelloLen, and of the record body it keeps (KeepBodies), at most
+// MaxRecordLen: the memory it holds beyond its fixed size.
+func (s *Stream) Buffered() int { return cap(s.hs.buf) + cap(s.body) }
+
+// KeepBodies makes the stream hand each record's body to the caller
+// (Event.Body), for decryption. Off by default: a keyless monitor only
+// counts body bytes and must not buffer them.
+func (s *Stream) KeepBodies(on bool) {
+	s.keepBodies = on
+	if !on {
+		s.body = nil
+	}
+}
 
 // checkHeader is the test a header must pass while the stream is in sync.
 // It is lenient (any TLS content type and 3.x version) because in sync the
@@ -251,6 +267,11 @@ func (s *Stream) beginRecord(h []byte) {
 	s.rec.Encrypted = s.rec.Type == TypeApplicationData ||
 		(s.rec.Type != TypeChangeCipherSpec && s.Encrypted())
 	s.remain = s.rec.Len
+	if s.keepBodies {
+		// A fresh buffer per record: the previous one went out with its
+		// event. Len is at most MaxRecordLen (checked with the header).
+		s.body = make([]byte, 0, s.rec.Len)
+	}
 	if s.remain == 0 {
 		s.endRecord()
 		return
@@ -262,6 +283,9 @@ func (s *Stream) readBody(data []byte) int {
 	k := min(s.remain, len(data))
 	if !s.tentative {
 		s.content(data[:k])
+		if s.keepBodies && len(s.body)+k <= cap(s.body) {
+			s.body = append(s.body, data[:k]...)
+		}
 	}
 	s.remain -= k
 	if s.remain == 0 {
@@ -332,7 +356,11 @@ func (s *Stream) recordDone(r Record) {
 	case r.Type == TypeAlert && r.Encrypted:
 		s.events = append(s.events, Event{Kind: KindAlert, At: r.At, Alert: Alert{Encrypted: true}})
 	}
-	s.events = append(s.events, Event{Kind: KindRecord, At: r.At, Record: r})
+	ev := Event{Kind: KindRecord, At: r.At, Record: r}
+	if s.keepBodies && !r.Truncated && s.body != nil && len(s.body) == r.Len {
+		ev.Body, s.body = s.body, nil
+	}
+	s.events = append(s.events, ev)
 	s.stats.Records++
 	s.stats.RecordBytes += int64(recordHeaderLen + r.Len)
 	s.mark = r.Offset + int64(recordHeaderLen+r.Len)

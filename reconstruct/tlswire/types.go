@@ -121,6 +121,10 @@ type Event struct {
 	Handshake Handshake // KindHandshake
 	Alert     Alert     // KindAlert
 	Err       error     // KindLost; KindHandshake when a hello failed to parse
+	// Body is a KindRecord's body as captured, when the Stream keeps
+	// bodies (KeepBodies) and the record was wholly captured in sync; nil
+	// otherwise. The caller owns it.
+	Body []byte
 }
 
 // Record is one TLS record.
