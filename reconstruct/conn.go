@@ -68,8 +68,11 @@ type conn struct {
 	// truncated: the snap length cut payload, so parsing gives way to timing
 	// by sequence numbers and direction changes.
 	truncated bool
-	// tls: the client's first bytes were a ClientHello (see tls.go).
+	// tls: the client's first bytes were a ClientHello (see tls.go);
+	// plain: its records are being decrypted (see tlsplain.go). Not in
+	// tlsSession, whose size keyless connections are counted at.
 	tls       *tlsSession
+	plain     *tlsPlain
 	lastAck   int64 // client's highest acknowledged server offset
 	serverFIN bool
 	clientFIN bool
@@ -432,7 +435,7 @@ func (c *conn) closeServerStream() {
 	c.s2c.closed = true
 	c.serverFIN = true
 	c.curTS = c.s2cLog.last() // a close-delimited body ended with its last byte
-	if c.tls != nil {
+	if c.tls != nil && !c.decrypting() {
 		c.tlsTurnEnds()
 		return
 	}

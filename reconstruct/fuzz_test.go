@@ -7,6 +7,7 @@ import (
 
 	"github.com/rtmon/rtmon/capture"
 	"github.com/rtmon/rtmon/reconstruct"
+	"github.com/rtmon/rtmon/reconstruct/tlsdecrypt"
 )
 
 // FuzzTracker drives the tracker with arbitrary segment sequences on a few
@@ -25,75 +26,81 @@ func FuzzTracker(f *testing.F) {
 		"\x18\x11\x00\x00\x00\x01\x00\x00\x00\x31\x16\x03\x03\x00\x04\x02\x00\x00\x00\x17\x03\x03\x00\x02ab" +
 		"\x18\x10\x00\x00\x00\x31\x00\x00\x00\x10\x17\x03\x03\x00\x1dabcdefghijklmnopqrstuvwxyzabc"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		sink := &collected{}
-		tr := reconstruct.NewTracker(reconstruct.Config{MaxConnections: 3, MaxBufferedBytes: 4096, MaxPendingRequests: 4, MaxHeaderBudget: 700}, sink)
-		clientA := netip.MustParseAddr("198.51.100.1")
-		serverA := netip.MustParseAddr("203.0.113.1")
-		ts := int64(1 << 60)
-		var p capture.Packet
-		// Each record: flags, dir/tuple byte, seq (4), ack (4), payload. The
-		// IPv4 ID, TCP timestamps and SACK blocks (loss evidence) are
-		// derived from the same bytes: a per-tuple counter whose step
-		// comes from seq, so gaps, repeats and jumps all occur.
-		ipid := map[uint16]uint16{}
-		for len(data) >= 10 {
-			flags, sel := data[0], data[1]
-			seq := binary.BigEndian.Uint32(data[2:6])
-			ack := binary.BigEndian.Uint32(data[6:10])
-			data = data[10:]
-			n := int(sel>>3) * 8
-			if n > len(data) {
-				n = len(data)
-			}
-			payload := data[:n]
-			data = data[n:]
-			port := uint16(40000 + int(sel>>1&3))
-			p = capture.Packet{Timestamp: ts, Flags: flags & 0x3f, Seq: seq, Ack: ack, Payload: payload, PayloadLen: n}
-			if sel&1 == 0 {
-				p.SrcIP, p.DstIP, p.SrcPort, p.DstPort = clientA, serverA, port, 80
-			} else {
-				p.SrcIP, p.DstIP, p.SrcPort, p.DstPort = serverA, clientA, 80, port
-			}
-			if flags&0x80 != 0 && n > 0 {
-				p.PayloadLen = n + int(ack&0xff) // snap length cut
-			}
-			ipid[port] += uint16(seq>>28) + 1
-			p.IPID = ipid[port]
-			if flags&0x40 != 0 {
-				p.HasTimestamps, p.TSVal, p.TSEcr = true, uint32(ts>>20), ack^seq
-			}
-			if sel&0x6 == 0x6 {
-				p.NumSACK = 1 + int(seq>>30)
-				for i := range p.NumSACK {
-					p.SACK[i] = capture.SACKBlock{Left: ack - uint32(i+1)*1000 + seq&0xfff, Right: ack - uint32(i)*1000}
-				}
-			}
-			tr.Packet(&p)
-			ts += int64(seq&0xffff) * 1000
-		}
-		tr.Flush()
-		if st := tr.Stats(); st.OpenConnections != 0 || st.HeaderBytesHeld != 0 {
-			t.Fatalf("after flush: %d open connections, %d header bytes held", st.OpenConnections, st.HeaderBytesHeld)
-		}
-		ids := map[string]bool{}
-		for _, tx := range sink.txs {
-			if ids[tx.ID] {
-				t.Fatalf("transaction %s emitted twice", tx.ID)
-			}
-			ids[tx.ID] = true
-			if err := tx.Invariants(); err != nil {
-				t.Fatalf("%v: %+v", err, tx)
-			}
-		}
-		conns := map[string]bool{}
-		for _, c := range sink.conns {
-			if conns[c.ID] {
-				t.Fatalf("connection %s emitted twice", c.ID)
-			}
-			conns[c.ID] = true
-			if err := c.Invariants(); err != nil {
-				t.Fatalf("%v: %+v", err, c)
-			}
-		}
+		fuzzTrack(t, data, nil)
 	})
+}
+
+// fuzzTrack runs one FuzzTracker input, decrypting with kl if not nil.
+func fuzzTrack(t *testing.T, data []byte, kl *tlsdecrypt.KeyLog) {
+	sink := &collected{}
+	tr := reconstruct.NewTracker(reconstruct.Config{MaxConnections: 3, MaxBufferedBytes: 4096, MaxPendingRequests: 4, MaxHeaderBudget: 700,
+		KeyLog: kl}, sink)
+	clientA := netip.MustParseAddr("198.51.100.1")
+	serverA := netip.MustParseAddr("203.0.113.1")
+	ts := int64(1 << 60)
+	var p capture.Packet
+	// Each record: flags, dir/tuple byte, seq (4), ack (4), payload. The
+	// IPv4 ID, TCP timestamps and SACK blocks (loss evidence) are
+	// derived from the same bytes: a per-tuple counter whose step
+	// comes from seq, so gaps, repeats and jumps all occur.
+	ipid := map[uint16]uint16{}
+	for len(data) >= 10 {
+		flags, sel := data[0], data[1]
+		seq := binary.BigEndian.Uint32(data[2:6])
+		ack := binary.BigEndian.Uint32(data[6:10])
+		data = data[10:]
+		n := int(sel>>3) * 8
+		if n > len(data) {
+			n = len(data)
+		}
+		payload := data[:n]
+		data = data[n:]
+		port := uint16(40000 + int(sel>>1&3))
+		p = capture.Packet{Timestamp: ts, Flags: flags & 0x3f, Seq: seq, Ack: ack, Payload: payload, PayloadLen: n}
+		if sel&1 == 0 {
+			p.SrcIP, p.DstIP, p.SrcPort, p.DstPort = clientA, serverA, port, 80
+		} else {
+			p.SrcIP, p.DstIP, p.SrcPort, p.DstPort = serverA, clientA, 80, port
+		}
+		if flags&0x80 != 0 && n > 0 {
+			p.PayloadLen = n + int(ack&0xff) // snap length cut
+		}
+		ipid[port] += uint16(seq>>28) + 1
+		p.IPID = ipid[port]
+		if flags&0x40 != 0 {
+			p.HasTimestamps, p.TSVal, p.TSEcr = true, uint32(ts>>20), ack^seq
+		}
+		if sel&0x6 == 0x6 {
+			p.NumSACK = 1 + int(seq>>30)
+			for i := range p.NumSACK {
+				p.SACK[i] = capture.SACKBlock{Left: ack - uint32(i+1)*1000 + seq&0xfff, Right: ack - uint32(i)*1000}
+			}
+		}
+		tr.Packet(&p)
+		ts += int64(seq&0xffff) * 1000
+	}
+	tr.Flush()
+	if st := tr.Stats(); st.OpenConnections != 0 || st.HeaderBytesHeld != 0 {
+		t.Fatalf("after flush: %d open connections, %d header bytes held", st.OpenConnections, st.HeaderBytesHeld)
+	}
+	ids := map[string]bool{}
+	for _, tx := range sink.txs {
+		if ids[tx.ID] {
+			t.Fatalf("transaction %s emitted twice", tx.ID)
+		}
+		ids[tx.ID] = true
+		if err := tx.Invariants(); err != nil {
+			t.Fatalf("%v: %+v", err, tx)
+		}
+	}
+	conns := map[string]bool{}
+	for _, c := range sink.conns {
+		if conns[c.ID] {
+			t.Fatalf("connection %s emitted twice", c.ID)
+		}
+		conns[c.ID] = true
+		if err := c.Invariants(); err != nil {
+			t.Fatalf("%v: %+v", err, c)
+		}
+	}
 }

@@ -14,14 +14,15 @@ type requestEvents struct{ c *conn }
 func (h *requestEvents) MessageStart(m *http1.Message) {
 	c := h.c
 	st := c.newTx()
-	st.tx.RequestFirst, st.upLost, st.upAckOrCopy = c.c2sLog.at(m.Start, c.curTS)
+	start, fallback := c.wireStart(true, m.Start)
+	st.tx.RequestFirst, st.upLost, st.upAckOrCopy = c.c2sLog.at(start, fallback)
 	st.prev, st.timer = c.lastResp, c.timer
-	if m.Start < c.aheadOff && c.aheadAt < st.tx.RequestFirst {
+	if start < c.aheadOff && c.aheadAt < st.tx.RequestFirst {
 		// A pure ACK had already shown these bytes sent: the copy now
 		// here is a retransmission.
 		st.upLost, st.sentBy = max(st.upLost, 1), c.aheadAt
 	}
-	st.reqStartOff = m.Start
+	st.reqStartOff = start
 	c.addPending(st)
 	c.respP().PushRequestMethod(m.Method)
 }
@@ -34,7 +35,9 @@ func (h *requestEvents) HeadersDone(m *http1.Message) {
 	}
 	st.tx.Method = m.Method
 	st.tx.URL = c.t.redact(m.URL)
-	st.tx.Host = m.Host
+	if m.Host != "" || c.tls == nil { // a decrypted request without Host keeps the SNI name
+		st.tx.Host = m.Host
+	}
 	st.tx.Referer = c.t.redact(m.Referer)
 	st.tx.UserAgent = m.UserAgent
 	st.tx.Accept = m.Accept
@@ -52,9 +55,9 @@ func (h *requestEvents) MessageEnd(m *http1.Message) {
 	}
 	st.reqDone = true
 	st.tx.RequestLast = c.curTS
-	st.reqEndOff = m.End
-	st.tx.RequestBytes = m.End - m.Start
-	c.reqAck.end, c.reqAck.at = m.End, c.curTS
+	st.reqEndOff = c.wireOff(true, m.End, true)
+	st.tx.RequestBytes = m.End - m.Start // the HTTP message, decrypted or not
+	c.reqAck.end, c.reqAck.at = st.reqEndOff, c.curTS
 	if m.Incomplete {
 		st.tx.Flags |= FlagIncomplete
 	}
@@ -68,7 +71,7 @@ func (h *requestEvents) Desync(off int64, reason string) {
 		// The request's end is unknown; what was seen so far is all there is.
 		st.reqDone = true
 		st.tx.RequestLast = c.curTS
-		st.reqEndOff = off
+		st.reqEndOff = c.wireOff(true, off, true)
 	}
 }
 
@@ -82,7 +85,7 @@ type responseEvents struct {
 }
 
 func (h *responseEvents) MessageStart(m *http1.Message) {
-	h.firstByte = h.c.s2cLog.timeAt(m.Start, h.c.curTS)
+	h.firstByte = h.c.s2cLog.timeAt(h.c.wireStart(false, m.Start))
 }
 
 func (h *responseEvents) HeadersDone(m *http1.Message) {
@@ -97,7 +100,7 @@ func (h *responseEvents) HeadersDone(m *http1.Message) {
 	}
 	st := c.takeRequest()
 	st.respStarted = true
-	st.respStartOff = m.Start
+	st.respStartOff = c.wireOff(false, m.Start, false)
 	st.tx.ResponseFirst = h.firstByte
 	st.tx.Status = m.Status
 	st.tx.ContentType = m.ContentType
@@ -149,7 +152,7 @@ func (h *responseEvents) MessageEnd(m *http1.Message) {
 	}
 	st := c.resp
 	st.tx.ResponseLast = c.curTS
-	st.respEndOff = m.End
+	st.respEndOff = c.wireOff(false, m.End, true)
 	st.tx.ResponseBytes = m.End - m.Start
 	st.tx.BodyBytes = m.BodyLen
 	if m.Incomplete {
@@ -164,7 +167,7 @@ func (h *responseEvents) Desync(off int64, reason string) {
 	if st := c.resp; st != nil {
 		st.tx.Flags |= FlagParseError
 		st.tx.ResponseLast = c.curTS
-		st.respEndOff = off
+		st.respEndOff = c.wireOff(false, off, true)
 		c.completeResponse(st)
 	}
 }

@@ -54,14 +54,16 @@ const (
 	// load event (an undeclared favicon, a beacon, polling); the transaction
 	// belongs to the pageview but not to its Total.
 	FlagAfterLoad
-	// FlagTLS: the connection speaks TLS and no keys were given: its
+	// FlagTLS: the connection speaks TLS. Without its keys its
 	// transactions are the turns of its application-data records (the
-	// request's URL, method and status unknown, the host from SNI).
+	// request's URL, method and status unknown, the host from SNI); with
+	// them (Config.KeyLog) they are decrypted and parsed.
 	FlagTLS
 	// FlagHTTP2: the connection negotiated HTTP/2 (ALPN h2), or may have:
 	// TLS 1.3 hides the server's choice, and the client offered h2. Its
 	// streams interleave on one connection, so without keys it gives no
-	// transactions: the connection is timed, its exchanges are not.
+	// transactions: the connection is timed, its exchanges are not. On a
+	// transaction: an HTTP/2 stream of a decrypted connection.
 	FlagHTTP2
 )
 

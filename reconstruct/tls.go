@@ -17,7 +17,8 @@ import (
 // from record boundaries as the snap-length heuristic times bytes. The
 // URL, method and status stay unknown; the host is the SNI name. HTTP/2
 // interleaves streams on one connection, so its turns are not exchanges:
-// such a connection is timed and flagged, and gives no transactions.
+// such a connection is timed and flagged, and gives no transactions. With
+// the connection's keys in a key log, tlsplain.go reads its HTTP instead.
 
 // tlsSession is a TLS connection's handshake and turn state.
 type tlsSession struct {
@@ -71,6 +72,9 @@ func (c *conn) maybeStartTLS(off int64, captured []byte) {
 	c.tls = &tlsSession{}
 	c.rec.Flags |= FlagTLS
 	c.t.stats.TLSConnections++
+	if c.t.cfg.KeyLog != nil {
+		c.tlsKeepBodies(true) // until the ServerHello says whether a key is there
+	}
 	c.tlsAccount()
 }
 
@@ -81,7 +85,7 @@ func (c *conn) tlsAccount() {
 	s := c.tls
 	now := 0
 	if !c.done {
-		now = tlsSessionSize + s.wire.Client.Buffered() + s.wire.Server.Buffered()
+		now = tlsSessionSize + s.wire.Client.Buffered() + s.wire.Server.Buffered() + c.tlsPlainHeld()
 	}
 	c.t.tlsBytes += now - s.counted
 	s.counted = now
@@ -127,6 +131,9 @@ func (c *conn) tlsEvents(client bool, evs []tlswire.Event) {
 				c.tlsHello(ev.Handshake)
 			}
 		case tlswire.KindRecord:
+			if c.plain != nil && c.tlsPlainRecord(client, ev.Record, ev.Body) {
+				continue
+			}
 			if client {
 				c.tlsClientRecord(ev.Record)
 			} else {
@@ -135,6 +142,8 @@ func (c *conn) tlsEvents(client bool, evs []tlswire.Event) {
 		case tlswire.KindLost:
 			// Without framing, the bytes still take turns: the rest of the
 			// connection is timed as the snap-length heuristic times it.
+			c.tlsPlainHole()
+			c.tlsStopDecrypt(true)
 			s.lost = true
 			c.t.stats.TLSFramingLost++
 			if st := c.currentRequest(); st != nil {
@@ -169,6 +178,7 @@ func (c *conn) tlsHello(h tlswire.Handshake) {
 		c.rec.Flags |= FlagHTTP2
 		c.t.stats.HTTP2Connections++
 	}
+	c.tlsStartDecrypt(sh)
 }
 
 const tls13 = 0x0304

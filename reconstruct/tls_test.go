@@ -55,7 +55,7 @@ func (c recordingConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-func testCertificate(t *testing.T) tls.Certificate {
+func testCertificate(t testing.TB) tls.Certificate {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -75,11 +75,28 @@ func testCertificate(t *testing.T) tls.Certificate {
 // and returns every write of both sides in order.
 func recordTLSSession(t *testing.T, version uint16, alpn []string, urls []string, bodySize int) []tlsWrite {
 	t.Helper()
+	return recordTLSSessionKeys(t, version, alpn, urls, bodySize, nil)
+}
+
+// recordTLSSessionKeys is recordTLSSession with the client's secrets
+// written to keyLog (a key log, as SSLKEYLOGFILE) if not nil.
+func recordTLSSessionKeys(t testing.TB, version uint16, alpn []string, urls []string, bodySize int, keyLog io.Writer) []tlsWrite {
+	t.Helper()
+	return recordTLSSessionWith(t, version, alpn, urls, bodySize, func(cli, _ *tls.Config) { cli.KeyLogWriter = keyLog })
+}
+
+// recordTLSSessionWith is recordTLSSession with tweak applied to the
+// client's and the server's configurations.
+func recordTLSSessionWith(t testing.TB, version uint16, alpn []string, urls []string, bodySize int, tweak func(cli, srv *tls.Config)) []tlsWrite {
+	t.Helper()
 	cs, ss := net.Pipe()
 	rec := &tlsRecorder{}
 	cert := testCertificate(t)
-	srv := tls.Server(recordingConn{ss, rec, false}, &tls.Config{Certificates: []tls.Certificate{cert},
-		MinVersion: version, MaxVersion: version, NextProtos: alpn})
+	srvCfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: version, MaxVersion: version, NextProtos: alpn}
+	cliCfg := &tls.Config{ServerName: "shop.example.test", InsecureSkipVerify: true,
+		MinVersion: version, MaxVersion: version, NextProtos: alpn}
+	tweak(cliCfg, srvCfg)
+	srv := tls.Server(recordingConn{ss, rec, false}, srvCfg)
 	done := make(chan error, 1)
 	go func() {
 		defer srv.Close()
@@ -95,8 +112,7 @@ func recordTLSSession(t *testing.T, version uint16, alpn []string, urls []string
 			fmt.Fprintf(srv, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 		}
 	}()
-	cli := tls.Client(recordingConn{cs, rec, true}, &tls.Config{ServerName: "shop.example.test", InsecureSkipVerify: true,
-		MinVersion: version, MaxVersion: version, NextProtos: alpn})
+	cli := tls.Client(recordingConn{cs, rec, true}, cliCfg)
 	if err := cli.Handshake(); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rtmon/rtmon/capture"
 	"github.com/rtmon/rtmon/reconstruct/http1"
+	"github.com/rtmon/rtmon/reconstruct/tlsdecrypt"
 )
 
 // Config bounds and steers the tracker. Zero values take the defaults below.
@@ -76,6 +77,10 @@ type Config struct {
 	// stable across runs with the same key. Transaction and pageview ids
 	// derive from connection ids.
 	IDKey []byte
+	// KeyLog, if set, decrypts the TLS connections whose secrets it holds
+	// (see tlsplain.go): their HTTP is parsed like cleartext. Without it
+	// HTTPS is timed keyless, and nothing else changes.
+	KeyLog *tlsdecrypt.KeyLog
 }
 
 // Defaults for Config's zero values.
@@ -146,6 +151,18 @@ type Stats struct {
 	TLSConnections   uint64 `json:"tls_connections"`
 	HTTP2Connections uint64 `json:"http2_connections"`
 	TLSFramingLost   uint64 `json:"tls_framing_lost"`
+	// With a Config.KeyLog only (zero, and left out, without one):
+	// TLSDecrypted counts connections whose decryption began (their key
+	// was in the log), TLSKeyless TLS connections that ended timed keyless
+	// (no key, or decryption given up), TLSNoKey those whose client
+	// random the log lacked, and TLSDecryptErrors those with a key that
+	// could not be decrypted (unsupported version or suite) or whose
+	// decryption failed partway (a record that did not authenticate or
+	// was not wholly captured, lost framing).
+	TLSDecrypted     uint64 `json:"tls_decrypted,omitempty"`
+	TLSKeyless       uint64 `json:"tls_keyless,omitempty"`
+	TLSNoKey         uint64 `json:"tls_no_key,omitempty"`
+	TLSDecryptErrors uint64 `json:"tls_decrypt_errors,omitempty"`
 	OutOfWindow      uint64 `json:"out_of_window"`
 	// StrayResets counts resets whose sequence number is not their
 	// connection's (another incarnation of the four-tuple), ignored.

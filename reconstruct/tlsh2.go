@@ -1,0 +1,126 @@
+package reconstruct
+
+import (
+	"unsafe"
+
+	"github.com/rtmon/rtmon/reconstruct/http2wire"
+	"github.com/rtmon/rtmon/reconstruct/tlswire"
+)
+
+// Decrypted HTTP/2. A decrypted connection whose client began with the
+// HTTP/2 preface is fed to an http2wire.Conn, and each stream it
+// completes becomes a transaction flagged http2: method, URL (the
+// :path), host (:authority), status, sizes, its request timed from the
+// first byte of its HEADERS to its END_STREAM, its response likewise.
+// Each record's plaintext is fed as its first byte, at the time the
+// record's first byte was captured, then the rest, at the time the record
+// completed: a frame that begins a record is timed from the record's
+// start, one inside it (or after it, in the same record) from its end.
+// A stream's transaction waits, like any response, for the client's ACK
+// of the record that ended it. Indexes follow completion order.
+
+// h2 bounds: streams tracked at once and header values kept, within the
+// tracker's memory count (h2StreamMemory each).
+const (
+	maxH2Streams   = 256
+	maxH2ValueLen  = 2 << 10
+	h2StreamMemory = 1 << 10
+)
+
+// tlsH2Start begins reading HTTP/2 from the connection's plaintext.
+func (c *conn) tlsH2Start() {
+	c.plain.h2 = http2wire.New(http2wire.Config{MaxStreams: maxH2Streams, MaxValueLen: maxH2ValueLen})
+}
+
+// tlsH2Feed feeds record r's plaintext to the HTTP/2 parser.
+func (c *conn) tlsH2Feed(client bool, r tlswire.Record, data []byte) {
+	p := c.plain
+	dir := http2wire.ServerToClient
+	if client {
+		dir = http2wire.ClientToServer
+	}
+	p.h2End[dir] = recordEnd(r)
+	c.h2Events(p.h2.Feed(dir, data[:1], r.StartAt))
+	if len(data) > 1 {
+		c.h2Events(p.h2.Feed(dir, data[1:], r.At))
+	}
+}
+
+// tlsH2Close ends the HTTP/2 parser: the streams still open are emitted,
+// incomplete.
+func (c *conn) tlsH2Close() {
+	if p := c.plain; p != nil && p.h2 != nil {
+		c.h2Events(p.h2.Close(c.curTS))
+		p.h2 = nil
+	}
+}
+
+func (c *conn) h2Events(evs []http2wire.Event) {
+	for i := range evs {
+		switch ev := &evs[i]; ev.Kind {
+		case http2wire.KindStream:
+			c.h2Stream(ev.Stream)
+		case http2wire.KindError:
+			c.t.stats.ParseDesyncs++ // that direction is read no more
+		}
+	}
+}
+
+// h2Stream turns a completed stream into a transaction.
+func (c *conn) h2Stream(s *http2wire.Stream) {
+	p := c.plain
+	st := c.newTx()
+	tx, rq, rs := &st.tx, &s.Request, &s.Response
+	tx.Flags |= FlagHTTP2
+	if rq.Seen {
+		tx.Method, tx.URL, tx.UserAgent = rq.Method, c.t.redact(rq.Path), rq.UserAgent
+		if rq.Authority != "" {
+			tx.Host = rq.Authority
+		}
+		tx.RequestFirst = rq.StartAt
+		tx.RequestLast = max(rq.EndAt, rq.StartAt)
+		tx.RequestBytes = rq.HeaderBytes + rq.BodyBytes
+	}
+	st.reqDone = true
+	st.prev, st.timer = c.lastResp, c.timer
+	if s.Incomplete || s.Reset != nil || s.Refused {
+		tx.Flags |= FlagIncomplete
+	}
+	if s.Truncated {
+		tx.Flags |= FlagHeaderTooLarge
+	}
+	first := rs.FinalHeadersAt
+	if first == 0 {
+		first = rs.StartAt
+	}
+	if first == 0 {
+		c.emit(st) // no response: flagged so
+		return
+	}
+	st.respStarted = true
+	tx.Status = max(rs.Status, 0)
+	tx.ContentType = rs.ContentType
+	tx.ResponseFirst = first
+	tx.ResponseLast = max(rs.EndAt, first)
+	tx.ResponseBytes = rs.HeaderBytes + rs.BodyBytes
+	tx.BodyBytes = rs.BodyBytes
+	st.reqEndOff, st.respEndOff = p.h2End[0], p.h2End[1]
+	c.completeResponse(st)
+}
+
+// tlsPlainSize is a decrypted connection's own state (its session's keys
+// are a few hundred bytes more, rounded in).
+var tlsPlainSize = int(unsafe.Sizeof(tlsPlain{})) + 512
+
+// tlsPlainHeld is what a decrypted connection holds beyond its record
+// buffers, for the memory count.
+func (c *conn) tlsPlainHeld() int {
+	p := c.plain
+	if p == nil {
+		return 0
+	}
+	if p.h2 == nil {
+		return tlsPlainSize
+	}
+	return tlsPlainSize + p.h2.OpenStreams()*h2StreamMemory
+}
