@@ -46,6 +46,8 @@ type analyzeOptions struct {
 	storeURL string
 	sensor   string
 	rollups  string // "on" or "off": store.Options.Rollups
+	// keyLog: an NSS key log file (--keylog) whose secrets decrypt HTTPS.
+	keyLog string
 }
 
 func newAnalyzeCommand() *cobra.Command {
@@ -80,6 +82,7 @@ A truncated file yields every record it held; the command then exits with status
 	addStoreFlags(f, &o)
 	addPrivacyFlags(f, &o)
 	addMemoryFlag(f, &o)
+	addKeyLogFlag(f, &o)
 	return cmd
 }
 
@@ -130,6 +133,9 @@ func (o analyzeOptions) config() (pipeline.Config, error) {
 	}
 	cfg.Format, cfg.OutDir, cfg.HARDir, cfg.ClassesFile = format, o.out, o.har, o.classes
 	cfg.StoreURL, cfg.StoreOptions = o.storeURL, o.storeOptions()
+	if cfg.Tracker.KeyLog, err = o.openKeyLog(); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
 }
 

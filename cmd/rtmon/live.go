@@ -58,6 +58,7 @@ store) and the web UI is served from the same process, with live charts
 	f.DurationVar(&o.idle, "idle-timeout", defaultIdle, "end connections idle this long")
 	addPrivacyFlags(f, &o.analyzeOptions)
 	addMemoryFlag(f, &o.analyzeOptions)
+	addKeyLogFlag(f, &o.analyzeOptions)
 	_ = cmd.MarkFlagRequired("interface")
 	return cmd
 }
@@ -82,6 +83,10 @@ func runLive(ctx context.Context, stdout io.Writer, o liveOptions) error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
+	}
+	if kl := cfg.Tracker.KeyLog; kl != nil {
+		stop := followKeyLog(ctx, kl, time.Second)
+		defer stop()
 	}
 	if o.ui.disabled {
 		return runPipeline(ctx, stdout, cfg, false)

@@ -6,11 +6,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/rtmon/rtmon/pipeline"
+	"github.com/rtmon/rtmon/reconstruct/tlsdecrypt"
 	"github.com/rtmon/rtmon/store"
 )
 
@@ -56,4 +59,57 @@ func (o analyzeOptions) memoryBudget() (int64, error) {
 		return 0, fmt.Errorf("--max-memory %s: want at least 16M (or 0 for no bound)", o.maxMemory)
 	}
 	return n, nil
+}
+
+// addKeyLogFlag registers --keylog on analyze and live.
+func addKeyLogFlag(f *pflag.FlagSet, o *analyzeOptions) {
+	f.StringVar(&o.keyLog, "keylog", "", "NSS key log file (SSLKEYLOGFILE format) whose secrets decrypt HTTPS, which is then parsed like HTTP; connections without a key are timed keyless. The file must not be writable by others")
+}
+
+// openKeyLog reads --keylog; nil without it. The permission check is
+// tlsdecrypt's: a file others may write is refused, one they may read is
+// a warning (its secrets are exposed, not rtmon's to fix).
+func (o analyzeOptions) openKeyLog() (*tlsdecrypt.KeyLog, error) {
+	if o.keyLog == "" {
+		return nil, nil
+	}
+	kl, err := tlsdecrypt.OpenKeyLog(o.keyLog, tlsdecrypt.KeyLogOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("--keylog: %w", err)
+	}
+	if kl.ReadableByOthers() {
+		slog.Warn("key log file is readable by others: its TLS secrets are exposed", "path", o.keyLog)
+	}
+	slog.Info("key log read", "keylog", kl) // counts only (KeyLog.LogValue)
+	return kl, nil
+}
+
+// followKeyLog reads what clients append to the key log every interval
+// while a live capture runs, so that new connections find their secrets.
+// A connection whose line comes after its ServerHello passed is timed
+// keyless. stop ends the reading and waits for it.
+func followKeyLog(ctx context.Context, kl *tlsdecrypt.KeyLog, interval time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		warned := false
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if _, err := kl.Follow(); err != nil && !warned {
+				// Once: a rotated-away file fails every second until it is back.
+				slog.Warn("reading the key log", "err", err)
+				warned = true
+			} else if err == nil {
+				warned = false
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }

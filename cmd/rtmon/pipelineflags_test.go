@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rtmon/rtmon/pipeline"
 )
@@ -32,5 +36,63 @@ func TestMaxMemoryFlag(t *testing.T) {
 		case c.err == "" && (err != nil || cfg.MaxMemory != c.want):
 			t.Errorf("--max-memory %q: %d, %v; want %d", c.in, cfg.MaxMemory, err, c.want)
 		}
+	}
+}
+
+// TestKeyLogFlag: --keylog reads the file into the tracker's config; a
+// file others may write is refused, naming the flag; no flag, no key log.
+func TestKeyLogFlag(t *testing.T) {
+	o := defaultAnalyze()
+	if cfg, err := o.config(); err != nil || cfg.Tracker.KeyLog != nil {
+		t.Fatalf("no --keylog: key log %v, err %v", cfg.Tracker.KeyLog, err)
+	}
+	path := filepath.Join(t.TempDir(), "keys.log")
+	line := "CLIENT_RANDOM " + strings.Repeat("ab", 32) + " " + strings.Repeat("cd", 48) + "\n"
+	if err := os.WriteFile(path, []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o.keyLog = path
+	cfg, err := o.config()
+	if err != nil || cfg.Tracker.KeyLog == nil || cfg.Tracker.KeyLog.Stats().Entries != 1 {
+		t.Fatalf("--keylog: %v, err %v", cfg.Tracker.KeyLog, err)
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.config(); err == nil || !strings.Contains(err.Error(), "--keylog") {
+		t.Errorf("world-writable key log: err %v, want a refusal naming --keylog", err)
+	}
+	o.keyLog = filepath.Join(t.TempDir(), "missing.log")
+	if _, err := o.config(); err == nil || !strings.Contains(err.Error(), "--keylog") {
+		t.Errorf("missing key log: err %v", err)
+	}
+}
+
+// TestFollowKeyLog: in live mode the lines clients append later are read.
+func TestFollowKeyLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.log")
+	line := func(b string) string {
+		return "CLIENT_RANDOM " + strings.Repeat(b, 32) + " " + strings.Repeat("cd", 48) + "\n"
+	}
+	if err := os.WriteFile(path, []byte(line("ab")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := defaultAnalyze()
+	o.keyLog = path
+	kl, err := o.openKeyLog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := followKeyLog(context.Background(), kl, time.Millisecond)
+	defer stop()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(line("ef"))
+	f.Close()
+	// Polled, not timed: the follower gets as long as the test may run.
+	for kl.Stats().Entries != 2 {
+		time.Sleep(time.Millisecond)
 	}
 }
