@@ -32,6 +32,14 @@ type PipelineStats struct {
 	// --max-memory; MemoryEvictions: connections shed to stay within it.
 	TrackerMemory   int64 `json:"tracker_memory"`
 	MemoryEvictions int64 `json:"memory_evictions"`
+	// HTTPS: connections that began with a ClientHello, those of them
+	// decrypted with the key log, timed keyless, whose key the log
+	// lacked, and whose decryption failed (see reconstruct.Stats).
+	TLSConnections   int64 `json:"tls_connections"`
+	TLSDecrypted     int64 `json:"tls_decrypted"`
+	TLSKeyless       int64 `json:"tls_keyless"`
+	TLSNoKey         int64 `json:"tls_no_key"`
+	TLSDecryptErrors int64 `json:"tls_decrypt_errors"`
 	// Store writer: records stored, waiting (the back-log), spill files.
 	StoreWritten   int64  `json:"store_written"`
 	StoreQueued    int64  `json:"store_queued"`
@@ -314,6 +322,8 @@ func (o *observer) Pageview(p *pageview.Pageview) {
 func StatsFrom(src capture.Stats, tr reconstruct.Stats, ws query.WriterStats) PipelineStats {
 	p := PipelineStats{Packets: int64(tr.Packets), Evictions: int64(tr.Evicted), OpenConnections: int64(tr.OpenConnections),
 		TrackerMemory: tr.MemoryInUse, MemoryEvictions: int64(tr.MemoryEvictions),
+		TLSConnections: int64(tr.TLSConnections), TLSDecrypted: int64(tr.TLSDecrypted), TLSKeyless: int64(tr.TLSKeyless),
+		TLSNoKey: int64(tr.TLSNoKey), TLSDecryptErrors: int64(tr.TLSDecryptErrors),
 		StoreWritten: ws.Written, StoreQueued: ws.Queued, StoreSpilled: int64(ws.SpilledFiles), StoreRetries: ws.Retries,
 		StoreLastError: ws.LastError, StoreState: storeState(ws)}
 	for _, s := range src.Sources {

@@ -198,3 +198,14 @@ func BenchmarkMetricsScrape(b *testing.B) {
 		}
 	}
 }
+
+// TestStatsFromCarriesTLSCounters: the tracker's HTTPS counters reach the
+// live page and /metrics (issue 14's counters).
+func TestStatsFromCarriesTLSCounters(t *testing.T) {
+	tr := reconstruct.Stats{TLSConnections: 9, TLSDecrypted: 6, TLSKeyless: 3, TLSNoKey: 2, TLSDecryptErrors: 1}
+	p := StatsFrom(capture.Stats{}, tr, query.WriterStats{})
+	got := [5]int64{p.TLSConnections, p.TLSDecrypted, p.TLSKeyless, p.TLSNoKey, p.TLSDecryptErrors}
+	if want := [5]int64{9, 6, 3, 2, 1}; got != want {
+		t.Errorf("TLS counters %v, want %v", got, want)
+	}
+}

@@ -409,7 +409,8 @@ func TestHARExport(t *testing.T) {
 func TestMetricsAreTheStoresHistograms(t *testing.T) {
 	st := knownCapture(t)
 	feed := NewLiveFeed()
-	feed.Publish(LiveEvent{Pipeline: PipelineStats{CaptureDrops: 17, Evictions: 3, StoreQueued: 5, TrackerMemory: 4096, MemoryEvictions: 2}})
+	feed.Publish(LiveEvent{Pipeline: PipelineStats{CaptureDrops: 17, Evictions: 3, StoreQueued: 5, TrackerMemory: 4096, MemoryEvictions: 2,
+		TLSConnections: 9, TLSDecrypted: 6, TLSKeyless: 3, TLSNoKey: 2, TLSDecryptErrors: 1}})
 	_, ts := newTestServer(t, Config{Store: st, Live: feed})
 	body := string(readAll(t, get(t, ts.URL+"/metrics")))
 	hs, _ := st.Histogram(context.Background(), store.HistogramQuery{Edges: promBuckets})
@@ -436,7 +437,8 @@ func TestMetricsAreTheStoresHistograms(t *testing.T) {
 	}
 	k, _ := st.Counters(context.Background(), store.TimeRange{}, "premium")
 	for _, want := range []string{"rtmon_capture_drops_total 17", "rtmon_evictions_total 3", "rtmon_tracker_memory_bytes 4096",
-		"rtmon_memory_evictions_total 2",
+		"rtmon_memory_evictions_total 2", "rtmon_tls_connections_total 9", "rtmon_tls_decrypted_total 6",
+		"rtmon_tls_keyless_total 3", "rtmon_tls_no_key_total 2", "rtmon_tls_decrypt_errors_total 1",
 		fmt.Sprintf(`rtmon_syn_losses_total{class="premium"} %d`, k.SYNLosses), "rtmon_store_backlog_records 0",
 		"rtmon_store_spill_bytes 0", "rtmon_store_corrupt_spill_files_total 0", "rtmon_store_lost_records_total 0"} {
 		if !strings.Contains(body, want) {
