@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -23,6 +24,7 @@ type CurlResult struct {
 	ExitCode     int    `json:"exitcode"`
 	ErrorMsg     string `json:"errormsg"`
 	HTTPCode     int    `json:"http_code"`
+	HTTPVersion  string `json:"http_version"` // "1.1", "2"
 	LocalIP      string `json:"local_ip"`
 	LocalPort    int    `json:"local_port"`
 	RemoteIP     string `json:"remote_ip"`
@@ -35,6 +37,7 @@ type CurlResult struct {
 	// Seconds, as curl prints them (microsecond resolution).
 	TimeNamelookup    float64 `json:"time_namelookup"`
 	TimeConnect       float64 `json:"time_connect"`
+	TimeAppconnect    float64 `json:"time_appconnect"` // TLS handshake done (0 without TLS, or reused)
 	TimePretransfer   float64 `json:"time_pretransfer"`
 	TimeStarttransfer float64 `json:"time_starttransfer"`
 	TimeTotal         float64 `json:"time_total"`
@@ -45,8 +48,10 @@ func Seconds(s float64) time.Duration {
 	return time.Duration(math.Round(s * 1e9))
 }
 
-// Connect, Pretransfer, Starttransfer and Total are the Time* fields as Durations.
+// Connect, Appconnect, Pretransfer, Starttransfer and Total are the Time*
+// fields as Durations.
 func (r CurlResult) Connect() time.Duration       { return Seconds(r.TimeConnect) }
+func (r CurlResult) Appconnect() time.Duration    { return Seconds(r.TimeAppconnect) }
 func (r CurlResult) Pretransfer() time.Duration   { return Seconds(r.TimePretransfer) }
 func (r CurlResult) Starttransfer() time.Duration { return Seconds(r.TimeStarttransfer) }
 func (r CurlResult) Total() time.Duration         { return Seconds(r.TimeTotal) }
@@ -67,13 +72,19 @@ type CurlOptions struct {
 	// handshake or a first byte long after the kernel had it. That delay is
 	// the test machine's, invisible on the wire to any passive monitor.
 	NoRealtime bool
+	// CAFile verifies an HTTPS server (curl --cacert).
+	CAFile string
+	// Env is extra environment for curl ("SSLKEYLOGFILE=path": curl
+	// writes its TLS secrets there).
+	Env []string
 }
 
 // curlRTPriority is the SCHED_FIFO priority for curl: above normal tasks,
 // well below kernel threads that use real-time priorities.
 const curlRTPriority = "10"
 
-// Curl runs Debian's curl in the client namespace over HTTP/1.1, discarding
+// Curl runs Debian's curl in the client namespace over HTTP/1.1 (Args
+// "--http2" overrides it: curl's last version flag wins), discarding
 // bodies, and returns curl's own timings for each URL. A failed transfer is
 // returned in its result (ExitCode, ErrorMsg) and as an error.
 func (tb *Testbed) Curl(ctx context.Context, opts CurlOptions) ([]CurlResult, error) {
@@ -85,6 +96,9 @@ func (tb *Testbed) Curl(ctx context.Context, opts CurlOptions) ([]CurlResult, er
 	}
 	args := []string{"--http1.1", "-sS", "--max-time", strconv.FormatFloat(opts.MaxTime.Seconds(), 'f', 3, 64),
 		"-w", "%{json}\\n"}
+	if opts.CAFile != "" {
+		args = append(args, "--cacert", opts.CAFile)
+	}
 	args = append(args, opts.Args...)
 	for _, u := range opts.URLs {
 		args = append(args, "-o", "/dev/null", u)
@@ -100,6 +114,15 @@ func (tb *Testbed) Curl(ctx context.Context, opts CurlOptions) ([]CurlResult, er
 	if !opts.NoRealtime {
 		name = "chrt"
 		args = append([]string{"--fifo", curlRTPriority, curlPath}, args...)
+	}
+	if len(opts.Env) > 0 {
+		// env(1) sets it: ip netns exec passes its own environment on.
+		namePath, err := toolPath(name)
+		if err != nil {
+			return nil, err
+		}
+		args = append(append(slices.Clip(opts.Env), namePath), args...)
+		name = "env"
 	}
 	out, runErr := tb.execLong(ctx, tb.Client.NS, name, args...)
 	var res []CurlResult

@@ -106,19 +106,7 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 				c.LocalPort, pathOf(c.URL), c.NumConnects, c.Connect(), c.Pretransfer(), c.Starttransfer(), c.Total())
 		}
 	}
-	if err := r.capture.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("tcpdump: %d captured, %d received, %d dropped", r.capture.Captured, r.capture.Received, r.capture.Dropped)
-	if *keepDir != "" {
-		b, err := os.ReadFile(r.capture.Path)
-		if err == nil {
-			err = os.WriteFile(filepath.Join(*keepDir, t.Name()+".pcap"), b, 0o644)
-		}
-		if err != nil {
-			t.Errorf("keep pcap: %v", err)
-		}
-	}
+	stopCapture(t, r.capture)
 	if r.wire, err = readWire(r.capture.Path); err != nil {
 		t.Fatal(err)
 	}
@@ -126,6 +114,26 @@ func runScenario(t *testing.T, sc scenario) *outcome {
 	conns, txns := r.wire.records(r.tb.Client.Addr.String(), r.tb.Server.Addr.String())
 	compareRecords(t, "wire", r, conns, txns)
 	return r
+}
+
+// stopCapture ends a test's capture and keeps a copy (-testbed.keep).
+func stopCapture(t *testing.T, c *Capture) {
+	t.Helper()
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("tcpdump: %d captured, %d received, %d dropped", c.Captured, c.Received, c.Dropped)
+	if *keepDir != "" {
+		// Subtest names hold slashes.
+		name := strings.ReplaceAll(t.Name(), "/", "_")
+		b, err := os.ReadFile(c.Path)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(*keepDir, name+".pcap"), b, 0o644)
+		}
+		if err != nil {
+			t.Errorf("keep pcap: %v", err)
+		}
+	}
 }
 
 // checkHarness verifies curl, the capture and the SYN drops against each
@@ -337,18 +345,27 @@ func goBuild(pkg string) (string, error) {
 // analyze runs `rtmon analyze --format jsonl` on the capture.
 func analyze(t *testing.T, pcap string) ([]rtmonConn, []rtmonTxn) {
 	t.Helper()
+	out := analyzeDir(t, pcap)
+	conns := readJSONL[rtmonConn](t, filepath.Join(out, "connections.jsonl"))
+	txns := readJSONL[rtmonTxn](t, filepath.Join(out, "transactions.jsonl"))
+	return conns, txns
+}
+
+// analyzeDir runs `rtmon analyze --format jsonl` (with extra flags before
+// the capture) and returns the directory holding its record files.
+func analyzeDir(t *testing.T, pcap string, flags ...string) string {
+	t.Helper()
 	bin, err := buildRtmon()
 	if err != nil {
 		t.Fatalf("rtmon is not buildable (cmd/rtmon is another engineer's, possibly not ready): %v", err)
 	}
 	out := t.TempDir()
-	cmd := exec.CommandContext(testContext(t), bin, "analyze", "--format", "jsonl", "--out", out, pcap)
+	args := append(append([]string{"analyze", "--format", "jsonl", "--out", out}, flags...), pcap)
+	cmd := exec.CommandContext(testContext(t), bin, args...)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("rtmon analyze --format jsonl --out %s %s: %v\n%s", out, pcap, err, b)
+		t.Fatalf("rtmon %s: %v\n%s", strings.Join(args, " "), err, b)
 	}
-	conns := readJSONL[rtmonConn](t, filepath.Join(out, "connections.jsonl"))
-	txns := readJSONL[rtmonTxn](t, filepath.Join(out, "transactions.jsonl"))
-	return conns, txns
+	return out
 }
 
 func readJSONL[T any](t *testing.T, path string) []T {

@@ -41,6 +41,8 @@ type NginxOptions struct {
 	// redirects /r/pN -> /pN.html (302), /old/pN.html -> /pN.html (301)
 	// and /ra/pN?ms= -> /app/pN.html?ms= (302).
 	WebSite bool
+	// TLS, if set, makes the server HTTPS only (default port 443).
+	TLS *NginxTLS
 }
 
 // DefaultFiles are the bodies served when NginxOptions.Files is empty.
@@ -61,14 +63,42 @@ type Nginx struct {
 	Files     map[string]int // as served
 	AccessLog string
 	ErrorLog  string
+	// TLS as served (Name defaulted), nil for plain HTTP; CAFile then
+	// verifies the server (its self-signed certificate).
+	TLS    *NginxTLS
+	CAFile string
 }
 
-// URL is the absolute URL of path on this server.
+// URL is the absolute URL of path on this server, by address (https://
+// with TLS: the certificate holds the address, but a client sends no SNI
+// for one; NameURL gives the name).
 func (n *Nginx) URL(path string) string {
-	if n.Port == 80 {
-		return fmt.Sprintf("http://%s%s", n.Host.Addr, path)
+	return n.urlFor(n.Host.Addr.String(), path)
+}
+
+// NameURL is URL with the TLS certificate's DNS name as host, which the
+// client must resolve to the server (curl: --resolve Resolve()).
+func (n *Nginx) NameURL(path string) string {
+	return n.urlFor(n.TLS.Name, path)
+}
+
+// Resolve is curl's --resolve value mapping NameURL's host to the server.
+func (n *Nginx) Resolve() string {
+	return fmt.Sprintf("%s:%d:%s", n.TLS.Name, n.Port, n.Host.Addr)
+}
+
+func (n *Nginx) urlFor(host, path string) string {
+	scheme, port := "http", 80
+	if n.TLS != nil {
+		scheme, port = "https", 443
 	}
-	return fmt.Sprintf("http://%s%s", netip.AddrPortFrom(n.Host.Addr, uint16(n.Port)), path)
+	if n.Port != port {
+		if n.Host.Addr.Is6() && host == n.Host.Addr.String() {
+			host = "[" + host + "]"
+		}
+		host = fmt.Sprintf("%s:%d", host, n.Port)
+	}
+	return fmt.Sprintf("%s://%s%s", scheme, host, path)
 }
 
 // readyTries and readyPause bound the wait for a server to answer.
@@ -112,8 +142,13 @@ http {
     gzip_vary on;
 {{- end}}
     server {
-        listen {{.Listen}}{{if .Backlog}} backlog={{.Backlog}}{{end}};
+        listen {{.Listen}}{{if .TLS}} ssl{{if .TLS.HTTP2}} http2{{end}}{{end}}{{if .Backlog}} backlog={{.Backlog}}{{end}};
         root {{.Dir}}/www;
+{{- if .TLS}}
+        ssl_certificate {{.Dir}}/cert.pem;
+        ssl_certificate_key {{.Dir}}/key.pem;
+        ssl_protocols {{.Protocols}};
+{{- end}}
 {{- if .WebSite}}
         location = /beacon { return 204; }
         location ~ ^/r/(p[0-9]+)$ { return 302 /$1.html; }
@@ -148,8 +183,18 @@ func (tb *Testbed) StartNginx(ctx context.Context, opts NginxOptions) (*Nginx, e
 	if opts.KeepaliveTimeout == 0 {
 		opts.KeepaliveTimeout = 30 * time.Second
 	}
+	if opts.TLS != nil {
+		tlsOpts := *opts.TLS
+		if tlsOpts.Name == "" {
+			tlsOpts.Name = defaultTLSName
+		}
+		opts.TLS = &tlsOpts
+	}
 	if opts.Port == 0 {
 		opts.Port = 80
+		if opts.TLS != nil {
+			opts.Port = 443
+		}
 	}
 	dir, err := os.MkdirTemp(tb.Dir, "nginx-")
 	if err != nil {
@@ -163,6 +208,12 @@ func (tb *Testbed) StartNginx(ctx context.Context, opts NginxOptions) (*Nginx, e
 	if err := writeDocRoot(filepath.Join(dir, "www"), opts.Files, opts.Content); err != nil {
 		return nil, fmt.Errorf("nginx: %w", err)
 	}
+	if opts.TLS != nil {
+		err := writeSelfSigned(filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), opts.TLS.Name, tb.Server.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("nginx: %w", err)
+		}
+	}
 	listen := netip.AddrPortFrom(tb.Server.Addr, uint16(opts.Port)).String()
 	conf := filepath.Join(dir, "nginx.conf")
 	f, err := os.Create(conf)
@@ -170,7 +221,7 @@ func (tb *Testbed) StartNginx(ctx context.Context, opts NginxOptions) (*Nginx, e
 		return nil, fmt.Errorf("nginx config: %w", err)
 	}
 	err = nginxConf.Execute(f, map[string]any{"Dir": dir, "Listen": listen,
-		"Backlog": opts.Backlog, "Backend": opts.Backend, "WebSite": opts.WebSite,
+		"Backlog": opts.Backlog, "Backend": opts.Backend, "WebSite": opts.WebSite, "TLS": opts.TLS, "Protocols": opts.TLS.protocols(),
 		"KeepaliveSeconds": int(opts.KeepaliveTimeout.Round(time.Second) / time.Second)})
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -185,7 +236,10 @@ func (tb *Testbed) StartNginx(ctx context.Context, opts NginxOptions) (*Nginx, e
 		return nil, err
 	}
 	n := &Nginx{Proc: proc, Host: tb.Server, Port: opts.Port, Dir: dir, Files: opts.Files,
-		AccessLog: filepath.Join(dir, "access.log"), ErrorLog: filepath.Join(dir, "error.log")}
+		AccessLog: filepath.Join(dir, "access.log"), ErrorLog: filepath.Join(dir, "error.log"), TLS: opts.TLS}
+	if opts.TLS != nil {
+		n.CAFile = filepath.Join(dir, "cert.pem")
+	}
 	// Any file proves nginx serves: the first by name, as always the same.
 	if err := tb.waitHTTP(ctx, n, slices.Min(slices.Collect(maps.Keys(opts.Files)))); err != nil {
 		_ = proc.Stop(syscall.SIGTERM)
@@ -203,8 +257,12 @@ func (tb *Testbed) waitHTTP(ctx context.Context, n *Nginx, path string) error {
 		if n.Exited() {
 			return fmt.Errorf("nginx exited: %v; stderr: %s", n.Proc.err, n.ReadStderr())
 		}
-		out, err := tb.Exec(ctx, n.Host.NS, "curl", "-sS", "--max-time", "1", "-o", "/dev/null",
-			"-w", "%{http_code}", n.URL(path))
+		args := []string{"-sS", "--max-time", "1", "-o", "/dev/null", "-w", "%{http_code}", n.URL(path)}
+		if n.CAFile != "" {
+			// Verifying also proves the certificate is what clients need.
+			args = append(args, "--cacert", n.CAFile)
+		}
+		out, err := tb.Exec(ctx, n.Host.NS, "curl", args...)
 		if err == nil && string(out) == "200" {
 			return nil
 		}

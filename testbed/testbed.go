@@ -144,6 +144,7 @@ var tools = map[string]string{
 	"chrt":    "util-linux",
 	"ethtool": "ethtool",
 	"taskset": "util-linux",
+	"env":     "coreutils",
 }
 
 // toolPath finds a binary, checking sbin directories too because PATH in CI

@@ -45,7 +45,10 @@ type wire struct {
 	packets    int
 }
 
-func readWire(path string) (*wire, error) {
+func readWire(path string) (*wire, error) { return readWirePort(path, 80) }
+
+// readWirePort is readWire for a server listening on serverPort.
+func readWirePort(path string, serverPort uint16) (*wire, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open pcap: %w", err)
@@ -78,7 +81,7 @@ func readWire(path string) (*wire, error) {
 				w.foreignIPs = append(w.foreignIPs, a)
 			}
 		}
-		fromClient := tcp.DstPort == 80
+		fromClient := uint16(tcp.DstPort) == serverPort
 		port := uint16(tcp.SrcPort)
 		if !fromClient {
 			port = uint16(tcp.DstPort)
