@@ -85,6 +85,12 @@ type responseEvents struct {
 }
 
 func (h *responseEvents) MessageStart(m *http1.Message) {
+	if h.c.decrypting() {
+		// Parsed as its record completed: the client has the first byte
+		// then, not before (see tlsResponseRecord).
+		h.firstByte = h.c.curTS
+		return
+	}
 	h.firstByte = h.c.s2cLog.timeAt(h.c.wireStart(false, m.Start))
 }
 

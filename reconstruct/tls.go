@@ -242,9 +242,13 @@ func (c *conn) tlsServerRecord(r tlswire.Record) {
 }
 
 // tlsResponseRecord adds server record r to the response being received,
-// starting one (the turn changed) if none is.
+// starting one (the turn changed) if none is. A response begins for the
+// client when its first record is whole (TLS hands nothing on before the
+// record's tag checks out), so its first byte is that record's last: a
+// 16 KB first record that outgrew the server's first window reached curl
+// a round trip after its first byte (20 ms on a 20 ms link).
 func (c *conn) tlsResponseRecord(r tlswire.Record) {
-	c.turnResponse(r.StartAt, r.Offset, recordEnd(r), r.At)
+	c.turnResponse(r.At, r.Offset, recordEnd(r), r.At)
 }
 
 // tlsTurnEnds closes the server's turn before the client's next request

@@ -40,6 +40,13 @@ func (c *conn) tlsH2Feed(client bool, r tlswire.Record, data []byte) {
 		dir = http2wire.ClientToServer
 	}
 	p.h2End[dir] = recordEnd(r)
+	if !client {
+		// The client reads none of a record before it is whole (see
+		// tlsResponseRecord): the server's frames in it are all its last
+		// byte's.
+		c.h2Events(p.h2.Feed(dir, data, r.At))
+		return
+	}
 	c.h2Events(p.h2.Feed(dir, data[:1], r.StartAt))
 	if len(data) > 1 {
 		c.h2Events(p.h2.Feed(dir, data[1:], r.At))
