@@ -34,6 +34,9 @@ type scenario struct {
 // invocation is one curl run and what it returned.
 type invocation struct {
 	results []CurlResult
+	// stall: how long the emulated link (if any) held frames late while
+	// curl ran, a delay the wire shows and curl's clock may not.
+	stall time.Duration
 }
 
 type outcome struct {

@@ -61,7 +61,9 @@ type tally struct {
 	// descheduled curl, or a response whose first TLS record completed
 	// after its first byte, which curl cannot read before).
 	n, within, late int
-	mismatches      []string
+	// stalled: times off by no more than the link's stalls (see near).
+	stalled    int
+	mismatches []string
 	// worst: the largest |rtmon - curl| by kind of time, for the log.
 	worst map[string]time.Duration
 }
@@ -69,11 +71,19 @@ type tally struct {
 // near is checkNear's judgement without failing the test: a time within
 // tolerance, or short only by what a descheduled curl explains, is within;
 // anything else is a mismatch, logged.
-func (ta *tally) near(t *testing.T, name, kind string, got, curl time.Duration) {
+func (ta *tally) near(t *testing.T, name, kind string, got, curl, stall time.Duration) {
 	t.Helper()
 	what := name + " " + kind
 	ta.n++
 	d := curl - got
+	if d.Abs() > tolerance(curl) && d.Abs() <= tolerance(curl)+stall {
+		// The link held frames that long while curl ran (a busy machine's
+		// user-space bridge): the capture saw the delay, curl may not have.
+		ta.within++
+		ta.stalled++
+		t.Logf("STALL %s: %v, curl %v: off by %v within the link's %v of stalls", what, got, curl, d, stall)
+		return
+	}
 	if ta.worst == nil {
 		ta.worst = map[string]time.Duration{}
 	}
@@ -97,7 +107,9 @@ func (ta *tally) near(t *testing.T, name, kind string, got, curl time.Duration) 
 }
 
 func TestCurlHTTPSMatchesRtmon(t *testing.T) {
-	var all tally
+	// all: keyless timing; dec: the same captures decrypted with curl's
+	// key log, HTTP/2 streams included.
+	var all, dec tally
 	// Without a link the round trip is microseconds and Ttls is the
 	// peers' computing; across the emulated link TLS 1.3 takes one round
 	// trip, a full TLS 1.2 handshake two, which rtmon must tell apart.
@@ -116,12 +128,12 @@ func TestCurlHTTPSMatchesRtmon(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			r := runHTTPS(t, &NginxTLS{TLS12: v.tls12, HTTP2: true}, v.rtt)
 			keyless := compareHTTPS(t, r, v.version, &all)
-			compareDecrypted(t, r, keyless)
+			compareDecrypted(t, r, keyless, &dec)
 		})
 	}
 	share := func(k int) float64 { return 100 * float64(k) / float64(max(all.n, 1)) }
-	t.Logf("%d of %d compared times within tolerance (%.1f%%); without curl's allowance for noticing late (LATE above) %d (%.1f%%); %d mismatches",
-		all.within, all.n, share(all.within), all.within-all.late, share(all.within-all.late), len(all.mismatches))
+	t.Logf("%d of %d compared times within tolerance (%.1f%%); without curl's allowance for noticing late (LATE above) %d (%.1f%%), of the link's stalls (STALL) %d; %d mismatches",
+		all.within, all.n, share(all.within), all.within-all.late, share(all.within-all.late), all.stalled, len(all.mismatches))
 	for _, k := range slices.Sorted(maps.Keys(all.worst)) {
 		t.Logf("worst |rtmon - curl| %s: %v", k, all.worst[k])
 	}
@@ -130,6 +142,14 @@ func TestCurlHTTPSMatchesRtmon(t *testing.T) {
 	}
 	if all.n == 0 || float64(all.within) < httpsWithin*float64(all.n) {
 		t.Errorf("%d of %d compared times within max(2 ms, 5%%) of curl's, want >= %.0f%%", all.within, all.n, 100*httpsWithin)
+	}
+	t.Logf("decrypted: %d of %d compared times within tolerance; without curl's allowance %d; %d mismatches",
+		dec.within, dec.n, dec.within-dec.late, len(dec.mismatches))
+	for _, m := range dec.mismatches {
+		t.Logf("decrypted mismatch: %s", m)
+	}
+	if dec.n == 0 || float64(dec.within) < httpsWithin*float64(dec.n) {
+		t.Errorf("decrypted: %d of %d compared times within max(2 ms, 5%%) of curl's, want >= %.0f%%", dec.within, dec.n, 100*httpsWithin)
 	}
 }
 
@@ -158,16 +178,21 @@ func runHTTPS(t *testing.T, tlsOpts *NginxTLS, rtt time.Duration) *httpsRun {
 		for i, p := range paths {
 			urls[i] = ng.NameURL(p)
 		}
+		from := time.Now().UnixNano()
 		res, err := tb.Curl(ctx, CurlOptions{URLs: urls, MaxTime: 10 * time.Second, CAFile: ng.CAFile,
 			Env: []string{"SSLKEYLOGFILE=" + r.keyLog}, Args: append([]string{"--resolve", ng.Resolve()}, args...)})
 		if err != nil {
 			t.Fatalf("curl %v: %v", paths, err)
 		}
+		var stall time.Duration
+		if tb.Link != nil {
+			stall = tb.Link.Bridge.Stats().StallWithin(from, time.Now().UnixNano())
+		}
 		for _, c := range res {
 			t.Logf("curl port %d %-12s v%s connects=%d connect=%v appconnect=%v pretransfer=%v starttransfer=%v total=%v",
 				c.LocalPort, pathOf(c.URL), c.HTTPVersion, c.NumConnects, c.Connect(), c.Appconnect(), c.Pretransfer(), c.Starttransfer(), c.Total())
 		}
-		return invocation{results: res}
+		return invocation{results: res, stall: stall}
 	}
 	for _, p := range httpsPaths {
 		r.h1 = append(r.h1, fetch([]string{p}))
@@ -259,7 +284,7 @@ func compareHTTPS(t *testing.T, r *httpsRun, version uint16, ta *tally) []httpsT
 			t.Errorf("rtmon has no connection for client port %d", port)
 			continue
 		}
-		compareTLSConn(t, r, c, inv.results[0], version, false, ta)
+		compareTLSConn(t, r, c, inv.results[0], inv.stall, version, false, ta)
 		xs := txnBy[port]
 		slices.SortFunc(xs, func(a, b httpsTxn) int { return a.Index - b.Index })
 		if len(xs) != len(inv.results) {
@@ -267,7 +292,7 @@ func compareHTTPS(t *testing.T, r *httpsRun, version uint16, ta *tally) []httpsT
 			continue
 		}
 		for i, x := range xs {
-			compareTLSTxn(t, r, i, x, inv.results[i], ta)
+			compareTLSTxn(t, r, i, x, inv.results[i], inv.stall, ta)
 		}
 		ntx += len(xs)
 	}
@@ -275,7 +300,7 @@ func compareHTTPS(t *testing.T, r *httpsRun, version uint16, ta *tally) []httpsT
 	if c, ok := connBy[h2port]; !ok {
 		t.Errorf("rtmon has no connection for the HTTP/2 client port %d", h2port)
 	} else {
-		compareTLSConn(t, r, c, r.h2.results[0], version, true, ta)
+		compareTLSConn(t, r, c, r.h2.results[0], r.h2.stall, version, true, ta)
 	}
 	if xs := txnBy[h2port]; len(xs) != 0 {
 		t.Errorf("HTTP/2 port %d: rtmon emitted %d transactions, want none (HTTP/2 turns are no exchanges): %+v", h2port, len(xs), xs)
@@ -291,7 +316,7 @@ func compareHTTPS(t *testing.T, r *httpsRun, version uint16, ta *tally) []httpsT
 
 // compareTLSConn checks one connection record against the first transfer
 // curl made on it.
-func compareTLSConn(t *testing.T, r *httpsRun, c httpsConn, first CurlResult, version uint16, h2 bool, ta *tally) {
+func compareTLSConn(t *testing.T, r *httpsRun, c httpsConn, first CurlResult, stall time.Duration, version uint16, h2 bool, ta *tally) {
 	t.Helper()
 	name := fmt.Sprintf("conn port %d", c.ClientPort)
 	t.Logf("%s: tls %#x sni %q alpn %q flags %v tconn=%v ttls=%v (curl connect %v appconnect %v)", name, c.TLSVersion,
@@ -305,16 +330,16 @@ func compareTLSConn(t *testing.T, r *httpsRun, c httpsConn, first CurlResult, ve
 	if c.SYNLosses != 0 || c.SYNACKLosses != 0 {
 		t.Errorf("%s: syn_losses %d synack_losses %d, want 0 (no drops)", name, c.SYNLosses, c.SYNACKLosses)
 	}
-	ta.near(t, name, "tconn vs time_connect", time.Duration(c.Tconn), first.Connect())
-	ta.near(t, name, "tconn+ttls vs time_appconnect", time.Duration(c.Tconn+c.Ttls), first.Appconnect())
-	ta.near(t, name, "ttls vs time_appconnect-time_connect", time.Duration(c.Ttls), first.Appconnect()-first.Connect())
+	ta.near(t, name, "tconn vs time_connect", time.Duration(c.Tconn), first.Connect(), stall)
+	ta.near(t, name, "tconn+ttls vs time_appconnect", time.Duration(c.Tconn+c.Ttls), first.Appconnect(), stall)
+	ta.near(t, name, "ttls vs time_appconnect-time_connect", time.Duration(c.Ttls), first.Appconnect()-first.Connect(), stall)
 }
 
 // compareTLSTxn checks transaction i of a connection against curl's
 // transfer of the i-th URL: curl's timers restart per URL (see
 // compareRecords), so the same cumulative sums compare on fresh and
 // reused connections, Ttls now among them.
-func compareTLSTxn(t *testing.T, r *httpsRun, i int, x httpsTxn, c CurlResult, ta *tally) {
+func compareTLSTxn(t *testing.T, r *httpsRun, i int, x httpsTxn, c CurlResult, stall time.Duration, ta *tally) {
 	t.Helper()
 	name := fmt.Sprintf("port %d #%d %s", x.ClientPort, i, pathOf(c.URL))
 	t.Logf("%s: tconn=%v ttls=%v trequest=%v tserver=%v ttransfer=%v total=%v host %q url %q flags %v", name,
@@ -330,20 +355,20 @@ func compareTLSTxn(t *testing.T, r *httpsRun, i int, x httpsTxn, c CurlResult, t
 		t.Errorf("%s: components add up to %v, total_ns is %v", name, time.Duration(sum), time.Duration(x.Total))
 	}
 	if i == 0 {
-		ta.near(t, name, "tconn vs time_connect", time.Duration(x.Tconn), c.Connect())
-		ta.near(t, name, "ttls vs time_appconnect-time_connect", time.Duration(x.Ttls), c.Appconnect()-c.Connect())
+		ta.near(t, name, "tconn vs time_connect", time.Duration(x.Tconn), c.Connect(), stall)
+		ta.near(t, name, "ttls vs time_appconnect-time_connect", time.Duration(x.Ttls), c.Appconnect()-c.Connect(), stall)
 	} else if x.Tconn != 0 || x.Ttls != 0 {
 		t.Errorf("%s: tconn %v ttls %v on a reused connection, want 0", name, time.Duration(x.Tconn), time.Duration(x.Ttls))
 	}
 	ta.near(t, name, "tconn+ttls+trequest+tserver vs time_starttransfer",
-		time.Duration(x.Tconn+x.Ttls+x.Trequest+x.Tserver), c.Starttransfer())
-	ta.near(t, name, "total vs time_total", time.Duration(x.Total), c.Total())
+		time.Duration(x.Tconn+x.Ttls+x.Trequest+x.Tserver), c.Starttransfer(), stall)
+	ta.near(t, name, "total vs time_total", time.Duration(x.Total), c.Total(), stall)
 }
 
 // compareDecrypted runs rtmon with curl's key log: the same connections
 // then give transactions that carry what keyless timing cannot know (URL,
 // status, host header), the HTTP/2 one a transaction per stream.
-func compareDecrypted(t *testing.T, r *httpsRun, keyless []httpsTxn) {
+func compareDecrypted(t *testing.T, r *httpsRun, keyless []httpsTxn, ta *tally) {
 	t.Helper()
 	out := analyzeDir(t, r.capture.Path, "--keylog", r.keyLog)
 	txns := readJSONL[httpsTxn](t, filepath.Join(out, "transactions.jsonl"))
@@ -379,9 +404,17 @@ func compareDecrypted(t *testing.T, r *httpsRun, keyless []httpsTxn) {
 		if !slices.Equal(got, want) {
 			t.Errorf("decrypted port %d: rtmon has %q, curl fetched %q", port, got, want)
 		}
-		// Only logged: docs/timing.md has decrypted times equal keyless
-		// ones, and curl's per-URL times bound the HTTP/2 streams, but
-		// decryption is young; the keyless comparison is the proof.
+		// Timed against curl as keyless transactions are: curl fetches
+		// an invocation's URLs one after another, on one connection for
+		// HTTP/2 too, so stream i is URL i.
+		if slices.Equal(got, want) {
+			if h2 {
+				slices.SortFunc(xs, func(a, b httpsTxn) int { return a.Index - b.Index })
+			}
+			for i, x := range xs {
+				compareTLSTxn(t, r, i, x, inv.results[i], inv.stall, ta)
+			}
+		}
 		for _, x := range xs {
 			t.Logf("decrypted port %d #%d %s: tconn=%v ttls=%v trequest=%v tserver=%v ttransfer=%v total=%v%s", port, x.Index, pathOf(x.URL),
 				time.Duration(x.Tconn), time.Duration(x.Ttls), time.Duration(x.Trequest), time.Duration(x.Tserver),
