@@ -22,6 +22,10 @@ type Params struct {
 	SYNACKLoss   float64 `json:"synack_loss"`
 	DataLoss     float64 `json:"data_loss"`
 	PcapNanosecs bool    `json:"pcap_ns"`
+	// HTTPS selects the HTTPS capture (see GenerateHTTPSFile) of Sessions
+	// distinct TLS sessions; Clients and the loss rates do not apply to it.
+	HTTPS    bool `json:"https,omitempty"`
+	Sessions int  `json:"sessions,omitempty"`
 }
 
 // ParamsVersion is the current recipe version.

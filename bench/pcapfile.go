@@ -1,6 +1,7 @@
 // Package bench holds the pieces of `rtmon bench`: workload parameters and
-// their sidecar, pcap prefix cutting, child-process measurement, the result
-// table and the per-connection memory measurement.
+// their sidecar, the HTTPS capture and its key log, pcap prefix cutting,
+// child-process measurement, the result table and the per-connection
+// memory measurement.
 package bench
 
 import (

@@ -35,6 +35,7 @@ type benchOptions struct {
 	tools      []string
 	connMem    int
 	runs       int
+	https      bool
 	genOnly    bool // internal: generate in a child so the parent stays small
 	measure    bool // internal: run the args as a child and report its rusage on fd 3
 }
@@ -54,13 +55,24 @@ on the same input. tshark needs far more time and memory than rtmon: with
 timed on that prefix too so the ratio compares equal input.
 
 Finally it measures the heap rtmon's connection table holds per open
-connection, with --conn-mem connections open at once.`,
+connection, with --conn-mem connections open at once.
+
+With --https the capture is HTTPS instead (real TLS 1.3 and 1.2 sessions,
+HTTP/1.1 inside; default size ` + defaultHTTPSSize + `), with its NSS key log next to it:
+rtmon is timed keyless and decrypting (--keylog), tshark decrypting with the
+same key log, each on the same file.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.measure {
 				return bench.RunMeasured(args, os.NewFile(3, "rusage report"))
 			}
 			if len(args) > 0 {
 				return fmt.Errorf("bench takes no arguments, got %q", args)
+			}
+			if o.https && !cmd.Flags().Changed("size") {
+				o.size = defaultHTTPSSize
+			}
+			if o.genOnly && o.https {
+				return benchGenerateHTTPS(o)
 			}
 			if o.genOnly {
 				return benchGenerate(o)
@@ -69,7 +81,7 @@ connection, with --conn-mem connections open at once.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.size, "size", "1GB", "capture size, e.g. 1GB, 200MB")
+	f.StringVar(&o.size, "size", "1GB", "capture size, e.g. 1GB, 200MB (default with --https: "+defaultHTTPSSize+")")
 	f.StringVar(&o.dir, "dir", filepath.Join(os.TempDir(), "rtmon-bench"), "directory for the capture (reused across runs with --keep)")
 	f.BoolVar(&o.keep, "keep", false, "keep the capture for the next run instead of deleting it")
 	f.IntVar(&o.clients, "clients", 5000, "distinct client addresses")
@@ -82,6 +94,7 @@ connection, with --conn-mem connections open at once.`,
 	f.StringSliceVar(&o.tools, "tools", []string{"tshark", "tcpdump", "tcptrace"}, "comparators to run when installed: tshark, tcpdump, tcptrace")
 	f.IntVar(&o.runs, "runs", 3, "runs per tool and input; the fastest is reported (others' load only ever slows a run)")
 	f.IntVar(&o.connMem, "conn-mem", 100_000, "open connections for the memory-per-connection measurement (0: skip)")
+	f.BoolVar(&o.https, "https", false, "benchmark on a generated HTTPS capture and its key log: rtmon keyless and decrypted, tshark decrypting (--clients and the loss rates do not apply)")
 	f.BoolVar(&o.genOnly, "generate-only", false, "internal: only generate the capture")
 	_ = f.MarkHidden("generate-only")
 	f.BoolVar(&o.measure, "measure", false, "internal: run the command after -- and report its rusage on fd 3")
@@ -97,11 +110,18 @@ func (o benchOptions) params() (bench.Params, error) {
 	if size <= 0 {
 		return bench.Params{}, errors.New("--size: want a positive size")
 	}
+	if o.https {
+		return bench.Params{Version: bench.ParamsVersion, TargetBytes: size, Seed: o.seed, PcapNanosecs: true,
+			HTTPS: true, Sessions: bench.DefaultHTTPSSessions}, nil
+	}
 	return bench.Params{Version: bench.ParamsVersion, TargetBytes: size, Clients: o.clients, Seed: o.seed,
 		SYNLoss: o.synLoss, SYNACKLoss: o.synackLoss, DataLoss: o.dataLoss, PcapNanosecs: true}, nil
 }
 
 func (o benchOptions) capturePath(p bench.Params) string {
+	if p.HTTPS {
+		return filepath.Join(o.dir, fmt.Sprintf("bench-https-%s-n%d-s%d.pcap", o.size, p.Sessions, p.Seed))
+	}
 	return filepath.Join(o.dir, fmt.Sprintf("bench-%s-c%d-s%d.pcap", o.size, p.Clients, p.Seed))
 }
 
@@ -177,6 +197,9 @@ func runBench(ctx context.Context, stdout io.Writer, o benchOptions) error {
 	if !o.keep {
 		defer os.Remove(bench.SidecarPath(path))
 		defer os.Remove(path)
+		if o.https {
+			defer os.Remove(bench.KeyLogPath(path))
+		}
 	}
 	full := &benchInput{label: "full " + o.size, path: path}
 	inputs := []*benchInput{full}
@@ -201,10 +224,14 @@ func runBench(ctx context.Context, stdout io.Writer, o benchOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := r.runTools(inputs, full, tsharkIn); err != nil {
+	run, report := r.runTools, r.report
+	if o.https {
+		run, report = r.runHTTPSTools, r.reportHTTPS
+	}
+	if err := run(inputs, full, tsharkIn); err != nil {
 		return err
 	}
-	if err := r.report(); err != nil {
+	if err := report(); err != nil {
 		return err
 	}
 	return benchConnMem(stdout, o)
@@ -225,13 +252,17 @@ func benchCapture(ctx context.Context, stdout io.Writer, o benchOptions, self st
 	if err != nil {
 		return "", bench.Sidecar{}, err
 	}
+	if _, kerr := os.Stat(bench.KeyLogPath(path)); p.HTTPS && kerr != nil {
+		ok = false // the capture is no use without its key log
+	}
 	if ok {
 		fmt.Fprintf(stdout, "reusing %s (%d packets, %.1f MB)\n", path, side.Packets, float64(side.Bytes)/1e6)
 		return path, side, nil
 	}
 	gen := exec.CommandContext(ctx, self, "bench", "--generate-only", "--size", o.size, "--dir", o.dir,
 		"--clients", strconv.Itoa(o.clients), "--seed", strconv.FormatInt(o.seed, 10),
-		"--syn-loss", fmt.Sprint(o.synLoss), "--synack-loss", fmt.Sprint(o.synackLoss), "--data-loss", fmt.Sprint(o.dataLoss))
+		"--syn-loss", fmt.Sprint(o.synLoss), "--synack-loss", fmt.Sprint(o.synackLoss), "--data-loss", fmt.Sprint(o.dataLoss),
+		"--https="+strconv.FormatBool(o.https))
 	gen.Stdout, gen.Stderr = os.Stderr, os.Stderr
 	if err := gen.Run(); err != nil {
 		return "", bench.Sidecar{}, fmt.Errorf("bench: generating the capture: %w", err)
@@ -292,7 +323,7 @@ func (r *benchRunner) run(tool string, in *benchInput, argv []string, note func(
 	runs := max(r.o.runs, 1)
 	for i := range runs {
 		fmt.Fprintf(os.Stderr, "running %s on %s (%d/%d)...\n", tool, in.label, i+1, runs)
-		mi, err := bench.Run(r.ctx, r.wrap(bench.Command{Argv: argv, Env: r.env, Pin: r.pin, KeepStdout: tool == "rtmon"}))
+		mi, err := bench.Run(r.ctx, r.wrap(bench.Command{Argv: argv, Env: r.env, Pin: r.pin, KeepStdout: strings.HasPrefix(tool, "rtmon")}))
 		if err != nil {
 			return fmt.Errorf("bench: %s on %s: %w", tool, in.label, err)
 		}
@@ -355,13 +386,19 @@ func (r *benchRunner) runTools(inputs []*benchInput, full, tsharkIn *benchInput)
 
 func (r *benchRunner) report() error {
 	bench.FillRatios(r.rows, "rtmon")
+	return r.writeReport("rtmon's", summarize)
+}
+
+// writeReport prints the table, what its columns mean (base names the
+// row the ratios divide by) and the summary.
+func (r *benchRunner) writeReport(base string, summarize func(io.Writer, []bench.Row)) error {
 	fmt.Fprintln(r.stdout)
 	if err := bench.WriteTable(r.stdout, r.rows); err != nil {
 		return err
 	}
-	fmt.Fprintf(r.stdout, "\ntool/rtmon time: the tool's wall time over rtmon's on the same input (input column).\n"+
+	fmt.Fprintf(r.stdout, "\ntool/rtmon time: the tool's wall time over %s on the same input (input column).\n"+
 		"max RSS: the tool's ru_maxrss; Linux starts it at the peak RSS of the process that started it,\n"+
-		"here %s (floor: %.1f MiB for \"true\"), so readings near the floor are upper bounds.\n", wrapperDesc(r.timeBin), float64(r.floorKiB)/1024)
+		"here %s (floor: %.1f MiB for \"true\"), so readings near the floor are upper bounds.\n", base, wrapperDesc(r.timeBin), float64(r.floorKiB)/1024)
 	summarize(r.stdout, r.rows)
 	for _, n := range r.notes {
 		fmt.Fprintln(r.stdout, "note:", n)

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"regexp"
+	"testing"
+)
+
+// benchChildEnv makes this test binary act as rtmon: bench runs itself
+// (os.Executable) to generate, measure and analyze.
+const benchChildEnv = "RTMON_TEST_AS_RTMON"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(benchChildEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// bench --https on a tiny capture: rtmon keyless and decrypting find the
+// same transactions, and tshark, when installed, as many responses.
+func TestBenchHTTPS(t *testing.T) {
+	t.Setenv(benchChildEnv, "1")
+	dir := t.TempDir()
+	cmd := newRootCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"bench", "--https", "--size", "3MB", "--dir", dir, "--cpus", "0", "--runs", "1",
+		"--conn-mem", "0", "--tools", "tshark,tcpdump"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	rows := regexp.MustCompile(`(?m)^\s*(rtmon --keylog|rtmon|tshark)\s+full 3MB\s.*?(\d+) (transactions|http.response lines)$`).
+		FindAllStringSubmatch(out.String(), -1)
+	counts := map[string]string{}
+	for _, r := range rows {
+		counts[r[1]] = r[2]
+	}
+	if counts["rtmon"] == "" || counts["rtmon"] == "0" || counts["rtmon --keylog"] != counts["rtmon"] {
+		t.Errorf("transactions keyless %q, decrypted %q:\n%s", counts["rtmon"], counts["rtmon --keylog"], out.String())
+	}
+	if _, err := exec.LookPath("tshark"); err == nil && counts["tshark"] != counts["rtmon"] {
+		t.Errorf("tshark: %q responses, rtmon %q transactions:\n%s", counts["tshark"], counts["rtmon"], out.String())
+	}
+	if !bytes.Contains(out.Bytes(), []byte("rtmon vs tshark, both decrypting")) && counts["tshark"] != "" {
+		t.Errorf("no tshark summary:\n%s", out.String())
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("without --keep the bench left %d files in --dir", len(left))
+	}
+}
