@@ -181,6 +181,15 @@ type benchInput struct {
 
 var txRe = regexp.MustCompile(`transactions (\d+)`)
 
+// rtmonNote is the table's note for an rtmon analyze run: how many
+// transactions it reported.
+func rtmonNote(m bench.Measurement) string {
+	if s := txRe.FindSubmatch(m.Stdout); s != nil {
+		return string(s[1]) + " transactions"
+	}
+	return ""
+}
+
 func runBench(ctx context.Context, stdout io.Writer, o benchOptions) error {
 	tsharkSize, err := parseSize(o.tsharkSize)
 	if err != nil {
@@ -344,12 +353,6 @@ func (r *benchRunner) run(tool string, in *benchInput, argv []string, note func(
 }
 
 func (r *benchRunner) runTools(inputs []*benchInput, full, tsharkIn *benchInput) error {
-	rtmonNote := func(m bench.Measurement) string {
-		if s := txRe.FindSubmatch(m.Stdout); s != nil {
-			return string(s[1]) + " transactions"
-		}
-		return ""
-	}
 	for _, in := range inputs {
 		if err := r.run("rtmon", in, []string{r.self, "analyze", "--progress=false", in.path}, rtmonNote); err != nil {
 			return err

@@ -52,12 +52,6 @@ func benchGenerateHTTPS(o benchOptions) error {
 // TCP, so they add nothing to the cleartext bench's figures.
 func (r *benchRunner) runHTTPSTools(inputs []*benchInput, full, tsharkIn *benchInput) error {
 	keyLog := bench.KeyLogPath(full.path)
-	rtmonNote := func(m bench.Measurement) string {
-		if s := txRe.FindSubmatch(m.Stdout); s != nil {
-			return string(s[1]) + " transactions"
-		}
-		return ""
-	}
 	for _, in := range inputs {
 		if err := r.run("rtmon", in, []string{r.self, "analyze", "--progress=false", in.path}, rtmonNote); err != nil {
 			return err
