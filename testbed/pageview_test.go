@@ -771,6 +771,30 @@ type wireKey struct {
 
 func key(x WireID) wireKey { return wireKey{x.Client, int(x.Port), x.Seq, x.Index} }
 
+// misplacedByTiming is the rtmon pageviews (by id) that lost an object to
+// another, or gained one, because rtmon timed that object's transaction
+// beyond tolerance or the link was off spec for it (misjudged): one timing
+// error, judged by the transaction share, that the exact object counts of
+// both pages would judge again. Seen once in 8 runs beside a CPU hog: a
+// request rtmon took for resent 376 ms earlier (a bridge stall of 986 ms)
+// landed in the previous page's pageview.
+func misplacedByTiming(truth []PageTruth, pvOf func(*PageTruth) *rtmonPV, byKey map[wireKey]*rtmonTxnRec, misjudged map[wireKey]bool) map[string]bool {
+	excused := map[string]bool{}
+	for i := range truth {
+		p := &truth[i]
+		pv := pvOf(p)
+		if pv == nil {
+			continue
+		}
+		for _, x := range slices.Concat(p.Wire.InLoad, p.Wire.AfterLoad) {
+			if ox := byKey[key(x)]; ox != nil && ox.PageviewID != pv.ID && misjudged[key(x)] {
+				excused[pv.ID], excused[ox.PageviewID] = true, true
+			}
+		}
+	}
+	return excused
+}
+
 // compareWithRtmon checks rtmon's records against the wire truth and
 // returns the acceptance numbers of the run.
 func compareWithRtmon(t *testing.T, sc Scenario, res ScenarioResult, srv *ClientWire, link *LinkDelays, out string) *acceptance {
@@ -831,8 +855,11 @@ func compareWithRtmon(t *testing.T, sc Scenario, res ScenarioResult, srv *Client
 		srvBy[wireKey{r.Conn.Client.String(), int(r.Conn.ClientPort), r.Conn.Seq, r.Txn.Index}] = &srvTxn{r.Conn, r.Txn}
 	}
 
-	// Transactions: every complete one on the client's wire.
+	// Transactions: every complete one on the client's wire. misjudged:
+	// those set aside (link off spec) or outside tolerance, judged here by
+	// the share rule.
 	var outliers []string
+	misjudged := map[wireKey]bool{}
 	offSpec, complete := 0, 0
 	for _, r := range res.Wire.Txns() {
 		w := r.Txn
@@ -847,6 +874,7 @@ func compareWithRtmon(t *testing.T, sc Scenario, res ScenarioResult, srv *Client
 		spec := specFor(linkSpec, w.Total)
 		if late > spec {
 			offSpec++
+			misjudged[k] = true
 			if x != nil {
 				detailf(t, "%s: link off spec by %v: set aside (rtmon total %v, wire %v, off by %v)", name, late,
 					time.Duration(x.Total), time.Duration(w.Total), time.Duration(x.Total-w.Total))
@@ -855,6 +883,7 @@ func compareWithRtmon(t *testing.T, sc Scenario, res ScenarioResult, srv *Client
 			a.txnN++
 		}
 		if x == nil {
+			misjudged[k] = true
 			outliers = append(outliers, name+": no rtmon transaction")
 			continue
 		}
@@ -866,6 +895,7 @@ func compareWithRtmon(t *testing.T, sc Scenario, res ScenarioResult, srv *Client
 		} else if d.Abs() <= tol {
 			a.txnOK++
 		} else {
+			misjudged[k] = true
 			outliers = append(outliers, fmt.Sprintf("%s: rtmon total %v (start %+v, end %+v; tconn %v trequest %v tserver %v ttransfer %v, flags %v), wire %v (fresh %v, req retrans %v, resp dup %v): off by %v",
 				name, time.Duration(x.Total), time.Duration(x.Start-w.Start), time.Duration(x.End-w.End), time.Duration(x.Tconn),
 				time.Duration(x.Trequest), time.Duration(x.Tserver), time.Duration(x.Ttransfer), x.Flags, time.Duration(w.Total),
@@ -914,6 +944,7 @@ func compareWithRtmon(t *testing.T, sc Scenario, res ScenarioResult, srv *Client
 		return nil
 	}
 	lent, borrowed := swappedAfterLoad(t, res.Truth, pvOf, byKey)
+	excused := misplacedByTiming(res.Truth, pvOf, byKey, misjudged)
 	evidence := map[string]int{}
 	pvOff, pvAll := 0, 0
 	for i := range res.Truth {
@@ -967,10 +998,15 @@ func compareWithRtmon(t *testing.T, sc Scenario, res ScenarioResult, srv *Client
 		// An abandoned attempt is a transaction on the wire too; whether
 		// rtmon counts it as an object of the page or leaves it aside,
 		// both are right.
-		if pv.Objects < len(pw.InLoad) || pv.Objects > len(pw.InLoad)+len(pw.Abandoned) {
+		switch {
+		case excused[pv.ID]:
+			// Counted in the membership share and the transaction rule.
+			t.Logf("%s: object counts set aside: a transaction mis-timed beyond tolerance (or on an off-spec link) moved between this pageview and another", p)
+		case pv.Objects < len(pw.InLoad) || pv.Objects > len(pw.InLoad)+len(pw.Abandoned):
 			t.Errorf("%s: pageview objects %d, want %d in-load objects (+%d abandoned attempts)", p, pv.Objects, len(pw.InLoad), len(pw.Abandoned))
 		}
 		switch {
+		case excused[pv.ID]:
 		case pv.AfterLoad == nil:
 			t.Errorf("%s: pageview has no after_load count (want %d)", p, len(pw.AfterLoad))
 		case *pv.AfterLoad != len(pw.AfterLoad)-lent[i]+borrowed[i]:
