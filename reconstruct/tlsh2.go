@@ -18,18 +18,49 @@ import (
 // start, one inside it (or after it, in the same record) from its end.
 // A stream's transaction waits, like any response, for the client's ACK
 // of the record that ended it. Indexes follow completion order.
+//
+// What the pageview stage reads comes as over HTTP/1: Referer (redacted
+// like the URL), Accept, Sec-Fetch-Dest, Location, Content-Encoding, and
+// the body of a 2xx HTML or CSS response, which the parser keeps within
+// MaxBodyBytes and whose bytes count in MaxBodyBudget from the moment it
+// keeps them (tlsH2Reserve) until the transaction is emitted.
 
 // h2 bounds: streams tracked at once and header values kept, within the
-// tracker's memory count (h2StreamMemory each).
+// tracker's memory count (h2StreamMemory each, which covers the dozen
+// values a stream keeps at their usual lengths; bodies are counted apart),
+// and the page bodies one connection's open streams may hold at once, in
+// MaxBodyBytes, so that one connection cannot take all of MaxBodyBudget.
 const (
 	maxH2Streams   = 256
 	maxH2ValueLen  = 2 << 10
-	h2StreamMemory = 1 << 10
+	h2StreamMemory = 2 << 10
+	maxH2Bodies    = 16
 )
 
 // tlsH2Start begins reading HTTP/2 from the connection's plaintext.
 func (c *conn) tlsH2Start() {
-	c.plain.h2 = http2wire.New(http2wire.Config{MaxStreams: maxH2Streams, MaxValueLen: maxH2ValueLen})
+	cfg := http2wire.Config{MaxStreams: maxH2Streams, MaxValueLen: maxH2ValueLen}
+	if t := c.t; t.cfg.MaxBodyBytes > 0 {
+		cfg.WantBody = wantH2Body
+		cfg.MaxBodyLen, cfg.MaxBodyBuffered = t.cfg.MaxBodyBytes, maxH2Bodies*t.cfg.MaxBodyBytes
+		cfg.Reserve = t.tlsH2Reserve
+	}
+	c.plain.h2 = http2wire.New(cfg)
+}
+
+// wantH2Body asks for the bodies HTTP/1 keeps (responseEvents.HeadersDone).
+func wantH2Body(status int, contentType string) bool {
+	return status/100 == 2 && pageBody(contentType)
+}
+
+// tlsH2Reserve grants what MaxBodyBudget leaves of n more body bytes and
+// counts them held: they are held while their stream is open, not only
+// once it is a transaction, and leave the count with it (emitTransaction).
+// tlsH2Close makes the parser emit every stream, so none is left counted.
+func (t *Tracker) tlsH2Reserve(n int) int {
+	n = max(min(n, t.cfg.MaxBodyBudget-t.bodyBytes), 0)
+	t.bodyBytes += n
+	return n
 }
 
 // tlsH2Feed feeds record r's plaintext to the HTTP/2 parser.
@@ -81,6 +112,7 @@ func (c *conn) h2Stream(s *http2wire.Stream) {
 	tx.Flags |= FlagHTTP2
 	if rq.Seen {
 		tx.Method, tx.URL, tx.UserAgent = rq.Method, c.t.redact(rq.Path), rq.UserAgent
+		tx.Referer, tx.Accept, tx.SecFetchDest = c.t.redact(rq.Referer), rq.Accept, rq.SecFetchDest
 		if rq.Authority != "" {
 			tx.Host = rq.Authority
 		}
@@ -96,6 +128,12 @@ func (c *conn) h2Stream(s *http2wire.Stream) {
 	if s.Truncated {
 		tx.Flags |= FlagHeaderTooLarge
 	}
+	// The body's bytes are counted held (tlsH2Reserve): the transaction
+	// takes them whatever else it has, for emitTransaction to release.
+	tx.Body, tx.BodyCut = rs.Body, rs.BodyCut
+	if rs.BodyLimited {
+		c.t.stats.BodiesCut++
+	}
 	first := rs.FinalHeadersAt
 	if first == 0 {
 		first = rs.StartAt
@@ -107,6 +145,7 @@ func (c *conn) h2Stream(s *http2wire.Stream) {
 	st.respStarted = true
 	tx.Status = max(rs.Status, 0)
 	tx.ContentType = rs.ContentType
+	tx.ContentEncoding, tx.Location = rs.ContentEncoding, rs.Location
 	tx.ResponseFirst = first
 	tx.ResponseLast = max(rs.EndAt, first)
 	tx.ResponseBytes = rs.HeaderBytes + rs.BodyBytes

@@ -28,6 +28,8 @@ type Conn struct {
 	at     int64
 	stats  Stats
 	events []Event
+	// bodyHeld is what the bodies of open streams hold (MaxBodyBuffered).
+	bodyHeld int
 }
 
 // New returns a Conn bounded by cfg (zero fields take the defaults).
@@ -167,15 +169,39 @@ func (c *Conn) onDataStart(d *direction, n int) {
 	}
 }
 
-func (c *Conn) onData(d *direction, n int) {
+// onData takes DATA payload bytes, padding excluded (the frame parser
+// skips padding in a phase of its own).
+func (c *Conn) onData(d *direction, b []byte) {
 	st := c.streams[d.fh.streamID]
 	if st == nil {
 		return
 	}
 	side := c.side(st, d.dir)
 	if side.StartAt != 0 && !side.Ended && (d.dir == ServerToClient || st.Request.Seen) {
-		side.BodyBytes += int64(n)
+		side.BodyBytes += int64(len(b))
+		if d.dir == ServerToClient && st.Response.keepBody {
+			c.keepBody(&st.Response, b)
+		}
 	}
+}
+
+// keepBody appends what the bounds allow of b to r's body; past them the
+// body is cut and keeps nothing more, as a body with a hole is only good
+// up to the hole.
+func (c *Conn) keepBody(r *Response, b []byte) {
+	if r.BodyCut || len(b) == 0 {
+		return
+	}
+	n := max(min(len(b), c.cfg.MaxBodyLen-len(r.Body), c.cfg.MaxBodyBuffered-c.bodyHeld), 0)
+	if n > 0 && c.cfg.Reserve != nil {
+		n = max(min(c.cfg.Reserve(n), n), 0)
+	}
+	if n < len(b) {
+		r.BodyCut, r.BodyLimited = true, true
+		c.stats.BodiesCut++
+	}
+	r.Body = append(r.Body, b[:n]...)
+	c.bodyHeld += n
 }
 
 // endSide ends the side of stream id that direction d carries, on
@@ -225,6 +251,10 @@ func (c *Conn) isRefused(st *Stream) bool {
 // finish emits st and stops tracking it.
 func (c *Conn) finish(st *Stream) {
 	delete(c.streams, st.ID)
+	c.bodyHeld -= len(st.Response.Body)
+	if st.Response.keepBody && !st.Response.Ended {
+		st.Response.BodyCut = true // the rest of it never came
+	}
 	st.Incomplete = st.Reset == nil && !st.Refused &&
 		!((st.Request.Ended || !st.Request.Seen && c.dirs[ClientToServer].ph == phStopped) && st.Response.Ended)
 	c.stats.StreamsCompleted++

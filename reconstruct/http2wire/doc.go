@@ -9,8 +9,10 @@
 // decodes header blocks with golang.org/x/net/http2/hpack (one decoder per
 // direction, HEADERS or PUSH_PROMISE through CONTINUATION, dynamic table
 // limits from SETTINGS_HEADER_TABLE_SIZE), and follows each stream: the
-// request's pseudo-headers, user agent, content type and length; the
-// response's 1xx and final status, content type and length; trailers;
+// request's pseudo-headers, user agent, content type and length,
+// Referer, Accept and Sec-Fetch-Dest; the response's 1xx and final
+// status, content type and length, Location and Content-Encoding, and
+// its body when the caller asks for it (Config.WantBody); trailers;
 // the times of the first byte of the first HEADERS frame, of the first
 // DATA frame and of the frame that carried END_STREAM on each side; body
 // bytes; priority; RST_STREAM; GOAWAY, which refuses the streams above its
@@ -36,7 +38,10 @@
 // # Bounds
 //
 // A Conn buffers no frame: bodies are counted and header fragments are
-// fed to the HPACK decoder as they arrive. It tracks at most
+// fed to the HPACK decoder as they arrive. The only bodies it keeps are
+// those Config.WantBody asks for, each within MaxBodyLen, together within
+// MaxBodyBuffered and within what Config.Reserve grants (Response.BodyCut
+// and BodyLimited say when one was cut). It tracks at most
 // Config.MaxStreams streams (new ones beyond are counted in
 // Stats.StreamsDropped and ignored), examines at most MaxHeaders fields
 // and MaxHeaderListSize bytes of a header block, retains header values of

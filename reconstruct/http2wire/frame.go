@@ -294,7 +294,7 @@ func (c *Conn) afterPrefix(d *direction) {
 func (c *Conn) content(d *direction, b []byte) {
 	switch d.fh.typ {
 	case FrameData:
-		c.onData(d, len(b))
+		c.onData(d, b)
 	case FrameHeaders, FramePushPromise, FrameContinuation:
 		c.writeBlock(d, b)
 	case FrameSettings:

@@ -34,7 +34,7 @@ type headerBlock struct {
 	size      int
 	truncated bool
 	pseudo    map[string]string
-	regular   []Field // content-type, content-length, user-agent; every field of trailers
+	regular   []Field // the fields applyRequest and applyResponse read; every field of trailers
 }
 
 // onField receives each decoded field; the decoder calls it only from
@@ -59,7 +59,8 @@ func (d *direction) onField(f hpack.HeaderField) {
 	}
 	keep := b.role == roleTrailers
 	switch f.Name {
-	case "content-type", "content-length", "user-agent":
+	case "content-type", "content-length", "user-agent", "referer", "accept", "sec-fetch-dest",
+		"location", "content-encoding":
 		keep = true
 	}
 	if !keep {
@@ -224,6 +225,7 @@ func (c *Conn) applyRequest(st *Stream, b *headerBlock) {
 	r.Protocol = b.pseudo[":protocol"]
 	r.UserAgent, r.ContentType = b.get("user-agent"), b.get("content-type")
 	r.ContentLength = parseLength(b.get("content-length"))
+	r.Referer, r.Accept, r.SecFetchDest = b.get("referer"), b.get("accept"), b.get("sec-fetch-dest")
 }
 
 // applyResponse records response headers and reports whether they were
@@ -252,6 +254,8 @@ func (c *Conn) applyResponse(st *Stream, b *headerBlock) bool {
 	r.FinalHeadersAt = b.startAt
 	r.ContentType = b.get("content-type")
 	r.ContentLength = parseLength(b.get("content-length"))
+	r.Location, r.ContentEncoding = b.get("location"), b.get("content-encoding")
+	r.keepBody = c.cfg.WantBody != nil && c.cfg.WantBody(status, r.ContentType)
 	return true
 }
 

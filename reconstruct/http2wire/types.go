@@ -179,6 +179,9 @@ type Request struct {
 	Protocol                        string // :protocol (extended CONNECT)
 	UserAgent, ContentType          string
 	ContentLength                   int64 // -1 when absent or unparsable
+	// Referer, Accept and SecFetchDest (Sec-Fetch-Dest) tell a page's
+	// objects from its navigations and name the page they belong to.
+	Referer, Accept, SecFetchDest string
 }
 
 // Informational is a 1xx response.
@@ -199,6 +202,18 @@ type Response struct {
 	Informational  []Informational // at most 8
 	ContentType    string
 	ContentLength  int64 // -1 when absent or unparsable
+	// Location (of a redirect) and ContentEncoding (how Body is coded).
+	Location, ContentEncoding string
+	// Body is the DATA payload (padding excluded, content coding not
+	// undone) of a final response Config.WantBody asked for, within
+	// MaxBodyLen, MaxBodyBuffered and Reserve. BodyCut: bytes of it are
+	// missing, because a bound cut it (BodyLimited too) or because the
+	// stream ended before the response did (reset, refused, a direction
+	// lost, the connection closed).
+	Body                 []byte
+	BodyCut, BodyLimited bool
+	// keepBody: WantBody asked for this response's body.
+	keepBody bool
 }
 
 // Stream is the record of one HTTP/2 stream, emitted once.
@@ -248,6 +263,9 @@ type Stats struct {
 	// StreamsDropped counts new streams not tracked because MaxStreams
 	// were open.
 	StreamsDropped int64
+	// BodiesCut counts response bodies cut by MaxBodyLen,
+	// MaxBodyBuffered or Reserve.
+	BodiesCut int64
 }
 
 // Config bounds a Conn. Zero fields take the defaults.
@@ -266,6 +284,22 @@ type Config struct {
 	// MaxHeaderTableSize bounds the HPACK dynamic table size a peer may
 	// use; a larger size update is an ErrHPACK (default 64 KiB).
 	MaxHeaderTableSize uint32
+
+	// WantBody, when set, is asked about each final response (status -1
+	// when invalid): true keeps its body in Response.Body. Bodies are
+	// captured data, so they are bounded three ways: MaxBodyLen per body
+	// (default 256 KiB), MaxBodyBuffered over the bodies of the streams
+	// open at once (default 4 MiB), and Reserve.
+	WantBody        func(status int, contentType string) bool
+	MaxBodyLen      int
+	MaxBodyBuffered int
+	// Reserve, when set, is asked before n more body bytes are kept and
+	// returns how many of them may be (fewer cut the body): it lets the
+	// caller share one budget between connections. The bytes it grants
+	// are the caller's to count until it is done with the emitted Stream;
+	// a Conn never gives them back, so a caller that counts them must
+	// Close the Conn to have every Stream emitted.
+	Reserve func(n int) int
 }
 
 func (c Config) withDefaults() Config {
@@ -283,6 +317,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxHeaderTableSize == 0 {
 		c.MaxHeaderTableSize = 64 << 10
+	}
+	if c.MaxBodyLen <= 0 {
+		c.MaxBodyLen = 256 << 10
+	}
+	if c.MaxBodyBuffered <= 0 {
+		c.MaxBodyBuffered = 4 << 20
 	}
 	return c
 }
