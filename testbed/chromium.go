@@ -2,16 +2,20 @@ package testbed
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -36,6 +40,24 @@ type Chromium struct {
 	closed  bool
 	// Tabs: the first one opens with the browser, NewTab adds more.
 	Tabs []*ChromiumTab
+	// protocol is the nextHopProtocol every navigation must report.
+	protocol string
+}
+
+// ChromiumOptions are what an HTTPS run needs of the browser.
+type ChromiumOptions struct {
+	// KeyLog: the browser writes its TLS secrets there (NSS key log
+	// format, --ssl-key-log-file).
+	KeyLog string
+	// Resolve maps host names to addresses (--host-resolver-rules "MAP
+	// name addr"), so URLs can carry the certificate's name and the
+	// browser sends it as SNI.
+	Resolve map[string]netip.Addr
+	// InsecureTLS accepts the test server's self-signed certificate.
+	InsecureTLS bool
+	// Protocol is the protocol every navigation must use (Navigation
+	// Timing's nextHopProtocol): "http/1.1" when empty, "h2" for HTTP/2.
+	Protocol string
 }
 
 // chromiumFlags: no background traffic (the capture must hold the page
@@ -50,6 +72,11 @@ var chromiumFlags = []string{"headless", "no-sandbox", "disable-gpu", "disable-b
 // source (SetClientSource) while this browser opens connections: run one
 // Chromium at a time per testbed, one per client address.
 func (tb *Testbed) StartChromium(ctx context.Context, local netip.Addr) (*Chromium, error) {
+	return tb.StartChromiumWith(ctx, local, ChromiumOptions{})
+}
+
+// StartChromiumWith is StartChromium with options.
+func (tb *Testbed) StartChromiumWith(ctx context.Context, local netip.Addr, co ChromiumOptions) (*Chromium, error) {
 	if _, err := os.Stat(ChromiumPath); err != nil {
 		return nil, fmt.Errorf("chromium: %w (install Debian package chromium)", err)
 	}
@@ -79,9 +106,11 @@ func (tb *Testbed) StartChromium(ctx context.Context, local netip.Addr) (*Chromi
 	for _, f := range chromiumFlags {
 		opts = append(opts, chromedp.Flag(f, true))
 	}
+	opts = append(opts, co.flags()...)
 	allocCtx, allocCancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	bctx, bcancel := chromedp.NewContext(allocCtx)
-	c := &Chromium{tb: tb, Local: local, dataDir: profile, alloc: allocCancel, browser: bctx, cancel: bcancel}
+	c := &Chromium{tb: tb, Local: local, dataDir: profile, alloc: allocCancel, browser: bctx, cancel: bcancel,
+		protocol: cmp.Or(co.Protocol, "http/1.1")}
 	tb.onClose(c.Close)
 	// The first call on the browser's own context starts Chromium and ties
 	// its life to that context, so it must not be a shorter-lived child: a
@@ -93,6 +122,24 @@ func (tb *Testbed) StartChromium(ctx context.Context, local netip.Addr) (*Chromi
 		return nil, fmt.Errorf("start chromium in %s: %w", tb.Client.NS, err)
 	}
 	return c, nil
+}
+
+func (co ChromiumOptions) flags() []chromedp.ExecAllocatorOption {
+	var opts []chromedp.ExecAllocatorOption
+	if co.KeyLog != "" {
+		opts = append(opts, chromedp.Flag("ssl-key-log-file", co.KeyLog))
+	}
+	if len(co.Resolve) > 0 {
+		var rules []string
+		for _, name := range slices.Sorted(maps.Keys(co.Resolve)) {
+			rules = append(rules, "MAP "+name+" "+co.Resolve[name].String())
+		}
+		opts = append(opts, chromedp.Flag("host-resolver-rules", strings.Join(rules, ", ")))
+	}
+	if co.InsecureTLS {
+		opts = append(opts, chromedp.Flag("ignore-certificate-errors", true))
+	}
+	return opts
 }
 
 // ChromiumTab is one tab (target) of the browser. It records every request
@@ -345,8 +392,8 @@ func (t *ChromiumTab) Load(ctx context.Context, url string) (PageTruth, error) {
 	pt.LoadEventNS = int64(math.Round(d.Nav.LoadEventStart * 1e6))
 	pt.LoadEventAt = abs(d.Nav.LoadEventStart)
 	pt.Extra = map[string]any{"protocol": d.Nav.Protocol, "redirect_count": d.Nav.RedirectCount}
-	if d.Nav.Protocol != "http/1.1" {
-		return pt, fmt.Errorf("chromium load %s: protocol %q, want http/1.1", url, d.Nav.Protocol)
+	if d.Nav.Protocol != t.c.protocol {
+		return pt, fmt.Errorf("chromium load %s: protocol %q, want %s", url, d.Nav.Protocol, t.c.protocol)
 	}
 	cp.pt = pt
 	t.mu.Lock()

@@ -30,6 +30,7 @@ type rtmonTxnRec struct {
 	End          int64    `json:"end"`
 	Total        int64    `json:"total_ns"`
 	Tconn        int64    `json:"tconn_ns"`
+	Ttls         int64    `json:"ttls_ns"`
 	Trequest     int64    `json:"trequest_ns"`
 	Tserver      int64    `json:"tserver_ns"`
 	Ttransfer    int64    `json:"ttransfer_ns"`
@@ -1085,7 +1086,7 @@ func checkRecords(t *testing.T, txns []rtmonTxnRec, pvs []rtmonPV) {
 	bad := 0
 	for _, x := range txns {
 		var errs []string
-		for name, v := range map[string]int64{"tconn": x.Tconn, "trequest": x.Trequest, "tserver": x.Tserver,
+		for name, v := range map[string]int64{"tconn": x.Tconn, "ttls": x.Ttls, "trequest": x.Trequest, "tserver": x.Tserver,
 			"ttransfer": x.Ttransfer, "total": x.Total} {
 			if v < 0 {
 				errs = append(errs, fmt.Sprintf("%s %v", name, time.Duration(v)))
@@ -1094,7 +1095,7 @@ func checkRecords(t *testing.T, txns []rtmonTxnRec, pvs []rtmonPV) {
 		if x.End < x.Start {
 			errs = append(errs, "end before start")
 		}
-		if s := x.Tconn + x.Trequest + x.Tserver + x.Ttransfer; s != x.Total {
+		if s := x.Tconn + x.Ttls + x.Trequest + x.Tserver + x.Ttransfer; s != x.Total {
 			errs = append(errs, fmt.Sprintf("components add up to %v, total %v", time.Duration(s), time.Duration(x.Total)))
 		}
 		if len(errs) > 0 {

@@ -1,0 +1,360 @@
+package testbed
+
+// Chromium's pageviews over HTTPS (issue 14): the browser loads the
+// generated site from nginx over TLS, HTTP/1.1 and HTTP/2, across the
+// emulated link, and writes its TLS secrets to a key log. rtmon decrypts
+// the server-side capture with that log and must time the transactions
+// and pageviews as it does in cleartext. The truth is the client's wire,
+// read by another decoder: tshark decrypts the client-side capture with
+// the same log and says when each request left the client and when each
+// response's last byte reached it.
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"math"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// httpsRun holds what one Chromium HTTPS run left.
+type chromiumHTTPSRun struct {
+	capture, clientCapture, keyLog string
+	server                         string // server address
+	port                           int
+	pages                          []PageTruth
+	scenario                       string
+	bridge                         BridgeStats
+	nftDrops                       int
+}
+
+// httpsScenarios are the cleartext scenarios' network conditions, run
+// over HTTPS: a clean path, frames lost (handshakes spared), every
+// seventh SYN dropped at the server, every fifth SYN/ACK lost on the way
+// to the client.
+var httpsScenarios = []string{"clean", "loss", "syn-drops", "synack-loss"}
+
+// runChromiumHTTPS loads loads pages of the generated site in one
+// Chromium over HTTPS (HTTP/2 when h2) under server- and client-side
+// captures, in one of httpsScenarios.
+func runChromiumHTTPS(t *testing.T, h2 bool, scenario string, loads int) *chromiumHTTPSRun {
+	t.Helper()
+	ctx := testContext(t)
+	sc := Scenario{Link: LinkOptions{RTT: defaultRTTs(), DefaultRTT: 80 * time.Millisecond, Seed: 42}}
+	switch scenario {
+	case "loss":
+		sc.Link.Loss, sc.Link.LossSparesSYN = 0.02, true
+	case "synack-loss":
+		sc.DropSYNACKMod = 5
+	}
+	tb := New(t, sc.Options())
+	t.Logf("testbed %s in %s", tb.Name, tb.Dir)
+	site := GenerateSite(16, 42)
+	be, err := tb.StartBackend(site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ng, err := tb.StartNginx(ctx, NginxOptions{Content: site.Content, Backend: be.Addr.String(), WebSite: true,
+		KeepaliveTimeout: 5 * time.Second, TLS: &NginxTLS{HTTP2: h2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var drop *NFTable
+	if scenario == "syn-drops" {
+		body := fmt.Sprintf(`  chain input {
+    type filter hook input priority filter; policy accept;
+    iifname %q tcp dport %d tcp flags & (syn | ack) == syn numgen inc mod 3 == 0 counter drop
+  }`, tb.Server.Iface, ng.Port)
+		if drop, err = tb.AddNFTable(ctx, tb.Server, "syndrop", body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &chromiumHTTPSRun{scenario: scenario, keyLog: filepath.Join(tb.Dir, "chromium-keylog.txt"), server: tb.Server.Addr.String(), port: ng.Port}
+	capt, err := tb.StartCapture(ctx, tb.Server, "https-chromium")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ccapt, err := tb.StartCapture(ctx, tb.Client, "https-chromium-client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.capture, r.clientCapture = capt.Path, ccapt.Path
+	proto := "http/1.1"
+	if h2 {
+		proto = "h2"
+	}
+	chrome, err := tb.StartChromiumWith(ctx, Client80, ChromiumOptions{KeyLog: r.keyLog, InsecureTLS: true, Protocol: proto,
+		Resolve: map[string]netip.Addr{ng.TLS.Name: tb.Server.Addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "https://" + ng.TLS.Name
+	for i := range loads {
+		l := Load{Page: (i * 5) % len(site.Pages)}
+		if i%2 == 1 {
+			l.ServerMS = 20 + 30*(i%4)
+		}
+		l.Redirect = i%3 == 2
+		if _, err := chrome.Load(ctx, loadURL(site, base, l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sleepCtx(ctx, afterLoadDwell); err != nil {
+		t.Fatal(err)
+	}
+	r.pages = chrome.Tabs[0].Pages()
+	r.bridge = tb.Link.Bridge.Stats()
+	if drop != nil {
+		n, err := drop.Counters(ctx)
+		if err != nil || len(n) == 0 {
+			t.Fatalf("nft counters: %v %v", n, err)
+		}
+		r.nftDrops = n[0]
+	}
+	if err := chrome.Close(); err != nil {
+		t.Error(err)
+	}
+	stopCapture(t, capt)
+	stopCapture(t, ccapt)
+	if *keepDir != "" {
+		for _, f := range []string{r.capture, r.clientCapture, r.keyLog} {
+			b, err := os.ReadFile(f)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(*keepDir, fmt.Sprintf("h2-%v-%s-%s", h2, scenario, filepath.Base(f))), b, 0o600)
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	return r
+}
+
+func TestChromiumHTTPSPageviews(t *testing.T) {
+	needChromium(t)
+	needPackage(t, "tshark", "tshark")
+	var all acceptance
+	all.init()
+	for _, scenario := range httpsScenarios {
+		for _, h2 := range []bool{false, true} {
+			proto := map[bool]string{false: "HTTPS1.1", true: "HTTPS2"}[h2]
+			t.Run(scenario+"/"+proto, func(t *testing.T) {
+				r := runChromiumHTTPS(t, h2, scenario, chromiumHTTPSLoads)
+				a := compareChromiumHTTPS(t, r, h2)
+				a.report(t, scenario+" "+proto, true)
+				all.merge(a)
+			})
+		}
+	}
+	all.report(t, "HTTPS, both protocols", false)
+}
+
+// chromiumHTTPSLoads: page loads per protocol; a redirect every third,
+// a back-end container every second, as in the cleartext scenarios.
+const chromiumHTTPSLoads = 12
+
+// compareChromiumHTTPS judges rtmon's decrypted records of r against the
+// client's decrypted wire: every transaction's total, every page's total
+// and its objects' pageview.
+func compareChromiumHTTPS(t *testing.T, r *chromiumHTTPSRun, h2 bool) *acceptance {
+	t.Helper()
+	conns, err := ReadTLSWire(testContext(t), r.clientCapture, r.keyLog, r.port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkHTTPSScenario(t, r, conns)
+	out := analyzeDir(t, r.capture, "--keylog", r.keyLog)
+	txns := readJSONL[rtmonTxnRec](t, filepath.Join(out, "transactions.jsonl"))
+	pvs := readJSONL[rtmonPV](t, filepath.Join(out, "pageviews.jsonl"))
+	checkRecords(t, txns, pvs)
+	// rtmon's transactions by client port, method and URL, in order.
+	type txKey struct {
+		port        int
+		method, url string
+	}
+	byKey := map[txKey][]*rtmonTxnRec{}
+	for i := range txns {
+		x := &txns[i]
+		if x.has("tls_keyless") {
+			t.Errorf("transaction %s %s:%d %s: keyless although the key log holds every session", x.ID, x.Client, x.ClientPort, x.URL)
+		}
+		if h2 != x.has("http2") {
+			t.Errorf("transaction %s %s: flags %v, want http2 %v", x.ID, x.URL, x.Flags, h2)
+		}
+		k := txKey{x.ClientPort, x.Method, x.URL}
+		byKey[k] = append(byKey[k], x)
+	}
+	a := &acceptance{runs: 1}
+	a.init()
+	heldH2 := 0
+	defer func() {
+		if heldH2 > 0 {
+			t.Logf("%d HTTP/2 transactions held behind a client resend set aside (known gap)", heldH2)
+		}
+	}()
+	rtmonOf := map[*TLSWireTxn]*rtmonTxnRec{}
+	var wire []*TLSWireTxn
+	for _, port := range slices.Sorted(maps.Keys(conns)) {
+		for _, w := range conns[port].Txns {
+			wire = append(wire, w)
+			k := txKey{int(w.Port), w.Method, w.URL}
+			if len(byKey[k]) == 0 {
+				t.Errorf("wire %s %s on port %d (stream %d): rtmon has no such transaction", w.Method, w.URL, w.Port, w.Stream)
+				continue
+			}
+			x := byKey[k][0]
+			byKey[k] = byKey[k][1:]
+			rtmonOf[w] = x
+			if !w.Complete {
+				continue
+			}
+			a.txnAll++
+			a.txnN++
+			d := time.Duration(x.Total) - w.Total()
+			tol := max(txnFloor, time.Duration(txnRel*float64(w.Total())))
+			stall := r.bridge.StallWithin(w.Start, w.End)
+			switch {
+			case d.Abs() > tol && h2 && w.ReqHeld:
+				// Known gap (issue 14): a decrypted HTTP/2 request that
+				// the server got only after the client resent it (or
+				// bytes before it) is timed from the copy the capture
+				// saw; HTTP/1.1 estimates the first send (requestSent).
+				a.txnN--
+				heldH2++
+				t.Logf("UPSTREAM-LOSS %s:%d stream %d %s: rtmon %v, wire %v: %v (not judged: HTTP/2 request send not estimated yet)",
+					x.Client, x.ClientPort, w.Stream, w.URL, time.Duration(x.Total), w.Total(), d)
+			case d.Abs() <= tol:
+				a.txnOK++
+			case d.Abs() <= tol+stall:
+				// The link held frames that long (a busy machine's
+				// user-space bridge): between the two capture points,
+				// which no monitor can see.
+				a.txnOK++
+				t.Logf("STALL %s:%d %s: rtmon %v, wire %v: off by %v within the link's %v of stalls", x.Client, x.ClientPort, w.URL,
+					time.Duration(x.Total), w.Total(), d, stall)
+			default:
+				t.Logf("MISS %s:%d stream %d %s: rtmon %v (tconn %v ttls %v), wire %v (fresh %v): %+v (link stalls %v)",
+					x.Client, x.ClientPort, w.Stream, w.URL, time.Duration(x.Total), time.Duration(x.Tconn), time.Duration(x.Ttls), w.Total(), w.Fresh, d, stall)
+			}
+		}
+	}
+	for k, rest := range byKey {
+		for _, x := range rest {
+			t.Errorf("rtmon transaction %s %s:%d %s %s is not on the client's wire", x.ID, x.Client, k.port, k.method, k.url)
+		}
+	}
+	judgeHTTPSPages(t, r, wire, rtmonOf, pvs, a)
+	return a
+}
+
+// checkHTTPSScenario checks that the run had what its scenario is for:
+// SYNs dropped and resent, frames lost.
+func checkHTTPSScenario(t *testing.T, r *chromiumHTTPSRun, conns map[uint16]*TLSWireConn) {
+	t.Helper()
+	resent := 0
+	for _, c := range conns {
+		if c.SYNs > 1 {
+			resent++
+		}
+	}
+	lost := r.bridge.Lost[0] + r.bridge.Lost[1]
+	t.Logf("%s: %d connections, %d with a SYN resent; %d SYNs dropped by nft, %d SYN/ACKs and %d frames lost on the link",
+		r.scenario, len(conns), resent, r.nftDrops, r.bridge.HookDrops[ToClient], lost)
+	switch r.scenario {
+	case "loss":
+		if lost == 0 {
+			t.Error("the lossy link lost no frame")
+		}
+	case "syn-drops", "synack-loss":
+		if resent == 0 || r.nftDrops+int(r.bridge.HookDrops[ToClient]) == 0 {
+			t.Errorf("no SYN resent (%d) or nothing dropped (%d, %d): the run tests no handshake loss", resent, r.nftDrops, r.bridge.HookDrops[ToClient])
+		}
+	}
+}
+
+// judgeHTTPSPages finds each page's transactions on the wire (the
+// earliest unclaimed one with its method and URL after the navigation was
+// issued) and judges the pageview holding its container.
+func judgeHTTPSPages(t *testing.T, r *chromiumHTTPSRun, wire []*TLSWireTxn, rtmonOf map[*TLSWireTxn]*rtmonTxnRec, pvs []rtmonPV, a *acceptance) {
+	t.Helper()
+	slices.SortFunc(wire, func(x, y *TLSWireTxn) int { return int(x.ReqFirst - y.ReqFirst) })
+	claimed := map[*TLSWireTxn]bool{}
+	find := func(p *PageTruth, o ObjectTruth) *TLSWireTxn {
+		for _, w := range wire {
+			if !claimed[w] && w.URL == o.URL && w.Method == cmp.Or(o.Method, "GET") && w.ReqFirst >= p.NavIssued {
+				claimed[w] = true
+				return w
+			}
+		}
+		t.Errorf("page %s: %s %s is not on the client's wire", p.URL, o.Method, o.URL)
+		return nil
+	}
+	pvByID := map[string]*rtmonPV{}
+	for i := range pvs {
+		pvByID[pvs[i].ID] = &pvs[i]
+	}
+	for i := range r.pages {
+		p := &r.pages[i]
+		chain := append(slices.Clone(p.Redirects), p.Container)
+		var start, end int64
+		var members []*TLSWireTxn
+		valid := true
+		for k, o := range slices.Concat(chain, p.Objects) {
+			w := find(p, o)
+			if w == nil || !w.Complete {
+				valid = false
+				continue
+			}
+			members = append(members, w)
+			if k == 0 {
+				start = w.Start
+			}
+			end = max(end, w.End)
+		}
+		for _, o := range p.AfterLoad {
+			if w := find(p, o); w != nil {
+				members = append(members, w)
+			}
+		}
+		a.pvAll++
+		if !valid {
+			continue
+		}
+		container := rtmonOf[members[len(chain)-1]]
+		if container == nil {
+			continue
+		}
+		pv := pvByID[container.PageviewID]
+		if pv == nil {
+			t.Errorf("page %s: its container %s is in no pageview", p.URL, container.ID)
+			continue
+		}
+		a.pvN++
+		truth := time.Duration(end - start)
+		d := time.Duration(pv.Total) - truth
+		if stall := r.bridge.StallWithin(start, end); stall > 0 && d.Abs() > pvMedianFloor {
+			// As for transactions: what the link held between the
+			// capture points is no error of rtmon's.
+			t.Logf("page %s: off by %v, of which up to %v the link's stalls", p.URL, d, stall)
+			d = time.Duration(math.Copysign(float64(max(d.Abs()-stall, 0)), float64(d)))
+		}
+		a.pvErr["chromium"] = append(a.pvErr["chromium"], d)
+		a.pvRel["chromium"] = append(a.pvRel["chromium"], math.Abs(float64(d))/float64(truth))
+		a.pvTruth["chromium"] = append(a.pvTruth["chromium"], truth)
+		t.Logf("page %s: rtmon %v (%d objects, evidence %s), wire %v (%d in load, %d after): %+v",
+			p.URL, time.Duration(pv.Total), pv.Objects, pv.Evidence, truth, len(p.Objects), len(p.AfterLoad), d)
+		for _, w := range members {
+			a.memberN++
+			if x := rtmonOf[w]; x != nil && x.PageviewID == pv.ID {
+				a.memberOK++
+			} else {
+				t.Logf("page %s: %s %s not in its pageview %s", p.URL, w.Method, w.URL, pv.ID)
+			}
+		}
+	}
+}
