@@ -106,6 +106,7 @@ type conn struct {
 	// segments before it, that segment was itself a retransmission.
 	oooLost   int
 	oooOff    int64
+	oooAt     int64    // when that segment arrived
 	hsAckLost bool     // the handshake ACK was lost: the first request completed the handshake
 	lastResp  *txState // the latest complete response (see requestSent)
 
@@ -344,7 +345,7 @@ func (c *conn) fromClient(p *capture.Packet) {
 		c.t.cfg.MaxBufferedBytes, c.deliverClient, c.gapClient)
 	c.account(&c.c2s, retrans, reordered)
 	if reordered && !hadHole {
-		c.oooLost, c.oooOff = c.pktLost, c.c2s.offset(p.Seq)
+		c.oooLost, c.oooOff, c.oooAt = c.pktLost, c.c2s.offset(p.Seq), ts
 	}
 	if c.c2s.finReady() {
 		c.c2s.closed = true

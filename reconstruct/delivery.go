@@ -76,7 +76,19 @@ func (c *conn) clientAck(a ackInfo) {
 func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen int) {
 	c.curTS = ts
 	lost := c.pktLost
-	c.c2sLog.add(off, off+int64(wireLen), ts, lost, c.pktAckOrCopy)
+	// A piece that arrives now and whose successors wait buffered since
+	// they overtook it: resent, if it left after them.
+	refill := arrived == ts && c.pktNew && c.c2s.ooo != nil && c.oooOff >= off+int64(wireLen)
+	first := arrived
+	if refill {
+		// TCP sends new data in sequence order: the lost first copy left
+		// before the first segment that overtook it, which reached the
+		// capture point at oooAt (a nanosecond earlier keeps the two
+		// apart for h2RequestLoss).
+		first = min(first, c.oooAt-1)
+	}
+	c.c2sLog.add(deliveryPiece{off: off, end: off + int64(wireLen), ts: ts, arrived: first, lost: lost,
+		ackOrCopy: c.pktAckOrCopy, refill: refill})
 	c.pktLost = 0 // the losses came before the packet's own bytes, delivered first
 	c.maybeStartTLS(off, captured)
 	switch {
@@ -124,7 +136,7 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 
 func (c *conn) deliverServer(ts, _, off int64, captured []byte, wireLen int) {
 	c.curTS = ts
-	c.s2cLog.add(off, off+int64(wireLen), ts, 0, false)
+	c.s2cLog.add(deliveryPiece{off: off, end: off + int64(wireLen), ts: ts, arrived: ts})
 	c.probes.sent(off+int64(wireLen), ts)
 	switch {
 	case c.tls != nil:

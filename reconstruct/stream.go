@@ -354,19 +354,31 @@ func (h *halfStream) finReady() bool {
 // a stream, so an HTTP message whose start line spanned segments is timed by
 // the segment that carried its first byte, not the one that completed the
 // line. It also keeps how many packets the sender lost just before each
-// piece (see ipidTrack), the evidence of a late first transmission.
+// piece (see ipidTrack), the evidence of a late first transmission, and,
+// for multiplexed HTTP/2 whose streams are timed by their own records,
+// when each piece first reached the capture point (before its delivery
+// when it overtook a hole) and whether it filled a hole as a resend.
 type deliveryLog struct {
-	ring [2]struct {
-		off, end, ts int64
-		lost         int
-		ackOrCopy    bool
-	}
+	ring [2]deliveryPiece
 	head int
 }
 
-func (l *deliveryLog) add(off, end, ts int64, lost int, ackOrCopy bool) {
-	e := &l.ring[l.head]
-	e.off, e.end, e.ts, e.lost, e.ackOrCopy = off, end, ts, lost, ackOrCopy
+// deliveryPiece is one piece of a deliveryLog.
+type deliveryPiece struct {
+	off, end, ts int64
+	// arrived: first capture (ts is its in-order delivery); for a refill,
+	// when its lost first copy would have come (deliverClient).
+	arrived   int64
+	lost      int
+	ackOrCopy bool
+	// refill: the piece filled a hole that later pieces had overtaken,
+	// and was sent after them (IP IDs): a resend of a copy lost before
+	// the capture point.
+	refill bool
+}
+
+func (l *deliveryLog) add(p deliveryPiece) {
+	l.ring[l.head] = p
 	l.head = (l.head + 1) % len(l.ring)
 }
 
@@ -380,13 +392,22 @@ func (l *deliveryLog) timeAt(off, fallback int64) int64 {
 // at is timeAt that also returns the packets lost just before that piece,
 // and whether they may have been ACKs rather than copies of it.
 func (l *deliveryLog) at(off, fallback int64) (ts int64, lost int, ackOrCopy bool) {
+	p, ok := l.piece(off)
+	if !ok {
+		return fallback, 0, false
+	}
+	return p.ts, p.lost, p.ackOrCopy
+}
+
+// piece returns the remembered piece holding offset off.
+func (l *deliveryLog) piece(off int64) (deliveryPiece, bool) {
 	for i := 1; i <= len(l.ring); i++ {
 		e := &l.ring[(l.head-i+len(l.ring))%len(l.ring)]
 		if e.off <= off && off < e.end {
-			return e.ts, e.lost, e.ackOrCopy
+			return *e, true
 		}
 	}
-	return fallback, 0, false
+	return deliveryPiece{}, false
 }
 
 // last is the capture time of the newest piece, 0 before any.

@@ -28,11 +28,13 @@ type tlsWrite struct {
 	fromClient bool
 	phase      int // 0: the handshake; i: request i and its response
 	b          []byte
+	wave       int // recordH2Waves: the wave of requests under way (from 1)
 }
 
 type tlsRecorder struct {
 	mu     sync.Mutex
 	phase  int
+	wave   int
 	writes []tlsWrite
 }
 
@@ -50,7 +52,7 @@ type recordingConn struct {
 
 func (c recordingConn) Write(b []byte) (int, error) {
 	c.rec.mu.Lock()
-	c.rec.writes = append(c.rec.writes, tlsWrite{c.client, c.rec.phase, append([]byte(nil), b...)})
+	c.rec.writes = append(c.rec.writes, tlsWrite{c.client, c.rec.phase, append([]byte(nil), b...), c.rec.wave})
 	c.rec.mu.Unlock()
 	return c.Conn.Write(b)
 }

@@ -78,9 +78,63 @@ func (c *conn) tlsH2Feed(client bool, r tlswire.Record, data []byte) {
 		c.h2Events(p.h2.Feed(dir, data, r.At))
 		return
 	}
-	c.h2Events(p.h2.Feed(dir, data[:1], r.StartAt))
+	c.h2Events(p.h2.Feed(dir, data[:1], c.h2ClientRecordStart(r)))
 	if len(data) > 1 {
-		c.h2Events(p.h2.Feed(dir, data[1:], r.At))
+		end := r.At
+		if pc, ok := c.c2sLog.piece(recordEnd(r) - 1); ok {
+			end = min(end, pc.arrived) // its last byte, as it first came
+		}
+		c.h2Events(p.h2.Feed(dir, data[1:], end))
+	}
+}
+
+// h2ResentRecord is a client record whose first copy was lost before the
+// capture point: its requests wait for requestSent's estimate.
+type h2ResentRecord struct {
+	at        int64 // the time its first byte was fed
+	lost      int
+	ackOrCopy bool
+	refill    bool
+}
+
+// h2ClientRecordStart is when client record r's first byte reached the
+// capture point. Its streams are timed from there, not from the record's
+// in-order delivery: a request that overtook a lost one was sent at its
+// own time, and only waited at the server (head-of-line blocking, which
+// is the client's wait too). A record that was resent after a loss is
+// noted for h2Stream.
+func (c *conn) h2ClientRecordStart(r tlswire.Record) int64 {
+	pc, ok := c.c2sLog.piece(r.Offset)
+	if !ok {
+		return r.StartAt
+	}
+	at := min(pc.arrived, r.StartAt)
+	// A piece that overtook a hole owes its IP ID gap to the hole: the
+	// piece that fills it is the resend (refill), not this one.
+	// A refill's first send is known from the segments that overtook it
+	// (deliverClient): only the flag remains to give. Other evidence of
+	// a lost first copy (IP IDs) leaves the send to requestSent.
+	if pc.arrived == pc.ts && pc.lost > 0 && !pc.refill || pc.refill {
+		p := c.plain
+		lost := pc.lost
+		if pc.refill {
+			lost = 0
+		}
+		p.h2Resent[p.h2Next] = h2ResentRecord{at: at, lost: lost, ackOrCopy: pc.ackOrCopy, refill: pc.refill}
+		p.h2Next = (p.h2Next + 1) % len(p.h2Resent)
+	}
+	return at
+}
+
+// h2RequestLoss gives st the loss evidence of the record its request began
+// in (fed at at), as an HTTP/1 request gets its own (requestEvents).
+func (c *conn) h2RequestLoss(st *txState, at int64) {
+	for _, e := range c.plain.h2Resent {
+		if (e.lost > 0 || e.refill) && e.at == at {
+			st.upLost, st.upAckOrCopy = e.lost, e.ackOrCopy
+			st.resent = st.resent || e.refill
+			return
+		}
 	}
 }
 
@@ -118,6 +172,7 @@ func (c *conn) h2Stream(s *http2wire.Stream) {
 		}
 		tx.RequestFirst = rq.StartAt
 		tx.RequestLast = max(rq.EndAt, rq.StartAt)
+		c.h2RequestLoss(st, rq.StartAt)
 		tx.RequestBytes = rq.HeaderBytes + rq.BodyBytes
 	}
 	st.reqDone = true

@@ -73,7 +73,10 @@ func recordH2Waves(t testing.TB, version uint16, keyLog io.Writer, handler http.
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, wave := range waves {
+	for i, wave := range waves {
+		rec.mu.Lock()
+		rec.wave = i + 1
+		rec.mu.Unlock()
 		var wg sync.WaitGroup
 		errs := make(chan error, len(wave))
 		for _, f := range wave {

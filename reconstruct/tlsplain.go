@@ -41,6 +41,10 @@ type tlsPlain struct {
 	// to it in each direction.
 	h2    *http2wire.Conn
 	h2End [2]int64
+	// h2Resent: the client's latest records whose first copy was lost
+	// before the capture point, by the time their first byte was fed.
+	h2Resent [4]h2ResentRecord
+	h2Next   int
 }
 
 // plainSpan is one record's plaintext: parser offsets [plain, plain+n)

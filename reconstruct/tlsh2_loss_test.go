@@ -1,0 +1,111 @@
+package reconstruct_test
+
+import (
+	"crypto/tls"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/rtmon/rtmon/reconstruct"
+	"github.com/rtmon/rtmon/reconstruct/tlsdecrypt"
+	"github.com/rtmon/rtmon/synth"
+)
+
+// A browser sends a page's objects at once on its HTTP/2 connection; the
+// packet with the first request is lost before the capture point and
+// resent one timeout later, so the others overtake it and wait at the
+// server (TCP delivers in order) until the resend fills the hole. Each
+// request was sent at its own time: the overtaking ones are timed from
+// their own arrival, not from the hole's filling, and the lost one is
+// flagged upstream_loss and timed from the first segment that overtook it
+// (TCP sends new data in sequence order, so it left before that one).
+// Seen on the testbed: HTTP/2 objects 80-370 ms short under 2% loss, the
+// client resending after the server's SACKs, ~100 ms after the loss, not
+// after a retransmission timeout.
+func TestDecryptedHTTP2RequestLostUpstream(t *testing.T) {
+	handler, _ := h2Site(false, 10)
+	kl := tlsdecrypt.NewKeyLog(tlsdecrypt.KeyLogOptions{})
+	objects := []h2Fetch{{"/style.css", nil}, {"/app.js", nil}, {"/img/0.png", nil}}
+	writes := recordH2Waves(t, tls.VersionTLS13, kl, handler, []h2Fetch{{"/index.html", nil}}, objects)
+	var sent, resent int64 // the objects' requests were sent from sent on
+	script := func(w *synth.Writer) {
+		o := synth.DefaultConnOptions()
+		o.IPID = synth.IPIDPerConn
+		c := w.ConnWith(client, netip.AddrPortFrom(server.Addr(), 443), 7500, 9500, o)
+		at := handshake(c, synth.T(0))
+		prevClient := true
+		step := func(wr tlsWrite) {
+			if wr.fromClient {
+				if !prevClient {
+					at += 2 * D // the server's flight reached the client, which answers at once
+				}
+				c.Client(at, wr.b)
+				at += 50 * us
+			} else {
+				if prevClient {
+					at += 2 * ms
+				}
+				times := c.ServerMSS(at, wr.b, 1448, 20*us)
+				at = times[len(times)-1] + 20*us
+				c.ClientAck(at + 2*D - 20*us)
+			}
+			prevClient = wr.fromClient
+		}
+		// The recording's pipe interleaved the objects' requests with the
+		// server's writes; a browser sends them at once: they go first,
+		// the first of them lost, then its resend, then the rest.
+		var reqs, rest []tlsWrite
+		for _, wr := range writes {
+			switch {
+			case wr.wave < 2:
+				step(wr)
+			case wr.fromClient && len(wr.b) >= 40: // HEADERS, not an ACK of SETTINGS
+				reqs = append(reqs, wr)
+			default:
+				rest = append(rest, wr)
+			}
+		}
+		sent = at + 2*D // the page's response reached the client
+		lostSeq := c.ClientNext()
+		c.ClientLost()
+		c.SkipClient(len(reqs[0].b))
+		for k, wr := range reqs[1:] {
+			c.Client(sent+int64(k+1)*50*us, wr.b)
+		}
+		resent = synth.TimerFires(sent, lostWaitAfterSamples(2*D, 2))
+		c.ClientAt(resent, lostSeq, reqs[0].b)
+		at, prevClient = resent+50*us, true
+		for _, wr := range rest {
+			step(wr)
+		}
+		c.ClientFIN(at + 10*ms)
+		c.ServerFIN(at + 10*ms + 100*us)
+		c.ClientAck(at + 10*ms + 2*D)
+	}
+	out := analyze(t, defaultOpts(), reconstruct.Config{KeyLog: kl}, script)
+	if resent == 0 {
+		t.Fatal("the script lost no request")
+	}
+	flagged := 0
+	for _, tx := range out.txs {
+		if err := tx.Invariants(); err != nil {
+			t.Error(err)
+		}
+		if tx.URL == "/index.html" {
+			continue
+		}
+		// Sent from sent on (one 50 us step per write), at the capture
+		// point D later; the lost one is timed by the next one's send.
+		d := time.Duration(tx.Start - (sent - D))
+		t.Logf("%s: start %v from its send, total %v, flags %v", tx.URL, d, time.Duration(tx.Total), tx.Flags)
+		if tx.Flags&reconstruct.FlagUpstreamLoss != 0 {
+			flagged++
+		}
+		if d < 0 || d > time.Millisecond {
+			t.Errorf("%s: starts %v from its send, want within 1 ms (the resend came %v later)", tx.URL, d, time.Duration(resent-sent))
+		}
+	}
+	if len(out.txs) != 4 || flagged != 1 {
+		t.Errorf("%d transactions, %d flagged upstream_loss; want 4 and 1", len(out.txs), flagged)
+	}
+}
