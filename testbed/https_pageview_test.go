@@ -144,7 +144,14 @@ func TestChromiumHTTPSPageviews(t *testing.T) {
 		for _, h2 := range []bool{false, true} {
 			proto := map[bool]string{false: "HTTPS1.1", true: "HTTPS2"}[h2]
 			t.Run(scenario+"/"+proto, func(t *testing.T) {
-				r := runChromiumHTTPS(t, h2, scenario, chromiumHTTPSLoads)
+				loads := chromiumHTTPSLoads
+				if scenario == "loss" {
+					// Twice the loads, as in cleartext: a lossy path
+					// has rare events no capture tells apart, and the
+					// share within tolerance must not hang on one.
+					loads *= 2
+				}
+				r := runChromiumHTTPS(t, h2, scenario, loads)
 				a := compareChromiumHTTPS(t, r, h2)
 				a.report(t, scenario+" "+proto, true)
 				all.merge(a)
@@ -191,12 +198,6 @@ func compareChromiumHTTPS(t *testing.T, r *chromiumHTTPSRun, h2 bool) *acceptanc
 	}
 	a := &acceptance{runs: 1}
 	a.init()
-	heldH2 := 0
-	defer func() {
-		if heldH2 > 0 {
-			t.Logf("%d HTTP/2 transactions held behind a client resend set aside (known gap)", heldH2)
-		}
-	}()
 	rtmonOf := map[*TLSWireTxn]*rtmonTxnRec{}
 	var wire []*TLSWireTxn
 	for _, port := range slices.Sorted(maps.Keys(conns)) {
@@ -219,15 +220,6 @@ func compareChromiumHTTPS(t *testing.T, r *chromiumHTTPSRun, h2 bool) *acceptanc
 			tol := max(txnFloor, time.Duration(txnRel*float64(w.Total())))
 			stall := r.bridge.StallWithin(w.Start, w.End)
 			switch {
-			case d.Abs() > tol && h2 && w.ReqHeld:
-				// Known gap (issue 14): a decrypted HTTP/2 request that
-				// the server got only after the client resent it (or
-				// bytes before it) is timed from the copy the capture
-				// saw; HTTP/1.1 estimates the first send (requestSent).
-				a.txnN--
-				heldH2++
-				t.Logf("UPSTREAM-LOSS %s:%d stream %d %s: rtmon %v, wire %v: %v (not judged: HTTP/2 request send not estimated yet)",
-					x.Client, x.ClientPort, w.Stream, w.URL, time.Duration(x.Total), w.Total(), d)
 			case d.Abs() <= tol:
 				a.txnOK++
 			case d.Abs() <= tol+stall:
@@ -238,8 +230,9 @@ func compareChromiumHTTPS(t *testing.T, r *chromiumHTTPSRun, h2 bool) *acceptanc
 				t.Logf("STALL %s:%d %s: rtmon %v, wire %v: off by %v within the link's %v of stalls", x.Client, x.ClientPort, w.URL,
 					time.Duration(x.Total), w.Total(), d, stall)
 			default:
-				t.Logf("MISS %s:%d stream %d %s: rtmon %v (tconn %v ttls %v), wire %v (fresh %v): %+v (link stalls %v)",
-					x.Client, x.ClientPort, w.Stream, w.URL, time.Duration(x.Total), time.Duration(x.Tconn), time.Duration(x.Ttls), w.Total(), w.Fresh, d, stall)
+				t.Logf("MISS %s:%d stream %d %s: rtmon %v (tconn %v ttls %v, flags %v), wire %v (fresh %v, held behind a resend %v): %+v (link stalls %v)",
+					x.Client, x.ClientPort, w.Stream, w.URL, time.Duration(x.Total), time.Duration(x.Tconn), time.Duration(x.Ttls), x.Flags,
+					w.Total(), w.Fresh, w.ReqHeld, d, stall)
 			}
 		}
 	}

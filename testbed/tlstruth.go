@@ -75,7 +75,7 @@ func ReadTLSWire(ctx context.Context, pcap, keyLog string, serverPort int) (map[
 	// Out-of-order reassembly: without it a lost and resent segment ends
 	// the stream's reassembly, and every later message goes unreported.
 	args := []string{"-r", pcap, "-n", "-o", "tls.keylog_file:" + keyLog, "-o", "tcp.reassemble_out_of_order:TRUE",
-		"-Y", fmt.Sprintf("tcp.port == %d && (http || http2 || tls.handshake.type == 20 || tcp.flags.syn == 1)", serverPort),
+		"-Y", fmt.Sprintf("tcp.port == %d && (http || http2 || tls.handshake.type == 20 || tcp.flags.syn == 1 || tcp.analysis.retransmission)", serverPort),
 		"-T", "fields", "-E", "separator=|", "-E", "aggregator=;"}
 	for _, f := range tlsTruthFields {
 		args = append(args, "-e", f)
