@@ -50,7 +50,7 @@ func (d *Dataset) newClosedLoop(rules []Rule, o *Options, qf *queueFit) *closedL
 		out: make([]UnitResult, len(d.units)), st: make([]unitState, len(d.units)),
 		unitConns: make([][]int, len(d.units)), left: make([]int, len(d.units)), lastAct: map[string]active{}}
 	l.ch = &queueChange{connDelay: make([]int64, len(q.conns)), connGone: make([]bool, len(q.conns)),
-		connSpliced: make([]bool, len(q.conns)), connFastSYN: make([]int64, len(q.conns)), connAttempt: make([]int, len(q.conns)),
+		connSpliced: make([]bool, len(q.conns)), connBindsAtHello: make([]bool, len(q.conns)), connFastSYN: make([]int64, len(q.conns)), connAttempt: make([]int, len(q.conns)),
 		txsRemoved: make([]bool, len(q.txs))}
 	l.sim = d.newQueueSim(q, o, qf.model.shape(), l.ch)
 	l.sim.nullFull, l.sim.nullQueue = qf.null.fullAtAccept, qf.null.queueAtAccept
@@ -153,6 +153,7 @@ func (l *closedLoop) admit(ui, attempt int) {
 	first := d.firstConn(u)
 	for _, ci := range l.unitConns[ui] {
 		ch.connDelay[ci], ch.connSpliced[ci], ch.connFastSYN[ci] = s.delay, s.act.splice, s.act.fastSYNGap()
+		ch.connBindsAtHello[ci] = s.act.splice && !s.act.spliceTLS
 		if q.txs[q.conns[ci].txs[0]].conn == ci && q.conns[ci].txs[0] == first {
 			// The connection whose SYNs the rules dropped goes on
 			// counting the client's attempts.
@@ -170,6 +171,7 @@ func (l *closedLoop) admit(ui, attempt int) {
 func (l *closedLoop) ghost(ci int) {
 	act := l.lastAct[l.q.conns[ci].class]
 	l.ch.connFastSYN[ci] = act.fastSYNGap()
+	l.ch.connBindsAtHello[ci] = act.splice && !act.spliceTLS
 	if l.ch.connGone[ci], l.ch.connSpliced[ci] = act.drop, act.splice; !act.drop {
 		l.sim.start(ci)
 	}

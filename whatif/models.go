@@ -12,6 +12,7 @@ type active struct {
 	fastSYN    int64 // gap in ns; 0 = off
 	fastSYNACK int64
 	splice     bool
+	spliceTLS  bool // the splicer terminates TLS (binds at the request on HTTPS too)
 	drop       bool
 	halt       bool
 	remove     bool
@@ -41,7 +42,9 @@ func (a *active) add(x Action) {
 			a.fastSYNACK = int64(x.Gap)
 		}
 	case Splice:
-		a.splice = true
+		if !a.splice {
+			a.splice, a.spliceTLS = true, x.TerminateTLS
+		}
 	case DropSYN:
 		a.drop = true
 	case HaltFastSYN:

@@ -42,7 +42,7 @@ func (e *ParseError) Error() string {
 //	prim    := ( cond ) | IP.SRC (==|!=) PATTERN | CLASS (==|!=) NAME
 //	         | RT | RT_HIGH | RT_LOW | RT[NAME]  (< <= > >= == !=)  DURATION
 //	action  := FAST SYN [GAP DURATION] | FAST SYN/ACK [GAP DURATION]
-//	         | DROP SYN | HALT FAST SYN | REMOVE EMBEDS | SPLICE
+//	         | DROP SYN | HALT FAST SYN | REMOVE EMBEDS | SPLICE [TERMINATE TLS]
 //	         | REWRITE EMBEDS [ABOVE SIZE] [RATIO NUMBER]
 //
 // Keywords are case-insensitive. DURATION takes ns, us, µs, ms, s or m
@@ -399,7 +399,13 @@ func (p *parser) action() (Action, error) {
 	case isKw(t, "REMOVE"):
 		return Action{Kind: RemoveEmbeds}, p.expectKw("EMBEDS", "EMBEDS")
 	case isKw(t, "SPLICE"):
-		return Action{Kind: Splice}, nil
+		a := Action{Kind: Splice}
+		if isKw(p.peek(), "TERMINATE") {
+			p.next()
+			a.TerminateTLS = true
+			return a, p.expectKw("TLS", "TLS")
+		}
+		return a, nil
 	case isKw(t, "REWRITE"):
 		a := Action{Kind: RewriteEmbeds, Above: DefaultAbove, Ratio: DefaultRatio}
 		if err := p.expectKw("EMBEDS", "EMBEDS"); err != nil {

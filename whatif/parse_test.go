@@ -59,6 +59,8 @@ func TestParseAST(t *testing.T) {
 		{"IF (RT < 1s OR RT == 2s) AND CLASS != others THEN SPLICE AND REMOVE EMBEDS",
 			Rule{Line: 1, Cond: &And{&Or{&RTCond{Op: OpLT, Value: time.Second}, &RTCond{Op: OpEQ, Value: 2 * time.Second}}, &ClassCond{Neg: true, Class: "others"}},
 				Actions: []Action{{Kind: Splice}, {Kind: RemoveEmbeds}}}},
+		{"IF RT > 1s THEN SPLICE TERMINATE TLS, DROP SYN",
+			Rule{Line: 1, Cond: &RTCond{Op: OpGT, Value: time.Second}, Actions: []Action{{Kind: Splice, TerminateTLS: true}, {Kind: DropSYN}}}},
 		{"IF RT != 10ms THEN REWRITE EMBEDS ABOVE 256KB RATIO 0.5",
 			Rule{Line: 1, Cond: &RTCond{Op: OpNE, Value: 10 * time.Millisecond}, Actions: []Action{{Kind: RewriteEmbeds, Above: 256 * 1024, Ratio: 0.5}}}},
 	} {
@@ -81,6 +83,7 @@ func TestParseAST(t *testing.T) {
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct{ src, want string }{
 		{"IF THEN SPLICE", "line 1, column 4: expected " + condExpected + `, found "THEN"`},
+		{"IF RT > 1s THEN SPLICE TERMINATE SSL", `line 1, column 34: expected TLS, found "SSL"`},
 		{"IF RT > 3 THEN SPLICE", `line 1, column 9: expected a duration (e.g. 3.0s, 500ms, 250us), found "3"`},
 		{"IF RT > 3s SPLICE", `line 1, column 12: expected AND, OR or THEN, found "SPLICE"`},
 		{"IF RT > 3s THEN", "line 1, column 16: expected " + actionExpected + ", found end of line"},

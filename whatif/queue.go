@@ -27,9 +27,13 @@ type queueConn struct {
 	// rtt and rttServer: how long a half-open connection from the client,
 	// or from a splicer beside the server, holds a backlog slot.
 	rtt, rttServer int64
-	unit           int // -1: a client that gave up (ghost)
-	class          string
-	client         netip.Addr
+	// tlsLead: on HTTPS, from the connection's handshake to its first
+	// request's arrival (the TLS handshake and the client's wait), which
+	// a splicer that binds at the ClientHello puts ahead of the request.
+	tlsLead int64
+	unit    int // -1: a client that gave up (ghost)
+	class   string
+	client  netip.Addr
 	// gaveUp: the capture shows only its SYNs, every one dropped; its
 	// request is the class's typical one.
 	gaveUp bool
@@ -142,6 +146,9 @@ func (d *Dataset) buildQueueData() *queueData {
 				}
 				qc.synLosses = len(syn)
 				q.synLosses += len(syn)
+				if t.conn.TLSVersion != 0 && t.conn.Established > 0 && t.tx.RequestLast > t.conn.Established {
+					qc.tlsLead = t.tx.RequestLast - t.conn.Established
+				}
 			}
 			q.conns = append(q.conns, qc)
 		}

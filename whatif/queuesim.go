@@ -16,6 +16,9 @@ type queueChange struct {
 	connDelay   []int64 // by connection
 	connGone    []bool
 	connSpliced []bool // a splicer completes its handshakes
+	// connBindsAtHello: the splicer does not terminate TLS, so on HTTPS it
+	// binds at the ClientHello (see queueConn.tlsLead).
+	connBindsAtHello []bool
 	// connFastSYN: the front end's FAST SYN gap for the connection (0:
 	// none): it sends the SYN again every gap until the server answers.
 	connFastSYN []int64
@@ -217,7 +220,7 @@ func (s *queueSim) scheduleNext(ci int, at int64) {
 		// traffic its first copy may find room (n counts the copies).
 		s.h.Push(qEvent{t: max(at, qt.sent+s.shift[ci]), kind: qArrive, id: ti, n: 1})
 	case s.spliced(ci):
-		s.h.Push(qEvent{t: max(at, qt.arrival+s.shift[ci]), kind: qArrive, id: ti})
+		s.h.Push(qEvent{t: max(at, qt.arrival-s.bindLead(ci, ti)+s.shift[ci]), kind: qArrive, id: ti})
 	default:
 		// The server takes the connection when its handshake completes
 		// (queued), in that order, and its request when it has come: the
@@ -380,6 +383,17 @@ func (s *queueSim) hold(t, rtt int64) {
 	}
 }
 
+// bindLead is how long before its request the splicer binds connection
+// ci, whose first transaction is ti: the TLS handshake's lead when it binds
+// at the ClientHello, else 0 (at the request).
+func (s *queueSim) bindLead(ci, ti int) int64 {
+	c := &s.q.conns[ci]
+	if s.ch == nil || !s.ch.connBindsAtHello[ci] || len(c.txs) == 0 || c.txs[0] != ti {
+		return 0
+	}
+	return c.tlsLead
+}
+
 // spliced reports whether connection ci is a splicer's.
 func (s *queueSim) spliced(ci int) bool {
 	c := &s.q.conns[ci]
@@ -418,9 +432,13 @@ func (s *queueSim) arrive(ev qEvent) {
 	if ci := qt.conn; s.spliced(ci) && s.bindTries[ci] >= 0 {
 		// The splicer's own SYN to the server, at the request: dropped
 		// while the server's queue is full, sent again on its timer.
+		// Its server time counts from when the request would have come
+		// had the first SYN got in (a bind at the ClientHello precedes
+		// the request by the TLS handshake, which the client's Ttls holds).
+		lead := s.bindLead(ci, ti)
 		if s.full() && s.bindTries[ci] < maxSpliceTries {
 			if s.bindTries[ci] == 0 {
-				s.arrivedT[ti] = t
+				s.arrivedT[ti] = t + lead
 			}
 			s.bindTries[ci]++
 			s.out.drops++
@@ -429,11 +447,13 @@ func (s *queueSim) arrive(ev qEvent) {
 			return
 		}
 		if s.bindTries[ci] == 0 {
-			s.arrivedT[ti] = t
+			s.arrivedT[ti] = t + lead
 		}
 		s.bindTries[ci] = -1
 		s.hold(t, s.q.conns[ci].rttServer)
-		s.ready[ti] = t
+		// Bound at the ClientHello, the request follows the TLS handshake
+		// through the splice; the worker that accepted waits for it.
+		s.ready[ti] = t + lead
 		s.serve(ti, t)
 		return
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/rtmon/rtmon/reconstruct"
 )
 
 // MaxCandidates bounds the rule sets one Rank call replays.
@@ -134,7 +136,8 @@ func Pairs(singles [][]Rule) [][]Rule {
 
 // StandardCandidates is the candidate set evaluated when the user gives no
 // rules: FAST SYN GAP 200ms, FAST SYN/ACK GAP 200ms, SPLICE, REMOVE EMBEDS,
-// REWRITE EMBEDS ABOVE 100KB RATIO 0.25 for everybody, and, for each
+// REWRITE EMBEDS ABOVE 100KB RATIO 0.25 for everybody (and SPLICE TERMINATE
+// TLS when the capture holds HTTPS: the two splicers differ there), and, for each
 // low-priority class, DROP SYN while RT_HIGH exceeds the high-priority
 // classes' measured 75th percentile (when some class is high priority).
 func (d *Dataset) StandardCandidates(opts Options) ([][]Rule, error) {
@@ -143,13 +146,17 @@ func (d *Dataset) StandardCandidates(opts Options) ([][]Rule, error) {
 		return nil, err
 	}
 	var out [][]Rule
-	for _, src := range []string{
+	srcs := []string{
 		"IF IP.SRC == * THEN FAST SYN GAP 200ms",
 		"IF IP.SRC == * THEN FAST SYN/ACK GAP 200ms",
 		"IF IP.SRC == * THEN SPLICE",
 		"IF IP.SRC == * THEN REMOVE EMBEDS",
 		"IF IP.SRC == * THEN REWRITE EMBEDS ABOVE 100KB RATIO 0.25",
-	} {
+	}
+	if d.hasTLS() {
+		srcs = slices.Insert(srcs, 3, "IF IP.SRC == * THEN SPLICE TERMINATE TLS")
+	}
+	for _, src := range srcs {
 		r, err := ParseRule(src)
 		if err != nil {
 			return nil, fmt.Errorf("whatif: standard candidate: %w", err)
@@ -188,4 +195,14 @@ func validClassName(c string) bool {
 		}
 	}
 	return true
+}
+
+// hasTLS reports whether some transaction was carried over TLS.
+func (d *Dataset) hasTLS() bool {
+	for i := range d.txs {
+		if d.txs[i].tx.Flags&reconstruct.FlagTLS != 0 {
+			return true
+		}
+	}
+	return false
 }

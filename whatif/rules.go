@@ -215,6 +215,9 @@ type Action struct {
 	// larger than Above to Ratio of their size.
 	Above int64
 	Ratio float64
+	// TerminateTLS: SPLICE by a splicer that terminates TLS, so that on
+	// HTTPS it too binds when the request has come (see Assumptions).
+	TerminateTLS bool
 }
 
 func (a Action) String() string {
@@ -233,6 +236,9 @@ func (a Action) String() string {
 		return "REWRITE EMBEDS ABOVE " + formatSize(a.Above) + " RATIO " +
 			strconv.FormatFloat(a.Ratio, 'g', -1, 64)
 	case Splice:
+		if a.TerminateTLS {
+			return "SPLICE TERMINATE TLS"
+		}
 		return "SPLICE"
 	}
 	return "UNKNOWN"
@@ -266,7 +272,7 @@ func (a Action) Assumptions() string {
 			"RTT (a LAN hop) plus the SYN waits the server caused the client (less the FAST SYN saving when FAST " +
 			"SYN also applies), which move from Tconn into Tserver. It is a splicer that sends its SYN to the " +
 			"server again until the server takes it, as connect(2) does; the kernel's SYNPROXY sends one, and in " +
-			"front of an overloaded listener four loads in ten stalled behind it."
+			"front of an overloaded listener four loads in ten stalled behind it. " + spliceTLSAssumption(a.TerminateTLS)
 	case DropSYN:
 		return "While the condition holds, the first SYN of a new unit (pageview) of the matching clients is " +
 			"dropped; the client retransmits on its own schedule, learned from the capture's SYN retransmissions " +
@@ -297,4 +303,18 @@ func (a Action) Assumptions() string {
 			"same connection shift earlier by it; the pageview ends at the latest new end (critical path)."
 	}
 	return ""
+}
+
+// spliceTLSAssumption is what SPLICE assumes of HTTPS connections.
+func spliceTLSAssumption(terminate bool) string {
+	if terminate {
+		return "On HTTPS the splicer terminates TLS: the client's TLS handshake is with the splicer (Ttls as " +
+			"measured: the splicer stands where the capture point is, and is taken to compute as fast as the " +
+			"server), and it binds when the request has come, as for HTTP, speaking plain HTTP to the server."
+	}
+	return "On HTTPS a splicer that does not terminate TLS cannot read the request: it binds at the client's " +
+		"ClientHello (choosing the server by SNI), so the server-side handshake and its SYN waits delay the " +
+		"client's TLS handshake (Ttls) instead, and the server holds the connection from there on: under the " +
+		"queue server model the splicer's SYN meets the replayed backlog that much earlier, and a worker " +
+		"waits for the request through the TLS handshake. SPLICE TERMINATE TLS models a splicer that terminates TLS."
 }

@@ -51,8 +51,8 @@ spot (with --classes if given). It prints, per
 class, the measured and predicted response-time distributions, then ranks
 each rule and each pair of rules by the gain for every class and the cost to
 the others. Without rules it ranks the standard candidates: FAST SYN GAP 200ms,
-FAST SYN/ACK GAP 200ms, SPLICE, REMOVE EMBEDS, REWRITE EMBEDS ABOVE 100KB
-RATIO 0.25, and DROP SYN for each low-priority class while RT_HIGH exceeds the
+FAST SYN/ACK GAP 200ms, SPLICE (and SPLICE TERMINATE TLS on HTTPS), REMOVE
+EMBEDS, REWRITE EMBEDS ABOVE 100KB RATIO 0.25, and DROP SYN for each low-priority class while RT_HIGH exceeds the
 high-priority classes' measured 75th percentile.
 
 Rules: IF <cond> THEN <action>[, <action>], one per line, # comments, e.g.
