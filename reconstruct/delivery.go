@@ -83,9 +83,8 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 	if refill {
 		// TCP sends new data in sequence order: the lost first copy left
 		// before the first segment that overtook it, which reached the
-		// capture point at oooAt (a nanosecond earlier keeps the two
-		// apart for h2RequestLoss).
-		first = min(first, c.oooAt-1)
+		// capture point at oooAt.
+		first = min(first, c.oooAt)
 	}
 	c.c2sLog.add(deliveryPiece{off: off, end: off + int64(wireLen), ts: ts, arrived: first, lost: lost,
 		ackOrCopy: c.pktAckOrCopy, refill: refill})

@@ -42,7 +42,12 @@ func (c *conn) tlsH2Start() {
 	cfg := http2wire.Config{MaxStreams: maxH2Streams, MaxValueLen: maxH2ValueLen}
 	if t := c.t; t.cfg.MaxBodyBytes > 0 {
 		cfg.WantBody = wantH2Body
-		cfg.MaxBodyLen, cfg.MaxBodyBuffered = t.cfg.MaxBodyBytes, maxH2Bodies*t.cfg.MaxBodyBytes
+		// At most the whole budget, which also keeps the product from
+		// overflowing for a huge MaxBodyBytes.
+		cfg.MaxBodyLen, cfg.MaxBodyBuffered = t.cfg.MaxBodyBytes, t.cfg.MaxBodyBudget
+		if t.cfg.MaxBodyBytes <= t.cfg.MaxBodyBudget/maxH2Bodies {
+			cfg.MaxBodyBuffered = maxH2Bodies * t.cfg.MaxBodyBytes
+		}
 		cfg.Reserve = t.tlsH2Reserve
 	}
 	c.plain.h2 = http2wire.New(cfg)
@@ -109,21 +114,27 @@ func (c *conn) h2ClientRecordStart(r tlswire.Record) int64 {
 		return r.StartAt
 	}
 	at := min(pc.arrived, r.StartAt)
-	// A piece that overtook a hole owes its IP ID gap to the hole: the
-	// piece that fills it is the resend (refill), not this one.
-	// A refill's first send is known from the segments that overtook it
-	// (deliverClient): only the flag remains to give. Other evidence of
-	// a lost first copy (IP IDs) leaves the send to requestSent.
-	if pc.arrived == pc.ts && pc.lost > 0 && !pc.refill || pc.refill {
-		p := c.plain
-		lost := pc.lost
-		if pc.refill {
-			lost = 0
-		}
-		p.h2Resent[p.h2Next] = h2ResentRecord{at: at, lost: lost, ackOrCopy: pc.ackOrCopy, refill: pc.refill}
-		p.h2Next = (p.h2Next + 1) % len(p.h2Resent)
+	switch {
+	case pc.refill:
+		// Its first send is known from the segment that overtook it
+		// (deliverClient): only the flag remains to give. A nanosecond
+		// earlier than that segment keeps the two records' streams apart
+		// for h2RequestLoss.
+		at--
+		c.noteH2Resent(h2ResentRecord{at: at, refill: true})
+	case pc.arrived == pc.ts && pc.lost > 0:
+		// IP IDs show a lost first copy: the send is requestSent's to
+		// estimate. (A piece that overtook a hole owes its IP ID gap to
+		// the hole, whose filling is the resend.)
+		c.noteH2Resent(h2ResentRecord{at: at, lost: pc.lost, ackOrCopy: pc.ackOrCopy})
 	}
 	return at
+}
+
+func (c *conn) noteH2Resent(e h2ResentRecord) {
+	p := c.plain
+	p.h2Resent[p.h2Next] = e
+	p.h2Next = (p.h2Next + 1) % len(p.h2Resent)
 }
 
 // h2RequestLoss gives st the loss evidence of the record its request began
