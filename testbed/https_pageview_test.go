@@ -137,7 +137,7 @@ func runChromiumHTTPS(t *testing.T, h2 bool, scenario string, loads int) *chromi
 
 func TestChromiumHTTPSPageviews(t *testing.T) {
 	needChromium(t)
-	needPackage(t, "tshark", "tshark")
+	needPackage(t, "/usr/bin/tshark", "tshark")
 	var all acceptance
 	all.init()
 	for _, scenario := range httpsScenarios {
