@@ -77,9 +77,11 @@ type WireTruthTxn struct {
 	// ReqRetrans: some request byte was sent more than once.
 	// RespDup: some response byte arrived more than once (a retransmission
 	// the client did not need: its ACK was lost or late).
-	ReqRetrans bool  `json:"req_retrans,omitempty"`
-	RespDup    bool  `json:"resp_dup,omitempty"`
-	RespBytes  int64 `json:"resp_bytes"` // headers and body on the wire
+	// RespDupLast: when the last such duplicate arrived (Unix ns).
+	ReqRetrans  bool  `json:"req_retrans,omitempty"`
+	RespDup     bool  `json:"resp_dup,omitempty"`
+	RespDupLast int64 `json:"resp_dup_last,omitempty"`
+	RespBytes   int64 `json:"resp_bytes"` // headers and body on the wire
 	// Complete: the whole response arrived.
 	Complete bool `json:"complete"`
 
@@ -394,13 +396,16 @@ func (c *WireTruthConn) FirstRequestCopyLost(x *WireTruthTxn, srv *WireTruthConn
 }
 
 // dupIn reports whether a byte in [a, b) was seen more than once.
-func (s *streamAssembler) dupIn(a, b int64) bool {
+// lastDupIn is when the last duplicate of a byte in [a, b) arrived, 0
+// when none did.
+func (s *streamAssembler) lastDupIn(a, b int64) int64 {
+	var last int64
 	for _, d := range s.dup {
 		if d.start < b && d.end > a {
-			return true
+			last = max(last, d.at)
 		}
 	}
-	return false
+	return last
 }
 
 // parse cuts both contiguous streams into requests and responses.
@@ -432,7 +437,7 @@ func (c *WireTruthConn) parse() {
 			Referer: req.Header.Get("Referer"), UserAgent: req.Header.Get("User-Agent"), reqStart: a, reqEnd: b}
 		x.ReqFirst = c.up.firstSeen(a)
 		x.ReqLast = c.up.firstSeen(b - 1)
-		x.ReqRetrans = c.up.dupIn(a, b)
+		x.ReqRetrans = c.up.lastDupIn(a, b) != 0
 		c.Txns = append(c.Txns, x)
 		reqs = append(reqs, req)
 	}
@@ -467,7 +472,8 @@ func (c *WireTruthConn) parse() {
 		x.respStart, x.respEnd = a, b
 		x.RespBytes = b - a
 		x.RespFirst = c.down.firstSeen(a)
-		x.RespDup = c.down.dupIn(a, b)
+		x.RespDupLast = c.down.lastDupIn(a, b)
+		x.RespDup = x.RespDupLast != 0
 		if err != nil {
 			if c.Err == "" {
 				c.Err = fmt.Sprintf("response %d body: %v", i, err)

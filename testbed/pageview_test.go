@@ -546,6 +546,13 @@ func lateAt(link *LinkDelays, r WireRef, ats []int64) time.Duration {
 	if r.Txn.ReqRetrans {
 		late = max(late, link.LateBefore(r.Conn.Client, r.Conn.ClientPort, r.Txn.ReqLast))
 	}
+	if r.Txn.RespDup {
+		// The same for a response the server resent: its timer, and the
+		// client's ACKs that rtmon judges the copies by, are the link's
+		// history up to the last copy (seen: an ACK the stalled bridge
+		// held 991 ms drew an RTO copy 530 ms after the client had all).
+		late = max(late, link.LateBefore(r.Conn.Client, r.Conn.ClientPort, r.Txn.RespDupLast))
+	}
 	return late
 }
 
@@ -778,7 +785,11 @@ func key(x WireID) wireKey { return wireKey{x.Client, int(x.Port), x.Seq, x.Inde
 // error, judged by the transaction share, that the exact object counts of
 // both pages would judge again. Seen once in 8 runs beside a CPU hog: a
 // request rtmon took for resent 376 ms earlier (a bridge stall of 986 ms)
-// landed in the previous page's pageview.
+// landed in the previous page's pageview. A misjudged in-load object that
+// stayed in its pageview moves the load's end, which decides the in-load
+// and after-load counts of the objects after it (seen once beside a CPU
+// hog: a response rtmon ended 530 ms late, on an ACK the bridge held
+// 991 ms, took a beacon in).
 func misplacedByTiming(truth []PageTruth, pvOf func(*PageTruth) *rtmonPV, byKey map[wireKey]*rtmonTxnRec, misjudged map[wireKey]bool) map[string]bool {
 	excused := map[string]bool{}
 	for i := range truth {
@@ -790,6 +801,11 @@ func misplacedByTiming(truth []PageTruth, pvOf func(*PageTruth) *rtmonPV, byKey 
 		for _, x := range slices.Concat(p.Wire.InLoad, p.Wire.AfterLoad) {
 			if ox := byKey[key(x)]; ox != nil && ox.PageviewID != pv.ID && misjudged[key(x)] {
 				excused[pv.ID], excused[ox.PageviewID] = true, true
+			}
+		}
+		for _, x := range p.Wire.InLoad {
+			if misjudged[key(x)] {
+				excused[pv.ID] = true
 			}
 		}
 	}
