@@ -1,7 +1,9 @@
 package reconstruct_test
 
 import (
+	"crypto/tls"
 	"encoding/binary"
+	"net/http"
 	"net/netip"
 	"testing"
 
@@ -25,6 +27,14 @@ func FuzzTracker(f *testing.F) {
 	f.Add([]byte("\x18\x30\x00\x00\x00\x01\x00\x00\x00\x01" + hello +
 		"\x18\x11\x00\x00\x00\x01\x00\x00\x00\x31\x16\x03\x03\x00\x04\x02\x00\x00\x00\x17\x03\x03\x00\x02ab" +
 		"\x18\x10\x00\x00\x00\x31\x00\x00\x00\x10\x17\x03\x03\x00\x1dabcdefghijklmnopqrstuvwxyzabc"))
+	// TLS 1.3 sessions whose client offered h2 and HTTP/1.1: the server
+	// chose HTTP/1.1 in one and h2 in the other, which keyless timing
+	// tells apart by the client's records (see tlsSettleProtocol).
+	offered := func(cli, _ *tls.Config) { cli.NextProtos = []string{"h2", "http/1.1"} }
+	f.Add(fuzzSessionWhole(recordTLSSessionWith(f, tls.VersionTLS13, []string{"http/1.1"}, []string{"/", "/a", "/b"}, 300, offered)))
+	h2 := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
+	f.Add(fuzzSessionWhole(recordH2WavesOffering(f, tls.VersionTLS13, []string{"h2", "http/1.1"}, nil, h2,
+		[]h2Fetch{{path: "/"}}, []h2Fetch{{path: "/a"}, {path: "/b"}})))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fuzzTrack(t, data, nil)
 	})

@@ -59,8 +59,8 @@ const (
 	// request's URL, method and status unknown, the host from SNI); with
 	// them (Config.KeyLog) they are decrypted and parsed.
 	FlagTLS
-	// FlagHTTP2: the connection negotiated HTTP/2 (ALPN h2), or may have:
-	// TLS 1.3 hides the server's choice, and the client offered h2. Its
+	// FlagHTTP2: the connection negotiated HTTP/2 (ALPN h2; under TLS
+	// 1.3, which hides the choice, the client's SETTINGS ACK says so). Its
 	// streams interleave on one connection, so without keys it gives no
 	// transactions: the connection is timed, its exchanges are not. On a
 	// transaction: an HTTP/2 stream of a decrypted connection.

@@ -29,6 +29,15 @@ import (
 // component is ever negative whatever the capture held (requests completed
 // by a late hole fill, responses that began before their request ended).
 func (c *conn) emit(st *txState) {
+	if c.tls != nil && c.tls.protoUnsure {
+		c.tlsHold(st) // TLS 1.3 hid the protocol: maybe HTTP/2's frames
+		return
+	}
+	c.emitTimed(st)
+}
+
+// emitTimed times st as emit says and hands it on.
+func (c *conn) emitTimed(st *txState) {
 	tx := &st.tx
 	r := &c.rec
 	tx.ConnectionID = c.id()

@@ -17,8 +17,10 @@ import (
 // from record boundaries as the snap-length heuristic times bytes. The
 // URL, method and status stay unknown; the host is the SNI name. HTTP/2
 // interleaves streams on one connection, so its turns are not exchanges:
-// such a connection is timed and flagged, and gives no transactions. With
-// the connection's keys in a key log, tlsplain.go reads its HTTP instead.
+// such a connection is timed and flagged, and gives no transactions. TLS
+// 1.3 hides which of h2 and HTTP/1.1 the server chose; the client's
+// records tell (tlsSettleProtocol). With the connection's keys in a key
+// log, tlsplain.go reads its HTTP instead.
 
 // tlsSession is a TLS connection's handshake and turn state.
 type tlsSession struct {
@@ -30,6 +32,13 @@ type tlsSession struct {
 	finished, serverFinished int64
 	// multiplexed: HTTP/2 was or may have been negotiated (see FlagHTTP2).
 	multiplexed bool
+	// protoUnsure: TLS 1.3 hid whether the server chose h2 or HTTP/1.1
+	// of those the client offered; the transactions of its turns are
+	// held, not emitted, until tlsSettleProtocol knows. answers counts
+	// the client's records that answered the server meanwhile.
+	protoUnsure bool
+	held        []*txState
+	answers     int
 	// lost: a direction lost its record framing (bytes never captured
 	// over a record header); turns are then read from the bytes as the
 	// snap-length heuristic reads them.
@@ -65,6 +74,14 @@ const (
 	minHTTPRecord = 24
 	// maxSNI bounds the server name kept (a DNS name is at most 253).
 	maxSNI = 255
+	// h2SettingsAckRecord is the length of a TLS 1.3 record holding one
+	// HTTP/2 frame without payload (9 bytes, a type byte and a 16-byte
+	// tag): the SETTINGS ACK an HTTP/2 client owes the server's SETTINGS,
+	// alone in its record in Chromium, Go and curl. No HTTP/1.1 request
+	// fits in it (the shortest takes 18 bytes).
+	h2SettingsAckRecord = 9 + 1 + 16
+	// maxHeld bounds the transactions held while the protocol is unsure.
+	maxHeld = 4
 )
 
 // maybeStartTLS looks at a connection's first client bytes (stream offset
@@ -177,12 +194,78 @@ func (c *conn) tlsHello(h tlswire.Handshake) {
 		c.rec.ALPN = clipString(sh.ALPN, maxSNI)
 	}
 	offered := s.wire.ClientHello != nil && slices.Contains(s.wire.ClientHello.ALPN, "h2")
-	if c.rec.ALPN == "h2" || c.rec.ALPN == "" && offered && sh.Version() >= tls13 {
+	switch {
+	case c.rec.ALPN == "h2":
+		c.tlsMultiplexed()
+	case c.rec.ALPN == "" && offered && sh.Version() >= tls13:
+		s.protoUnsure = true
+	}
+	c.tlsStartDecrypt(sh)
+}
+
+// tlsMultiplexed marks the connection HTTP/2: no keyless turns.
+func (c *conn) tlsMultiplexed() {
+	s := c.tls
+	s.protoUnsure = false
+	if !s.multiplexed {
 		s.multiplexed = true
 		c.rec.Flags |= FlagHTTP2
 		c.t.stats.HTTP2Connections++
 	}
-	c.tlsStartDecrypt(sh)
+}
+
+// tlsSettleProtocol decides, on client application-data record r, what
+// TLS 1.3 hid, and reports whether r was taken. A SETTINGS ACK's record
+// is HTTP/2: the turns so far were its frames, and they and the
+// transactions held from them are dropped. An HTTP/2 client acknowledges
+// the server's SETTINGS, its first frames, as it reads them; so after
+// two records that answered the server (sent a round trip or more after
+// its turn began) with no ACK, the connection is HTTP/1.1.
+func (c *conn) tlsSettleProtocol(r tlswire.Record) bool {
+	s := c.tls
+	if r.Len == h2SettingsAckRecord {
+		c.tlsMultiplexed()
+		c.pending, c.resp, c.awaiting, c.lastResp, s.held = nil, nil, nil, nil, nil
+		s.ticketsDone = true
+		return true
+	}
+	var turnBegan int64
+	switch {
+	case c.resp != nil:
+		turnBegan = c.resp.tx.ResponseFirst
+	case s.nTickets > 0 && len(c.pending) > 0:
+		turnBegan = s.tickets[0].At
+	default:
+		return false
+	}
+	if r.StartAt >= turnBegan+c.clientRTT()*3/4 {
+		if s.answers++; s.answers >= 2 {
+			c.tlsSettleHTTP1()
+		}
+	}
+	return false
+}
+
+// tlsHold keeps a transaction made while the protocol is unsure; past
+// maxHeld the connection is taken for HTTP/1.1 (an HTTP/2 client would
+// have acknowledged the server's SETTINGS long before).
+func (c *conn) tlsHold(st *txState) {
+	s := c.tls
+	s.held = append(s.held, st)
+	if len(s.held) >= maxHeld {
+		c.tlsSettleHTTP1()
+	}
+}
+
+// tlsSettleHTTP1 decides HTTP/1.1 and emits the transactions held.
+func (c *conn) tlsSettleHTTP1() {
+	s := c.tls
+	s.protoUnsure = false
+	held := s.held
+	s.held = nil
+	for _, st := range held {
+		c.emit(st)
+	}
 }
 
 const tls13 = 0x0304
@@ -201,6 +284,9 @@ func (c *conn) tlsClientRecord(r tlswire.Record) {
 		return // the handshake, or 0-RTT early data
 	}
 	if r.Type != tlswire.TypeApplicationData || r.Len < minHTTPRecord || s.multiplexed {
+		return
+	}
+	if s.protoUnsure && c.tlsSettleProtocol(r) {
 		return
 	}
 	c.tlsTurnEnds()

@@ -238,9 +238,22 @@ func recordDoneAt(b []byte, skipped int, times []int64) int64 {
 // like cleartext; the host comes from SNI, the URL is unknown.
 func TestKeylessHTTPS(t *testing.T) {
 	const serverHS, serverHTTP = 300 * us, 30 * ms
-	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
-		t.Run(tls.VersionName(version), func(t *testing.T) {
-			writes := recordTLSSession(t, version, []string{"http/1.1"}, []string{"/", "/app.js"}, 20000)
+	cases := []struct {
+		name    string
+		version uint16
+		offered []string
+	}{
+		{"TLS 1.2", tls.VersionTLS12, []string{"http/1.1"}},
+		{"TLS 1.3", tls.VersionTLS13, []string{"http/1.1"}},
+		// A browser offers h2 too; TLS 1.3 hides that the server chose
+		// HTTP/1.1, and the turns must still be timed.
+		{"TLS 1.3 h2 offered", tls.VersionTLS13, []string{"h2", "http/1.1"}},
+	}
+	for _, tc := range cases {
+		version := tc.version
+		t.Run(tc.name, func(t *testing.T) {
+			writes := recordTLSSessionWith(t, version, []string{"http/1.1"}, []string{"/", "/app.js"}, 20000,
+				func(cli, _ *tls.Config) { cli.NextProtos = tc.offered })
 			var tt tlsTimes
 			out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
 				c := w.Conn(client, netip.AddrPortFrom(server.Addr(), 443), 7000, 9000)
@@ -281,8 +294,9 @@ func TestKeylessHTTPS(t *testing.T) {
 					t.Errorf("tx %d: flags %v host %q url %q", tx.Index, tx.Flags, tx.Host, tx.URL)
 				}
 			}
-			if out.stats.TLSConnections != 1 || out.stats.MemoryInUse != 0 {
-				t.Errorf("stats: %d TLS connections, %d bytes counted after the end", out.stats.TLSConnections, out.stats.MemoryInUse)
+			if out.stats.TLSConnections != 1 || out.stats.MemoryInUse != 0 || out.stats.HTTP2Connections != 0 || conn.Flags&reconstruct.FlagHTTP2 != 0 {
+				t.Errorf("stats: %d TLS connections, %d HTTP/2, %d bytes counted after the end; flags %v", out.stats.TLSConnections,
+					out.stats.HTTP2Connections, out.stats.MemoryInUse, conn.Flags)
 			}
 		})
 	}
@@ -356,21 +370,22 @@ func TestKeylessHTTPSTicketsAfterFinished(t *testing.T) {
 
 // HTTP/2 interleaves its streams on one connection, so without keys its
 // record turns are not exchanges: the connection is timed and flagged,
-// and gives no transactions. TLS 1.3 hides the server's ALPN choice: a
-// client that offered h2 may be speaking it.
+// and gives no transactions. The client offers h2 and HTTP/1.1, as
+// browsers do; TLS 1.2 shows the server's choice, TLS 1.3 hides it and
+// the client's SETTINGS ACK tells.
 func TestKeylessHTTP2GivesNoTransactions(t *testing.T) {
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, strings.Repeat("y", 3000))
+	})
 	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
-		writes := recordTLSSession(t, version, []string{"h2", "http/1.1"}, []string{"/", "/a"}, 3000)
-		out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
-			c := w.Conn(client, netip.AddrPortFrom(server.Addr(), 443), 7200, 9200)
-			tt := scriptTLS(c, writes, 300*us, 30*ms)
-			c.ServerFIN(tt.respLast[1] + 3*D)
-		})
+		writes := recordH2WavesOffering(t, version, []string{"h2", "http/1.1"}, nil, handler,
+			[]h2Fetch{{path: "/"}}, []h2Fetch{{path: "/a"}, {path: "/b"}}, []h2Fetch{{path: "/c"}})
+		out := analyze(t, defaultOpts(), reconstruct.Config{}, scriptH2(writes))
 		conn := one(t, "connection", out.conns)
 		want := reconstruct.FlagTLS | reconstruct.FlagHTTP2
 		if conn.Flags&want != want || len(out.txs) != 0 || out.stats.HTTP2Connections != 1 || conn.Ttls <= 0 {
-			t.Errorf("%s: connection flags %v ttls %v alpn %q, %d transactions", tls.VersionName(version), conn.Flags,
-				time.Duration(conn.Ttls), conn.ALPN, len(out.txs))
+			t.Errorf("%s: connection flags %v ttls %v alpn %q, %d transactions, %d HTTP/2 connections", tls.VersionName(version),
+				conn.Flags, time.Duration(conn.Ttls), conn.ALPN, len(out.txs), out.stats.HTTP2Connections)
 		}
 		if version == tls.VersionTLS12 && conn.ALPN != "h2" {
 			t.Errorf("TLS 1.2 shows the server's ALPN choice: %q", conn.ALPN)

@@ -52,6 +52,13 @@ type h2Fetch struct {
 // browser reads a page before its objects.
 func recordH2Waves(t testing.TB, version uint16, keyLog io.Writer, handler http.Handler, waves ...[]h2Fetch) []tlsWrite {
 	t.Helper()
+	return recordH2WavesOffering(t, version, []string{"h2"}, keyLog, handler, waves...)
+}
+
+// recordH2WavesOffering is recordH2Waves with the client offering the
+// protocols in offered (ALPN); the server takes h2.
+func recordH2WavesOffering(t testing.TB, version uint16, offered []string, keyLog io.Writer, handler http.Handler, waves ...[]h2Fetch) []tlsWrite {
+	t.Helper()
 	cs, ss := net.Pipe()
 	rec := &tlsRecorder{}
 	srvTLS := tls.Server(recordingConn{ss, rec, false}, &tls.Config{Certificates: []tls.Certificate{testCertificate(t)},
@@ -65,7 +72,7 @@ func recordH2Waves(t testing.TB, version uint16, keyLog io.Writer, handler http.
 		(&http2.Server{}).ServeConn(srvTLS, &http2.ServeConnOpts{Handler: handler})
 	}()
 	cli := tls.Client(recordingConn{cs, rec, true}, &tls.Config{ServerName: "shop.example.test", InsecureSkipVerify: true,
-		NextProtos: []string{"h2"}, KeyLogWriter: keyLog, MinVersion: version, MaxVersion: version})
+		NextProtos: offered, KeyLogWriter: keyLog, MinVersion: version, MaxVersion: version})
 	if err := cli.Handshake(); err != nil {
 		t.Fatal(err)
 	}

@@ -288,6 +288,7 @@ func (c *conn) tlsPlainHTTP(client bool, r tlswire.Record, data []byte) {
 // false when that plaintext is not to be parsed.
 func (c *conn) tlsPlainProtocol(data []byte) bool {
 	s := c.tls
+	s.protoUnsure = false
 	n := min(len(data), len(h2Preface))
 	if bytes.Equal(data[:n], h2Preface[:n]) {
 		if !s.multiplexed {

@@ -116,6 +116,11 @@ func (c *conn) end(flags Flags) {
 		c.tlsPlainEnd()
 		c.tlsAccount() // done: the session's count goes back
 	}
+	if c.tls != nil && c.tls.protoUnsure {
+		// No sign of HTTP/2 to the end: what was held is HTTP/1.1's,
+		// and what follows is emitted at once.
+		c.tlsSettleHTTP1()
+	}
 	for _, st := range c.awaiting {
 		st.tx.Flags |= FlagNoAck | (flags & FlagEvicted)
 		c.settleUnanswered(st)

@@ -138,7 +138,7 @@ func runChromiumHTTPS(t *testing.T, h2 bool, scenario string, loads int) *chromi
 func TestChromiumHTTPSPageviews(t *testing.T) {
 	needChromium(t)
 	needPackage(t, "/usr/bin/tshark", "tshark")
-	var all acceptance
+	var all, keyless acceptance
 	all.init()
 	for _, scenario := range httpsScenarios {
 		for _, h2 := range []bool{false, true} {
@@ -152,13 +152,17 @@ func TestChromiumHTTPSPageviews(t *testing.T) {
 					loads *= 2
 				}
 				r := runChromiumHTTPS(t, h2, scenario, loads)
-				a := compareChromiumHTTPS(t, r, h2)
+				a, wire := compareChromiumHTTPS(t, r, h2)
 				a.report(t, scenario+" "+proto, true)
 				all.merge(a)
+				k := judgeChromiumKeyless(t, r, wire, h2)
+				k.report(t, scenario+" "+proto+" keyless", true)
+				keyless.merge(k)
 			})
 		}
 	}
 	all.report(t, "HTTPS, both protocols", false)
+	keyless.report(t, "HTTPS/1.1 keyless, every scenario", false)
 }
 
 // chromiumHTTPSLoads: page loads per protocol; a redirect every third,
@@ -167,8 +171,8 @@ const chromiumHTTPSLoads = 12
 
 // compareChromiumHTTPS judges rtmon's decrypted records of r against the
 // client's decrypted wire: every transaction's total, every page's total
-// and its objects' pageview.
-func compareChromiumHTTPS(t *testing.T, r *chromiumHTTPSRun, h2 bool) *acceptance {
+// and its objects' pageview. It returns the wire's connections too.
+func compareChromiumHTTPS(t *testing.T, r *chromiumHTTPSRun, h2 bool) (*acceptance, map[uint16]*TLSWireConn) {
 	t.Helper()
 	conns, err := ReadTLSWire(testContext(t), r.clientCapture, r.keyLog, r.port)
 	if err != nil {
@@ -242,7 +246,7 @@ func compareChromiumHTTPS(t *testing.T, r *chromiumHTTPSRun, h2 bool) *acceptanc
 		}
 	}
 	judgeHTTPSPages(t, r, wire, rtmonOf, pvs, a)
-	return a
+	return a, conns
 }
 
 // checkHTTPSScenario checks that the run had what its scenario is for:
