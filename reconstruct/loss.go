@@ -335,7 +335,7 @@ func (c *conn) explainLost(p *capture.Packet, a ackInfo, opened bool) {
 	// client acknowledged that data at once, on its own (noteServerData):
 	// then the ACKs were sent, and lost.
 	left := max(c.pktLost-explained, 0)
-	if acks > 0 && c.srvQuickFrom >= c.lastAck && c.srvQuickFrom < a.off {
+	if acks > 0 && c.quickAcked(a.off) {
 		// An answer to a retransmission is the same ACK.
 		left, acks = max(left-max(acks-explained, 0), 0), 0
 	}
@@ -374,12 +374,18 @@ func (c *conn) acksOwed(to int64) int {
 	if to <= c.lastAck {
 		return 0
 	}
-	mss := int64(1448)
-	if c.rec.MSSClient > 12 {
-		mss = int64(c.rec.MSSClient - 12)
-	}
+	mss := c.clientMSS()
 	segs := (to - c.lastAck + mss - 1) / mss
 	return int(min((segs+1)/2, maxIPIDGap))
+}
+
+// clientMSS is the payload of the server's full segments to the client
+// (its MSS less TCP timestamps), 1448 when unknown.
+func (c *conn) clientMSS() int64 {
+	if c.rec.MSSClient > 12 {
+		return int64(c.rec.MSSClient - 12)
+	}
+	return 1448
 }
 
 // noteServerData follows the server's new data as the client's receiver
@@ -393,6 +399,20 @@ func (c *conn) noteServerData(ts, off int64) {
 	}
 	c.srvDataAt = ts
 }
+
+// quickAcked reports whether the client acknowledged the server's data
+// up to off at once, segment by segment: the data resumed after a silence
+// past the last captured ACK, or within the quick ACKs Linux sends after
+// one (TCP_MAX_QUICKACKS, 16; seen on the HTTPS testbed: a 6-segment
+// response acknowledged segment by segment, whose last ACK was lost and
+// taken for the next request's first copy, 368 ms too early).
+func (c *conn) quickAcked(off int64) bool {
+	from := c.srvQuickFrom
+	return from >= 0 && from < off && (from >= c.lastAck || off <= from+maxQuickAcks*c.clientMSS())
+}
+
+// maxQuickAcks is Linux's TCP_MAX_QUICKACKS.
+const maxQuickAcks = 16
 
 // ackInfo is what one client ACK says about the server's stream.
 type ackInfo struct {

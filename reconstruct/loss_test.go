@@ -382,6 +382,42 @@ func TestLostQuickAckIsNotALostRequest(t *testing.T) {
 	}
 }
 
+// Quick ACK mode lasts up to 16 segments (TCP_MAX_QUICKACKS): a response
+// of six, after a silence, is acknowledged segment by segment. When only
+// the last of those ACKs is lost, the next request shows the gap and
+// acknowledges the response's tail, and is no retransmission either
+// (seen on the HTTPS testbed: a Go client's request timed 368 ms early).
+func TestLostQuickAckAmidResponseIsNotALostRequest(t *testing.T) {
+	for gap := 100 * ms; gap <= 700*ms; gap += 20 * ms {
+		out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+			c := linuxConn(w, 810)
+			est := handshake(c, synth.T(0))
+			c.Client(est, get("/p.html"))
+			c.Server(est+1*ms, synth.Response(200, "text/html", synth.Body(3000)))
+			c.ClientAck(est + 1*ms + 2*D)
+			next := est + 1*ms + 2*D + 10*ms
+			c.Client(next, get("/big"))
+			c.ServerAck(next + 100*us)
+			resp := next + 600*ms
+			from := c.ServerNext()
+			times := c.ServerMSS(resp, synth.Response(200, "application/json", synth.Body(8000)), 1448, 20*us)
+			for i, at := range times[:len(times)-1] {
+				c.ClientAckTo(at+2*D, from+uint32(1448*(i+1)))
+			}
+			c.ClientLost()
+			last := times[len(times)-1]
+			c.Client(last+2*D+gap, synth.Request("POST", "example.test", "/beacon"))
+			c.Server(last+2*D+gap+1*ms, synth.Response(204, "", nil))
+			c.ClientAck(last + 4*D + gap + 1*ms)
+		})
+		tx := out.txs[len(out.txs)-1]
+		if tx.Flags&reconstruct.FlagUpstreamLoss != 0 || tx.Start != tx.RequestFirst-D {
+			t.Errorf("beacon %v after the response: flags %v, start %v before its arrival", time.Duration(gap), tx.Flags,
+				time.Duration(tx.RequestFirst-tx.Start))
+		}
+	}
+}
+
 // lostWaitAfterSamples is a Linux client's wait for a lone segment's first
 // retransmission (a tail loss probe, or the RTO if sooner) after n RTT
 // samples of rtt, as tcp_rtt_estimator and tcp_schedule_loss_probe have
