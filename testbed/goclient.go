@@ -152,8 +152,21 @@ type GoClient struct {
 	// connections (within the server's keep-alive timeout). Close ends
 	// them. Without it every Load has its own transport, closed at its end.
 	KeepConnections bool
+	// TLS, if set, makes the client speak HTTPS (Base is then https://).
+	TLS *GoClientTLS
 
 	tr *http.Transport
+}
+
+// GoClientTLS is a GoClient's HTTPS: the server's address (Base's host
+// name is not resolved), where the client writes its TLS secrets (NSS key
+// log format, as SSLKEYLOGFILE), and whether it takes HTTP/2. It offers h2
+// and HTTP/1.1 either way, as browsers do; over HTTP/1.1 the server must
+// not choose h2.
+type GoClientTLS struct {
+	Addr   netip.AddrPort
+	KeyLog io.Writer
+	HTTP2  bool
 }
 
 // NewGoClient makes a client using source address local.
@@ -185,6 +198,16 @@ func (g *GoClient) transport() *http.Transport {
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
 		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
+	}
+	if t := g.TLS; t != nil {
+		dial := tr.DialContext
+		tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return dial(ctx, network, t.Addr.String())
+		}
+		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true, KeyLogWriter: t.KeyLog, NextProtos: []string{"h2", "http/1.1"}}
+		if t.HTTP2 {
+			tr.ForceAttemptHTTP2, tr.TLSNextProto = true, nil
+		}
 	}
 	if g.KeepConnections {
 		g.tr = tr

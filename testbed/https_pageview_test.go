@@ -1,8 +1,9 @@
 package testbed
 
-// Chromium's pageviews over HTTPS (issue 14): the browser loads the
-// generated site from nginx over TLS, HTTP/1.1 and HTTP/2, across the
-// emulated link, and writes its TLS secrets to a key log. rtmon decrypts
+// Pageviews over HTTPS (issue 14): Chromium, and the Go client at
+// another round trip, load the generated site from nginx over TLS,
+// HTTP/1.1 and HTTP/2, across the emulated link, and write their TLS
+// secrets to a key log. rtmon decrypts
 // the server-side capture with that log and must time the transactions
 // and pageviews as it does in cleartext. The truth is the client's wire,
 // read by another decoder: tshark decrypts the client-side capture with
@@ -22,8 +23,9 @@ import (
 	"time"
 )
 
-// chromiumHTTPSRun holds what one Chromium HTTPS run left.
+// chromiumHTTPSRun holds what one HTTPS run left.
 type chromiumHTTPSRun struct {
+	client                         string // "chromium" or "go"
 	capture, clientCapture, keyLog string
 	port                           int
 	pages                          []PageTruth
@@ -40,9 +42,11 @@ type chromiumHTTPSRun struct {
 var httpsScenarios = []string{"clean", "loss", "syn-drops", "synack-loss"}
 
 // runChromiumHTTPS loads loads pages of the generated site in one
-// Chromium over HTTPS (HTTP/2 when h2) under server- and client-side
-// captures, in one of httpsScenarios.
-func runChromiumHTTPS(t *testing.T, h2 bool, scenario string, loads int) *chromiumHTTPSRun {
+// client (Chromium at 80 ms, or the Go client at 150 ms with its
+// connections kept across loads, as a browser keeps them) over HTTPS
+// (HTTP/2 when h2) under server- and client-side captures, in one of
+// httpsScenarios.
+func runChromiumHTTPS(t *testing.T, client string, h2 bool, scenario string, loads int) *chromiumHTTPSRun {
 	t.Helper()
 	ctx := testContext(t)
 	sc := Scenario{Link: LinkOptions{RTT: defaultRTTs(), DefaultRTT: 80 * time.Millisecond, Seed: 42}}
@@ -74,7 +78,7 @@ func runChromiumHTTPS(t *testing.T, h2 bool, scenario string, loads int) *chromi
 			t.Fatal(err)
 		}
 	}
-	r := &chromiumHTTPSRun{scenario: scenario, keyLog: filepath.Join(tb.Dir, "chromium-keylog.txt"), port: ng.Port}
+	r := &chromiumHTTPSRun{client: client, scenario: scenario, keyLog: filepath.Join(tb.Dir, client+"-keylog.txt"), port: ng.Port}
 	capt, err := tb.StartCapture(ctx, tb.Server, "https-chromium")
 	if err != nil {
 		t.Fatal(err)
@@ -84,30 +88,25 @@ func runChromiumHTTPS(t *testing.T, h2 bool, scenario string, loads int) *chromi
 		t.Fatal(err)
 	}
 	r.capture, r.clientCapture = capt.Path, ccapt.Path
-	proto := "http/1.1"
-	if h2 {
-		proto = "h2"
-	}
-	chrome, err := tb.StartChromiumWith(ctx, Client80, ChromiumOptions{KeyLog: r.keyLog, InsecureTLS: true, Protocol: proto,
-		Resolve: map[string]netip.Addr{ng.TLS.Name: tb.Server.Addr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "https://" + ng.TLS.Name
+	load, finish := startHTTPSClient(t, tb, client, h2, ng, site, r.keyLog)
 	for i := range loads {
 		l := Load{Page: (i * 5) % len(site.Pages)}
 		if i%2 == 1 {
 			l.ServerMS = 20 + 30*(i%4)
 		}
 		l.Redirect = i%3 == 2
-		if _, err := chrome.Load(ctx, loadURL(site, base, l)); err != nil {
+		if err := load(l); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := sleepCtx(ctx, afterLoadDwell); err != nil {
 		t.Fatal(err)
 	}
-	r.pages = chrome.Tabs[0].Pages()
+	pages, err := finish()
+	if err != nil {
+		t.Error(err)
+	}
+	r.pages = pages
 	r.bridge = tb.Link.Bridge.Stats()
 	if drop != nil {
 		n, err := drop.Counters(ctx)
@@ -116,16 +115,13 @@ func runChromiumHTTPS(t *testing.T, h2 bool, scenario string, loads int) *chromi
 		}
 		r.nftDrops = n[0]
 	}
-	if err := chrome.Close(); err != nil {
-		t.Error(err)
-	}
 	stopCapture(t, capt)
 	stopCapture(t, ccapt)
 	if *keepDir != "" {
 		for _, f := range []string{r.capture, r.clientCapture, r.keyLog} {
 			b, err := os.ReadFile(f)
 			if err == nil {
-				err = os.WriteFile(filepath.Join(*keepDir, fmt.Sprintf("h2-%v-%s-%s", h2, scenario, filepath.Base(f))), b, 0o600)
+				err = os.WriteFile(filepath.Join(*keepDir, fmt.Sprintf("h2-%v-%s-%s-%s", h2, scenario, client, filepath.Base(f))), b, 0o600)
 			}
 			if err != nil {
 				t.Error(err)
@@ -135,15 +131,64 @@ func runChromiumHTTPS(t *testing.T, h2 bool, scenario string, loads int) *chromi
 	return r
 }
 
-func TestChromiumHTTPSPageviews(t *testing.T) {
+// startHTTPSClient starts runChromiumHTTPS's client, writing its TLS
+// secrets to keyLog. load loads one page; finish ends the client and
+// returns its pages.
+func startHTTPSClient(t *testing.T, tb *Testbed, client string, h2 bool, ng *Nginx, site *Site, keyLog string) (load func(Load) error, finish func() ([]PageTruth, error)) {
+	t.Helper()
+	ctx := testContext(t)
+	base := "https://" + ng.TLS.Name
+	if client == "go" {
+		kl, err := os.OpenFile(keyLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := tb.NewGoClient(Client150, base)
+		g.KeepConnections, g.AfterLoad = true, true
+		g.TLS = &GoClientTLS{Addr: netip.AddrPortFrom(tb.Server.Addr, uint16(ng.Port)), KeyLog: kl, HTTP2: h2}
+		var pages []PageTruth
+		load = func(l Load) error {
+			pt, err := g.Load(ctx, loadURL(site, "", l))
+			pages = append(pages, pt)
+			return err
+		}
+		return load, func() ([]PageTruth, error) {
+			g.Close()
+			return pages, kl.Close()
+		}
+	}
+	proto := "http/1.1"
+	if h2 {
+		proto = "h2"
+	}
+	chrome, err := tb.StartChromiumWith(ctx, Client80, ChromiumOptions{KeyLog: keyLog, InsecureTLS: true, Protocol: proto,
+		Resolve: map[string]netip.Addr{ng.TLS.Name: tb.Server.Addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	load = func(l Load) error {
+		_, err := chrome.Load(ctx, loadURL(site, base, l))
+		return err
+	}
+	return load, func() ([]PageTruth, error) {
+		pages := chrome.Tabs[0].Pages()
+		return pages, chrome.Close()
+	}
+}
+
+func TestHTTPSPageviews(t *testing.T) {
 	needChromium(t)
 	needPackage(t, "/usr/bin/tshark", "tshark")
 	var all, keyless acceptance
 	all.init()
 	for _, scenario := range httpsScenarios {
-		for _, h2 := range []bool{false, true} {
+		for _, c := range []struct {
+			client string
+			h2     bool
+		}{{"chromium", false}, {"chromium", true}, {"go", false}, {"go", true}} {
+			client, h2 := c.client, c.h2
 			proto := map[bool]string{false: "HTTPS1.1", true: "HTTPS2"}[h2]
-			t.Run(scenario+"/"+proto, func(t *testing.T) {
+			t.Run(scenario+"/"+client+"/"+proto, func(t *testing.T) {
 				loads := chromiumHTTPSLoads
 				if scenario == "loss" {
 					// Twice the loads, as in cleartext: a lossy path
@@ -151,12 +196,12 @@ func TestChromiumHTTPSPageviews(t *testing.T) {
 					// share within tolerance must not hang on one.
 					loads *= 2
 				}
-				r := runChromiumHTTPS(t, h2, scenario, loads)
+				r := runChromiumHTTPS(t, client, h2, scenario, loads)
 				a, wire := compareChromiumHTTPS(t, r, h2)
-				a.report(t, scenario+" "+proto, true)
+				a.report(t, scenario+" "+client+" "+proto, true)
 				all.merge(a)
 				k := judgeChromiumKeyless(t, r, wire, h2)
-				k.report(t, scenario+" "+proto+" keyless", true)
+				k.report(t, scenario+" "+client+" "+proto+" keyless", true)
 				keyless.merge(k)
 			})
 		}
@@ -340,9 +385,9 @@ func judgeHTTPSPages(t *testing.T, r *chromiumHTTPSRun, wire []*TLSWireTxn, rtmo
 			t.Logf("page %s: off by %v, of which up to %v the link's stalls", p.URL, d, stall)
 			d = time.Duration(math.Copysign(float64(max(d.Abs()-stall, 0)), float64(d)))
 		}
-		a.pvErr["chromium"] = append(a.pvErr["chromium"], d)
-		a.pvRel["chromium"] = append(a.pvRel["chromium"], math.Abs(float64(d))/float64(truth))
-		a.pvTruth["chromium"] = append(a.pvTruth["chromium"], truth)
+		a.pvErr[r.client] = append(a.pvErr[r.client], d)
+		a.pvRel[r.client] = append(a.pvRel[r.client], math.Abs(float64(d))/float64(truth))
+		a.pvTruth[r.client] = append(a.pvTruth[r.client], truth)
 		t.Logf("page %s: rtmon %v (%d objects, evidence %s), wire %v (%d in load, %d after): %+v",
 			p.URL, time.Duration(pv.Total), pv.Objects, pv.Evidence, truth, len(p.Objects), len(p.AfterLoad), d)
 		for _, w := range members {
