@@ -77,6 +77,7 @@ func (c *conn) tlsH2Feed(client bool, r tlswire.Record, data []byte) {
 	}
 	p.h2End[dir] = recordEnd(r)
 	if !client {
+		p.spans[1].push(r, len(data)) // for h2ResponseEnd
 		// The client reads none of a record before it is whole (see
 		// tlsResponseRecord): the server's frames in it are all its last
 		// byte's.
@@ -188,7 +189,9 @@ func (c *conn) h2Stream(s *http2wire.Stream) {
 	}
 	st.reqDone = true
 	st.prev, st.timer = c.lastResp, c.timer
-	if s.Incomplete || s.Reset != nil || s.Refused {
+	// A reset after the whole response (a server's RST_STREAM NO_ERROR
+	// to stop a request body it needs no more) leaves it complete.
+	if s.Incomplete || s.Reset != nil && !rs.Ended || s.Refused {
 		tx.Flags |= FlagIncomplete
 	}
 	if s.Truncated {
@@ -216,8 +219,23 @@ func (c *conn) h2Stream(s *http2wire.Stream) {
 	tx.ResponseLast = max(rs.EndAt, first)
 	tx.ResponseBytes = rs.HeaderBytes + rs.BodyBytes
 	tx.BodyBytes = rs.BodyBytes
-	st.reqEndOff, st.respEndOff = p.h2End[0], p.h2End[1]
+	st.reqEndOff, st.respEndOff = p.h2End[0], c.h2ResponseEnd(rs)
 	c.completeResponse(st)
+}
+
+// h2ResponseEnd is the server stream offset past response rs: the record
+// that carried its END_STREAM, not the latest record fed (a RST_STREAM
+// after it, lost and resent, was judged as the response's own bytes: a
+// beacon 204 ms long under 2% loss on the HTTPS testbed, 80 ms on the
+// client's wire). The latest record when rs's is no longer remembered.
+func (c *conn) h2ResponseEnd(rs *http2wire.Response) int64 {
+	p := c.plain
+	if rs.Ended {
+		if end, ok := p.spans[1].endOf(rs.EndAt); ok {
+			return end
+		}
+	}
+	return p.h2End[1]
 }
 
 // tlsPlainSize is a decrypted connection's own state (its session's keys

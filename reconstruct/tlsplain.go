@@ -50,7 +50,7 @@ type tlsPlain struct {
 // plainSpan is one record's plaintext: parser offsets [plain, plain+n)
 // came from the record at stream offsets [off, end), whose first byte was
 // captured at startAt.
-type plainSpan struct{ plain, n, off, end, startAt int64 }
+type plainSpan struct{ plain, n, off, end, startAt, at int64 }
 
 // maxSpans bounds the records remembered per direction. The parser reports
 // offsets of the bytes being fed, or a message start a few records back
@@ -66,7 +66,7 @@ type spanRing struct {
 }
 
 func (r *spanRing) push(rec tlswire.Record, n int) {
-	sp := plainSpan{plain: r.next, n: int64(n), off: rec.Offset, end: recordEnd(rec), startAt: rec.StartAt}
+	sp := plainSpan{plain: r.next, n: int64(n), off: rec.Offset, end: recordEnd(rec), startAt: rec.StartAt, at: rec.At}
 	r.next += int64(n)
 	if r.n < maxSpans {
 		r.s[(r.head+r.n)%maxSpans] = sp
@@ -75,6 +75,17 @@ func (r *spanRing) push(rec tlswire.Record, n int) {
 	}
 	r.s[r.head] = sp
 	r.head = (r.head + 1) % maxSpans
+}
+
+// endOf is the stream offset past the latest record remembered that was
+// whole at capture time at, and whether there was one.
+func (r *spanRing) endOf(at int64) (int64, bool) {
+	for i := r.n - 1; i >= 0; i-- {
+		if sp := &r.s[(r.head+i)%maxSpans]; sp.at == at {
+			return sp.end, true
+		}
+	}
+	return 0, false
 }
 
 // wire maps parser offset p to the stream: a message start (end false) to
