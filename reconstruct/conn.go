@@ -325,6 +325,12 @@ func (c *conn) fromClient(p *capture.Packet) {
 		opened := c.windowOpened(p, a) // against the window before this packet's
 		c.noteWindow(p, &c.s2c, 0)
 		c.explainLost(p, a, opened)
+		if p.PayloadLen > 0 {
+			// A client that writes as it reads is in Linux's ping-pong
+			// mode and delays its ACKs: a quick ACK mode needs a new
+			// silence (noteServerData).
+			c.srvQuickFrom = -1
+		}
 		c.clientAck(a)
 	}
 	if p.PayloadLen == 0 && p.Flags&capture.FlagFIN == 0 {

@@ -418,6 +418,41 @@ func TestLostQuickAckAmidResponseIsNotALostRequest(t *testing.T) {
 	}
 }
 
+// A client that writes as it reads (ping-pong) delays its ACKs even where
+// a silence had put it in quick ACK mode: a redirect answered 150 ms after
+// the client asked (less than its RTO) is acknowledged by the request that
+// follows it, not at once. When that request is lost, its resend shows the
+// IP ID gap, and acknowledges the redirect, as its own lost copy (seen on
+// the HTTPS testbed: a Go client's page timed 361 ms short).
+func TestLostRequestAfterPingPongIsALostRequest(t *testing.T) {
+	rtt := 2 * D
+	var sent int64
+	out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+		c := linuxConn(w, 820)
+		est := handshake(c, synth.T(0))
+		c.Client(est, get("/p.html"))
+		c.ServerAck(est + 100*us)
+		resp := est + 600*ms // after a silence: acknowledged at once
+		c.Server(resp, synth.Response(200, "text/html", synth.Body(2000)))
+		c.ClientAck(resp + 2*D)
+		next := resp + 2*D + 1*ms // the next page, at once
+		c.Client(next, get("/r/next"))
+		c.ServerAck(next + 100*us)
+		redirect := next + 150*ms
+		c.Server(redirect, synth.Response(302, "text/html", synth.Body(10)))
+		sent = redirect + 2*D + 600*us // followed as it arrives, and lost
+		c.ClientLost()
+		again := synth.TimerFires(sent, lostWaitAfterSamples(rtt, 3))
+		c.Client(again, get("/next.html"))
+		c.Server(again+2*ms, synth.Response(200, "text/html", synth.Body(100)))
+		c.ClientAck(again + 2*ms + 2*D)
+	})
+	tx := out.txs[len(out.txs)-1]
+	if tx.Flags&reconstruct.FlagUpstreamLoss == 0 || time.Duration(tx.Start-(sent-D)).Abs() > 18*time.Millisecond {
+		t.Errorf("%s: start %v after the truth, flags %v", tx.URL, time.Duration(tx.Start-(sent-D)), tx.Flags)
+	}
+}
+
 // lostWaitAfterSamples is a Linux client's wait for a lone segment's first
 // retransmission (a tail loss probe, or the RTO if sooner) after n RTT
 // samples of rtt, as tcp_rtt_estimator and tcp_schedule_loss_probe have
