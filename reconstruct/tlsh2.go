@@ -84,6 +84,14 @@ func (c *conn) tlsH2Feed(client bool, r tlswire.Record, data []byte) {
 		c.h2Events(p.h2.Feed(dir, data, r.At))
 		return
 	}
+	// The client's round-trip samples, as for requests (fromServer): one
+	// per server ACK, from the oldest record it acknowledges, as Linux
+	// takes them. Without them the client's timer stayed at the
+	// handshake's (RTO 450 ms where the client's was 361 ms, on the HTTPS
+	// testbed), and a lost request's resend did not fit it.
+	if c.reqAck.end == 0 {
+		c.reqAck.end, c.reqAck.at = recordEnd(r), r.At
+	}
 	c.h2Events(p.h2.Feed(dir, data[:1], c.h2ClientRecordStart(r)))
 	if len(data) > 1 {
 		end := r.At
