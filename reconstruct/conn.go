@@ -97,6 +97,10 @@ type conn struct {
 	// yet: its end offset and capture time, for the client's next sample.
 	timer  clientTimer
 	reqAck struct{ end, at int64 }
+	// srvAck is the server's highest ACK of the client's stream (an
+	// offset), srvAckNewAt when an ACK last raised it: the client's
+	// retransmission timer restarted as that ACK arrived (rearmedSend).
+	srvAck, srvAckNewAt int64
 	// aheadOff: a client pure ACK's sequence number said it had sent the
 	// stream up to here (by aheadAt) when the capture had not seen it.
 	aheadOff, aheadAt int64
@@ -135,6 +139,7 @@ type txState struct {
 	upMulti     bool        // upLost counts rounds of a multi-segment flight
 	upAckOrCopy bool        // the lost packets may have been ACKs: timing must decide
 	timer       clientTimer // the client's retransmission timer when the request started
+	rearmAt     int64       // the server's latest ACK of new client data when the request's copy came (srvAckNewAt)
 	sentBy      int64       // the client had sent the request by then (a later pure ACK's sequence number)
 	resent      bool        // a segment of the request was resent after a loss before the capture point (see deliverClient)
 	prev        *txState
@@ -382,6 +387,9 @@ func (c *conn) fromServer(p *capture.Packet) {
 		}
 		if off := c.c2s.offset(p.Ack); off > c.c2s.next {
 			c.c2s.acked(off, c.deliverClient, c.gapClient)
+		}
+		if off := c.c2s.offset(p.Ack); off > c.srvAck {
+			c.srvAck, c.srvAckNewAt = off, ts
 		}
 		c.requestsAcked(c.c2s.offset(p.Ack), ts)
 		c.noteWindow(p, &c.c2s, 1)

@@ -204,10 +204,9 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 	fresh := st.tx.Index == 0 && len(c.rec.SYNTimes) > 0
 	ackOrCopy := st.upAckOrCopy && st.sentBy == 0
 	ok = false
-	var spread int64
+	var wait, spread int64
 	k := st.upLost
 	for ; k >= 1; k-- {
-		var wait int64
 		wait, spread = timer.lostWait(k, st.upMulti)
 		sent = st.tx.RequestFirst - wait
 		switch {
@@ -262,7 +261,27 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 	if st.sentBy != 0 {
 		sent = min(sent, st.sentBy) // it left before the ACK that showed it
 	}
-	return min(max(sent, earliest), st.tx.RequestFirst), from, to, true
+	return c.rearmedSend(st, min(max(sent, earliest), st.tx.RequestFirst), earliest, wait), from, to, true
+}
+
+// rearmedSend corrects the send estimate of st's lost first copy for the
+// client's timer restarting: Linux restarts it at each ACK of new data, so
+// a copy lost with earlier data in flight was resent one wait after the
+// server's last such ACK reached the client, however long before that it
+// first left. An estimate that falls where that ACK came back says so:
+// the copy left any time from earliest on, and a client sends as soon as
+// it can (seen on the HTTPS testbed: an HTTP/2 request sent 10 ms after
+// its page's redirect, resent 308 ms after a WINDOW_UPDATE's ACK, timed
+// 123 ms short).
+func (c *conn) rearmedSend(st *txState, sent, earliest, wait int64) int64 {
+	if st.rearmAt == 0 || st.sentBy != 0 {
+		return sent
+	}
+	restart := st.rearmAt + c.clientRTT()
+	if earliest < restart && restart <= st.tx.RequestFirst && max(sent-restart, restart-sent) <= max(estimateSlack, wait/8) {
+		return earliest
+	}
+	return sent
 }
 
 // estimateSlack is how far the client's retransmission wait may be

@@ -295,7 +295,7 @@ func (c *conn) tlsClientRecord(r tlswire.Record) {
 		st = c.newTx()
 		st.heuristic = true
 		st.tx.RequestFirst, st.upLost, st.upAckOrCopy = c.c2sLog.at(r.Offset, r.StartAt)
-		st.prev, st.timer = c.lastResp, c.timer
+		st.prev, st.timer, st.rearmAt = c.lastResp, c.timer, c.srvAckNewAt
 		st.reqStartOff = r.Offset
 		c.addPending(st)
 	}

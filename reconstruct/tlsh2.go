@@ -105,7 +105,12 @@ func (c *conn) tlsH2Feed(client bool, r tlswire.Record, data []byte) {
 // h2ResentRecord is a client record whose first copy was lost before the
 // capture point: its requests wait for requestSent's estimate.
 type h2ResentRecord struct {
-	at        int64 // the time its first byte was fed
+	at      int64 // the time its first byte was fed
+	rearmAt int64 // srvAckNewAt as it came
+	// prev and timer are the connection's as it came: the streams it
+	// starts finish later, after other streams' responses.
+	prev      *txState
+	timer     clientTimer
 	lost      int
 	ackOrCopy bool
 	refill    bool
@@ -135,7 +140,8 @@ func (c *conn) h2ClientRecordStart(r tlswire.Record) int64 {
 		// IP IDs show a lost first copy: the send is requestSent's to
 		// estimate. (A piece that overtook a hole owes its IP ID gap to
 		// the hole, whose filling is the resend.)
-		c.noteH2Resent(h2ResentRecord{at: at, lost: pc.lost, ackOrCopy: pc.ackOrCopy})
+		c.noteH2Resent(h2ResentRecord{at: at, lost: pc.lost, ackOrCopy: pc.ackOrCopy, rearmAt: c.srvAckNewAt,
+			prev: c.lastResp, timer: c.timer})
 	}
 	return at
 }
@@ -151,7 +157,10 @@ func (c *conn) noteH2Resent(e h2ResentRecord) {
 func (c *conn) h2RequestLoss(st *txState, at int64) {
 	for _, e := range c.plain.h2Resent {
 		if (e.lost > 0 || e.refill) && e.at == at {
-			st.upLost, st.upAckOrCopy = e.lost, e.ackOrCopy
+			st.upLost, st.upAckOrCopy, st.rearmAt = e.lost, e.ackOrCopy, e.rearmAt
+			if e.lost > 0 {
+				st.prev, st.timer = e.prev, e.timer
+			}
 			st.resent = st.resent || e.refill
 			return
 		}
@@ -184,6 +193,7 @@ func (c *conn) h2Stream(s *http2wire.Stream) {
 	st := c.newTx()
 	tx, rq, rs := &st.tx, &s.Request, &s.Response
 	tx.Flags |= FlagHTTP2
+	st.prev, st.timer = c.lastResp, c.timer // a resent request's are as it came (h2RequestLoss)
 	if rq.Seen {
 		tx.Method, tx.URL, tx.UserAgent = rq.Method, c.t.redact(rq.Path), rq.UserAgent
 		tx.Referer, tx.Accept, tx.SecFetchDest = c.t.redact(rq.Referer), rq.Accept, rq.SecFetchDest
@@ -196,7 +206,6 @@ func (c *conn) h2Stream(s *http2wire.Stream) {
 		tx.RequestBytes = rq.HeaderBytes + rq.BodyBytes
 	}
 	st.reqDone = true
-	st.prev, st.timer = c.lastResp, c.timer
 	// A reset after the whole response (a server's RST_STREAM NO_ERROR
 	// to stop a request body it needs no more) leaves it complete.
 	if s.Incomplete || s.Reset != nil && !rs.Ended || s.Refused {

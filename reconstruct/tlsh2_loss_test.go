@@ -109,3 +109,98 @@ func TestDecryptedHTTP2RequestLostUpstream(t *testing.T) {
 		t.Errorf("%d transactions, %d flagged upstream_loss; want 4 and 1", len(out.txs), flagged)
 	}
 }
+
+// The last of a burst of HTTP/2 requests is lost before the capture point
+// while the ones before it are in flight. The server's ACK of those
+// restarts the client's retransmission timer (Linux restarts it at each
+// ACK of new data), so the resend comes one wait after that ACK reached
+// the client, not after the request left: the request is timed from when
+// the client could send it, its page's response having arrived (seen on
+// the HTTPS testbed: a Chromium request timed 123 ms short).
+func TestDecryptedHTTP2RequestLostBehindInFlight(t *testing.T) {
+	handler, _ := h2Site(false, 10)
+	kl := tlsdecrypt.NewKeyLog(tlsdecrypt.KeyLogOptions{})
+	objects := []h2Fetch{{"/style.css", nil}, {"/app.js", nil}, {"/img/0.png", nil}}
+	writes := recordH2Waves(t, tls.VersionTLS13, kl, handler, []h2Fetch{{"/index.html", nil}}, objects)
+	var sent, lastSent, resent int64
+	var lostURL string
+	script := func(w *synth.Writer) {
+		o := synth.DefaultConnOptions()
+		o.IPID = synth.IPIDPerConn
+		c := w.ConnWith(client, netip.AddrPortFrom(server.Addr(), 443), 7700, 9700, o)
+		at := handshake(c, synth.T(0))
+		prevClient := true
+		step := func(wr tlsWrite) {
+			if wr.fromClient {
+				if !prevClient {
+					at += 2 * D
+				}
+				c.Client(at, wr.b)
+				at += 50 * us
+			} else {
+				if prevClient {
+					at += 2 * ms
+				}
+				times := c.ServerMSS(at, wr.b, 1448, 20*us)
+				at = times[len(times)-1] + 20*us
+				c.ClientAck(at + 2*D - 20*us)
+			}
+			prevClient = wr.fromClient
+		}
+		var reqs, rest []tlsWrite
+		for _, wr := range writes {
+			switch {
+			case wr.wave < 2:
+				step(wr)
+			case wr.fromClient && len(wr.b) >= 40:
+				reqs = append(reqs, wr)
+			default:
+				rest = append(rest, wr)
+			}
+		}
+		sent = at + 2*D // the page's response reached the client
+		for k, wr := range reqs[:len(reqs)-1] {
+			c.Client(sent+int64(k)*50*us, wr.b)
+		}
+		lastSent = sent + int64(len(reqs)-1)*50*us
+		lostSeq := c.ClientNext()
+		c.ClientLost()
+		c.SkipClient(len(reqs[len(reqs)-1].b))
+		ack := lastSent + 1*ms // the server acknowledges the others
+		c.ServerAckTo(ack, lostSeq)
+		resent = synth.TimerFires(ack+2*D, lostWaitAfterSamples(2*D, 2))
+		c.ClientAt(resent, lostSeq, reqs[len(reqs)-1].b)
+		at, prevClient = resent+50*us, true
+		for _, wr := range rest {
+			step(wr)
+		}
+		c.ClientFIN(at + 10*ms)
+		c.ServerFIN(at + 10*ms + 100*us)
+		c.ClientAck(at + 10*ms + 2*D)
+	}
+	out := analyze(t, defaultOpts(), reconstruct.Config{KeyLog: kl}, script)
+	if resent == 0 {
+		t.Fatal("the script lost no request")
+	}
+	flagged := 0
+	for _, tx := range out.txs {
+		if err := tx.Invariants(); err != nil {
+			t.Error(err)
+		}
+		if tx.URL == "/index.html" {
+			continue
+		}
+		d := time.Duration(tx.Start - (sent - D))
+		if tx.Flags&reconstruct.FlagUpstreamLoss != 0 {
+			flagged++
+			lostURL = tx.URL
+		}
+		if d < -time.Millisecond || time.Duration(tx.Start-(lastSent-D)) > time.Millisecond {
+			t.Errorf("%s: starts %v from the burst's first send, want within it, 1 ms either way (the resend came %v after the last), flags %v",
+				tx.URL, d, time.Duration(resent-lastSent), tx.Flags)
+		}
+	}
+	if len(out.txs) != 4 || flagged != 1 {
+		t.Errorf("%d transactions, %d flagged upstream_loss (%s); want 4 and 1", len(out.txs), flagged, lostURL)
+	}
+}
