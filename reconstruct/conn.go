@@ -248,7 +248,7 @@ func (c *conn) packet(p *capture.Packet, fromClient bool) {
 		}
 		c.rec.Flags |= FlagReset
 		c.rec.Closed = ts
-		c.end(0)
+		c.endOrAwaitKey()
 		return
 	}
 	if p.PayloadLen > len(p.Payload) && !c.truncated {
@@ -273,9 +273,9 @@ func (c *conn) packet(p *capture.Packet, fromClient bool) {
 		c.rttSaved = true
 		c.t.rtts.save(c.addrs(), c.timer.srtt, ts)
 	}
-	if c.clientFIN && c.serverFIN && !c.done {
+	if c.clientFIN && c.serverFIN && !c.done && !c.tlsKeyAwaited() {
 		c.rec.Closed = ts
-		c.end(0)
+		c.endOrAwaitKey()
 	}
 }
 
@@ -362,7 +362,11 @@ func (c *conn) fromClient(p *capture.Packet) {
 		c.c2s.closed = true
 		c.clientFIN = true
 		c.curTS = ts
-		c.reqP().Close(&c.reqH)
+		if w := c.tls.keyWaitOf(); w != nil {
+			w.clientFIN = true // the parser closes once the held records are read
+		} else {
+			c.reqP().Close(&c.reqH)
+		}
 	}
 }
 
@@ -449,6 +453,15 @@ func (c *conn) account(h *halfStream, retrans int, reordered bool) {
 func (c *conn) closeServerStream() {
 	c.s2c.closed = true
 	c.serverFIN = true
+	if w := c.tls.keyWaitOf(); w != nil {
+		w.serverFIN = true // the parser closes once the held records are read
+		return
+	}
+	c.closeServerParser()
+}
+
+// closeServerParser ends what reads the server's stream.
+func (c *conn) closeServerParser() {
 	c.curTS = c.s2cLog.last() // a close-delimited body ended with its last byte
 	if c.tls != nil && !c.decrypting() {
 		c.tlsTurnEnds()

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/rtmon/rtmon/capture"
 	"github.com/rtmon/rtmon/reconstruct"
@@ -43,8 +44,10 @@ func FuzzTracker(f *testing.F) {
 // fuzzTrack runs one FuzzTracker input, decrypting with kl if not nil.
 func fuzzTrack(t *testing.T, data []byte, kl *tlsdecrypt.KeyLog) {
 	sink := &collected{}
+	// A short KeyLogWait: sessions whose mutated hellos find no key hold
+	// their records for it (tlskeywait.go) before going keyless.
 	tr := reconstruct.NewTracker(reconstruct.Config{MaxConnections: 3, MaxBufferedBytes: 4096, MaxPendingRequests: 4, MaxHeaderBudget: 700,
-		KeyLog: kl}, sink)
+		KeyLog: kl, KeyLogWait: 50 * time.Millisecond}, sink)
 	clientA := netip.MustParseAddr("198.51.100.1")
 	serverA := netip.MustParseAddr("203.0.113.1")
 	ts := int64(1 << 60)

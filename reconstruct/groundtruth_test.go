@@ -34,6 +34,9 @@ type collected struct {
 	txs   []*reconstruct.Transaction
 	stats reconstruct.Stats
 	err   error
+	// beforeFlush: transactions emitted before the tracker's Flush (set
+	// by tests that drive the tracker packet by packet).
+	beforeFlush int
 }
 
 func (c *collected) Connection(x *reconstruct.Connection)   { c.conns = append(c.conns, x) }

@@ -57,6 +57,9 @@ type tlsSession struct {
 	ticketsDone bool
 	// counted: what the tracker's memory count holds for this session.
 	counted int
+	// keyWait: the records held for a key line not read yet (see
+	// tlskeywait.go), nil when none is awaited.
+	keyWait *keyWait
 }
 
 // tlsSessionSize is a session's own state, counted against the memory
@@ -106,7 +109,7 @@ func (c *conn) tlsAccount() {
 	s := c.tls
 	now := 0
 	if !c.done {
-		now = tlsSessionSize + s.wire.Client.Buffered() + s.wire.Server.Buffered() + c.tlsPlainHeld()
+		now = tlsSessionSize + s.wire.Client.Buffered() + s.wire.Server.Buffered() + c.tlsPlainHeld() + s.keyWait.held()
 	}
 	c.t.tlsBytes += now - s.counted
 	s.counted = now
@@ -145,6 +148,10 @@ func (c *conn) tlsGap(client bool, n int64) {
 func (c *conn) tlsEvents(client bool, evs []tlswire.Event) {
 	s := c.tls
 	for i := range evs {
+		if s.keyWait != nil {
+			c.tlsAwaitKey(client, evs[i:])
+			return
+		}
 		ev := &evs[i]
 		switch ev.Kind {
 		case tlswire.KindHandshake:

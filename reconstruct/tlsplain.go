@@ -170,6 +170,11 @@ func (c *conn) tlsStartDecrypt(sh *tlswire.ServerHello) {
 		sess, err = tlsdecrypt.NewSession(kl, tlsdecrypt.Params{ClientRandom: ch.Random, ServerRandom: sh.Random,
 			Version: sh.Version(), CipherSuite: sh.CipherSuite, EarlyData: ch.EarlyData})
 	}
+	if errors.Is(err, tlsdecrypt.ErrNoSecret) && c.t.cfg.KeyLogWait > 0 && ch != nil {
+		c.tlsWaitForKey(tlsdecrypt.Params{ClientRandom: ch.Random, ServerRandom: sh.Random,
+			Version: sh.Version(), CipherSuite: sh.CipherSuite, EarlyData: ch.EarlyData})
+		return
+	}
 	if err != nil {
 		if errors.Is(err, tlsdecrypt.ErrNoSecret) {
 			c.t.stats.TLSNoKey++

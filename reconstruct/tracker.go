@@ -81,6 +81,11 @@ type Config struct {
 	// (see tlsplain.go): their HTTP is parsed like cleartext. Without it
 	// HTTPS is timed keyless, and nothing else changes.
 	KeyLog *tlsdecrypt.KeyLog
+	// KeyLogWait is how long a connection whose key line is not in
+	// KeyLog yet holds its records for it (a live capture, whose key log
+	// is written as the handshakes happen and read every so often); 0
+	// gives it up at once, as for a key log read whole.
+	KeyLogWait time.Duration
 }
 
 // Defaults for Config's zero values.
@@ -158,8 +163,11 @@ type Stats struct {
 	// random the log lacked, and TLSDecryptErrors those with a key that
 	// could not be decrypted (unsupported version or suite) or whose
 	// decryption failed partway (a record that did not authenticate or
-	// was not wholly captured, lost framing).
+	// was not wholly captured, lost framing). TLSKeyLate counts the
+	// decrypted ones whose key line came after their ServerHello
+	// (Config.KeyLogWait).
 	TLSDecrypted     uint64 `json:"tls_decrypted,omitempty"`
+	TLSKeyLate       uint64 `json:"tls_key_late,omitempty"`
 	TLSKeyless       uint64 `json:"tls_keyless,omitempty"`
 	TLSNoKey         uint64 `json:"tls_no_key,omitempty"`
 	TLSDecryptErrors uint64 `json:"tls_decrypt_errors,omitempty"`
@@ -245,6 +253,9 @@ type Tracker struct {
 	// tlsBytes is what TLS sessions hold: their state and the hellos
 	// they buffer (see conn.tlsAccount).
 	tlsBytes int
+	// keyWaiters are the connections that closed while their records
+	// waited for a key line (tlskeywait.go): each sweep asks again.
+	keyWaiters []*conn
 	// rtts is the clients' per-destination RTT memory (see rttCache).
 	rtts rttCache
 	// headers bounds the header bytes all parsers hold (MaxHeaderBudget).
@@ -303,6 +314,7 @@ func (t *Tracker) Packet(p *capture.Packet) {
 		t.now = p.Timestamp
 	}
 	if t.now >= t.nextSweep {
+		t.resolveKeyWaits()
 		t.expire()
 		t.nextSweep = t.now + int64(time.Second)
 	}

@@ -113,6 +113,7 @@ func (c *conn) end(flags Flags) {
 	}
 	c.releaseParsers()
 	if c.tls != nil {
+		c.tlsKeyWaitEnd()
 		c.tlsPlainEnd()
 		c.tlsAccount() // done: the session's count goes back
 	}

@@ -24,6 +24,14 @@ type liveOptions struct {
 	ui       uiOptions // the UI served beside the capture (uiflags.go)
 }
 
+// liveKeyLogFollow is how often rtmon live reads what was appended to the
+// key log, and liveKeyLogWait how long a connection whose key line is not
+// read yet holds its records for it (reconstruct.Config.KeyLogWait).
+const (
+	liveKeyLogFollow = 100 * time.Millisecond
+	liveKeyLogWait   = 2 * time.Second
+)
+
 func newLiveCommand() *cobra.Command {
 	var o liveOptions
 	cmd := &cobra.Command{
@@ -85,7 +93,11 @@ func runLive(ctx context.Context, stdout io.Writer, o liveOptions) error {
 		defer cancel()
 	}
 	if kl := cfg.Tracker.KeyLog; kl != nil {
-		stop := followKeyLog(ctx, kl, time.Second)
+		// Key lines are written as the handshakes happen: read them often,
+		// and let a connection whose line is not read yet hold its records
+		// a while.
+		cfg.Tracker.KeyLogWait = liveKeyLogWait
+		stop := followKeyLog(ctx, kl, liveKeyLogFollow)
 		defer stop()
 	}
 	if o.ui.disabled {
