@@ -29,58 +29,18 @@ func TestDecryptedHTTP2RequestLostUpstream(t *testing.T) {
 	writes := recordH2Waves(t, tls.VersionTLS13, kl, handler, []h2Fetch{{"/index.html", nil}}, objects)
 	var sent, resent int64 // the objects' requests were sent from sent on
 	script := func(w *synth.Writer) {
-		o := synth.DefaultConnOptions()
-		o.IPID = synth.IPIDPerConn
-		c := w.ConnWith(client, netip.AddrPortFrom(server.Addr(), 443), 7500, 9500, o)
-		at := handshake(c, synth.T(0))
-		prevClient := true
-		step := func(wr tlsWrite) {
-			if wr.fromClient {
-				if !prevClient {
-					at += 2 * D // the server's flight reached the client, which answers at once
-				}
-				c.Client(at, wr.b)
-				at += 50 * us
-			} else {
-				if prevClient {
-					at += 2 * ms
-				}
-				times := c.ServerMSS(at, wr.b, 1448, 20*us)
-				at = times[len(times)-1] + 20*us
-				c.ClientAck(at + 2*D - 20*us)
+		h2Burst(w, 7500, writes, func(c *synth.Conn, reqs []tlsWrite, at int64) int64 {
+			sent = at
+			lostSeq := c.ClientNext()
+			c.ClientLost()
+			c.SkipClient(len(reqs[0].b))
+			for k, wr := range reqs[1:] {
+				c.Client(sent+int64(k+1)*50*us, wr.b)
 			}
-			prevClient = wr.fromClient
-		}
-		// The recording's pipe interleaved the objects' requests with the
-		// server's writes; a browser sends them at once: they go first,
-		// the first of them lost, then its resend, then the rest.
-		var reqs, rest []tlsWrite
-		for _, wr := range writes {
-			switch {
-			case wr.wave < 2:
-				step(wr)
-			case wr.fromClient && len(wr.b) >= 40: // HEADERS, not an ACK of SETTINGS
-				reqs = append(reqs, wr)
-			default:
-				rest = append(rest, wr)
-			}
-		}
-		sent = at + 2*D // the page's response reached the client
-		lostSeq := c.ClientNext()
-		c.ClientLost()
-		c.SkipClient(len(reqs[0].b))
-		for k, wr := range reqs[1:] {
-			c.Client(sent+int64(k+1)*50*us, wr.b)
-		}
-		resent = synth.TimerFires(sent, lostWaitAfterSamples(2*D, 2))
-		c.ClientAt(resent, lostSeq, reqs[0].b)
-		at, prevClient = resent+50*us, true
-		for _, wr := range rest {
-			step(wr)
-		}
-		c.ClientFIN(at + 10*ms)
-		c.ServerFIN(at + 10*ms + 100*us)
-		c.ClientAck(at + 10*ms + 2*D)
+			resent = synth.TimerFires(sent, lostWaitAfterSamples(2*D, 2))
+			c.ClientAt(resent, lostSeq, reqs[0].b)
+			return resent
+		})
 	}
 	out := analyze(t, defaultOpts(), reconstruct.Config{KeyLog: kl}, script)
 	if resent == 0 {
@@ -125,58 +85,21 @@ func TestDecryptedHTTP2RequestLostBehindInFlight(t *testing.T) {
 	var sent, lastSent, resent int64
 	var lostURL string
 	script := func(w *synth.Writer) {
-		o := synth.DefaultConnOptions()
-		o.IPID = synth.IPIDPerConn
-		c := w.ConnWith(client, netip.AddrPortFrom(server.Addr(), 443), 7700, 9700, o)
-		at := handshake(c, synth.T(0))
-		prevClient := true
-		step := func(wr tlsWrite) {
-			if wr.fromClient {
-				if !prevClient {
-					at += 2 * D
-				}
-				c.Client(at, wr.b)
-				at += 50 * us
-			} else {
-				if prevClient {
-					at += 2 * ms
-				}
-				times := c.ServerMSS(at, wr.b, 1448, 20*us)
-				at = times[len(times)-1] + 20*us
-				c.ClientAck(at + 2*D - 20*us)
+		h2Burst(w, 7700, writes, func(c *synth.Conn, reqs []tlsWrite, at int64) int64 {
+			sent = at
+			for k, wr := range reqs[:len(reqs)-1] {
+				c.Client(sent+int64(k)*50*us, wr.b)
 			}
-			prevClient = wr.fromClient
-		}
-		var reqs, rest []tlsWrite
-		for _, wr := range writes {
-			switch {
-			case wr.wave < 2:
-				step(wr)
-			case wr.fromClient && len(wr.b) >= 40:
-				reqs = append(reqs, wr)
-			default:
-				rest = append(rest, wr)
-			}
-		}
-		sent = at + 2*D // the page's response reached the client
-		for k, wr := range reqs[:len(reqs)-1] {
-			c.Client(sent+int64(k)*50*us, wr.b)
-		}
-		lastSent = sent + int64(len(reqs)-1)*50*us
-		lostSeq := c.ClientNext()
-		c.ClientLost()
-		c.SkipClient(len(reqs[len(reqs)-1].b))
-		ack := lastSent + 1*ms // the server acknowledges the others
-		c.ServerAckTo(ack, lostSeq)
-		resent = synth.TimerFires(ack+2*D, lostWaitAfterSamples(2*D, 2))
-		c.ClientAt(resent, lostSeq, reqs[len(reqs)-1].b)
-		at, prevClient = resent+50*us, true
-		for _, wr := range rest {
-			step(wr)
-		}
-		c.ClientFIN(at + 10*ms)
-		c.ServerFIN(at + 10*ms + 100*us)
-		c.ClientAck(at + 10*ms + 2*D)
+			lastSent = sent + int64(len(reqs)-1)*50*us
+			lostSeq := c.ClientNext()
+			c.ClientLost()
+			c.SkipClient(len(reqs[len(reqs)-1].b))
+			ack := lastSent + 1*ms // the server acknowledges the others
+			c.ServerAckTo(ack, lostSeq)
+			resent = synth.TimerFires(ack+2*D, lostWaitAfterSamples(2*D, 2))
+			c.ClientAt(resent, lostSeq, reqs[len(reqs)-1].b)
+			return resent
+		})
 	}
 	out := analyze(t, defaultOpts(), reconstruct.Config{KeyLog: kl}, script)
 	if resent == 0 {
@@ -203,4 +126,54 @@ func TestDecryptedHTTP2RequestLostBehindInFlight(t *testing.T) {
 	if len(out.txs) != 4 || flagged != 1 {
 		t.Errorf("%d transactions, %d flagged upstream_loss (%s); want 4 and 1", len(out.txs), flagged, lostURL)
 	}
+}
+
+// h2Burst scripts a recorded HTTP/2 page load on a Linux-like connection
+// (IP IDs per connection): the page's wave as recorded, then the
+// objects' requests, which a browser sends at once as the page arrives
+// (the recording's pipe interleaved them with the server's writes), by
+// burst, then the rest of the recording. burst gets the requests and the
+// time the page's response reached the client, and returns when the
+// client sent its last packet.
+func h2Burst(w *synth.Writer, port uint16, writes []tlsWrite, burst func(c *synth.Conn, reqs []tlsWrite, sent int64) int64) {
+	o := synth.DefaultConnOptions()
+	o.IPID = synth.IPIDPerConn
+	c := w.ConnWith(client, netip.AddrPortFrom(server.Addr(), 443), uint32(port), uint32(port)+2000, o)
+	at := handshake(c, synth.T(0))
+	prevClient := true
+	step := func(wr tlsWrite) {
+		if wr.fromClient {
+			if !prevClient {
+				at += 2 * D // the server's flight reached the client, which answers at once
+			}
+			c.Client(at, wr.b)
+			at += 50 * us
+		} else {
+			if prevClient {
+				at += 2 * ms
+			}
+			times := c.ServerMSS(at, wr.b, 1448, 20*us)
+			at = times[len(times)-1] + 20*us
+			c.ClientAck(at + 2*D - 20*us)
+		}
+		prevClient = wr.fromClient
+	}
+	var reqs, rest []tlsWrite
+	for _, wr := range writes {
+		switch {
+		case wr.wave < 2:
+			step(wr)
+		case wr.fromClient && len(wr.b) >= 40: // HEADERS, not an ACK of SETTINGS
+			reqs = append(reqs, wr)
+		default:
+			rest = append(rest, wr)
+		}
+	}
+	at, prevClient = burst(c, reqs, at+2*D)+50*us, true
+	for _, wr := range rest {
+		step(wr)
+	}
+	c.ClientFIN(at + 10*ms)
+	c.ServerFIN(at + 10*ms + 100*us)
+	c.ClientAck(at + 10*ms + 2*D)
 }

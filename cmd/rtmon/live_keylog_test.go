@@ -41,27 +41,10 @@ func TestLiveLateKeyLines(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	pr, pw := io.Pipe()
 	o := liveOptions{ifaces: []string{"lo"}, filter: fmt.Sprintf("tcp port %d", port), ui: uiOptions{listen: freeLoopbackAddr(t)}}
 	o.analyzeOptions = defaultAnalyze()
 	o.keyLog = keyPath
-	done := make(chan error, 1)
-	go func() {
-		err := runLive(ctx, pw, o)
-		pw.CloseWithError(err)
-		done <- err
-	}()
-	lines := bufio.NewScanner(pr)
-	var url string
-	for url == "" && lines.Scan() {
-		if rest, ok := strings.CutPrefix(lines.Text(), "rtmon UI on "); ok {
-			url, _, _ = strings.Cut(rest, " ")
-		}
-	}
-	if url == "" {
-		t.Fatalf("live printed no UI address: %v", lines.Err())
-	}
-	go io.Copy(io.Discard, pr)
+	url, done := startLive(ctx, t, o)
 
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, KeyLogWriter: lateWriter{keys, time.Second}}}}

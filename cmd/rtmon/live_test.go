@@ -33,26 +33,9 @@ func TestLiveLoopbackFeedsUI(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	pr, pw := io.Pipe()
 	o := liveOptions{ifaces: []string{"lo"}, filter: fmt.Sprintf("tcp port %d", port), ui: uiOptions{listen: uiAddr}}
 	o.analyzeOptions = defaultAnalyze()
-	done := make(chan error, 1)
-	go func() {
-		err := runLive(ctx, pw, o)
-		pw.CloseWithError(err)
-		done <- err
-	}()
-	lines := bufio.NewScanner(pr)
-	var url string
-	for url == "" && lines.Scan() {
-		if rest, ok := strings.CutPrefix(lines.Text(), "rtmon UI on "); ok {
-			url, _, _ = strings.Cut(rest, " ")
-		}
-	}
-	if url == "" {
-		t.Fatalf("live printed no UI address: %v", lines.Err())
-	}
-	go io.Copy(io.Discard, pr) // the summary at the end
+	url, done := startLive(ctx, t, o)
 
 	events := make(chan web.LiveEvent, 64)
 	go func() {
@@ -107,6 +90,30 @@ func TestLiveLoopbackFeedsUI(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("live: %v", err)
 	}
+}
+
+// startLive runs rtmon live with o until ctx ends and returns its UI's
+// address, once printed, and where its error will come.
+func startLive(ctx context.Context, t *testing.T, o liveOptions) (url string, done <-chan error) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	errc := make(chan error, 1)
+	go func() {
+		err := runLive(ctx, pw, o)
+		pw.CloseWithError(err)
+		errc <- err
+	}()
+	lines := bufio.NewScanner(pr)
+	for url == "" && lines.Scan() {
+		if rest, ok := strings.CutPrefix(lines.Text(), "rtmon UI on "); ok {
+			url, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	if url == "" {
+		t.Fatalf("live printed no UI address: %v", lines.Err())
+	}
+	go io.Copy(io.Discard, pr) // the summary at the end
+	return url, errc
 }
 
 func freeLoopbackAddr(t *testing.T) string {
