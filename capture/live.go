@@ -168,8 +168,9 @@ func openHandle(name string, o LiveOptions) (*pcap.Handle, error) {
 	return h, nil
 }
 
-// run reads one interface until ctx ends, handing full batches (or partial
-// ones when a read times out) to the consumer.
+// run reads one interface until ctx ends, handing batches to the
+// consumer when full, when a read times out, or when they span a read
+// timeout of capture time (see batchDue).
 func (s *liveSource) run(ctx context.Context, idx int, li *liveIface, o LiveOptions) (err error) {
 	defer func() {
 		li.updateStats()
@@ -223,6 +224,9 @@ func (s *liveSource) run(ctx context.Context, idx int, li *liveIface, o LiveOpti
 		off := len(b.buf)
 		b.buf = append(b.buf, data...) // grows once if a frame exceeds the batch size
 		b.frames = append(b.frames, frameRef{ts: ci.Timestamp.UnixNano(), off: int32(off), len: int32(len(data))})
+		if b.due(o.Timeout) && !send() {
+			return nil
+		}
 		n := li.frames.Add(1)
 		li.bytes.Add(uint64(len(data)))
 		// Under load reads never time out; refresh drop counters about once a
@@ -233,6 +237,16 @@ func (s *liveSource) run(ctx context.Context, idx int, li *liveIface, o LiveOpti
 		}
 	}
 	return nil
+}
+
+// due reports whether b spans timeout of capture time: a trickle of
+// packets never lets a read time out, and a batch that waited to fill
+// held them back (seen: about a second behind on loopback), late for the
+// live view and for key log lines read meanwhile. Frame times, not the
+// clock, so no clock is read per packet.
+func (b *batch) due(timeout time.Duration) bool {
+	n := len(b.frames)
+	return n > 1 && b.frames[n-1].ts-b.frames[0].ts >= int64(timeout)
 }
 
 func (li *liveIface) updateStats() {

@@ -236,3 +236,18 @@ func TestLiveErrors(t *testing.T) {
 		t.Error("no interfaces: no error")
 	}
 }
+
+// A batch is handed on once its frames span a read timeout of capture
+// time, not only when it fills or a read times out: packets that trickle
+// in more often than the timeout never let a read time out, and waited
+// for 1 MiB (about a second behind on loopback).
+func TestBatchDueBySpan(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	b := &batch{}
+	for i, ms := range []int64{0, 30, 60, 90, 120} {
+		b.frames = append(b.frames, frameRef{ts: 5e9 + ms*int64(time.Millisecond)})
+		if got, want := b.due(timeout), ms >= 100; got != want {
+			t.Errorf("frame %d at %d ms: due %v, want %v", i, ms, got, want)
+		}
+	}
+}
