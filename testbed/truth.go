@@ -254,6 +254,14 @@ func (m *wireMatcher) resolve(p *PageTruth, o *ObjectTruth, role string, into *[
 			i, id = j, wireID(m.all[j], role)
 		}
 	}
+	if p.Source == BrowserGo {
+		// Go's Transport resends a GET whose reused connection failed,
+		// and its client reports the retry's connection: the attempt
+		// before it, on another, was abandoned.
+		if k := m.abandonedBefore(i); k >= 0 {
+			p.Wire.Abandoned = append(p.Wire.Abandoned, wireID(m.all[k], role))
+		}
+	}
 	setOwnTiming(&id, o)
 	switch {
 	case id.Complete:
@@ -277,6 +285,22 @@ func (m *wireMatcher) retryOf(p *PageTruth, i int) int {
 			continue
 		}
 		if !wireID(r, "").Complete {
+			continue
+		}
+		m.claimed[j] = true
+		return j
+	}
+	return -1
+}
+
+// abandonedBefore finds and claims an unclaimed incomplete attempt of the
+// Go client's request i sent before it on another connection, -1 if none.
+func (m *wireMatcher) abandonedBefore(i int) int {
+	req := m.all[i]
+	for _, j := range m.byClient[req.Conn.Client] {
+		r := m.all[j]
+		if m.claimed[j] || r.Conn == req.Conn || r.Txn.ReqFirst >= req.Txn.ReqFirst || r.Txn.UserAgent != GoClientUA ||
+			r.Txn.Method != req.Txn.Method || r.Txn.URL != req.Txn.URL || wireID(r, "").Complete {
 			continue
 		}
 		m.claimed[j] = true

@@ -10,10 +10,22 @@ import (
 // another connection; the retry is the request's truth, the first attempt
 // is abandoned (not an after-load request, not an incomplete page).
 func TestChromiumRetryIsTheRequest(t *testing.T) {
+	testRetryIsTheRequest(t, BrowserChromium, "Mozilla/5.0 Chrome")
+}
+
+// Go's Transport retries a GET whose reused connection failed too, and
+// the client reports the retry's connection (seen once beside a CPU hog
+// on the lossy link: the first attempt was left to no page, and the
+// page's pageview had one object more than its truth).
+func TestGoRetryIsTheRequest(t *testing.T) {
+	testRetryIsTheRequest(t, BrowserGo, GoClientUA)
+}
+
+func testRetryIsTheRequest(t *testing.T, source, userAgent string) {
 	client := netip.MustParseAddr("198.51.100.10")
 	server := netip.MustParseAddr("203.0.113.2")
 	txn := func(i int, url string, start, end int64, complete bool) *WireTruthTxn {
-		return &WireTruthTxn{Index: i, Method: "GET", URL: url, Status: 200, UserAgent: "Mozilla/5.0 Chrome", Referer: "http://x/p1.html",
+		return &WireTruthTxn{Index: i, Method: "GET", URL: url, Status: 200, UserAgent: userAgent, Referer: "http://x/p1.html",
 			ReqFirst: start, Start: start, End: end, Total: end - start, Complete: complete}
 	}
 	w := &ClientWire{Conns: []*WireTruthConn{
@@ -27,8 +39,10 @@ func TestChromiumRetryIsTheRequest(t *testing.T) {
 		}},
 	}}
 	w.Conns[1].Txns[1].Index = 1
-	pages := []PageTruth{{Source: BrowserChromium, Client: client.String(), URL: "/p1.html", NavIssued: 500,
-		Container: ObjectTruth{URL: "/p1.html"}, Objects: []ObjectTruth{{URL: "/o/a.css"}, {URL: "/o/b.png"}}}}
+	// The Go client reports the connection each request got (the retry's).
+	pages := []PageTruth{{Source: source, Client: client.String(), URL: "/p1.html", NavIssued: 500,
+		Container: ObjectTruth{URL: "/p1.html", LocalPort: 40000},
+		Objects:   []ObjectTruth{{URL: "/o/a.css", LocalPort: 40002}, {URL: "/o/b.png", LocalPort: 40002}}}}
 	rest := AttachWireTruth(pages, w)
 	pw := pages[0].Wire
 	if len(rest) != 0 || !pw.Valid || len(pw.Incomplete) != 0 || len(pw.AfterLoad) != 0 {
@@ -39,6 +53,9 @@ func TestChromiumRetryIsTheRequest(t *testing.T) {
 	}
 	if pw.End != 5000 || len(pw.InLoad) != 2 {
 		t.Errorf("page ends %d with %d in-load objects, want 5000 (the retry's end) and 2", pw.End, len(pw.InLoad))
+	}
+	if source != BrowserChromium {
+		return // a Go request without a retry reports the failed connection's port
 	}
 	// Without a retry the page stays without usable truth.
 	w.Conns[1].Txns = w.Conns[1].Txns[:1]
