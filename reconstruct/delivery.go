@@ -130,7 +130,7 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 				}
 				c.oooLost = 0
 			}
-		case lost > 0 && off > st.reqStartOff:
+		case lost > 0 && off > st.reqStartOff && !c.tlsPastEarly(st, off):
 			// A later segment of the request came after lost packets: its
 			// first copy was lost (the wait is in RequestLast already).
 			st.resent = true

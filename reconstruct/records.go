@@ -65,11 +65,15 @@ const (
 	// transactions: the connection is timed, its exchanges are not. On a
 	// transaction: an HTTP/2 stream of a decrypted connection.
 	FlagHTTP2
+	// FlagEarlyData: the request went as TLS 1.3 0-RTT early data, with
+	// the ClientHello, so it did not wait for the handshake (its Ttls is
+	// 0). On a connection: the client sent early data.
+	FlagEarlyData
 )
 
 var flagNames = []string{"incomplete", "mid_stream", "rtt_estimated", "hole", "no_request",
 	"no_response", "truncated_payload", "evicted", "reset", "no_ack", "header_too_large", "parse_error",
-	"preconnected", "spurious_retrans", "upstream_loss", "after_load", "tls", "http2"}
+	"preconnected", "spurious_retrans", "upstream_loss", "after_load", "tls", "http2", "early_data"}
 
 // Names lists the set flags by name.
 func (f Flags) Names() []string {

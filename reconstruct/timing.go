@@ -103,7 +103,7 @@ func (c *conn) emitTimed(st *txState) {
 			connected = sent
 		}
 		b0, b1 = r.SYNTimes[0]-half, connected-half
-		bT = max(b1, c.tlsReady()-half)
+		bT = c.tlsDoneFor(st, b1, half)
 		b2 = tx.RequestLast - half
 	case hasRequest:
 		b0 = sent - half

@@ -60,6 +60,16 @@ type tlsSession struct {
 	// keyWait: the records held for a key line not read yet (see
 	// tlskeywait.go), nil when none is awaited.
 	keyWait *keyWait
+	// early: the client's 0-RTT records held for the ServerHello (see
+	// tlsearly.go); earlyEnd the stream offset past the last of them (0:
+	// no early data); serverFlightDone: the server's Finished passed;
+	// earlyTickets: the tickets skipped after the client's Finished;
+	// earlyAccepted: the client's EndOfEarlyData said the server took it.
+	early            *earlyHold
+	earlyEnd         int64
+	serverFlightDone bool
+	earlyTickets     int
+	earlyAccepted    bool
 }
 
 // tlsSessionSize is a session's own state, counted against the memory
@@ -109,7 +119,7 @@ func (c *conn) tlsAccount() {
 	s := c.tls
 	now := 0
 	if !c.done {
-		now = tlsSessionSize + s.wire.Client.Buffered() + s.wire.Server.Buffered() + c.tlsPlainHeld() + s.keyWait.held()
+		now = tlsSessionSize + s.wire.Client.Buffered() + s.wire.Server.Buffered() + c.tlsPlainHeld() + s.keyWait.held() + s.early.held()
 	}
 	c.t.tlsBytes += now - s.counted
 	s.counted = now
@@ -159,6 +169,9 @@ func (c *conn) tlsEvents(client bool, evs []tlswire.Event) {
 				c.tlsHello(ev.Handshake)
 			}
 		case tlswire.KindRecord:
+			if client && c.tlsEarlyRecord(*ev) {
+				continue
+			}
 			if c.plain != nil && c.tlsPlainRecord(client, ev.Record, ev.Body) {
 				continue
 			}
@@ -208,6 +221,7 @@ func (c *conn) tlsHello(h tlswire.Handshake) {
 		s.protoUnsure = true
 	}
 	c.tlsStartDecrypt(sh)
+	c.tlsEarlyReplay()
 }
 
 // tlsMultiplexed marks the connection HTTP/2: no keyless turns.
@@ -281,14 +295,19 @@ const tls13 = 0x0304
 // handshake; after it, application data is a request.
 func (c *conn) tlsClientRecord(r tlswire.Record) {
 	s := c.tls
-	if s.finished == 0 {
+	if s.finished == 0 && !s.isEarly(r) {
+		if s.isEndOfEarlyData(r) {
+			s.earlyAccepted = true
+			return
+		}
 		sh := s.wire.ServerHello
 		tls13Finished := sh != nil && sh.Version() >= tls13 && r.Type == tlswire.TypeApplicationData
 		if tls13Finished || r.Type == tlswire.TypeHandshake && r.Encrypted {
 			s.finished = r.At
 			c.noteTtls()
+			c.tlsEarlyDone()
 		}
-		return // the handshake, or 0-RTT early data
+		return // the handshake
 	}
 	if r.Type != tlswire.TypeApplicationData || r.Len < minHTTPRecord || s.multiplexed {
 		return
@@ -322,7 +341,14 @@ func (c *conn) tlsServerRecord(r tlswire.Record) {
 		c.noteTtls()
 		return
 	}
-	if s.finished == 0 || r.StartAt < s.finished || r.Type != tlswire.TypeApplicationData || r.Len < minHTTPRecord || s.multiplexed {
+	if c.tlsEarlyServerFlight(r) || c.resp != nil && s.earlyTicket(r) {
+		return
+	}
+	// After the flight of a connection with early data, the server's
+	// records answer the early request, also one begun before the
+	// client's Finished and ended after it.
+	if !s.serverFlightDone && (s.finished == 0 || r.StartAt < s.finished) || r.Type != tlswire.TypeApplicationData ||
+		r.Len < minHTTPRecord || s.multiplexed {
 		// The server's handshake flight (Go sends its tickets there), an
 		// alert, or HTTP/2.
 		return

@@ -251,11 +251,20 @@ func (c *conn) tlsPlainRecord(client bool, r tlswire.Record, body []byte) bool {
 		return false
 	}
 	pt, err := c.plain.sess.Decrypt(dir, r.Type, r.Version, body)
-	if err != nil {
+	switch {
+	case errors.Is(err, tlsdecrypt.ErrEarlyData) && s.isEarly(r):
+		// Early data the key log has no secret for, or that the server
+		// rejected (the client then sends it again after its Finished).
+		return true
+	case err != nil:
 		c.tlsStopDecrypt(true)
 		return false
 	}
 	switch {
+	case pt.Type == tlswire.TypeApplicationData && len(pt.Data) > 0:
+		// HTTP, also before the client's Finished: its 0-RTT request and
+		// the server's answer to it.
+		c.tlsPlainHTTP(client, r, pt.Data)
 	case r.Type != tlswire.TypeApplicationData || client && s.finished == 0:
 		// A protected handshake record (a Finished: Ttls) or alert, timed
 		// as without keys.
@@ -264,8 +273,6 @@ func (c *conn) tlsPlainRecord(client bool, r tlswire.Record, body []byte) bool {
 		} else {
 			c.tlsServerRecord(r)
 		}
-	case pt.Type == tlswire.TypeApplicationData && len(pt.Data) > 0 && s.finished > 0:
-		c.tlsPlainHTTP(client, r, pt.Data)
 	}
 	// Else a TLS 1.3 ticket, key update or alert: no HTTP.
 	return true

@@ -1,6 +1,7 @@
 package reconstruct_test
 
 import (
+	"bytes"
 	"crypto/tls"
 	"encoding/binary"
 	"net/netip"
@@ -181,6 +182,10 @@ func FuzzTrackerDecrypt(f *testing.F) {
 		writes := recordTLSSessionKeys(f, version, []string{"http/1.1"}, []string{"/", "/b"}, 600, kl)
 		f.Add(fuzzSession(writes))
 	}
+	// TLS 1.3 0-RTT: early data before the ServerHello, 0.5-RTT data.
+	random := bytes.Repeat([]byte{0x44}, 32)
+	addEarlySecrets(f, kl, random)
+	f.Add(fuzzSession(buildEarlyFlight(f, random, 700, false).writes()))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fuzzTrack(t, data, kl)
 	})

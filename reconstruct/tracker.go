@@ -156,6 +156,11 @@ type Stats struct {
 	TLSConnections   uint64 `json:"tls_connections"`
 	HTTP2Connections uint64 `json:"http2_connections"`
 	TLSFramingLost   uint64 `json:"tls_framing_lost"`
+	// TLSEarlyData counts TLS 1.3 connections whose client sent a request
+	// as 0-RTT early data, TLSEarlyRejected those of them whose server
+	// refused it (the client sent it again after the handshake).
+	TLSEarlyData     uint64 `json:"tls_early_data"`
+	TLSEarlyRejected uint64 `json:"tls_early_rejected"`
 	// With a Config.KeyLog only (zero, and left out, without one):
 	// TLSDecrypted counts connections whose decryption began (their key
 	// was in the log), TLSKeyless TLS connections that ended timed keyless

@@ -104,6 +104,9 @@ func (c *conn) end(flags Flags) {
 	c.rec.Flags |= flags
 	c.c2s.flush(c.deliverClient, c.gapClient)
 	c.s2c.flush(c.deliverServer, c.gapServer)
+	if c.tls != nil {
+		c.tlsEarlyReplay() // no ServerHello came: keyless
+	}
 	if !c.c2s.closed {
 		c.c2s.closed = true
 		c.reqP().Close(&c.reqH)

@@ -35,9 +35,13 @@ type PipelineStats struct {
 	// HTTPS: connections that began with a ClientHello, those of them
 	// decrypted with the key log, timed keyless, whose key the log
 	// lacked, and whose decryption failed (see reconstruct.Stats).
-	TLSConnections   int64 `json:"tls_connections"`
-	TLSDecrypted     int64 `json:"tls_decrypted"`
-	TLSKeyLate       int64 `json:"tls_key_late"`
+	TLSConnections int64 `json:"tls_connections"`
+	TLSDecrypted   int64 `json:"tls_decrypted"`
+	TLSKeyLate     int64 `json:"tls_key_late"`
+	// TLSEarlyData: TLS 1.3 connections whose request went as 0-RTT early
+	// data; TLSEarlyRejected: those whose server refused it.
+	TLSEarlyData     int64 `json:"tls_early_data"`
+	TLSEarlyRejected int64 `json:"tls_early_rejected"`
 	TLSKeyless       int64 `json:"tls_keyless"`
 	TLSNoKey         int64 `json:"tls_no_key"`
 	TLSDecryptErrors int64 `json:"tls_decrypt_errors"`
@@ -324,8 +328,8 @@ func StatsFrom(src capture.Stats, tr reconstruct.Stats, ws query.WriterStats) Pi
 	p := PipelineStats{Packets: int64(tr.Packets), Evictions: int64(tr.Evicted), OpenConnections: int64(tr.OpenConnections),
 		TrackerMemory: tr.MemoryInUse, MemoryEvictions: int64(tr.MemoryEvictions),
 		TLSConnections: int64(tr.TLSConnections), TLSDecrypted: int64(tr.TLSDecrypted), TLSKeyless: int64(tr.TLSKeyless),
-		TLSKeyLate: int64(tr.TLSKeyLate),
-		TLSNoKey:   int64(tr.TLSNoKey), TLSDecryptErrors: int64(tr.TLSDecryptErrors),
+		TLSKeyLate: int64(tr.TLSKeyLate), TLSEarlyData: int64(tr.TLSEarlyData), TLSEarlyRejected: int64(tr.TLSEarlyRejected),
+		TLSNoKey: int64(tr.TLSNoKey), TLSDecryptErrors: int64(tr.TLSDecryptErrors),
 		StoreWritten: ws.Written, StoreQueued: ws.Queued, StoreSpilled: int64(ws.SpilledFiles), StoreRetries: ws.Retries,
 		StoreLastError: ws.LastError, StoreState: storeState(ws)}
 	for _, s := range src.Sources {

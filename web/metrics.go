@@ -160,6 +160,8 @@ var pipelineMetrics = []metric[PipelineStats]{
 	newMetric(counter, "tls_connections_total", "Connections that began with a TLS ClientHello.", nil, func(p PipelineStats) int64 { return p.TLSConnections }),
 	newMetric(counter, "tls_decrypted_total", "TLS connections decrypted with the key log (--keylog).", nil, func(p PipelineStats) int64 { return p.TLSDecrypted }),
 	newMetric(counter, "tls_key_late_total", "Decrypted TLS connections whose key log line came after their ServerHello (held for it).", nil, func(p PipelineStats) int64 { return p.TLSKeyLate }),
+	newMetric(counter, "tls_early_data_total", "TLS 1.3 connections whose client sent its request as 0-RTT early data.", nil, func(p PipelineStats) int64 { return p.TLSEarlyData }),
+	newMetric(counter, "tls_early_rejected_total", "TLS 1.3 connections whose server refused the client's 0-RTT early data.", nil, func(p PipelineStats) int64 { return p.TLSEarlyRejected }),
 	newMetric(counter, "tls_keyless_total", "TLS connections timed without keys while a key log was given.", nil, func(p PipelineStats) int64 { return p.TLSKeyless }),
 	newMetric(counter, "tls_no_key_total", "TLS connections whose client random the key log lacked.", nil, func(p PipelineStats) int64 { return p.TLSNoKey }),
 	newMetric(counter, "tls_decrypt_errors_total", "TLS connections with a key that could not be decrypted, or not to the end.", nil, func(p PipelineStats) int64 { return p.TLSDecryptErrors }),
