@@ -148,6 +148,10 @@ http {
         ssl_certificate {{.Dir}}/cert.pem;
         ssl_certificate_key {{.Dir}}/key.pem;
         ssl_protocols {{.Protocols}};
+{{- if .TLS.EarlyData}}
+        ssl_early_data on;
+        lingering_close always;
+{{- end}}
 {{- end}}
 {{- if .WebSite}}
         location = /beacon { return 204; }
