@@ -379,8 +379,8 @@ func TestExpectContinue(t *testing.T) {
 		c.ClientAck(est + ms + 2*D + 10*ms + 2*D)
 	})
 	tx := one(t, "transaction", out.txs)
-	if tx.Status != 201 || tx.Method != "POST" {
-		t.Fatalf("status %d method %s: the 100 Continue is not the response", tx.Status, tx.Method)
+	if tx.Status != 201 || tx.Method != "POST" || tx.Flags&reconstruct.FlagContinued == 0 {
+		t.Fatalf("status %d method %s flags %v: the 100 Continue is not the response, and is flagged", tx.Status, tx.Method, tx.Flags.Names())
 	}
 	checkTx(t, tx, want{start: synth.T(0) - D, tconn: 2*D + 100*us, trequest: ms + 2*D, tserver: 10*ms + 2*D,
 		total: 2*D + 100*us + ms + 2*D + 10*ms + 2*D})

@@ -96,6 +96,9 @@ func (h *responseEvents) MessageStart(m *http1.Message) {
 
 func (h *responseEvents) HeadersDone(m *http1.Message) {
 	if m.Interim {
+		if m.Status == 100 && len(h.c.pending) > 0 {
+			h.c.pending[0].tx.Flags |= FlagContinued // the request it answers (takeRequest)
+		}
 		return
 	}
 	c := h.c

@@ -69,11 +69,22 @@ const (
 	// the ClientHello, so it did not wait for the handshake (its Ttls is
 	// 0). On a connection: the client sent early data.
 	FlagEarlyData
+	// FlagContinued: the server answered the request's head with an
+	// interim 100 Continue, and the request ran on to the end of its body
+	// before the final response. Without keys the interim is told by the
+	// length of its record (25 bytes of plaintext).
+	FlagContinued
+	// FlagTurnsAmbiguous (without keys): the client sent on before it had
+	// the whole answer (pipelined requests, or a body still going as the
+	// server answered), so where one exchange ends and the next begins is
+	// a reading of the records' turns, not known.
+	FlagTurnsAmbiguous
 )
 
 var flagNames = []string{"incomplete", "mid_stream", "rtt_estimated", "hole", "no_request",
 	"no_response", "truncated_payload", "evicted", "reset", "no_ack", "header_too_large", "parse_error",
-	"preconnected", "spurious_retrans", "upstream_loss", "after_load", "tls", "http2", "early_data"}
+	"preconnected", "spurious_retrans", "upstream_loss", "after_load", "tls", "http2", "early_data",
+	"continued", "turns_ambiguous"}
 
 // Names lists the set flags by name.
 func (f Flags) Names() []string {

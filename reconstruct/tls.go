@@ -70,6 +70,10 @@ type tlsSession struct {
 	serverFlightDone bool
 	earlyTickets     int
 	earlyAccepted    bool
+	// interim: a server record the size of a 100 Continue, held while it
+	// may be one (hasInterim; see tlsturns.go).
+	interim    tlswire.Record
+	hasInterim bool
 }
 
 // tlsSessionSize is a session's own state, counted against the memory
@@ -315,10 +319,13 @@ func (c *conn) tlsClientRecord(r tlswire.Record) {
 	if s.protoUnsure && c.tlsSettleProtocol(r) {
 		return
 	}
-	c.tlsTurnEnds()
+	ambiguous := c.tlsClientTurn()
 	st := c.currentRequest()
 	if st == nil {
 		st = c.newTx()
+		if ambiguous {
+			st.tx.Flags |= FlagTurnsAmbiguous
+		}
 		st.heuristic = true
 		st.tx.RequestFirst, st.upLost, st.upAckOrCopy = c.c2sLog.at(r.Offset, r.StartAt)
 		st.prev, st.timer, st.rearmAt = c.lastResp, c.timer, c.srvAckNewAt
@@ -341,7 +348,7 @@ func (c *conn) tlsServerRecord(r tlswire.Record) {
 		c.noteTtls()
 		return
 	}
-	if c.tlsEarlyServerFlight(r) || c.resp != nil && s.earlyTicket(r) {
+	if c.tlsEarlyServerFlight(r) || c.resp != nil && s.earlyTicket(r) || c.tlsInterim(r) {
 		return
 	}
 	// After the flight of a connection with early data, the server's
@@ -379,6 +386,12 @@ func (c *conn) tlsResponseRecord(r tlswire.Record) {
 // nothing after them were a short response's record, the last of them.
 func (c *conn) tlsTurnEnds() {
 	s := c.tls
+	if s.hasInterim && c.resp == nil && len(c.pending) > 0 {
+		// Nothing followed the record taken for a 100 Continue: it was
+		// the response.
+		s.hasInterim = false
+		c.tlsResponseRecord(s.interim)
+	}
 	if !s.ticketsDone && s.nTickets > 0 && c.resp == nil && len(c.pending) > 0 {
 		c.tlsResponseRecord(s.tickets[s.nTickets-1])
 	}

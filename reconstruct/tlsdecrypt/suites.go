@@ -59,6 +59,25 @@ var suites = map[uint16]suite{
 	0x009D: {0x009D, VersionTLS12, aeadAESGCM, 32, sha512.New384, 48}, // RSA_WITH_AES_256_GCM_SHA384
 }
 
+// SealedLen is the length of a record (its body, after the 5-byte header)
+// that protects n bytes of plaintext under a suite at a version, with no
+// TLS 1.3 padding: what a keyless reader compares record lengths with.
+// ok is false for a suite the package does not know.
+func SealedLen(version, cipherSuite uint16, n int) (length int, ok bool) {
+	s, ok := suites[cipherSuite]
+	if !ok || s.version != version {
+		return 0, false
+	}
+	const tag = 16 // both AEADs
+	switch {
+	case version == VersionTLS13:
+		return n + 1 + tag, true // the inner content type
+	case s.aead == aeadAESGCM:
+		return 8 + n + tag, true // the explicit nonce
+	}
+	return n + tag, true
+}
+
 // Supported reports whether a Session can decrypt a suite at a version.
 func Supported(version, cipherSuite uint16) bool {
 	s, ok := suites[cipherSuite]

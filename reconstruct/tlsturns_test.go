@@ -1,0 +1,212 @@
+package reconstruct_test
+
+import (
+	"bufio"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rtmon/rtmon/reconstruct"
+	"github.com/rtmon/rtmon/reconstruct/tlsdecrypt"
+	"github.com/rtmon/rtmon/synth"
+)
+
+// recordContinueSession runs one POST with "Expect: 100-continue" over a
+// real TLS session: the client sends the head, waits for the server's
+// 100 Continue, sends the body and reads the final response (phase 1 the
+// head and the interim, 2 the body and the response). The server answers
+// the interim as Go's and nginx's do, with the 25-byte status line alone.
+func recordContinueSession(t *testing.T, version uint16, suites []uint16, keyLog io.Writer) []tlsWrite {
+	t.Helper()
+	cs, ss := net.Pipe()
+	rec := &tlsRecorder{}
+	srvCfg := &tls.Config{Certificates: []tls.Certificate{testCertificate(t)}, MinVersion: version, MaxVersion: version,
+		CipherSuites: suites}
+	cliCfg := &tls.Config{ServerName: "shop.example.test", InsecureSkipVerify: true, MinVersion: version,
+		MaxVersion: version, CipherSuites: suites, KeyLogWriter: keyLog}
+	srv := tls.Server(recordingConn{ss, rec, false}, srvCfg)
+	done := make(chan error, 1)
+	go func() {
+		defer srv.Close()
+		r := bufio.NewReader(srv)
+		req, err := http.ReadRequest(r)
+		if err != nil {
+			done <- err
+			return
+		}
+		if req.Header.Get("Expect") == "100-continue" {
+			io.WriteString(srv, "HTTP/1.1 100 Continue\r\n\r\n")
+		}
+		io.Copy(io.Discard, req.Body)
+		body := strings.Repeat("y", 3000)
+		fmt.Fprintf(srv, "HTTP/1.1 201 Created\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		io.Copy(io.Discard, r) // to the client's close_notify: a pipe's writes wait for the reader
+		done <- nil
+	}()
+	cli := tls.Client(recordingConn{cs, rec, true}, cliCfg)
+	if err := cli.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	upload := strings.Repeat("u", 5000)
+	rec.setPhase(1)
+	fmt.Fprintf(cli, "POST /upload HTTP/1.1\r\nHost: shop.example.test\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", len(upload))
+	r := bufio.NewReader(cli)
+	interim, err := http.ReadResponse(r, nil)
+	if err != nil || interim.StatusCode != 100 {
+		t.Fatalf("interim response: %v %v", interim, err)
+	}
+	rec.setPhase(2)
+	io.WriteString(cli, upload)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	rec.setPhase(-1)
+	cli.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return rec.writes
+}
+
+// A POST whose client waits for 100 Continue is one exchange: the
+// request runs from its head to the end of its body, and the server's
+// time from there to the final response, as in cleartext; without keys
+// the interim is told by its record's length under each AEAD suite.
+func TestKeylessHTTPSContinue(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		version uint16
+		suites  []uint16
+	}{
+		{"TLS 1.3", tls.VersionTLS13, nil},
+		{"TLS 1.2 AES-GCM", tls.VersionTLS12, []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}},
+		{"TLS 1.2 ChaCha20", tls.VersionTLS12, []uint16{tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256}},
+	} {
+		kl := tlsdecrypt.NewKeyLog(tlsdecrypt.KeyLogOptions{})
+		writes := recordContinueSession(t, tc.version, tc.suites, kl)
+		for _, keys := range []bool{false, true} {
+			cfg := reconstruct.Config{}
+			if keys {
+				cfg.KeyLog = kl
+			}
+			var head, body, respFirst, respLast int64
+			out := analyze(t, defaultOpts(), cfg, func(w *synth.Writer) {
+				c := w.Conn(client, netip.AddrPortFrom(server.Addr(), 443), 7500, 9500)
+				at := handshake(c, synth.T(0))
+				prevClient := true
+				for _, wr := range writes {
+					if wr.fromClient {
+						if !prevClient {
+							at += 2 * D
+						}
+						c.Client(at, wr.b)
+						switch wr.phase {
+						case 1:
+							head = at
+						case 2:
+							body = at
+						}
+						at += 50 * us
+						prevClient = true
+						continue
+					}
+					if prevClient {
+						at += 20 * ms // the server's turn
+					}
+					times := c.ServerMSS(at, wr.b, 1448, 20*us)
+					if wr.phase == 2 {
+						if respFirst == 0 {
+							respFirst = recordDoneAt(wr.b, 0, times)
+						}
+						respLast = times[len(times)-1]
+					}
+					at = times[len(times)-1] + 20*us
+					c.ClientAck(at + 2*D)
+					prevClient = false
+				}
+				c.ClientFIN(at + 3*D)
+				c.ServerFIN(at + 3*D + 100*us)
+				c.ClientAck(at + 5*D)
+			})
+			name := fmt.Sprintf("%s, keys %v", tc.name, keys)
+			tx := one(t, name+": transaction", out.txs)
+			if tx.Flags&reconstruct.FlagContinued == 0 || keys && (tx.Method != "POST" || tx.Status != 201) {
+				t.Errorf("%s: %s %d flags %v, want POST 201 flagged continued", name, tx.Method, tx.Status, tx.Flags.Names())
+			}
+			got := []int64{tx.RequestFirst, tx.RequestLast, tx.ResponseFirst, tx.ResponseLast}
+			if want := []int64{head, body, respFirst, respLast}; !slices.Equal(got, want) {
+				t.Errorf("%s: request first/last, response first/last %v, want %v", name, durs(sub(got)), durs(sub(want)))
+			}
+		}
+	}
+}
+
+func sub(v []int64) []int64 {
+	out := make([]int64, len(v))
+	for i, x := range v {
+		out[i] = x - synth.Base
+	}
+	return out
+}
+
+// A client that sends its next request before it has the whole answer
+// to the previous one (pipelining) leaves record turns whose split
+// cannot be known without keys: both exchanges are flagged. One that
+// waits for the answer's end, as browsers and curl do, is not.
+func TestKeylessHTTPSPipeliningFlagged(t *testing.T) {
+	writes := recordTLSSession(t, tls.VersionTLS13, []string{"http/1.1"}, []string{"/a", "/b"}, 40000)
+	for _, pipelined := range []bool{false, true} {
+		out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+			o := synth.DefaultConnOptions()
+			o.ClientRTT = 2 * D // the client acknowledges what reached it
+			c := w.ConnWith(client, netip.AddrPortFrom(server.Addr(), 443), 7600, 9600, o)
+			at := handshake(c, synth.T(0))
+			prevClient := true
+			var firstOfTurn int64
+			for _, wr := range writes {
+				if wr.fromClient {
+					switch {
+					case wr.phase == 2 && pipelined:
+						at = firstOfTurn + 2*D // as the answer's first bytes reached the client
+					case !prevClient:
+						at += 2 * D
+					}
+					c.Client(at, wr.b)
+					at += 50 * us
+					prevClient = true
+					continue
+				}
+				if prevClient {
+					at += 20 * ms
+					firstOfTurn = at
+				}
+				times := c.ServerMSS(at, wr.b, 1448, 500*us)
+				at = times[len(times)-1] + 20*us
+				prevClient = false
+			}
+			c.ClientAck(at + 2*D)
+			c.ClientFIN(at + 3*D)
+			c.ServerFIN(at + 3*D + 100*us)
+			c.ClientAck(at + 5*D)
+		})
+		if len(out.txs) != 2 {
+			t.Fatalf("pipelined %v: %d transactions, want 2", pipelined, len(out.txs))
+		}
+		for _, tx := range out.txs {
+			if got := tx.Flags&reconstruct.FlagTurnsAmbiguous != 0; got != pipelined {
+				t.Errorf("pipelined %v: tx %d flags %v (%v)", pipelined, tx.Index, tx.Flags.Names(), time.Duration(tx.Total))
+			}
+		}
+	}
+}
