@@ -319,7 +319,7 @@ func (c *conn) tlsClientRecord(r tlswire.Record) {
 	if s.protoUnsure && c.tlsSettleProtocol(r) {
 		return
 	}
-	ambiguous := c.tlsClientTurn()
+	ambiguous := c.tlsClientTurn(r)
 	st := c.currentRequest()
 	if st == nil {
 		st = c.newTx()

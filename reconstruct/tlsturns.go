@@ -51,6 +51,7 @@ func (c *conn) tlsInterim(r tlswire.Record) bool {
 		return false
 	}
 	s.interim, s.hasInterim = r, true
+	s.ticketsDone = true // the server's turn has begun: what it held were tickets
 	return true
 }
 
@@ -58,13 +59,25 @@ func (c *conn) tlsInterim(r tlswire.Record) bool {
 // it is the request's body, going on; else it ends the server's turn.
 // It reports whether the record came before the client had the whole
 // answer of that turn (turns ambiguous).
-func (c *conn) tlsClientTurn() (ambiguous bool) {
+func (c *conn) tlsClientTurn(r tlswire.Record) (ambiguous bool) {
 	s := c.tls
 	if s.hasInterim {
 		s.hasInterim = false
 		if st := c.currentRequest(); st != nil {
 			st.tx.Flags |= FlagContinued
 		}
+		return false
+	}
+	if c.resp == nil && !s.ticketsDone && s.nTickets > 0 && c.currentRequest() != nil &&
+		r.StartAt < s.tickets[s.nTickets-1].At+c.clientRTT()*3/4 {
+		// The client began this record before the records held as
+		// tickets can have reached it: they came while the request was
+		// still being sent, so they are tickets, no answer, and the
+		// request goes on (a body in several records; its later
+		// records, which acknowledge them, must not take them for a
+		// short response). A record's own ACK comes with its last
+		// segment, a round trip into a long body, so its start decides.
+		s.ticketsDone = true
 		return false
 	}
 	if st := c.resp; st != nil && st.respEndOff > c.lastAck {

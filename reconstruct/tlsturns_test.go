@@ -25,6 +25,14 @@ import (
 // the interim as Go's and nginx's do, with the 25-byte status line alone.
 func recordContinueSession(t *testing.T, version uint16, suites []uint16, keyLog io.Writer) []tlsWrite {
 	t.Helper()
+	return recordPostSession(t, version, suites, keyLog, true, 5000)
+}
+
+// recordPostSession is recordContinueSession with or without the Expect
+// header (without it the body follows the head at once, in phase 1) and
+// a body of size bytes, written at once (several records past 16 KiB).
+func recordPostSession(t *testing.T, version uint16, suites []uint16, keyLog io.Writer, expect bool, size int) []tlsWrite {
+	t.Helper()
 	cs, ss := net.Pipe()
 	rec := &tlsRecorder{}
 	srvCfg := &tls.Config{Certificates: []tls.Certificate{testCertificate(t)}, MinVersion: version, MaxVersion: version,
@@ -54,15 +62,21 @@ func recordContinueSession(t *testing.T, version uint16, suites []uint16, keyLog
 	if err := cli.Handshake(); err != nil {
 		t.Fatal(err)
 	}
-	upload := strings.Repeat("u", 5000)
+	upload := strings.Repeat("u", size)
 	rec.setPhase(1)
-	fmt.Fprintf(cli, "POST /upload HTTP/1.1\r\nHost: shop.example.test\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", len(upload))
-	r := bufio.NewReader(cli)
-	interim, err := http.ReadResponse(r, nil)
-	if err != nil || interim.StatusCode != 100 {
-		t.Fatalf("interim response: %v %v", interim, err)
+	expectHeader := ""
+	if expect {
+		expectHeader = "Expect: 100-continue\r\n"
 	}
-	rec.setPhase(2)
+	fmt.Fprintf(cli, "POST /upload HTTP/1.1\r\nHost: shop.example.test\r\n%sContent-Length: %d\r\n\r\n", expectHeader, len(upload))
+	r := bufio.NewReader(cli)
+	if expect {
+		interim, err := http.ReadResponse(r, nil)
+		if err != nil || interim.StatusCode != 100 {
+			t.Fatalf("interim response: %v %v", interim, err)
+		}
+		rec.setPhase(2)
+	}
 	io.WriteString(cli, upload)
 	resp, err := http.ReadResponse(r, nil)
 	if err != nil {
@@ -207,6 +221,79 @@ func TestKeylessHTTPSPipeliningFlagged(t *testing.T) {
 			if got := tx.Flags&reconstruct.FlagTurnsAmbiguous != 0; got != pipelined {
 				t.Errorf("pipelined %v: tx %d flags %v (%v)", pipelined, tx.Index, tx.Flags.Names(), time.Duration(tx.Total))
 			}
+		}
+	}
+}
+
+// OpenSSL (nginx) sends two session tickets as the client's TLS 1.3
+// Finished reaches it: one may pass before a request's head, one after.
+// A body in several records then comes partly before they can have
+// reached the client and partly after (its later records acknowledge
+// them); and with Expect, the 100 Continue follows them. Neither the
+// tickets nor the interim is the response: one transaction, from the
+// head to the body's last record, answered by the final response (seen
+// on the HTTPS testbed: a 100 KB POST made eight transactions).
+func TestKeylessHTTPSBodyAfterTickets(t *testing.T) {
+	ticket := func() []byte {
+		b := make([]byte, 5+298)
+		b[0], b[1], b[2], b[3], b[4] = 23, 3, 3, 1, 42 // 298 bytes of application data
+		return b
+	}
+	for _, expect := range []bool{false, true} {
+		writes := recordPostSession(t, tls.VersionTLS13, nil, nil, expect, 40000)
+		// The exchange's writes: the head, the body (all later client
+		// writes), the interim if any, the response.
+		var hs []tlsWrite
+		var headW, body, interim, resp []byte
+		for _, w := range writes {
+			switch {
+			case w.phase == 0:
+				hs = append(hs, w)
+			case w.phase < 0:
+			case w.fromClient && headW == nil:
+				headW = w.b
+			case w.fromClient:
+				body = append(body, w.b...)
+			case expect && interim == nil:
+				interim = w.b
+			default:
+				resp = append(resp, w.b...)
+			}
+		}
+		var head, bodyLast, respFirst, respLast int64
+		out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+			o := synth.DefaultConnOptions()
+			o.ClientRTT = 2 * D // the client acknowledges what reached it
+			c := w.ConnWith(client, netip.AddrPortFrom(server.Addr(), 443), 7700, 9700, o)
+			tt := scriptTLS(c, hs, 300*us, 0)
+			fin := tt.finished
+			c.Server(fin+300*us, ticket())
+			head = fin + 400*us
+			c.Client(head, headW)
+			c.Server(fin+600*us, ticket())
+			at := head + 100*us // the body right behind the head
+			if expect {
+				c.Server(fin+800*us, interim)
+				at = fin + 800*us + 2*D
+			}
+			half := min(len(body), 20000)
+			c.Client(at, body[:half]) // what the window allowed
+			bodyLast = at
+			if half < len(body) {
+				bodyLast = at + 2*D // the rest as the server's ACKs come back
+				c.Client(bodyLast, body[half:])
+			}
+			times := c.ServerMSS(bodyLast+20*ms, resp, 1448, 20*us)
+			respFirst, respLast = recordDoneAt(resp, 0, times), times[len(times)-1]
+			c.ClientAck(respLast + 2*D)
+			c.ClientFIN(respLast + 3*D)
+			c.ServerFIN(respLast + 3*D + 100*us)
+			c.ClientAck(respLast + 5*D)
+		})
+		tx := one(t, fmt.Sprintf("expect %v: transaction", expect), out.txs)
+		got := []int64{tx.RequestFirst, tx.RequestLast, tx.ResponseFirst, tx.ResponseLast}
+		if want := []int64{head, bodyLast, respFirst, respLast}; !slices.Equal(got, want) || (tx.Flags&reconstruct.FlagContinued != 0) != expect {
+			t.Errorf("expect %v: request first/last, response first/last %v, want %v; flags %v", expect, durs(sub(got)), durs(sub(want)), tx.Flags.Names())
 		}
 	}
 }
