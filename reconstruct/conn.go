@@ -130,6 +130,9 @@ type txState struct {
 	respStarted  bool
 	respDone     bool
 	heuristic    bool // timed from sequence numbers, not parsed
+	// h2ID: the HTTP/2 stream of a decrypted connection's transaction
+	// (0 otherwise).
+	h2ID uint32
 
 	// upLost: copies of the request's first segment lost before the
 	// capture point; prev is the connection's latest complete response
@@ -500,4 +503,15 @@ func (c *conn) sendMSS() int64 {
 func (c *conn) key() flowKey {
 	k, _ := keyOf(c.rec.Client, c.rec.Server, c.rec.ClientPort, c.rec.ServerPort)
 	return k
+}
+
+// opensConn reports whether st is its connection's first request, the
+// one a fresh connection's setup is timed with: the first transaction,
+// or on HTTP/2, whose streams complete in any order (and are indexed so),
+// the client's first stream: clients number their streams up from 1.
+func (st *txState) opensConn() bool {
+	if st.h2ID != 0 {
+		return st.h2ID == 1
+	}
+	return st.tx.Index == 0
 }

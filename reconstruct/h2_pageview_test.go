@@ -82,7 +82,7 @@ func TestDecryptedHTTP2Pageview(t *testing.T) {
 			waves := h2PageWaves("/index.html", tc.noReferer)
 			redirects := 0
 			if !tc.noReferer {
-				waves = append([][]h2Fetch{{{"/old.html", []string{"Accept", "text/html", "Sec-Fetch-Dest", "document"}}}}, waves...)
+				waves = append([][]h2Fetch{{{path: "/old.html", header: []string{"Accept", "text/html", "Sec-Fetch-Dest", "document"}}}}, waves...)
 				redirects = 1
 			}
 			writes := recordH2Waves(t, tls.VersionTLS13, kl, handler, waves...)

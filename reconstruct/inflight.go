@@ -71,7 +71,7 @@ func (c *conn) inFlightSince(now int64) (int64, bool) {
 		if st == nil || strings.HasPrefix(st.tx.ContentType, "text/event-stream") {
 			return
 		}
-		if st.tx.Index == 0 && first > 0 {
+		if st.opensConn() && first > 0 {
 			// Timed from the first SYN unless the request came well after
 			// the connect (a spare connection; see preconnectIdle).
 			at, req := c.connectedAt(), st.tx.RequestFirst

@@ -72,7 +72,7 @@ func (c *conn) emitTimed(st *txState) {
 		}
 	}
 	connected := c.connectedAt()
-	freshConn := hasRequest && tx.Index == 0 && len(r.SYNTimes) > 0
+	freshConn := hasRequest && st.opensConn() && len(r.SYNTimes) > 0
 	if freshConn && connected > 0 && to > 0 && connected >= from-estimateSlack/8 && connected <= to+estimateSlack/8 {
 		// An estimate that cannot be told from the connect: the client
 		// sent as it connected, as clients that connect to send do.
@@ -201,7 +201,7 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 	// timer is known, so a copy later than one wait after connecting was
 	// sent later (a spare connection), not as the client connected.
 	weak := c.ipid.steps < 3 && st.sentBy == 0 && !c.ownSample
-	fresh := st.tx.Index == 0 && len(c.rec.SYNTimes) > 0
+	fresh := st.opensConn() && len(c.rec.SYNTimes) > 0
 	ackOrCopy := st.upAckOrCopy && st.sentBy == 0
 	ok = false
 	var wait, spread int64

@@ -17,7 +17,8 @@ import (
 // completed: a frame that begins a record is timed from the record's
 // start, one inside it (or after it, in the same record) from its end.
 // A stream's transaction waits, like any response, for the client's ACK
-// of the record that ended it. Indexes follow completion order.
+// of the record that ended it. Indexes follow completion order; the
+// connection's setup goes with the client's first stream (opensConn).
 //
 // What the pageview stage reads comes as over HTTP/1: Referer (redacted
 // like the URL), Accept, Sec-Fetch-Dest, Location, Content-Encoding, and
@@ -191,6 +192,7 @@ func (c *conn) h2Events(evs []http2wire.Event) {
 func (c *conn) h2Stream(s *http2wire.Stream) {
 	p := c.plain
 	st := c.newTx()
+	st.h2ID = s.ID
 	tx, rq, rs := &st.tx, &s.Request, &s.Response
 	tx.Flags |= FlagHTTP2
 	st.prev, st.timer = c.lastResp, c.timer // a resent request's are as it came (h2RequestLoss)

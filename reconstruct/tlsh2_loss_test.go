@@ -25,8 +25,8 @@ import (
 func TestDecryptedHTTP2RequestLostUpstream(t *testing.T) {
 	handler, _ := h2Site(false, 10)
 	kl := tlsdecrypt.NewKeyLog(tlsdecrypt.KeyLogOptions{})
-	objects := []h2Fetch{{"/style.css", nil}, {"/app.js", nil}, {"/img/0.png", nil}}
-	writes := recordH2Waves(t, tls.VersionTLS13, kl, handler, []h2Fetch{{"/index.html", nil}}, objects)
+	objects := []h2Fetch{{path: "/style.css"}, {path: "/app.js"}, {path: "/img/0.png"}}
+	writes := recordH2Waves(t, tls.VersionTLS13, kl, handler, []h2Fetch{{path: "/index.html"}}, objects)
 	var sent, resent int64 // the objects' requests were sent from sent on
 	script := func(w *synth.Writer) {
 		h2Burst(w, 7500, writes, func(c *synth.Conn, reqs []tlsWrite, at int64) int64 {
@@ -80,8 +80,8 @@ func TestDecryptedHTTP2RequestLostUpstream(t *testing.T) {
 func TestDecryptedHTTP2RequestLostBehindInFlight(t *testing.T) {
 	handler, _ := h2Site(false, 10)
 	kl := tlsdecrypt.NewKeyLog(tlsdecrypt.KeyLogOptions{})
-	objects := []h2Fetch{{"/style.css", nil}, {"/app.js", nil}, {"/img/0.png", nil}}
-	writes := recordH2Waves(t, tls.VersionTLS13, kl, handler, []h2Fetch{{"/index.html", nil}}, objects)
+	objects := []h2Fetch{{path: "/style.css"}, {path: "/app.js"}, {path: "/img/0.png"}}
+	writes := recordH2Waves(t, tls.VersionTLS13, kl, handler, []h2Fetch{{path: "/index.html"}}, objects)
 	var sent, lastSent, resent int64
 	var lostURL string
 	script := func(w *synth.Writer) {

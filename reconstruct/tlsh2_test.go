@@ -44,6 +44,7 @@ func recordH2Session(t *testing.T, version uint16, n int, keyLog io.Writer) []tl
 type h2Fetch struct {
 	path   string
 	header []string
+	after  <-chan struct{} // if set, sent once it is closed (stream ids follow the sending order)
 }
 
 // recordH2Waves is recordH2Session with handler serving waves of GETs on
@@ -87,7 +88,12 @@ func recordH2WavesOffering(t testing.TB, version uint16, offered []string, keyLo
 		var wg sync.WaitGroup
 		errs := make(chan error, len(wave))
 		for _, f := range wave {
-			wg.Go(func() { errs <- h2Get(cc, f) })
+			wg.Go(func() {
+				if f.after != nil {
+					<-f.after
+				}
+				errs <- h2Get(cc, f)
+			})
 		}
 		wg.Wait()
 		close(errs)
@@ -231,14 +237,14 @@ func h2PageWaves(pageURL string, noReferer bool) [][]h2Fetch {
 	css := "https://shop.example.test/style.css"
 	img := "image/avif,image/webp,*/*"
 	return [][]h2Fetch{
-		{{pageURL, []string{"Accept", "text/html,application/xhtml+xml", "Sec-Fetch-Dest", "document"}}},
+		{{path: pageURL, header: []string{"Accept", "text/html,application/xhtml+xml", "Sec-Fetch-Dest", "document"}}},
 		{
-			{"/style.css", ref(page, "Accept", "text/css,*/*;q=0.1", "Sec-Fetch-Dest", "style")},
-			{"/app.js", ref(page, "Accept", "*/*", "Sec-Fetch-Dest", "script")},
-			{"/img/0.png", ref(page, "Accept", img, "Sec-Fetch-Dest", "image")},
-			{"/img/1.png", ref(page, "Accept", img, "Sec-Fetch-Dest", "image")},
+			{path: "/style.css", header: ref(page, "Accept", "text/css,*/*;q=0.1", "Sec-Fetch-Dest", "style")},
+			{path: "/app.js", header: ref(page, "Accept", "*/*", "Sec-Fetch-Dest", "script")},
+			{path: "/img/0.png", header: ref(page, "Accept", img, "Sec-Fetch-Dest", "image")},
+			{path: "/img/1.png", header: ref(page, "Accept", img, "Sec-Fetch-Dest", "image")},
 		},
-		{{"/img/bg.png", ref(css, "Accept", img, "Sec-Fetch-Dest", "image")}},
+		{{path: "/img/bg.png", header: ref(css, "Accept", img, "Sec-Fetch-Dest", "image")}},
 	}
 }
 
@@ -263,7 +269,7 @@ func TestDecryptedHTTP2PageFields(t *testing.T) {
 	handler, page := h2Site(true, 1000)
 	kl := tlsdecrypt.NewKeyLog(tlsdecrypt.KeyLogOptions{})
 	waves := h2PageWaves("/index.html?sid=s3cret", false)
-	waves = append(waves, []h2Fetch{{"/old.html", nil}})
+	waves = append(waves, []h2Fetch{{path: "/old.html"}})
 	script := scriptH2(recordH2Waves(t, tls.VersionTLS13, kl, handler, waves...))
 	out := analyze(t, defaultOpts(), reconstruct.Config{KeyLog: kl}, script)
 	byPath := map[string]*reconstruct.Transaction{}
