@@ -25,12 +25,17 @@ type TLSWireTxn struct {
 	URL    string // path and query
 	Status int
 	// ReqFirst: the packet that completed the request's first message
-	// (HTTP/1.1: the request head; HTTP/2: its HEADERS). RespLast: the
-	// packet that completed the response (its END_STREAM). Unix ns.
-	ReqFirst, RespLast int64
+	// (HTTP/1.1: the request head, the first TLS record of a request
+	// spanning several, as one with a body does; HTTP/2: its HEADERS).
+	// ReqLast (HTTP/1.1): the packet that completed the request, body
+	// included. RespLast: the packet that completed the final response
+	// (its END_STREAM; an interim 1xx is no response). Unix ns.
+	ReqFirst, ReqLast, RespLast int64
 	// Fresh: the first request of a connection, sent within
-	// PreconnectIdle of the client's TLS Finished; Start is then the
-	// connection's first SYN, else ReqFirst.
+	// PreconnectIdle of the handshake's end at the client (its TLS
+	// Finished, or under TLS 1.2 the server's, if later: the client
+	// waits for it); Start is then the connection's first SYN, else
+	// ReqFirst.
 	Fresh      bool
 	Start, End int64
 	Complete   bool
@@ -55,9 +60,11 @@ type TLSWireConn struct {
 	SYN      int64 // the client's first SYN
 	SYNs     int   // the client's SYNs (resends included)
 	Finished int64 // the client's TLS Finished
-	Txns     []*TLSWireTxn
-	streams  map[uint32]*TLSWireTxn
-	resends  []resend // the client's retransmissions
+	// srvFinished: the server's TLS Finished reached the client.
+	srvFinished int64
+	Txns        []*TLSWireTxn
+	streams     map[uint32]*TLSWireTxn
+	resends     []resend // the client's retransmissions
 }
 
 type resend struct{ at, seq int64 }
@@ -67,15 +74,17 @@ type resend struct{ at, seq int64 }
 var tlsTruthFields = []string{"frame.number", "frame.time_epoch", "tcp.srcport", "tcp.dstport", "tcp.flags.syn",
 	"tcp.flags.ack", "tls.handshake.type", "http.request.method", "http.request.uri", "http.response.code",
 	"http.request_in", "http2.streamid", "http2.type", "http2.flags.end_stream", "http2.headers.method",
-	"http2.headers.path", "http2.headers.status", "tcp.seq", "tcp.analysis.retransmission"}
+	"http2.headers.path", "http2.headers.status", "tcp.seq", "tcp.analysis.retransmission", "tls.segment"}
 
 // ReadTLSWire decrypts the client-side capture pcap with keyLog (tshark)
-// and returns its connections to serverPort by client port.
+// and returns its connections to serverPort by client port. tshark
+// reports an HTTP/1.1 request with a body where the body ends; the
+// client's packets with payload are read too, to time its head.
 func ReadTLSWire(ctx context.Context, pcap, keyLog string, serverPort int) (map[uint16]*TLSWireConn, error) {
 	// Out-of-order reassembly: without it a lost and resent segment ends
 	// the stream's reassembly, and every later message goes unreported.
 	args := []string{"-r", pcap, "-n", "-o", "tls.keylog_file:" + keyLog, "-o", "tcp.reassemble_out_of_order:TRUE",
-		"-Y", fmt.Sprintf("tcp.port == %d && (http || http2 || tls.handshake.type == 20 || tcp.flags.syn == 1 || tcp.analysis.retransmission)", serverPort),
+		"-Y", fmt.Sprintf("tcp.port == %d && (http || http2 || tls.handshake.type == 20 || tcp.flags.syn == 1 || tcp.analysis.retransmission || tcp.dstport == %[1]d && tcp.len > 0)", serverPort),
 		"-T", "fields", "-E", "separator=|", "-E", "aggregator=;"}
 	for _, f := range tlsTruthFields {
 		args = append(args, "-e", f)
@@ -87,7 +96,7 @@ func ReadTLSWire(ctx context.Context, pcap, keyLog string, serverPort int) (map[
 	if err != nil {
 		return nil, fmt.Errorf("tshark %s: %w: %s", pcap, err, stderr.String())
 	}
-	w := &tlsTruth{port: uint16(serverPort), conns: map[uint16]*TLSWireConn{}, byFrame: map[int]*TLSWireTxn{}}
+	w := &tlsTruth{port: uint16(serverPort), conns: map[uint16]*TLSWireConn{}, byFrame: map[int]*TLSWireTxn{}, frameAt: map[int]int64{}}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -105,6 +114,7 @@ type tlsTruth struct {
 	port    uint16
 	conns   map[uint16]*TLSWireConn
 	byFrame map[int]*TLSWireTxn // HTTP/1.1 requests by frame number
+	frameAt map[int]int64       // the client's packets' times by frame number
 }
 
 // row reads one packet's fields.
@@ -140,6 +150,9 @@ func (w *tlsTruth) row(f []string) error {
 	if fromClient && c.Finished == 0 && slices.Contains(strings.Split(f[6], ";"), "20") {
 		c.Finished = at
 	}
+	if !fromClient && c.srvFinished == 0 && slices.Contains(strings.Split(f[6], ";"), "20") {
+		c.srvFinished = at
+	}
 	seq, _ := strconv.ParseInt(f[17], 10, 64) // relative sequence number
 	if fromClient && f[18] != "" {
 		c.resends = append(c.resends, resend{at, seq})
@@ -151,23 +164,44 @@ func (w *tlsTruth) row(f []string) error {
 }
 
 func (w *tlsTruth) http1(c *TLSWireConn, fromClient bool, at, seq int64, f []string) error {
+	frame, err := strconv.Atoi(f[0])
+	if err != nil {
+		return fmt.Errorf("frame number %q", f[0])
+	}
+	if fromClient {
+		w.frameAt[frame] = at
+	}
 	switch {
 	case fromClient && f[8] != "":
-		frame, err := strconv.Atoi(f[0])
-		if err != nil {
-			return fmt.Errorf("frame number %q", f[0])
+		x := &TLSWireTxn{Port: c.Port, Method: f[7], URL: f[8], ReqFirst: at, ReqLast: at, reqSeq: seq}
+		// A request in several TLS records (a body after its head):
+		// the first record's packet holds the head.
+		if first, _, _ := strings.Cut(f[19], ";"); first != "" {
+			if n, err := strconv.Atoi(first); err == nil && w.frameAt[n] > 0 {
+				x.ReqFirst = w.frameAt[n]
+			}
 		}
-		x := &TLSWireTxn{Port: c.Port, Method: f[7], URL: f[8], ReqFirst: at, reqSeq: seq}
 		c.Txns = append(c.Txns, x)
 		w.byFrame[frame] = x
 	case !fromClient && f[9] != "":
 		// Several responses completed by one packet are listed together.
-		codes, reqs := strings.Split(f[9], ";"), strings.Split(f[10], ";")
+		// An interim 1xx is none: the 100 Continue to a request head
+		// whose body had not yet come has no request_in.
+		codes, reqs := strings.Split(f[9], ";"), split(f[10])
+		if len(codes) > len(reqs) {
+			codes = slices.DeleteFunc(codes, func(s string) bool { return strings.HasPrefix(s, "1") })
+		}
+		if len(codes) > len(reqs) {
+			return fmt.Errorf("responses %q to requests in frames %q", f[9], f[10])
+		}
 		for i, r := range reqs {
 			n, err := strconv.Atoi(r)
 			x := w.byFrame[n]
 			if err != nil || x == nil || i >= len(codes) {
 				return fmt.Errorf("response to frame %q: no such request", r)
+			}
+			if strings.HasPrefix(codes[i], "1") {
+				continue
 			}
 			x.Status, _ = strconv.Atoi(codes[i])
 			x.RespLast, x.Complete = at, true
@@ -235,7 +269,7 @@ func (c *TLSWireConn) settle() {
 		for _, r := range c.resends {
 			x.ReqHeld = x.ReqHeld || r.at > x.ReqFirst && r.seq <= x.reqSeq && x.Complete && r.at < x.End
 		}
-		if i == 0 && c.SYN > 0 && c.Finished > 0 && x.ReqFirst-c.Finished <= int64(PreconnectIdle) {
+		if i == 0 && c.SYN > 0 && c.Finished > 0 && x.ReqFirst-max(c.Finished, c.srvFinished) <= int64(PreconnectIdle) {
 			x.Fresh, x.Start = true, c.SYN
 		}
 	}
