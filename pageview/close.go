@@ -183,6 +183,9 @@ func (g *Grouper) inLoad(p *pv, tx *reconstruct.Transaction, loadEnd int64) bool
 	switch {
 	case isFavicon(tx) && !g.declares(p, tx):
 		return false
+	case p.keyless:
+		// Of unknown kind: taken for an object the parser found.
+		return tx.Start <= loadEnd+parserSlack
 	case g.declares(p, tx):
 		return tx.End <= loadEnd
 	case subresource(tx) && p.htmlRead:

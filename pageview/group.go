@@ -323,6 +323,7 @@ type pv struct {
 	htmlRead   bool
 	noReferrer bool // the page's HTML asks for no Referer on its objects
 	favicon    bool // the page has its undeclared /favicon.ico (a browser asks once)
+	keyless    bool // grouped by timing from HTTPS without keys (see keyless.go)
 	referer    bool // some object joined by Referer
 	// firstByte: when the container's first response byte reached the
 	// client; objects found in the HTML start no earlier.

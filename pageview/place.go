@@ -22,6 +22,10 @@ func (g *Grouper) process(h heldTx) {
 	defer g.shed()
 	key := clientKey{tx.Client, tx.UserAgent}
 	c := g.clients[key]
+	if isKeyless(tx) {
+		g.placeKeyless(c, key, h)
+		return
+	}
 	if isNavigation(tx) && !g.embedded(c, tx) {
 		if c == nil {
 			c = g.client(key)
@@ -96,7 +100,7 @@ func (g *Grouper) place(c *client, tx *reconstruct.Transaction, ref uint64) *pv 
 	strict := c.referers > 0 && !favicon
 	for i := len(c.open) - 1; i >= 0; i-- {
 		p := c.open[i]
-		if strict && p.htmlRead && !p.noReferrer || favicon && p.favicon {
+		if strict && p.htmlRead && !p.noReferrer || favicon && p.favicon || p.keyless {
 			continue
 		}
 		if tx.Start >= p.firstByte && g.canTake(p, tx, true) {
@@ -297,7 +301,7 @@ func (g *Grouper) expireOrphan(o *orphan) {
 
 // open starts a pageview at container h (after the redirects that led to
 // it) and adopts the orphans it would have taken.
-func (g *Grouper) open(c *client, h heldTx) {
+func (g *Grouper) open(c *client, h heldTx) *pv {
 	tx := h.tx
 	for len(c.open) >= g.cfg.MaxPerClient {
 		g.stats.PerClientOverflow++
@@ -318,6 +322,7 @@ func (g *Grouper) open(c *client, h heldTx) {
 	if h.refs != nil {
 		p.declared, p.htmlRead, p.noReferrer = h.refs.urls, true, h.refs.noReferrer
 	}
+	p.keyless = isKeyless(tx) // it adopts nothing a parsed page might take
 	if r := g.claimRedirect(c, tx); r != nil {
 		p.redirs = r
 		p.rec.Start = min(p.rec.Start, r[0].Start)
@@ -337,6 +342,9 @@ func (g *Grouper) open(c *client, h heldTx) {
 		g.forward(r, p.rec.ID)
 	}
 	g.attach(p, h)
+	if p.keyless {
+		return p
+	}
 
 	adopt := func(k refKey, window bool) {
 		list := g.orphans[k]
@@ -368,6 +376,7 @@ func (g *Grouper) open(c *client, h heldTx) {
 		adopt(refKey{c.id, g.urlHash(host, path)}, false)
 	}
 	adopt(refKey{c.id, 0}, p.declared == nil)
+	return p
 }
 
 // declares reports whether p's HTML names tx.
