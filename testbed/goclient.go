@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -167,6 +168,9 @@ type GoClientTLS struct {
 	Addr   netip.AddrPort
 	KeyLog io.Writer
 	HTTP2  bool
+	// RootCAs, if set, verify the server's certificate (for Base's host);
+	// without them the client takes any certificate.
+	RootCAs *x509.CertPool
 }
 
 // NewGoClient makes a client using source address local.
@@ -204,7 +208,8 @@ func (g *GoClient) transport() *http.Transport {
 		tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return dial(ctx, network, t.Addr.String())
 		}
-		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true, KeyLogWriter: t.KeyLog, NextProtos: []string{"h2", "http/1.1"}}
+		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: t.RootCAs == nil, RootCAs: t.RootCAs,
+			KeyLogWriter: t.KeyLog, NextProtos: []string{"h2", "http/1.1"}}
 		if t.HTTP2 {
 			tr.ForceAttemptHTTP2, tr.TLSNextProto = true, nil
 		}

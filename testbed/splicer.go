@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +17,12 @@ import (
 // are copied both ways until either side closes. Close (via the testbed)
 // stops the listener and every open pair.
 func startSplicer(tb *Testbed, front, back netip.AddrPort) error {
+	return startSplicerWith(tb, front, back, nil)
+}
+
+// startSplicerWith is startSplicer, terminating TLS with conf when it is
+// set (startTLSSplicer).
+func startSplicerWith(tb *Testbed, front, back netip.AddrPort, conf *tls.Config) error {
 	var ln net.Listener
 	if err := inNS(tb.Server.NS, func() (err error) {
 		ln, err = net.Listen("tcp4", front.String())
@@ -23,7 +30,7 @@ func startSplicer(tb *Testbed, front, back netip.AddrPort) error {
 	}); err != nil {
 		return fmt.Errorf("splicer listen: %w", err)
 	}
-	sp := &splicer{ns: tb.Server.NS, back: back, open: map[net.Conn]bool{}, last: map[netip.Addr]time.Time{}}
+	sp := &splicer{ns: tb.Server.NS, back: back, tls: conf, open: map[net.Conn]bool{}, last: map[netip.Addr]time.Time{}}
 	sp.wg.Add(1)
 	go sp.serve(ln)
 	tb.onClose(func() error {
@@ -45,6 +52,7 @@ func startSplicer(tb *Testbed, front, back netip.AddrPort) error {
 type splicer struct {
 	ns   string
 	back netip.AddrPort
+	tls  *tls.Config // terminate TLS with the client (nil: splice TCP)
 	wg   sync.WaitGroup
 
 	mu   sync.Mutex
@@ -109,7 +117,9 @@ func (sp *splicer) serve(ln net.Listener) {
 }
 
 // splice connects to the back end for the accepted c and copies both
-// ways until both directions are done.
+// ways until both directions are done. Terminating TLS, it first
+// completes the client's TLS handshake and reads the request's head
+// (terminate), and connects only then (delayed binding).
 func (sp *splicer) splice(c net.Conn) {
 	defer sp.wg.Done()
 	defer func() { sp.track(c, false); c.Close() }()
@@ -117,6 +127,13 @@ func (sp *splicer) splice(c net.Conn) {
 	port := 0
 	if ra, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 		port = sp.markFirst(ra.AddrPort().Addr().Unmap())
+	}
+	front, head := c, []byte(nil)
+	if sp.tls != nil {
+		var err error
+		if front, head, err = sp.terminate(c); err != nil {
+			return
+		}
 	}
 	err := inNS(sp.ns, func() (err error) {
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: sp.back.Addr().AsSlice(), Port: port}, Timeout: 20 * time.Second}
@@ -130,16 +147,21 @@ func (sp *splicer) splice(c net.Conn) {
 		return
 	}
 	defer func() { sp.track(s, false); s.Close() }()
+	if len(head) > 0 {
+		if _, err := s.Write(head); err != nil {
+			return // the request, read while binding
+		}
+	}
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
 		io.Copy(dst, src)
-		if tc, ok := dst.(*net.TCPConn); ok {
-			tc.CloseWrite()
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite() // a TCP FIN, or TLS close_notify
 		}
 		done <- struct{}{}
 	}
-	go pipe(s, c)
-	go pipe(c, s)
+	go pipe(s, front)
+	go pipe(front, s)
 	<-done
 	<-done
 }

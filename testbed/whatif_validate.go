@@ -37,7 +37,9 @@ package testbed
 //   - SPLICE: a user-space splicer in the server namespace (startSplicer)
 //     answers the client's handshake and connects to nginx behind it; the
 //     server drops that connection's first SYN for each pageview's first
-//     connection, as it dropped the client's in the baseline.
+//     connection, as it dropped the client's in the baseline. SPLICE
+//     TERMINATE TLS (HTTPS runs, whatif_validate_tls.go): the splicer ends
+//     the client's TLS itself and binds at the request (splicer_tls.go).
 //
 // What the comparison shows about the models (numbers in the report of
 // issue 6): FAST SYN/ACK was predicted about one RTT slow until the model
@@ -201,6 +203,9 @@ type ValidationSpec struct {
 	// addresses that are not always in one: many clients, as real load
 	// comes from, not five that each start a page every 1.6 s.
 	LowClients int
+	// HTTPS: the clients load over TLS (whatif_validate_tls.go), from
+	// nginx or, with SpliceProxy, the TLS-terminating splicer.
+	HTTPS bool
 }
 
 // lowClients are the low class's addresses: ValidateLow, or LowClients
@@ -287,9 +292,11 @@ type ValidationRun struct {
 	// RTHigh: what the RT_HIGH driver did (spec.RTHigh).
 	RTHigh RTHighStats
 	// SYNACKsLost and Injected come from the hook.
-	SYNACKsLost      int
-	InjectedSYN      int
-	InjectedSYNACK   int
+	SYNACKsLost    int
+	InjectedSYN    int
+	InjectedSYNACK int
+	// KeyLog: the clients' TLS secrets (HTTPS runs).
+	KeyLog           string
 	CaptureDropped   int
 	CapturedPackets  int
 	ServerStderrTail string
@@ -322,7 +329,11 @@ func RunValidation(ctx context.Context, tb *Testbed, h *HandshakeHook, spec Vali
 			return run, fmt.Errorf("validation %s: %w", spec.Name, err)
 		}
 	}
-	loads, errs := runValidationLoads(ctx, tb, "http://"+tb.Server.Addr.String(), validationPlans(spec), spec)
+	cl, err := validationClientFor(tb, spec, ng, &run)
+	if err != nil {
+		return run, fmt.Errorf("validation %s: %w", spec.Name, err)
+	}
+	loads, errs := runValidationLoads(ctx, tb, cl, validationPlans(spec), spec)
 	var runErr error
 	for _, e := range errs {
 		if e != nil {
@@ -416,6 +427,8 @@ func startValidationServer(ctx context.Context, tb *Testbed, spec ValidationSpec
 	nopts := NginxOptions{Content: spec.Site.Content, KeepaliveTimeout: time.Second}
 	if spec.SpliceProxy {
 		nopts.Port = spliceBackendPort
+	} else if spec.HTTPS {
+		nopts.TLS = &NginxTLS{}
 	}
 	ng, err = tb.StartNginx(ctx, nopts)
 	if err != nil {
@@ -426,8 +439,8 @@ func startValidationServer(ctx context.Context, tb *Testbed, spec ValidationSpec
 	}
 	iface := tb.Server.Iface
 	if spec.SpliceProxy {
-		if err := startSplicer(tb, netip.AddrPortFrom(tb.Server.Addr, 80),
-			netip.AddrPortFrom(tb.Server.Addr, spliceBackendPort)); err != nil {
+		// The clients then verify the TLS splicer's certificate.
+		if ng.CAFile, err = startValidationSplicer(tb, spec); err != nil {
 			return nil, nil, fmt.Errorf("validation %s: %w", spec.Name, err)
 		}
 		iface = "lo"
@@ -473,7 +486,7 @@ func validationPlans(spec ValidationSpec) []validationPlan {
 // at real-time priority, and returns the loads and errors by plan;
 // A FAST SYN or overloaded run sets aside a load a reset ended
 // (ValidationLoad.Reset), a SYNPROXY run one that timed out (Stalled).
-func runValidationLoads(ctx context.Context, tb *Testbed, base string, plans []validationPlan, spec ValidationSpec) ([]ValidationLoad, []error) {
+func runValidationLoads(ctx context.Context, tb *Testbed, cl validationClient, plans []validationPlan, spec ValidationSpec) ([]ValidationLoad, []error) {
 	tolerateReset := spec.FastSYN > 0 || spec.Prefork != nil
 	timeout := 2 * time.Minute // overloaded runs (see RequestTimeout)
 	if spec.SYNProxy {
@@ -486,7 +499,7 @@ func runValidationLoads(ctx context.Context, tb *Testbed, base string, plans []v
 		if err := sleepCtx(ctx, time.Until(t0.Add(p.at))); err != nil {
 			return ValidationLoad{}, err
 		}
-		pt, err := loadFresh(ctx, tb, p.client, base, p.page.Path, timeout)
+		pt, err := loadFresh(ctx, tb, p.client, cl, p.page.Path, timeout)
 		l := ValidationLoad{Class: p.class, Client: p.client, Truth: pt, TotalNS: pt.TotalNS}
 		if err != nil && tolerateReset && errors.Is(err, syscall.ECONNRESET) {
 			return ValidationLoad{Class: p.class, Client: p.client, Reset: true}, nil
@@ -572,19 +585,6 @@ func realtimeProcess(pid int) error {
 		}
 	}
 	return nil
-}
-
-// loadFresh loads a page with one request per connection, at most 6 at a
-// time. With persistent connections, which object's request grabs the
-// container's idle connection is up to goroutine scheduling, and the critical
-// path gains or loses the handshake (one RTT, ~10 % of these pageviews) from
-// one load of a page to the next; the validation would then measure that
-// lottery instead of the action.
-func loadFresh(ctx context.Context, tb *Testbed, local netip.Addr, base, path string, timeout time.Duration) (PageTruth, error) {
-	g := tb.NewGoClient(local, base)
-	g.OneRequestPerConnection = true
-	g.RequestTimeout = timeout
-	return g.Load(ctx, path)
 }
 
 // synProxyStall is how long a SYNPROXY run's request may take before its

@@ -52,6 +52,9 @@ type validationCase struct {
 	// check says whether the baseline's conditions and the real action
 	// happened, so a run that silently did nothing cannot pass.
 	check func(t *testing.T, base, applied ValidationRun)
+	// keyless: the runs are HTTPS; the prediction is also made from rtmon's
+	// keyless records, its pageviews grouped by timing (judgeKeyless).
+	keyless bool
 }
 
 // TestWhatIfValidation is issue 6: for each action, predict from a run
@@ -63,6 +66,12 @@ func TestWhatIfValidation(t *testing.T) {
 	}
 	site := ValidationSite(42)
 	const gap = 200 * time.Millisecond
+	spliceCheck := func(t *testing.T, b, a ValidationRun) {
+		if b.NFTDrops < 2*b.Spec.PerClass || a.NFTDrops < 2*a.Spec.PerClass {
+			t.Errorf("SYN drops baseline %d, applied (server side of the splicer) %d: want one per pageview",
+				b.NFTDrops, a.NFTDrops)
+		}
+	}
 	cases := []validationCase{
 		{
 			name: "fast-syn", rule: "IF IP.SRC == * THEN FAST SYN GAP 200ms",
@@ -90,12 +99,19 @@ func TestWhatIfValidation(t *testing.T) {
 			name: "splice", rule: "IF IP.SRC == * THEN SPLICE",
 			base:    func(s *ValidationSpec) { s.SYNDrops = DropFirstSYNPerPageview },
 			applied: func(s *ValidationSpec) { s.SYNDrops, s.SpliceProxy = DropFirstSplicedSYN, true },
-			check: func(t *testing.T, b, a ValidationRun) {
-				if b.NFTDrops < 2*b.Spec.PerClass || a.NFTDrops < 2*a.Spec.PerClass {
-					t.Errorf("SYN drops baseline %d, applied (server side of the splicer) %d: want one per pageview",
-						b.NFTDrops, a.NFTDrops)
-				}
+			check:   spliceCheck,
+		},
+		{
+			// HTTPS: the baseline's clients shake hands with nginx; the
+			// splicer ends their TLS and binds at the request. Pageviews
+			// need the clients' key log (keyless, rtmon cannot read the
+			// HTML that starts one); keyless, the requests are judged.
+			name: "splice-tls", rule: "IF IP.SRC == * THEN SPLICE TERMINATE TLS", keyless: true,
+			base: func(s *ValidationSpec) { s.HTTPS, s.SYNDrops = true, DropFirstSYNPerPageview },
+			applied: func(s *ValidationSpec) {
+				s.HTTPS, s.SYNDrops, s.SpliceProxy = true, DropFirstSplicedSYN, true
 			},
+			check: spliceCheck,
 		},
 		{
 			name: "drop-syn", rule: "IF IP.SRC != " + validateHighPattern + " AND RT_HIGH > 100ms THEN DROP SYN",
@@ -167,6 +183,10 @@ func TestWhatIfValidation(t *testing.T) {
 				applied, appliedDir := run("applied", c.applied)
 				c.check(t, base, applied)
 				caseRows, misses := judgeValidation(t, c.name, rule, base, applied, baseDir, appliedDir)
+				if c.keyless {
+					kRows, kMisses := judgeKeyless(t, ctx, bin, classes, c.name, rule, base, applied)
+					caseRows, misses = append(caseRows, kRows...), append(misses, kMisses...)
+				}
 				busy := !linkHeld(base.Bridge) || !linkHeld(applied.Bridge)
 				if len(misses) > 0 && busy && attempt < maxScenarioRuns {
 					t.Logf("attempt %d: %s, and the link was held up (the machine was busy): running the case again",
@@ -208,6 +228,16 @@ func runAnalyzedValidation(t *testing.T, ctx context.Context, bin, classes strin
 		} else if err := os.WriteFile(filepath.Join(*keepDir, "whatif-"+spec.Name+".pcap"), b, 0o644); err != nil {
 			t.Error(err)
 		}
+		if r.KeyLog != "" {
+			// HTTPS: the clients' TLS secrets too.
+			b, err := os.ReadFile(r.KeyLog)
+			if err == nil {
+				err = os.WriteFile(filepath.Join(*keepDir, "whatif-"+spec.Name+".keys"), b, 0o600)
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		}
 	}
 	// The link's hiccups on a busy machine, for judging a prediction that
 	// misses: the models compare two runs.
@@ -220,7 +250,11 @@ func runAnalyzedValidation(t *testing.T, ctx context.Context, bin, classes strin
 		t.Errorf("%s: bridge %+v: want no send errors or queue drops", spec.Name, s)
 	}
 	out := t.TempDir()
-	if b, err := exec.CommandContext(ctx, bin, "analyze", "--classes", classes, "--out", out, r.Capture).CombinedOutput(); err != nil {
+	args := []string{"analyze", "--classes", classes, "--out", out}
+	if r.KeyLog != "" {
+		args = append(args, "--keylog", r.KeyLog)
+	}
+	if b, err := exec.CommandContext(ctx, bin, append(args, r.Capture)...).CombinedOutput(); err != nil {
 		t.Fatalf("rtmon analyze %s: %v\n%s", spec.Name, err, b)
 	}
 	return r, out
