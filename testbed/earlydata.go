@@ -125,17 +125,9 @@ var tlsRecordFields = []string{"frame.time_epoch", "tcp.srcport", "tcp.dstport",
 // payload, by client port, with the TLS records they complete decrypted
 // with keyLog.
 func ReadTLSRecords(ctx context.Context, pcap, keyLog string, serverPort int) (map[uint16][]TLSRecordPacket, error) {
-	args := []string{"-r", pcap, "-n", "-o", "tls.keylog_file:" + keyLog, "-o", "tcp.reassemble_out_of_order:TRUE",
-		"-Y", fmt.Sprintf("tcp.port == %d && (tls || tcp.len > 0)", serverPort), "-T", "fields", "-E", "separator=|", "-E", "aggregator=;"}
-	for _, f := range tlsRecordFields {
-		args = append(args, "-e", f)
-	}
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "tshark", args...)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := tsharkTLSFields(ctx, pcap, keyLog, fmt.Sprintf("tcp.port == %d && (tls || tcp.len > 0)", serverPort), tlsRecordFields)
 	if err != nil {
-		return nil, fmt.Errorf("tshark %s: %w: %s", pcap, err, stderr.String())
+		return nil, err
 	}
 	conns := map[uint16][]TLSRecordPacket{}
 	sc := bufio.NewScanner(bytes.NewReader(out))

@@ -151,19 +151,7 @@ type earlyWire struct {
 // accepted, and its response reached the client.
 func checkEarlyWire(t *testing.T, r *earlyRun) []earlyWire {
 	t.Helper()
-	ctx := testContext(t)
-	conns, err := ReadTLSWire(ctx, r.clientCapture, r.keyLog, r.nginx.Port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	crecs, err := ReadTLSRecords(ctx, r.clientCapture, r.keyLog, r.nginx.Port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srecs, err := ReadTLSRecords(ctx, r.capture, r.keyLog, r.nginx.Port)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conns, crecs, srecs := readTLSWires(t, r.clientCapture, r.capture, r.keyLog, r.nginx.Port)
 	// The connections in SYN order are the s_client runs in order.
 	ports := slices.SortedFunc(maps.Keys(conns), func(a, b uint16) int { return int(conns[a].SYN - conns[b].SYN) })
 	runs := r.runs
@@ -336,4 +324,22 @@ func earlyTxns(xs []rtmonTxnRec) string {
 		s = append(s, fmt.Sprintf("#%d %q flags %v ttls=%v total=%v", x.Index, x.URL, x.Flags, time.Duration(x.Ttls), time.Duration(x.Total)))
 	}
 	return fmt.Sprint(s)
+}
+
+// readTLSWires reads the client-side capture's transactions (the truth)
+// and both captures' TLS records, decrypted with keyLog.
+func readTLSWires(t *testing.T, clientCapture, capture, keyLog string, port int) (conns map[uint16]*TLSWireConn, crecs, srecs map[uint16][]TLSRecordPacket) {
+	t.Helper()
+	ctx := testContext(t)
+	conns, err := ReadTLSWire(ctx, clientCapture, keyLog, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if crecs, err = ReadTLSRecords(ctx, clientCapture, keyLog, port); err != nil {
+		t.Fatal(err)
+	}
+	if srecs, err = ReadTLSRecords(ctx, capture, keyLog, port); err != nil {
+		t.Fatal(err)
+	}
+	return conns, crecs, srecs
 }

@@ -170,19 +170,7 @@ var interimLens = map[bool][]int{false: {42}, true: {49, 41}}
 // otherwise.
 func checkContinueWire(t *testing.T, r *continueRun, tls12 bool) []continueWire {
 	t.Helper()
-	ctx := testContext(t)
-	conns, err := ReadTLSWire(ctx, r.clientCapture, r.keyLog, r.nginx.Port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	crecs, err := ReadTLSRecords(ctx, r.clientCapture, r.keyLog, r.nginx.Port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srecs, err := ReadTLSRecords(ctx, r.capture, r.keyLog, r.nginx.Port)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conns, crecs, srecs := readTLSWires(t, r.clientCapture, r.capture, r.keyLog, r.nginx.Port)
 	if len(conns) != len(continueCases) {
 		t.Errorf("client's wire has %d connections, curl made %d", len(conns), len(continueCases))
 	}

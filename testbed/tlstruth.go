@@ -83,18 +83,9 @@ var tlsTruthFields = []string{"frame.number", "frame.time_epoch", "tcp.srcport",
 func ReadTLSWire(ctx context.Context, pcap, keyLog string, serverPort int) (map[uint16]*TLSWireConn, error) {
 	// Out-of-order reassembly: without it a lost and resent segment ends
 	// the stream's reassembly, and every later message goes unreported.
-	args := []string{"-r", pcap, "-n", "-o", "tls.keylog_file:" + keyLog, "-o", "tcp.reassemble_out_of_order:TRUE",
-		"-Y", fmt.Sprintf("tcp.port == %d && (http || http2 || tls.handshake.type == 20 || tcp.flags.syn == 1 || tcp.analysis.retransmission || tcp.dstport == %[1]d && tcp.len > 0)", serverPort),
-		"-T", "fields", "-E", "separator=|", "-E", "aggregator=;"}
-	for _, f := range tlsTruthFields {
-		args = append(args, "-e", f)
-	}
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "tshark", args...)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := tsharkTLSFields(ctx, pcap, keyLog, fmt.Sprintf("tcp.port == %d && (http || http2 || tls.handshake.type == 20 || tcp.flags.syn == 1 || tcp.analysis.retransmission || tcp.dstport == %[1]d && tcp.len > 0)", serverPort), tlsTruthFields)
 	if err != nil {
-		return nil, fmt.Errorf("tshark %s: %w: %s", pcap, err, stderr.String())
+		return nil, err
 	}
 	w := &tlsTruth{port: uint16(serverPort), conns: map[uint16]*TLSWireConn{}, byFrame: map[int]*TLSWireTxn{}, frameAt: map[int]int64{}}
 	sc := bufio.NewScanner(bytes.NewReader(out))
@@ -302,4 +293,24 @@ func epochNS(s string) (int64, error) {
 		return 0, fmt.Errorf("time %q: %w", s, err)
 	}
 	return n*1e9 + ns, nil
+}
+
+// tsharkTLSFields runs tshark over pcap, decrypting with keyLog and
+// reassembling out-of-order segments, and returns the fields of the
+// packets filter selects, one line each ('|' between fields, ';' between
+// a field's values).
+func tsharkTLSFields(ctx context.Context, pcap, keyLog, filter string, fields []string) ([]byte, error) {
+	args := []string{"-r", pcap, "-n", "-o", "tls.keylog_file:" + keyLog, "-o", "tcp.reassemble_out_of_order:TRUE",
+		"-Y", filter, "-T", "fields", "-E", "separator=|", "-E", "aggregator=;"}
+	for _, f := range fields {
+		args = append(args, "-e", f)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "tshark", args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("tshark %s: %w: %s", pcap, err, stderr.String())
+	}
+	return out, nil
 }
