@@ -78,14 +78,7 @@ func runEarlyData(t *testing.T) *earlyRun {
 		t.Fatal(err)
 	}
 	r := &earlyRun{tb: tb, nginx: ng, keyLog: filepath.Join(tb.Dir, "sclient-keylog.txt")}
-	capt, err := tb.StartCapture(ctx, tb.Server, "https-0rtt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ccapt, err := tb.StartCapture(ctx, tb.Client, "https-0rtt-client")
-	if err != nil {
-		t.Fatal(err)
-	}
+	capt, ccapt := startBothCaptures(t, tb, "https-0rtt")
 	r.capture, r.clientCapture = capt.Path, ccapt.Path
 	for i, p := range earlyPaths {
 		sess := filepath.Join(tb.Dir, fmt.Sprintf("session-%d.pem", i))
@@ -101,22 +94,7 @@ func runEarlyData(t *testing.T) *earlyRun {
 		r.runs = append(r.runs, sclientRun{path: p, early: true, res: res})
 	}
 	r.bridge = tb.Link.Bridge.Stats()
-	stopCapture(t, capt)
-	stopCapture(t, ccapt)
-	if capt.Dropped != 0 || ccapt.Dropped != 0 {
-		t.Errorf("tcpdump dropped %d packets at the server, %d at the client", capt.Dropped, ccapt.Dropped)
-	}
-	if *keepDir != "" {
-		for _, f := range []string{r.capture, r.clientCapture, r.keyLog, ng.ErrorLog, ng.AccessLog} {
-			b, err := os.ReadFile(f)
-			if err == nil {
-				err = os.WriteFile(filepath.Join(*keepDir, "0rtt-"+filepath.Base(f)), b, 0o600)
-			}
-			if err != nil {
-				t.Error(err)
-			}
-		}
-	}
+	stopBothCaptures(t, capt, ccapt, "0rtt-", r.keyLog, ng.ErrorLog, ng.AccessLog)
 	return r
 }
 
@@ -342,4 +320,42 @@ func readTLSWires(t *testing.T, clientCapture, capture, keyLog string, port int)
 		t.Fatal(err)
 	}
 	return conns, crecs, srecs
+}
+
+// startBothCaptures starts captures at the server (rtmon's input) and at
+// the client (the truth), named name and name-client.
+func startBothCaptures(t *testing.T, tb *Testbed, name string) (server, client *Capture) {
+	t.Helper()
+	ctx := testContext(t)
+	server, err := tb.StartCapture(ctx, tb.Server, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if client, err = tb.StartCapture(ctx, tb.Client, name+"-client"); err != nil {
+		t.Fatal(err)
+	}
+	return server, client
+}
+
+// stopBothCaptures stops them, fails the test if either dropped packets,
+// and with -testbed.keep copies them and the files in also, prefixed.
+func stopBothCaptures(t *testing.T, server, client *Capture, prefix string, also ...string) {
+	t.Helper()
+	stopCapture(t, server)
+	stopCapture(t, client)
+	if server.Dropped != 0 || client.Dropped != 0 {
+		t.Errorf("tcpdump dropped %d packets at the server, %d at the client", server.Dropped, client.Dropped)
+	}
+	if *keepDir == "" {
+		return
+	}
+	for _, f := range append([]string{server.Path, client.Path}, also...) {
+		b, err := os.ReadFile(f)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(*keepDir, prefix+filepath.Base(f)), b, 0o600)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	}
 }

@@ -90,14 +90,7 @@ func runContinue(t *testing.T, tls12 bool) *continueRun {
 		t.Fatal(err)
 	}
 	r := &continueRun{tb: tb, nginx: ng, path: site.Pages[0].AppPath(continueServerMS), keyLog: filepath.Join(tb.Dir, "curl-keylog.txt")}
-	capt, err := tb.StartCapture(ctx, tb.Server, "https-continue")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ccapt, err := tb.StartCapture(ctx, tb.Client, "https-continue-client")
-	if err != nil {
-		t.Fatal(err)
-	}
+	capt, ccapt := startBothCaptures(t, tb, "https-continue")
 	r.capture, r.clientCapture = capt.Path, ccapt.Path
 	for _, c := range continueCases {
 		args := []string{"--resolve", ng.Resolve()}
@@ -126,22 +119,7 @@ func runContinue(t *testing.T, tls12 bool) *continueRun {
 		r.results = append(r.results, x)
 	}
 	r.bridge = tb.Link.Bridge.Stats()
-	stopCapture(t, capt)
-	stopCapture(t, ccapt)
-	if capt.Dropped != 0 || ccapt.Dropped != 0 {
-		t.Errorf("tcpdump dropped %d packets at the server, %d at the client", capt.Dropped, ccapt.Dropped)
-	}
-	if *keepDir != "" {
-		for _, f := range []string{r.capture, r.clientCapture, r.keyLog, ng.ErrorLog, ng.AccessLog} {
-			b, err := os.ReadFile(f)
-			if err == nil {
-				err = os.WriteFile(filepath.Join(*keepDir, "continue-"+filepath.Base(t.Name())+"-"+filepath.Base(f)), b, 0o600)
-			}
-			if err != nil {
-				t.Error(err)
-			}
-		}
-	}
+	stopBothCaptures(t, capt, ccapt, "continue-"+filepath.Base(t.Name())+"-", r.keyLog, ng.ErrorLog, ng.AccessLog)
 	return r
 }
 
