@@ -15,6 +15,7 @@ import (
 func FuzzGrouper(f *testing.F) {
 	f.Add([]byte("\x00\x10\x05\x05\x05\x01\x00\x01\x30\x05\x05\x05\x02\x01"))
 	f.Add([]byte("\x00\x00\x05\x05\x05\x09\x00\x02\x08\x05\x05\x05\x12\x00\x01\x70\x05\x05\x05\x23\x01"))
+	f.Add([]byte("\x00\x00\x05\x05\x05\x00\x08\x00\x08\x05\x05\x05\x00\x09\x00\x40\x05\x05\x05\x00\x18"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		urls := []string{"/", "/index.html", "/a.png", "/s.css", "/favicon.ico", "/beacon", "/two.html", "/go"}
 		var txs []*reconstruct.Transaction
@@ -53,6 +54,13 @@ func FuzzGrouper(f *testing.F) {
 			}
 			if b[6]&0x80 != 0 {
 				tx.SecFetchDest = []string{"document", "image", "empty", "iframe"}[b[6]>>5&3]
+			}
+			if b[6]&0x08 != 0 {
+				// HTTPS without keys: no method, URL, status or type; a
+				// host (SNI) of two.
+				tx.Method, tx.URL, tx.Status, tx.ContentType, tx.Referer, tx.Body = "", "", 0, "", "", nil
+				tx.Host = []string{"shop.example.test", "cdn.example.test"}[b[6]>>4&1]
+				tx.Flags |= reconstruct.FlagTLS
 			}
 			txs = append(txs, tx)
 		}

@@ -1,6 +1,7 @@
 package reconstruct_test
 
 import (
+	"bytes"
 	"crypto/tls"
 	"encoding/binary"
 	"net/http"
@@ -36,6 +37,10 @@ func FuzzTracker(f *testing.F) {
 	h2 := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
 	f.Add(fuzzSessionWhole(recordH2WavesOffering(f, tls.VersionTLS13, []string{"h2", "http/1.1"}, nil, h2,
 		[]h2Fetch{{path: "/"}}, []h2Fetch{{path: "/a"}, {path: "/b"}})))
+	// Keyless 0-RTT (early data before the ServerHello, 0.5-RTT answer)
+	// and a POST that waits for 100 Continue, its body in several records.
+	f.Add(fuzzSession(buildEarlyFlight(f, bytes.Repeat([]byte{0x45}, 32), 700, false).writes()))
+	f.Add(fuzzSessionWhole(recordPostSession(f, tls.VersionTLS13, nil, nil, true, 20000)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fuzzTrack(t, data, nil)
 	})

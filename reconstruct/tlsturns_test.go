@@ -23,7 +23,7 @@ import (
 // 100 Continue, sends the body and reads the final response (phase 1 the
 // head and the interim, 2 the body and the response). The server answers
 // the interim as Go's and nginx's do, with the 25-byte status line alone.
-func recordContinueSession(t *testing.T, version uint16, suites []uint16, keyLog io.Writer) []tlsWrite {
+func recordContinueSession(t testing.TB, version uint16, suites []uint16, keyLog io.Writer) []tlsWrite {
 	t.Helper()
 	return recordPostSession(t, version, suites, keyLog, true, 5000)
 }
@@ -31,7 +31,7 @@ func recordContinueSession(t *testing.T, version uint16, suites []uint16, keyLog
 // recordPostSession is recordContinueSession with or without the Expect
 // header (without it the body follows the head at once, in phase 1) and
 // a body of size bytes, written at once (several records past 16 KiB).
-func recordPostSession(t *testing.T, version uint16, suites []uint16, keyLog io.Writer, expect bool, size int) []tlsWrite {
+func recordPostSession(t testing.TB, version uint16, suites []uint16, keyLog io.Writer, expect bool, size int) []tlsWrite {
 	t.Helper()
 	cs, ss := net.Pipe()
 	rec := &tlsRecorder{}
