@@ -173,7 +173,7 @@ func (c *conn) tlsEvents(client bool, evs []tlswire.Event) {
 				c.tlsHello(ev.Handshake)
 			}
 		case tlswire.KindRecord:
-			if client && c.tlsEarlyRecord(*ev) {
+			if client && c.tlsEarlyRecord(ev) {
 				continue
 			}
 			if c.plain != nil && c.tlsPlainRecord(client, ev.Record, ev.Body) {

@@ -52,7 +52,7 @@ func (h *earlyHold) held() int {
 // tlsEarlyRecord holds a client record sent as early data (before the
 // ServerHello, the ClientHello having offered it) and reports whether it
 // was one.
-func (c *conn) tlsEarlyRecord(ev tlswire.Event) bool {
+func (c *conn) tlsEarlyRecord(ev *tlswire.Event) bool {
 	s := c.tls
 	ch := s.wire.ClientHello
 	if s.wire.ServerHello != nil || s.finished != 0 || ch == nil || !ch.EarlyData ||
@@ -68,11 +68,12 @@ func (c *conn) tlsEarlyRecord(ev tlswire.Event) bool {
 	if len(h.events) >= maxEarlyEvents {
 		return true // past any server's max_early_data: not HTTP it will read
 	}
-	if h.bytes+len(ev.Body) > maxEarlyBytes {
-		ev.Body = nil
+	held := *ev
+	if h.bytes+len(held.Body) > maxEarlyBytes {
+		held.Body = nil
 	}
-	h.bytes += len(ev.Body)
-	h.events = append(h.events, ev)
+	h.bytes += len(held.Body)
+	h.events = append(h.events, held)
 	s.earlyEnd = recordEnd(ev.Record)
 	return true
 }

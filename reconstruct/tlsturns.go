@@ -26,25 +26,34 @@ import (
 // 100-continue".
 const continueHead = "HTTP/1.1 100 Continue\r\n\r\n"
 
+// maxInterimRecord bounds the length of a record that can hold it under
+// any suite (49 under TLS 1.2 AES-GCM, the longest).
+const maxInterimRecord = 64
+
+// tlsContinued settles a held interim as a 100 Continue: what follows it,
+// the client's body or the server's final response, goes on with the
+// request it answered.
+func (c *conn) tlsContinued() {
+	c.tls.hasInterim = false
+	if st := c.currentRequest(); st != nil {
+		st.tx.Flags |= FlagContinued
+	}
+}
+
 // tlsInterim holds server record r while it may be a 100 Continue (the
 // first record of the server's turn, of the interim's sealed length), and
 // reports whether it did. A record after a held one settles it: the
 // final response follows the interim at once.
 func (c *conn) tlsInterim(r tlswire.Record) bool {
 	s := c.tls
-	st := c.currentRequest()
 	if s.hasInterim {
-		s.hasInterim = false
-		if st != nil {
-			st.tx.Flags |= FlagContinued
-		}
+		c.tlsContinued()
 		return false
 	}
-	if c.resp != nil || st == nil || r.Type != tlswire.TypeApplicationData {
-		return false
-	}
+	// Cheap tests first: this runs on every server record.
 	sh := s.wire.ServerHello
-	if sh == nil {
+	if c.resp != nil || r.Len > maxInterimRecord || r.Type != tlswire.TypeApplicationData || sh == nil ||
+		c.currentRequest() == nil {
 		return false
 	}
 	if n, ok := tlsdecrypt.SealedLen(sh.Version(), sh.CipherSuite, len(continueHead)); !ok || r.Len != n {
@@ -62,10 +71,7 @@ func (c *conn) tlsInterim(r tlswire.Record) bool {
 func (c *conn) tlsClientTurn(r tlswire.Record) (ambiguous bool) {
 	s := c.tls
 	if s.hasInterim {
-		s.hasInterim = false
-		if st := c.currentRequest(); st != nil {
-			st.tx.Flags |= FlagContinued
-		}
+		c.tlsContinued()
 		return false
 	}
 	if c.resp == nil && !s.ticketsDone && s.nTickets > 0 && c.currentRequest() != nil &&
