@@ -194,17 +194,7 @@ func earlyNear(r *earlyRun, got, want time.Duration, from, to int64) (bool, stri
 func judgeEarlyData(t *testing.T, r *earlyRun, wire []earlyWire, withKeys map[int]rtmonTxnRec) map[int]rtmonTxnRec {
 	t.Helper()
 	decrypted := withKeys == nil
-	mode, flags := "keyless", []string(nil)
-	if decrypted {
-		mode, flags = "decrypted", []string{"--keylog", r.keyLog}
-	}
-	out := analyzeDir(t, r.capture, flags...)
-	txns := readJSONL[rtmonTxnRec](t, filepath.Join(out, "transactions.jsonl"))
-	checkRecords(t, txns, nil)
-	byPort := map[int][]rtmonTxnRec{}
-	for _, x := range txns {
-		byPort[x.ClientPort] = append(byPort[x.ClientPort], x)
-	}
+	mode, out, txns, byPort := analyzeTLSCapture(t, r.capture, r.keyLog, decrypted)
 	connBy := map[int]httpsConn{}
 	for _, c := range readJSONL[httpsConn](t, filepath.Join(out, "connections.jsonl")) {
 		connBy[c.ClientPort] = c
@@ -358,4 +348,23 @@ func stopBothCaptures(t *testing.T, server, client *Capture, prefix string, also
 			t.Error(err)
 		}
 	}
+}
+
+// analyzeTLSCapture runs rtmon on capture, with keyLog (decrypted) or
+// without, checks its records' invariants, and returns the mode's name,
+// the output directory and the transactions, also by client port.
+func analyzeTLSCapture(t *testing.T, capture, keyLog string, decrypted bool) (mode, out string, txns []rtmonTxnRec, byPort map[int][]rtmonTxnRec) {
+	t.Helper()
+	mode, flags := "keyless", []string(nil)
+	if decrypted {
+		mode, flags = "decrypted", []string{"--keylog", keyLog}
+	}
+	out = analyzeDir(t, capture, flags...)
+	txns = readJSONL[rtmonTxnRec](t, filepath.Join(out, "transactions.jsonl"))
+	checkRecords(t, txns, nil)
+	byPort = map[int][]rtmonTxnRec{}
+	for _, x := range txns {
+		byPort[x.ClientPort] = append(byPort[x.ClientPort], x)
+	}
+	return mode, out, txns, byPort
 }

@@ -225,17 +225,7 @@ func continueNear(r *continueRun, got, want time.Duration, from, to int64) (bool
 // within tolerance of the client's wire.
 func judgeContinue(t *testing.T, r *continueRun, wire []continueWire, decrypted bool) {
 	t.Helper()
-	mode, flags := "keyless", []string(nil)
-	if decrypted {
-		mode, flags = "decrypted", []string{"--keylog", r.keyLog}
-	}
-	out := analyzeDir(t, r.capture, flags...)
-	txns := readJSONL[rtmonTxnRec](t, filepath.Join(out, "transactions.jsonl"))
-	checkRecords(t, txns, nil)
-	byPort := map[int][]rtmonTxnRec{}
-	for _, x := range txns {
-		byPort[x.ClientPort] = append(byPort[x.ClientPort], x)
-	}
+	mode, _, txns, byPort := analyzeTLSCapture(t, r.capture, r.keyLog, decrypted)
 	for _, w := range wire {
 		name := fmt.Sprintf("%s %s port %d", mode, w.c.name, w.conn.Port)
 		xs := byPort[int(w.conn.Port)]
