@@ -37,6 +37,11 @@ func FuzzTracker(f *testing.F) {
 	h2 := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
 	f.Add(fuzzSessionWhole(recordH2WavesOffering(f, tls.VersionTLS13, []string{"h2", "http/1.1"}, nil, h2,
 		[]h2Fetch{{path: "/"}}, []h2Fetch{{path: "/a"}, {path: "/b"}})))
+	// Keyless HTTP/2 turns over TLS 1.2 (ALPN shows h2 from the start),
+	// answers long enough for the client's WINDOW_UPDATEs.
+	h2Long := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(bytes.Repeat([]byte("y"), 40000)) })
+	f.Add(fuzzSessionWhole(recordH2WavesOffering(f, tls.VersionTLS12, []string{"h2"}, nil, h2Long,
+		[]h2Fetch{{path: "/"}}, []h2Fetch{{path: "/a"}, {path: "/b"}}, []h2Fetch{{path: "/c"}})))
 	// Keyless 0-RTT (early data before the ServerHello, 0.5-RTT answer)
 	// and a POST that waits for 100 Continue, its body in several records.
 	f.Add(fuzzSession(buildEarlyFlight(f, bytes.Repeat([]byte{0x45}, 32), 700, false).writes()))

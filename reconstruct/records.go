@@ -61,9 +61,9 @@ const (
 	FlagTLS
 	// FlagHTTP2: the connection negotiated HTTP/2 (ALPN h2; under TLS
 	// 1.3, which hides the choice, the client's SETTINGS ACK says so). Its
-	// streams interleave on one connection, so without keys it gives no
-	// transactions: the connection is timed, its exchanges are not. On a
-	// transaction: an HTTP/2 stream of a decrypted connection.
+	// streams interleave on one connection, so without keys its
+	// transactions are turns, flagged FlagTurnEstimate. On a transaction:
+	// an HTTP/2 stream of a decrypted connection, or such a turn.
 	FlagHTTP2
 	// FlagEarlyData: the request went as TLS 1.3 0-RTT early data, with
 	// the ClientHello, so it did not wait for the handshake (its Ttls is
@@ -79,12 +79,19 @@ const (
 	// server answered), so where one exchange ends and the next begins is
 	// a reading of the records' turns, not known.
 	FlagTurnsAmbiguous
+	// FlagTurnEstimate (keyless HTTP/2): the transaction is a turn of the
+	// connection, not one stream: the requests the client sent while the
+	// connection was idle, the streams it asked for before it had their
+	// answers, and the server's records up to its next such turn. Its
+	// start and end are estimates of a busy period; the number of
+	// streams in it is unknown.
+	FlagTurnEstimate
 )
 
 var flagNames = []string{"incomplete", "mid_stream", "rtt_estimated", "hole", "no_request",
 	"no_response", "truncated_payload", "evicted", "reset", "no_ack", "header_too_large", "parse_error",
 	"preconnected", "spurious_retrans", "upstream_loss", "after_load", "tls", "http2", "early_data",
-	"continued", "turns_ambiguous"}
+	"continued", "turns_ambiguous", "turn_estimate"}
 
 // Names lists the set flags by name.
 func (f Flags) Names() []string {

@@ -29,6 +29,9 @@ import (
 // component is ever negative whatever the capture held (requests completed
 // by a late hole fill, responses that began before their request ended).
 func (c *conn) emit(st *txState) {
+	if c.tls != nil && c.tls.multiplexed && st.heuristic {
+		st.tx.Flags |= FlagHTTP2 | FlagTurnEstimate // keyless HTTP/2: a turn, not a stream
+	}
 	if c.tls != nil && c.tls.protoUnsure {
 		c.tlsHold(st) // TLS 1.3 hid the protocol: maybe HTTP/2's frames
 		return

@@ -16,8 +16,8 @@ import (
 // records that answer it are its response: the turns of HTTP/1.1, timed
 // from record boundaries as the snap-length heuristic times bytes. The
 // URL, method and status stay unknown; the host is the SNI name. HTTP/2
-// interleaves streams on one connection, so its turns are not exchanges:
-// such a connection is timed and flagged, and gives no transactions. TLS
+// interleaves streams on one connection, so its turns are busy periods,
+// not exchanges: they are estimated as tlsh2keyless.go says. TLS
 // 1.3 hides which of h2 and HTTP/1.1 the server chose; the client's
 // records tell (tlsSettleProtocol). With the connection's keys in a key
 // log, tlsplain.go reads its HTTP instead.
@@ -74,6 +74,24 @@ type tlsSession struct {
 	// may be one (hasInterim; see tlsturns.go).
 	interim    tlswire.Record
 	hasInterim bool
+	// h2Prefaced: the server's first application-data record of a
+	// keyless HTTP/2 connection passed (see tlsh2keyless.go).
+	h2Prefaced bool
+	// h2Quiet: the client's last record the length of control frames
+	// sent after it had every answer (hasH2Quiet): if the server answers
+	// it, it was a short request after all and opens the turn.
+	h2Quiet    tlswire.Record
+	hasH2Quiet bool
+	// clientFirst, clientSecond: the client's first two application-data
+	// records (clientRecords counts to 2): an HTTP/2 client's first may
+	// be its bare connection preface, sent before TLS 1.3 said h2.
+	clientFirst, clientSecond tlswire.Record
+	clientRecords             int
+	// h2Asked: the client asked for a stream within the turn under way
+	// that no server record has answered since.
+	h2Asked bool
+	// h2ServerEnd: the stream offset past the server's last record.
+	h2ServerEnd int64
 }
 
 // tlsSessionSize is a session's own state, counted against the memory
@@ -228,7 +246,7 @@ func (c *conn) tlsHello(h tlswire.Handshake) {
 	c.tlsEarlyReplay()
 }
 
-// tlsMultiplexed marks the connection HTTP/2: no keyless turns.
+// tlsMultiplexed marks the connection HTTP/2: keyless turns are estimates.
 func (c *conn) tlsMultiplexed() {
 	s := c.tls
 	s.protoUnsure = false
@@ -250,8 +268,7 @@ func (c *conn) tlsSettleProtocol(r tlswire.Record) bool {
 	s := c.tls
 	if r.Len == h2SettingsAckRecord {
 		c.tlsMultiplexed()
-		c.pending, c.resp, c.awaiting, c.lastResp, s.held = nil, nil, nil, nil, nil
-		s.ticketsDone = true
+		c.tlsH2Settled()
 		return true
 	}
 	var turnBegan int64
@@ -313,13 +330,22 @@ func (c *conn) tlsClientRecord(r tlswire.Record) {
 		}
 		return // the handshake
 	}
-	if r.Type != tlswire.TypeApplicationData || r.Len < minHTTPRecord || s.multiplexed {
+	if r.Type != tlswire.TypeApplicationData || r.Len < minHTTPRecord {
+		return
+	}
+	first := s.noteClientRecord(r)
+	if s.multiplexed && c.tlsH2Client(r, first) {
 		return
 	}
 	if s.protoUnsure && c.tlsSettleProtocol(r) {
 		return
 	}
-	ambiguous := c.tlsClientTurn(r)
+	c.tlsRequestRecord(r, c.tlsClientTurn(r))
+}
+
+// tlsRequestRecord adds client record r to the request being sent,
+// starting one if none is (ambiguous: flagged turns_ambiguous).
+func (c *conn) tlsRequestRecord(r tlswire.Record, ambiguous bool) {
 	st := c.currentRequest()
 	if st == nil {
 		st = c.newTx()
@@ -348,16 +374,17 @@ func (c *conn) tlsServerRecord(r tlswire.Record) {
 		c.noteTtls()
 		return
 	}
-	if c.tlsEarlyServerFlight(r) || c.resp != nil && s.earlyTicket(r) || c.tlsInterim(r) {
+	if c.tlsEarlyServerFlight(r) || c.resp != nil && s.earlyTicket(r) || !s.multiplexed && c.tlsInterim(r) {
 		return
 	}
 	// After the flight of a connection with early data, the server's
 	// records answer the early request, also one begun before the
 	// client's Finished and ended after it.
 	if !s.serverFlightDone && (s.finished == 0 || r.StartAt < s.finished) || r.Type != tlswire.TypeApplicationData ||
-		r.Len < minHTTPRecord || s.multiplexed {
+		r.Len < minHTTPRecord || s.multiplexed && c.tlsH2Server(r) || s.protoUnsure && c.resp == nil && s.h2Control(r) {
 		// The server's handshake flight (Go sends its tickets there), an
-		// alert, or HTTP/2.
+		// alert, or HTTP/2's frames that answer nothing (also while TLS
+		// 1.3 hides the protocol: no HTTP/1.1 response is that short).
 		return
 	}
 	ticketsAfter := c.rec.TLSVersion >= tls13 // TLS 1.3 sends tickets as application data
@@ -395,7 +422,9 @@ func (c *conn) tlsTurnEnds() {
 	if !s.ticketsDone && s.nTickets > 0 && c.resp == nil && len(c.pending) > 0 {
 		c.tlsResponseRecord(s.tickets[s.nTickets-1])
 	}
-	if s.finished > 0 && len(c.pending) > 0 {
+	if s.finished > 0 && len(c.pending) > 0 && !s.protoUnsure && !s.multiplexed {
+		// (An HTTP/2 client sends its preface and first HEADERS as two
+		// records, and the tickets come after both.)
 		s.ticketsDone = true
 	}
 	if c.resp != nil {

@@ -368,31 +368,6 @@ func TestKeylessHTTPSTicketsAfterFinished(t *testing.T) {
 	}
 }
 
-// HTTP/2 interleaves its streams on one connection, so without keys its
-// record turns are not exchanges: the connection is timed and flagged,
-// and gives no transactions. The client offers h2 and HTTP/1.1, as
-// browsers do; TLS 1.2 shows the server's choice, TLS 1.3 hides it and
-// the client's SETTINGS ACK tells.
-func TestKeylessHTTP2GivesNoTransactions(t *testing.T) {
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, strings.Repeat("y", 3000))
-	})
-	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
-		writes := recordH2WavesOffering(t, version, []string{"h2", "http/1.1"}, nil, handler,
-			[]h2Fetch{{path: "/"}}, []h2Fetch{{path: "/a"}, {path: "/b"}}, []h2Fetch{{path: "/c"}})
-		out := analyze(t, defaultOpts(), reconstruct.Config{}, scriptH2(writes))
-		conn := one(t, "connection", out.conns)
-		want := reconstruct.FlagTLS | reconstruct.FlagHTTP2
-		if conn.Flags&want != want || len(out.txs) != 0 || out.stats.HTTP2Connections != 1 || conn.Ttls <= 0 {
-			t.Errorf("%s: connection flags %v ttls %v alpn %q, %d transactions, %d HTTP/2 connections", tls.VersionName(version),
-				conn.Flags, time.Duration(conn.Ttls), conn.ALPN, len(out.txs), out.stats.HTTP2Connections)
-		}
-		if version == tls.VersionTLS12 && conn.ALPN != "h2" {
-			t.Errorf("TLS 1.2 shows the server's ALPN choice: %q", conn.ALPN)
-		}
-	}
-}
-
 // A hole over a record header (bytes the capture never got) breaks the
 // record framing: the connection's turns are then read from the bytes, as
 // with a short snap length, and the transaction with the hole says so.

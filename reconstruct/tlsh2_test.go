@@ -127,7 +127,7 @@ func h2Get(cc *http2.ClientConn, f h2Fetch) error {
 
 // A real HTTP/2 session over TLS with five concurrent requests, decrypted,
 // gives five transactions flagged http2 with their paths and statuses;
-// without the key log the connection still gives none.
+// without the key log its turns are estimates.
 func TestDecryptedHTTP2Streams(t *testing.T) {
 	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
 		t.Run(tls.VersionName(version), func(t *testing.T) { testDecryptedHTTP2(t, version) })
@@ -145,8 +145,13 @@ func testDecryptedHTTP2(t *testing.T, version uint16) {
 		c.ClientAck(synth.T(30) + 2*D)
 	}
 	keyless := analyze(t, defaultOpts(), reconstruct.Config{}, script)
-	if len(keyless.txs) != 0 || keyless.conns[0].Flags&reconstruct.FlagHTTP2 == 0 {
+	if len(keyless.txs) == 0 || keyless.conns[0].Flags&reconstruct.FlagHTTP2 == 0 {
 		t.Fatalf("keyless: %d transactions, flags %v", len(keyless.txs), keyless.conns[0].Flags)
+	}
+	for _, tx := range keyless.txs {
+		if tx.Flags&reconstruct.FlagTurnEstimate == 0 {
+			t.Errorf("keyless turn %d: flags %v, want turn_estimate", tx.Index, tx.Flags)
+		}
 	}
 	out := analyze(t, defaultOpts(), reconstruct.Config{KeyLog: kl}, script)
 	if len(out.txs) != 5 {

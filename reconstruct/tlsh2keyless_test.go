@@ -1,0 +1,173 @@
+package reconstruct_test
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"net/http"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/rtmon/rtmon/reconstruct"
+	"github.com/rtmon/rtmon/reconstruct/tlsdecrypt"
+	"github.com/rtmon/rtmon/synth"
+)
+
+// h2Handshake records a real TLS handshake offering the protocols in
+// offered (the server takes h2) and returns its writes up to the first
+// application data, with the version and suite the server chose.
+func h2Handshake(t *testing.T, version uint16, offered []string) (writes []tlsWrite, suite uint16) {
+	t.Helper()
+	all := recordH2WavesOffering(t, version, offered, nil, http.NotFoundHandler(), []h2Fetch{{path: "/"}})
+	for _, w := range all {
+		if w.b[0] == 23 { // application data: the handshake is over
+			break
+		}
+		if !w.fromClient && suite == 0 {
+			// record 5, handshake 4, version 2, random 32, session id
+			sid := int(w.b[5+4+2+32])
+			at := 5 + 4 + 2 + 32 + 1 + sid
+			suite = uint16(w.b[at])<<8 | uint16(w.b[at+1])
+		}
+		writes = append(writes, w)
+	}
+	return writes, suite
+}
+
+// sealed is an application-data record of n bytes of plaintext under the
+// suite (its contents random: without keys only the length counts).
+func sealed(t *testing.T, version, suite uint16, n int) []byte {
+	t.Helper()
+	l, ok := tlsdecrypt.SealedLen(version, suite, n)
+	if !ok {
+		t.Fatalf("suite %#04x at %#04x: overhead unknown", suite, version)
+	}
+	b := make([]byte, 5+l)
+	b[0], b[1], b[2], b[3], b[4] = 23, 3, 3, byte(l>>8), byte(l)
+	rand.Read(b[5:])
+	return b
+}
+
+// A keyless HTTP/2 connection as a browser and a server use it, scripted
+// record by record with the lengths real stacks give their frames: the
+// client's preface and first HEADERS at once; the server's SETTINGS and
+// SETTINGS ACK; the page's answer, and a second tab's page asked for
+// before it reached the client; a round trip in, the client sends its
+// WINDOW_UPDATEs and asks for two objects; the client's SETTINGS ACK
+// (which tells TLS 1.3's hidden protocol) and a last WINDOW_UPDATE as it
+// reads the end. Two seconds idle, a PING and its ACK, then a repeat GET
+// whose HEADERS are 22 bytes under HPACK (a WINDOW_UPDATE with a
+// SETTINGS ACK is as long) and its answer; the next GET, 26 bytes, a
+// millisecond after that answer reached the client, as Go's client
+// sends it, and its answer; a page and two objects, the second asked
+// for while the first waited on a slow back end; a GOAWAY a minute
+// later. Four turns, each from its first request to its answer's last
+// record.
+func TestKeylessHTTP2TurnsScripted(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		version uint16
+		offered []string
+	}{
+		{"TLS 1.3 h2 and http/1.1 offered", tls.VersionTLS13, []string{"h2", "http/1.1"}},
+		{"TLS 1.3 h2 only", tls.VersionTLS13, []string{"h2"}},
+		{"TLS 1.2", tls.VersionTLS12, []string{"h2", "http/1.1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hs, suite := h2Handshake(t, tc.version, tc.offered)
+			rec := func(n int) []byte { return sealed(t, tc.version, suite, n) }
+			var req1, ans1First, ans1Last, req2, ans2First, ans2Last, req3, ans3First, ans3Last, req4, ans4First, ans4Last int64
+			out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+				c := w.Conn(client, netip.AddrPortFrom(server.Addr(), 443), 7700, 9700)
+				c.Opts.ClientRTT = 2 * D // its ACKs cover what reached it
+				tt := scriptTLS(c, hs, 300*us, 30*ms)
+				at := max(tt.finished, tt.serverAfter+2*D) + 100*us
+				c.Client(at, rec(24+9+4*6+13)) // preface, SETTINGS, WINDOW_UPDATE
+				req1 = at + 20*us
+				c.Client(req1, rec(310)) // HEADERS of the page
+				c.Server(at+300*us, rec(9+3*6+13))
+				c.Server(at+350*us, rec(9)) // SETTINGS ACK
+				ans1First = at + 20*ms
+				c.ServerMSS(ans1First, append(rec(4000), rec(10000)...), 1448, 20*us) // the first window
+				// A second tab's page, asked for before the first answer
+				// reached the client (under TLS 1.3 still read as HTTP/1.1:
+				// a turn of its own until the SETTINGS ACK comes).
+				c.Client(ans1First+1*ms, rec(120))
+				c.Client(at+300*us+2*D, rec(9)) // its SETTINGS ACK
+				// A round trip into the page: the server sends the rest as
+				// the client's ACK opens its window, and the client, which
+				// read the first part, sends a WINDOW_UPDATE and asks for
+				// two objects, before the rest reached it.
+				c.ClientAck(ans1First + 2*D)
+				c.ServerMSS(ans1First+2*D+100*us, append(rec(16000), rec(5000)...), 1448, 20*us)
+				c.Client(ans1First+2*D+500*us, rec(13))
+				c.Client(ans1First+2*D+2*ms, rec(64))
+				c.Client(ans1First+2*D+2*ms+20*us, rec(58))
+				more := c.ServerMSS(ans1First+2*D+15*ms, append(rec(9000), rec(300)...), 1448, 20*us)
+				ans1Last = more[len(more)-1] + 20*us
+				c.Server(ans1Last, rec(9)) // an empty DATA frame ends a stream
+				c.ClientAck(ans1Last + 2*D)
+				c.Client(ans1Last+2*D+1*ms, rec(26)) // WINDOW_UPDATEs as it reads the end
+				idle := ans1Last + 2*time.Second.Nanoseconds()
+				c.Client(idle, rec(17)) // PING
+				c.Server(idle+100*us, rec(17))
+				req2 = idle + time.Second.Nanoseconds()
+				c.Client(req2, rec(22))
+				ans2First = req2 + 12*ms
+				last := c.ServerMSS(ans2First, rec(2500), 1448, 20*us)
+				ans2Last = last[len(last)-1]
+				// The next GET as soon as that answer is read, 26 bytes
+				// (as long as two WINDOW_UPDATEs).
+				req3 = ans2Last + 2*D + 1*ms
+				c.Client(req3, rec(26))
+				ans3First = req3 + 5*ms
+				c.Server(ans3First, rec(1200))
+				ans3Last = ans3First
+				c.ClientAck(ans3Last + 2*D)
+				// Half a second later a page whose first answer comes at
+				// once; an object asked for before that answer reached the
+				// client; and, once the client had it, another object
+				// while the first one's slow back end had sent nothing:
+				// the turn waits for both.
+				req4 = ans3Last + 500*ms
+				c.Client(req4, rec(60))
+				ans4First = req4 + 5*ms
+				c.Server(ans4First, rec(3000))
+				c.Client(ans4First+1*ms, rec(55))
+				c.ClientAck(ans4First + 2*D)
+				c.Client(ans4First+2*D+5*ms, rec(50))
+				slow := c.ServerMSS(ans4First+2*D+100*ms, append(rec(4000), rec(2000)...), 1448, 20*us)
+				ans4Last = slow[len(slow)-1]
+				c.ClientAck(ans4Last + 2*D)
+				goaway := ans4Last + 60*time.Second.Nanoseconds()
+				c.Server(goaway, rec(17))
+				c.ClientFIN(goaway + 2*D)
+				c.ServerFIN(goaway + 2*D + 100*us)
+				c.ClientAck(goaway + 4*D)
+			})
+			if len(out.txs) != 4 {
+				for _, tx := range out.txs {
+					t.Logf("turn %d: %d..%d, %d..%d, flags %v", tx.Index, tx.RequestFirst, tx.RequestLast, tx.ResponseFirst, tx.ResponseLast, tx.Flags)
+				}
+				t.Fatalf("%d turns, want 4", len(out.txs))
+			}
+			for i, want := range [][3]int64{{req1, ans1First, ans1Last}, {req2, ans2First, ans2Last}, {req3, ans3First, ans3Last}, {req4, ans4First, ans4Last}} {
+				tx := out.txs[i]
+				est := reconstruct.FlagTLS | reconstruct.FlagHTTP2 | reconstruct.FlagTurnEstimate
+				if tx.Index != i || tx.Flags&est != est || tx.Flags&(reconstruct.FlagNoResponse|reconstruct.FlagIncomplete) != 0 {
+					t.Errorf("turn %d: index %d, flags %v", i, tx.Index, tx.Flags)
+				}
+				if err := tx.Invariants(); err != nil {
+					t.Errorf("turn %d: %v", i, err)
+				}
+				// The answer begins for the client when its first record
+				// is whole: with 1448-byte segments, its third.
+				if tx.RequestFirst != want[0] || tx.ResponseFirst < want[1] || tx.ResponseFirst > want[1]+3*20*us ||
+					tx.ResponseLast != want[2] {
+					t.Errorf("turn %d: request %d, answer %d..%d; want %d, %d..%d", i, tx.RequestFirst,
+						tx.ResponseFirst, tx.ResponseLast, want[0], want[1], want[2])
+				}
+			}
+		})
+	}
+}
