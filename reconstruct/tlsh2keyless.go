@@ -120,7 +120,8 @@ func (c *conn) tlsH2Client(r tlswire.Record, first bool) (skip bool) {
 	// open although all sent so far arrived).
 	busy := c.resp != nil && (max(c.resp.respEndOff, s.h2ServerEnd) > c.lastAck || s.h2Asked)
 	if h2ControlLen(n) {
-		if !busy && c.currentRequest() == nil {
+		if !busy && c.currentRequest() == nil && n > 9 {
+			// (9 bytes hold no header block: a SETTINGS ACK.)
 			s.h2Quiet, s.hasH2Quiet = r, true
 		}
 		return true
