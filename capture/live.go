@@ -291,6 +291,12 @@ func (s *liveSource) Next(p *Packet) error {
 	}
 }
 
+// Idle reports whether Next would wait for the capture goroutines: no
+// packet is left in the batch at hand, and none is queued.
+func (s *liveSource) Idle() bool {
+	return (s.cur == nil || s.pos >= len(s.cur.frames)) && len(s.ch) == 0
+}
+
 func (s *liveSource) Names() []string { return s.names }
 
 func (s *liveSource) Stats() Stats {

@@ -384,6 +384,16 @@ func (g *Grouper) advance(t int64) {
 	}
 }
 
+// Advance moves the Grouper's clock to capture time now without a record
+// and releases, processes and closes what is due by then. A sharded
+// pipeline advances every shard's Grouper together once a second of
+// capture time, so a shard whose clients fell quiet still closes their
+// pageviews on time.
+func (g *Grouper) Advance(now int64) {
+	g.advance(now)
+	g.release()
+}
+
 // Transaction takes a finished transaction (any order) and classifies it.
 // A page body it carries is read now and dropped, so held transactions keep
 // only the set of references.

@@ -536,3 +536,13 @@ func TestObjectOnEarlierConnection(t *testing.T) {
 		t.Error("an object that started before the page joined it without a Referer")
 	}
 }
+
+func TestConfigSplitSharesBounds(t *testing.T) {
+	got := Config{MaxHeld: 6400}.Split(64)
+	if got.MaxHeld != 100 || got.MaxOpen != DefaultMaxOpen/64 || got.MaxConnCache != DefaultMaxConnCache/64 {
+		t.Errorf("Split(64): held %d, open %d, connection cache %d", got.MaxHeld, got.MaxOpen, got.MaxConnCache)
+	}
+	if got.MaxPerClient != DefaultMaxPerClient || got.MaxObjects != DefaultMaxObjects {
+		t.Errorf("Split changed per-client bounds: %d, %d", got.MaxPerClient, got.MaxObjects)
+	}
+}

@@ -46,13 +46,24 @@
 //
 // # What is wired
 //
-//	source -> reconstruct.Tracker -> pageview.Grouper -> Tee(summary, class table,
-//	                                                         record files, HAR, store, Sinks)
+//	source -> shards: Workers x (reconstruct.Tracker -> 64/Workers client-shard pageview.Groupers)
+//	       -> merge -> Tee(summary, class table, record files, HAR, store, Sinks)
 //
-// With a Feed, pageview.Classify and the feed's tap sit between the tracker
-// and the Grouper (the Grouper holds transactions for seconds; the live
-// chart must not), and the feed observes the Grouper's output. With a
-// ClientKeyFile, client addresses are anonymized right after the Grouper,
-// which assigned the classes from the real ones: the Tee, the feed and the
-// Sinks see only the anonymized addresses.
+// The source is read on one goroutine, and each packet is dealt to a
+// worker by a hash of its client's address (the endpoint that is not the
+// server: see sharder), so a client's connections and pageviews stay in
+// one of 64 client shards, each with its own Grouper. Every worker sees
+// every clock tick (a second of capture time) at the same point of the
+// input, and the records are merged in the order of the input events that
+// made them, then by shard: the output is the same, byte for byte, for any
+// number of workers. Each worker's tracker has 1/Workers of the tracker's
+// bounds and each shard's Grouper 1/64 of the Grouper's, so only a run that
+// reaches a memory bound can differ.
+//
+// With a Feed, pageview.Classify and the feed's tap sit between each
+// tracker and its Groupers (a Grouper holds transactions for seconds; the
+// live chart must not), and the feed observes the merged output. With a
+// ClientKeyFile, client addresses are anonymized right after the merge: the
+// Groupers assigned the classes from the real ones, and the Tee, the feed
+// and the Sinks see only the anonymized addresses.
 package pipeline

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 
 	"github.com/rtmon/rtmon/capture"
 	"github.com/rtmon/rtmon/export"
@@ -32,6 +33,12 @@ type Config struct {
 
 	Tracker reconstruct.Config
 	Grouper pageview.Config
+	// Workers is how many goroutines reconstruct and group (0: one per
+	// core the process may use). Packets are dealt to them by client
+	// address, so a client's connections and pageviews stay together; the
+	// records are the same, in the same order, for any number of workers
+	// (until a memory bound is reached: each worker has its share).
+	Workers int
 	// ClassesFile is a client classes file (YAML, see
 	// pageview.LoadClasses); empty puts every client in the default class.
 	ClassesFile string
@@ -94,6 +101,15 @@ func DefaultConfig() Config {
 		Tracker:    reconstruct.Config{MaxConnections: reconstruct.DefaultMaxConnections, IdleTimeout: reconstruct.DefaultIdleTimeout},
 		Format:     export.JSONL,
 	}
+}
+
+// workers is Workers with its default, at most one per client shard.
+func (c *Config) workers() int {
+	n := c.Workers
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	return min(n, clientShards)
 }
 
 // live reports whether the input is live capture.
@@ -283,19 +299,13 @@ func (p *Pipeline) run(ctx context.Context, src capture.Source, outs *outputs) {
 	// only through the tracker's own redaction.
 	gcfg := p.cfg.Grouper
 	gcfg.Redaction = p.cfg.Tracker.Redaction
-	grouper := pageview.NewGrouper(gcfg, p.classes, grouperOut)
-	var trackerOut reconstruct.Sink = grouper
 	if p.cfg.Feed != nil {
-		// Count before the Grouper, which holds transactions for seconds:
-		// the live chart must follow traffic within 2 s. Classify first so
-		// the tap and the Grouper share one class lookup per record.
-		trackerOut = pageview.Classify(p.classes, p.cfg.Feed.Tap(grouper, nil))
 		go p.cfg.Feed.Run(ctx, 0, p.snap.get)
 	}
-	tracker := reconstruct.NewTracker(p.cfg.Tracker, trackerOut)
-	grouper.WatchInFlight(tracker)
-	readErr := p.pump(ctx, src, tracker)
-	grouper.Flush()
+	sh := newShards(p.cfg.workers(), func(i, n int) *worker {
+		return newWorker(i, n, p.cfg.Tracker, gcfg, p.classes, p.cfg.Feed)
+	}, grouperOut)
+	readErr := p.pump(ctx, src, sh)
 	if p.cfg.live() && ctx.Err() != nil {
 		readErr = nil // stopping is how live input ends
 	}

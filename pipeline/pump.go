@@ -2,7 +2,9 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"time"
@@ -17,33 +19,58 @@ import (
 // counters: fresh at any packet rate that matters.
 const liveEvery = 16
 
-// pump moves packets from src through the tracker until the input ends,
-// then flushes the tracker and fills the summary's input counters. The
-// returned error is a read error after which everything read before it was
-// processed.
-func (p *Pipeline) pump(ctx context.Context, src capture.Source, tracker *reconstruct.Tracker) error {
+// pump moves packets from src through the shards until the input ends,
+// then finishes them (every record reaches the outputs) and fills the
+// summary's input counters. The returned error is a read error after which
+// everything read before it was processed.
+func (p *Pipeline) pump(ctx context.Context, src capture.Source, sh *shards) error {
 	start := time.Now()
-	every := 0 // the tracker's default
+	every := progressEvery
 	if p.cfg.Feed != nil {
 		every = liveEvery
 	}
-	readErr := tracker.ReadFromEvery(src, every, func() error {
-		p.snap.set(src.Stats(), tracker.Stats())
-		if p.cfg.Progress != nil {
-			p.cfg.Progress(src.Progress())
+	idle, _ := src.(idleSource)
+	var pkt capture.Packet
+	var readErr error
+	for i := 1; ; i++ {
+		if idle != nil && idle.Idle() {
+			sh.sync() // the source would wait: let the workers catch up meanwhile
 		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("interrupted: %w", ctx.Err())
+		if err := src.Next(&pkt); err != nil {
+			if !errors.Is(err, io.EOF) {
+				readErr = err
+			}
+			break
 		}
-		return nil
-	})
-	p.snap.set(src.Stats(), tracker.Stats())
+		sh.packet(&pkt)
+		if i%every == 0 {
+			p.snap.set(src.Stats(), sh.trackerStats())
+			if p.cfg.Progress != nil {
+				p.cfg.Progress(src.Progress())
+			}
+			if ctx.Err() != nil {
+				readErr = fmt.Errorf("interrupted: %w", ctx.Err())
+				break
+			}
+		}
+	}
+	sh.finish()
+	p.snap.set(src.Stats(), sh.trackerStats())
 	if p.cfg.Progress != nil {
 		p.cfg.Progress(src.Progress()) // the last report: all of it, or where it stopped
 	}
-	p.fillSummary(src.Stats(), tracker.Stats(), time.Since(start))
+	p.fillSummary(src.Stats(), sh.trackerStats(), time.Since(start))
 	return readErr
 }
+
+// progressEvery is how many packets apart the loop refreshes its counters,
+// reports progress and checks for a stop, reading files: rare enough to
+// cost nothing, often enough for a progress bar and a prompt Ctrl-C.
+const progressEvery = 1 << 16
+
+// idleSource is a source that can tell when its next packet is not there
+// yet (live capture).
+type idleSource interface{ Idle() bool }
 
 func (p *Pipeline) fillSummary(st capture.Stats, tr reconstruct.Stats, elapsed time.Duration) {
 	s := p.summary

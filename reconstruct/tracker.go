@@ -315,14 +315,7 @@ func (t *Tracker) shed(keep *conn) {
 // Packet processes one TCP segment. The packet's buffers are not retained.
 func (t *Tracker) Packet(p *capture.Packet) {
 	t.stats.Packets++
-	if p.Timestamp > t.now {
-		t.now = p.Timestamp
-	}
-	if t.now >= t.nextSweep {
-		t.resolveKeyWaits()
-		t.expire()
-		t.nextSweep = t.now + int64(time.Second)
-	}
+	t.Advance(p.Timestamp)
 	key, fromA := makeKey(p)
 	c := t.conns[key]
 	if c != nil && c.startsNewConnection(p) {
@@ -346,6 +339,22 @@ func (t *Tracker) Packet(p *capture.Packet) {
 		t.emitConnection(c)
 	}
 	t.shed(c)
+}
+
+// Advance moves the tracker's clock to capture time now, as a packet of
+// that time would, and sweeps idle connections when a second of capture
+// time has passed since the last sweep. A sharded pipeline advances every
+// shard's tracker to the time of every packet, so connections expire at
+// the same capture times whichever shard holds them.
+func (t *Tracker) Advance(now int64) {
+	if now > t.now {
+		t.now = now
+	}
+	if t.now >= t.nextSweep {
+		t.resolveKeyWaits()
+		t.expire()
+		t.nextSweep = t.now + int64(time.Second)
+	}
 }
 
 // Flush ends every open connection, marking unfinished records incomplete.

@@ -32,6 +32,7 @@ type analyzeOptions struct {
 	serverNets  []string
 	maxConns    int
 	maxMemory   string
+	workers     int
 	// keepSecrets, redactParams, redactQuery and clientKey: see addPrivacyFlags.
 	keepSecrets  bool
 	redactParams []string
@@ -95,6 +96,10 @@ const runtimeMemory = 64 << 20
 func (o analyzeOptions) config() (pipeline.Config, error) {
 	cfg := pipeline.DefaultConfig()
 	cfg.Tracker.MaxConnections, cfg.Tracker.IdleTimeout = o.maxConns, o.idle
+	if o.workers < 0 {
+		return cfg, fmt.Errorf("--workers %d: want 0 (one per core) or more", o.workers)
+	}
+	cfg.Workers = o.workers
 	if err := o.privacyConfig(&cfg); err != nil {
 		return cfg, err
 	}

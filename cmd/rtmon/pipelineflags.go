@@ -38,8 +38,9 @@ func openStore(ctx context.Context, o analyzeOptions) (store.Store, error) {
 	return st, nil
 }
 
-// addMemoryFlag registers --max-memory on analyze and live.
+// addMemoryFlag registers --max-memory and --workers on analyze and live.
 func addMemoryFlag(f *pflag.FlagSet, o *analyzeOptions) {
+	f.IntVar(&o.workers, "workers", 0, "goroutines that reconstruct and group, each with its share of the clients and of --max-memory (0: one per core); the records are the same for any number")
 	f.StringVar(&o.maxMemory, "max-memory", "auto", "bound on the state rtmon holds (connections, buffers, pageviews in progress, records waiting for the store), e.g. 2G; past it the least recently active connections are shed and flagged evicted. auto: a quarter of the machine's memory, 256M..16G; 0: no bound")
 }
 
