@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +33,7 @@ type benchOptions struct {
 	dataLoss   float64
 	tsharkSize string
 	cpus       int
+	workers    int
 	tools      []string
 	connMem    int
 	runs       int
@@ -48,7 +50,8 @@ func newBenchCommand() *cobra.Command {
 		Long: `bench generates a synthetic capture (many clients, keep-alive connections, SYN
 and data loss), or reuses one in --dir made with the same parameters, and in one
 run times rtmon analyze, tshark's HTTP response-time fields and other tools on
-the same file, each as a child pinned to --cpus cores. It prints packets/s,
+the same file, each as a child pinned to --cpus cores (rtmon with as many
+workers), and rtmon with --workers N on N cores. It prints packets/s,
 MB/s and max RSS per tool and how many times longer each tool took than rtmon
 on the same input. tshark needs far more time and memory than rtmon: with
 --tshark-size it reads the first packets of the capture instead, and rtmon is
@@ -91,6 +94,7 @@ same key log, each on the same file.`,
 	f.Float64Var(&o.dataLoss, "data-loss", 0.005, "fraction of response segments lost")
 	f.StringVar(&o.tsharkSize, "tshark-size", "", "run tshark on a prefix of about this size (default: the whole capture)")
 	f.IntVar(&o.cpus, "cpus", 1, "pin each tool to CPUs 0..N-1 with taskset, and GOMAXPROCS=N for rtmon (0: no pinning)")
+	f.IntVar(&o.workers, "workers", min(2, runtime.NumCPU()), "also time rtmon with this many workers on this many cores (GOMAXPROCS too) on the full capture, for the speed-up over rtmon on --cpus (0 or 1: skip)")
 	f.StringSliceVar(&o.tools, "tools", []string{"tshark", "tcpdump", "tcptrace"}, "comparators to run when installed: tshark, tcpdump, tcptrace")
 	f.IntVar(&o.runs, "runs", 3, "runs per tool and input; the fastest is reported (others' load only ever slows a run)")
 	f.IntVar(&o.connMem, "conn-mem", 100_000, "open connections for the memory-per-connection measurement (0: skip)")
@@ -328,11 +332,16 @@ func (r *benchRunner) wrap(c bench.Command) bench.Command {
 // run times one tool on one input: the fastest of --runs, with the largest
 // max RSS.
 func (r *benchRunner) run(tool string, in *benchInput, argv []string, note func(bench.Measurement) string) error {
+	return r.runPinned(tool, in, argv, note, r.pin, r.env)
+}
+
+// runPinned is run on the cores pin names, with env.
+func (r *benchRunner) runPinned(tool string, in *benchInput, argv []string, note func(bench.Measurement) string, pin string, env []string) error {
 	var m bench.Measurement
 	runs := max(r.o.runs, 1)
 	for i := range runs {
 		fmt.Fprintf(os.Stderr, "running %s on %s (%d/%d)...\n", tool, in.label, i+1, runs)
-		mi, err := bench.Run(r.ctx, r.wrap(bench.Command{Argv: argv, Env: r.env, Pin: r.pin, KeepStdout: strings.HasPrefix(tool, "rtmon")}))
+		mi, err := bench.Run(r.ctx, r.wrap(bench.Command{Argv: argv, Env: env, Pin: pin, KeepStdout: strings.HasPrefix(tool, "rtmon")}))
 		if err != nil {
 			return fmt.Errorf("bench: %s on %s: %w", tool, in.label, err)
 		}
@@ -354,9 +363,14 @@ func (r *benchRunner) run(tool string, in *benchInput, argv []string, note func(
 
 func (r *benchRunner) runTools(inputs []*benchInput, full, tsharkIn *benchInput) error {
 	for _, in := range inputs {
-		if err := r.run("rtmon", in, []string{r.self, "analyze", "--progress=false", in.path}, rtmonNote); err != nil {
+		// As many workers as cores, 1 by default: the baseline of the
+		// workers row.
+		if err := r.run("rtmon", in, []string{r.self, "analyze", "--progress=false", "--workers", strconv.Itoa(max(r.o.cpus, 1)), in.path}, rtmonNote); err != nil {
 			return err
 		}
+	}
+	if err := r.runWorkers(full); err != nil {
+		return err
 	}
 	for _, tool := range r.o.tools {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -386,6 +400,27 @@ func (r *benchRunner) runTools(inputs []*benchInput, full, tsharkIn *benchInput)
 	}
 	return nil
 }
+
+// runWorkers times rtmon with --workers N on N cores, beside the rtmon
+// row on --cpus cores: the sharded pipeline's speed-up.
+func (r *benchRunner) runWorkers(full *benchInput) error {
+	n := r.o.workers
+	if n <= 1 || n == r.o.cpus {
+		return nil
+	}
+	if n > runtime.NumCPU() {
+		r.notes = append(r.notes, fmt.Sprintf("--workers %d: this machine has %d CPUs; skipped", n, runtime.NumCPU()))
+		return nil
+	}
+	pin := ""
+	if r.pin != "" {
+		pin = fmt.Sprintf("0-%d", n-1)
+	}
+	return r.runPinned(workersTool(n), full, []string{r.self, "analyze", "--progress=false", "--workers", strconv.Itoa(n), full.path}, rtmonNote,
+		pin, []string{"GOMAXPROCS=" + strconv.Itoa(n)})
+}
+
+func workersTool(n int) string { return fmt.Sprintf("rtmon %dw", n) }
 
 func (r *benchRunner) report() error {
 	bench.FillRatios(r.rows, "rtmon")
@@ -437,6 +472,11 @@ func summarize(w io.Writer, rows []bench.Row) {
 		case r.Tool == "rtmon" && strings.HasPrefix(r.Input, "full"):
 			fmt.Fprintf(w, "rtmon end to end on %s: %.2f M packets/s, %.0f MB/s (target >= 1 M packets/s on one core)\n",
 				r.Input, r.PacketsPerSec()/1e6, r.MBPerSec())
+		case strings.HasPrefix(r.Tool, "rtmon ") && strings.HasSuffix(r.Tool, "w") && r.Ratio > 0:
+			var n int
+			fmt.Sscanf(r.Tool, "rtmon %dw", &n)
+			fmt.Fprintf(w, "%s on %s: %.2fx the speed of the rtmon row (target >= 1.8x for 2 workers over 1), %.2f M packets/s per core\n",
+				r.Tool, r.Input, 1/r.Ratio, r.PacketsPerSec()/1e6/float64(max(n, 1)))
 		case r.Tool == "tshark" && r.Ratio > 0:
 			fmt.Fprintf(w, "rtmon vs tshark on %s: %.1fx faster (target >= 20x)\n", r.Input, r.Ratio)
 		}

@@ -52,3 +52,29 @@ func TestBenchHTTPS(t *testing.T) {
 		t.Errorf("without --keep the bench left %d files in --dir", len(left))
 	}
 }
+
+// bench on a tiny capture: the rtmon row and the 2-worker row report the
+// same transactions, and the speed-up line is printed.
+func TestBenchWorkers(t *testing.T) {
+	t.Setenv(benchChildEnv, "1")
+	dir := t.TempDir()
+	cmd := newRootCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"bench", "--size", "4MB", "--clients", "50", "--dir", dir, "--cpus", "0", "--runs", "1",
+		"--conn-mem", "0", "--tools", "", "--workers", "2"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	rows := regexp.MustCompile(`(?m)^\s*(rtmon|rtmon 2w)\s+full 4MB\s.*?(\d+) transactions$`).FindAllStringSubmatch(out.String(), -1)
+	counts := map[string]string{}
+	for _, r := range rows {
+		counts[r[1]] = r[2]
+	}
+	if counts["rtmon"] == "" || counts["rtmon"] == "0" || counts["rtmon 2w"] != counts["rtmon"] {
+		t.Errorf("transactions with 1 worker %q, with 2 %q:\n%s", counts["rtmon"], counts["rtmon 2w"], out.String())
+	}
+	if !regexp.MustCompile(`rtmon 2w on full 4MB: [0-9.]+x the speed`).Match(out.Bytes()) {
+		t.Errorf("no speed-up line:\n%s", out.String())
+	}
+}
