@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcap"
 )
@@ -17,12 +18,32 @@ import (
 type LiveOptions struct {
 	Filter        string        // BPF expression, e.g. "tcp port 80"; empty captures all
 	SnapLen       int           // bytes kept per packet; 0 = 262144 (whole packets)
-	BufferSize    int           // kernel ring buffer in bytes; 0 = 32 MiB
+	BufferSize    int           // kernel ring buffer in bytes, per socket; 0 = 32 MiB
 	Promiscuous   bool          // also see traffic not addressed to this host
 	ImmediateMode bool          // deliver packets at once instead of when the buffer fills
 	Timeout       time.Duration // read timeout, bounds cancel latency; 0 = 100 ms
 	BatchBytes    int           // bytes per batch handed to the consumer; 0 = 1 MiB
+	// Reader picks the capture mechanism: LiveAFPacket (Linux
+	// TPACKET_V3 rings), LiveLibpcap, or "" for AF_PACKET where it
+	// applies (Linux, an Ethernet, loopback or raw-IP interface, not
+	// "any") and libpcap elsewhere.
+	Reader string
+	// Fanout is how many AF_PACKET sockets share each interface's traffic
+	// in a fanout group (by a symmetric flow hash, so both directions of a
+	// connection reach the same socket), each read by its own goroutine
+	// into its own ring; 0 = 1. Ignored with libpcap.
+	Fanout int
+	// BlockTimeout is how long the kernel fills an AF_PACKET ring block
+	// before handing it over part full: the latency floor under a trickle
+	// of packets; 0 = 10 ms (1 ms with ImmediateMode).
+	BlockTimeout time.Duration
 }
+
+// Live capture readers (LiveOptions.Reader).
+const (
+	LiveAFPacket = "afpacket"
+	LiveLibpcap  = "libpcap"
+)
 
 func (o *LiveOptions) defaults() {
 	if o.SnapLen <= 0 {
@@ -37,6 +58,53 @@ func (o *LiveOptions) defaults() {
 	if o.BatchBytes <= 0 {
 		o.BatchBytes = 1 << 20
 	}
+	if o.Fanout <= 0 {
+		o.Fanout = 1
+	}
+	if o.BlockTimeout <= 0 {
+		o.BlockTimeout = 10 * time.Millisecond
+		if o.ImmediateMode {
+			o.BlockTimeout = time.Millisecond
+		}
+	}
+}
+
+// errReadTimeout is what a packetReader returns when a read timed out
+// with no packet.
+var errReadTimeout = errors.New("read timeout")
+
+// packetReader is one capture handle: a libpcap handle or an AF_PACKET
+// socket.
+type packetReader interface {
+	// ZeroCopyReadPacketData returns the next frame, valid until the next
+	// call, or errReadTimeout.
+	ZeroCopyReadPacketData() ([]byte, gopacket.CaptureInfo, error)
+	LinkType() layers.LinkType
+	// Stats are the kernel's counters for this handle so far.
+	Stats() (CaptureStats, error)
+	Close()
+}
+
+// pcapReader is a libpcap handle as a packetReader.
+type pcapReader struct{ h *pcap.Handle }
+
+func (r pcapReader) ZeroCopyReadPacketData() ([]byte, gopacket.CaptureInfo, error) {
+	data, ci, err := r.h.ZeroCopyReadPacketData()
+	if errors.Is(err, pcap.NextErrorTimeoutExpired) {
+		err = errReadTimeout
+	}
+	return data, ci, err
+}
+
+func (r pcapReader) LinkType() layers.LinkType { return r.h.LinkType() }
+func (r pcapReader) Close()                    { r.h.Close() }
+
+func (r pcapReader) Stats() (CaptureStats, error) {
+	st, err := r.h.Stats()
+	if err != nil {
+		return CaptureStats{}, err
+	}
+	return CaptureStats{Received: uint64(st.PacketsReceived), Dropped: uint64(st.PacketsDropped), IfDropped: uint64(st.PacketsIfDropped)}, nil
 }
 
 // frameRef locates one frame inside a batch buffer.
@@ -54,12 +122,15 @@ type batch struct {
 	frames []frameRef
 }
 
+// liveIface is one capture handle: an interface's libpcap handle, or one
+// of its AF_PACKET fanout sockets.
 type liveIface struct {
-	name               string
-	h                  *pcap.Handle
-	lt                 layers.LinkType
-	frames, bytes      atomic.Uint64
-	recv, drop, ifDrop atomic.Uint64
+	name                        string
+	iface                       int // index in Names
+	h                           packetReader
+	lt                          layers.LinkType
+	frames, bytes               atomic.Uint64
+	recv, drop, ifDrop, freezes atomic.Uint64
 }
 
 type liveSource struct {
@@ -91,19 +162,21 @@ func OpenLive(ctx context.Context, ifaces []string, opts LiveOptions) (Source, e
 	}
 	opts.defaults()
 	s := &liveSource{dec: NewDecoder(), names: append([]string(nil), ifaces...)}
-	for _, name := range ifaces {
-		h, err := openHandle(name, opts)
+	for i, name := range ifaces {
+		hs, err := openReaders(name, opts)
 		if err != nil {
 			for _, li := range s.ifaces {
 				li.h.Close()
 			}
 			return nil, err
 		}
-		s.ifaces = append(s.ifaces, &liveIface{name: name, h: h, lt: h.LinkType()})
+		for _, h := range hs {
+			s.ifaces = append(s.ifaces, &liveIface{name: name, iface: i, h: h, lt: h.LinkType()})
+		}
 	}
 
 	ctx, s.cancel = context.WithCancel(ctx)
-	nb := 4*len(ifaces) + 2
+	nb := 4*len(s.ifaces) + 2
 	s.ch = make(chan *batch, nb)
 	s.free = make(chan *batch, nb)
 	for range nb {
@@ -111,11 +184,11 @@ func OpenLive(ctx context.Context, ifaces []string, opts LiveOptions) (Source, e
 	}
 	s.done = make(chan struct{})
 	var wg sync.WaitGroup
-	for i, li := range s.ifaces {
+	for _, li := range s.ifaces {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.run(ctx, i, li, opts); err != nil {
+			if err := s.run(ctx, li, opts); err != nil {
 				s.errMu.Lock()
 				s.errs = append(s.errs, err)
 				s.errMu.Unlock()
@@ -128,6 +201,27 @@ func OpenLive(ctx context.Context, ifaces []string, opts LiveOptions) (Source, e
 		close(s.done)
 	}()
 	return s, nil
+}
+
+// openReaders opens the capture handles of one interface: Fanout
+// AF_PACKET sockets, or one libpcap handle.
+func openReaders(name string, o LiveOptions) ([]packetReader, error) {
+	switch o.Reader {
+	case LiveLibpcap:
+	case LiveAFPacket:
+		return openAFPacket(name, o)
+	case "":
+		if afPacketApplies(name) {
+			return openAFPacket(name, o)
+		}
+	default:
+		return nil, fmt.Errorf("interface %s: unknown capture reader %q (want %s or %s)", name, o.Reader, LiveAFPacket, LiveLibpcap)
+	}
+	h, err := openHandle(name, o)
+	if err != nil {
+		return nil, err
+	}
+	return []packetReader{pcapReader{h}}, nil
 }
 
 func openHandle(name string, o LiveOptions) (*pcap.Handle, error) {
@@ -171,7 +265,7 @@ func openHandle(name string, o LiveOptions) (*pcap.Handle, error) {
 // run reads one interface until ctx ends, handing batches to the
 // consumer when full, when a read times out, or when they span a read
 // timeout of capture time (see batchDue).
-func (s *liveSource) run(ctx context.Context, idx int, li *liveIface, o LiveOptions) (err error) {
+func (s *liveSource) run(ctx context.Context, li *liveIface, o LiveOptions) (err error) {
 	defer func() {
 		li.updateStats()
 		li.h.Close()
@@ -194,7 +288,7 @@ func (s *liveSource) run(ctx context.Context, idx int, li *liveIface, o LiveOpti
 	for ctx.Err() == nil {
 		data, ci, rerr := li.h.ZeroCopyReadPacketData()
 		if rerr != nil {
-			if errors.Is(rerr, pcap.NextErrorTimeoutExpired) {
+			if errors.Is(rerr, errReadTimeout) {
 				if !send() {
 					return nil
 				}
@@ -218,20 +312,23 @@ func (s *liveSource) run(ctx context.Context, idx int, li *liveIface, o LiveOpti
 			case <-ctx.Done():
 				return nil
 			}
-			b.iface, b.lt = idx, li.lt
+			b.iface, b.lt = li.iface, li.lt
 			b.buf, b.frames = b.buf[:0], b.frames[:0]
 		}
 		off := len(b.buf)
 		b.buf = append(b.buf, data...) // grows once if a frame exceeds the batch size
 		b.frames = append(b.frames, frameRef{ts: ci.Timestamp.UnixNano(), off: int32(off), len: int32(len(data))})
+		// Counted before a send that a stop may cut short: every frame
+		// taken from the handle is in Frames, so Received = Frames +
+		// Dropped once the ring is drained.
+		n := li.frames.Add(1)
+		li.bytes.Add(uint64(len(data)))
 		if b.due(o.Timeout) && !send() {
 			return nil
 		}
-		n := li.frames.Add(1)
-		li.bytes.Add(uint64(len(data)))
 		// Under load reads never time out; refresh drop counters about once a
 		// second without reading the clock per packet.
-		if n%4096 == 0 && time.Since(lastStats) > time.Second {
+		if n%256 == 0 && time.Since(lastStats) > time.Second {
 			li.updateStats()
 			lastStats = time.Now()
 		}
@@ -254,9 +351,10 @@ func (li *liveIface) updateStats() {
 	if err != nil {
 		return
 	}
-	li.recv.Store(uint64(st.PacketsReceived))
-	li.drop.Store(uint64(st.PacketsDropped))
-	li.ifDrop.Store(uint64(st.PacketsIfDropped))
+	li.recv.Store(st.Received)
+	li.drop.Store(st.Dropped)
+	li.ifDrop.Store(st.IfDropped)
+	li.freezes.Store(st.Freezes)
 }
 
 func (s *liveSource) Next(p *Packet) error {
@@ -299,13 +397,21 @@ func (s *liveSource) Idle() bool {
 
 func (s *liveSource) Names() []string { return s.names }
 
+// Stats sums each interface's handles (its fanout sockets).
 func (s *liveSource) Stats() Stats {
 	s.stats = s.stats[:0]
+	for _, name := range s.names {
+		s.stats = append(s.stats, SourceStats{Name: name, Live: true})
+	}
 	for _, li := range s.ifaces {
-		s.stats = append(s.stats, SourceStats{
-			Name: li.name, Frames: li.frames.Load(), Bytes: li.bytes.Load(), Live: true,
-			Capture: CaptureStats{Received: li.recv.Load(), Dropped: li.drop.Load(), IfDropped: li.ifDrop.Load()},
-		})
+		st := &s.stats[li.iface]
+		st.Frames += li.frames.Load()
+		st.Bytes += li.bytes.Load()
+		st.Sockets++
+		st.Capture.Received += li.recv.Load()
+		st.Capture.Dropped += li.drop.Load()
+		st.Capture.IfDropped += li.ifDrop.Load()
+		st.Capture.Freezes += li.freezes.Load()
 	}
 	return Stats{Decode: s.dec.Stats(), Sources: s.stats}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,14 @@ func runHelper(spec string) int {
 		io.Copy(c, c)
 		c.Close()
 		return 0
+	case len(f) == 3 && f[0] == "bulk":
+		// Send N bytes and read the echo: thousands of segments at once.
+		n, err := strconv.Atoi(f[2])
+		if err != nil {
+			return fail(err)
+		}
+		f = []string{"client", f[1], strings.Repeat("b", n)}
+		fallthrough
 	case len(f) == 3 && f[0] == "client":
 		var c net.Conn
 		var err error
@@ -84,17 +93,18 @@ func ipCmd(t *testing.T, args ...string) {
 	}
 }
 
-// TestLive builds client and server namespaces joined by a bridge in the
-// test's namespace, captures on both host-side veths (so every packet is
-// seen twice, once per interface) and checks packets and libpcap stats.
-// Addresses are 198.51.100.0/24 and exist only inside the namespaces.
-func TestLive(t *testing.T) {
+// liveNet builds client and server namespaces joined by a bridge in the
+// test's namespace and returns the host-side veths of the client and the
+// server. Addresses are 198.51.100.0/24 and exist only inside the
+// namespaces.
+func liveNet(t *testing.T) (nsC, nsS, hC, hS string) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Fatal("the live test needs ip(8) from iproute2:", err)
 	}
 	p := fmt.Sprintf("rtc%d", os.Getpid()%10_000_000)
-	nsC, nsS := p+"c", p+"s"
-	hC, hS, br := p+"hc", p+"hs", p+"br"
+	nsC, nsS = p+"c", p+"s"
+	hC, hS = p+"hc", p+"hs"
+	br := p + "br"
 	t.Cleanup(func() {
 		for _, args := range [][]string{
 			{"link", "del", hC}, {"link", "del", hS}, {"link", "del", br},
@@ -117,12 +127,49 @@ func TestLive(t *testing.T) {
 		ipCmd(t, "-n", x.ns, "link", "set", x.host+"n", "up")
 		ipCmd(t, "-n", x.ns, "link", "set", "lo", "up")
 	}
+	return nsC, nsS, hC, hS
+}
 
+// startHelper runs the test binary as a helper (see runHelper) in ns.
+func startHelper(t *testing.T, ctx context.Context, ns, spec string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+spec)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // only our own children, by PID
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return cmd
+}
+
+// TestLive captures a connection between two namespaces on both host-side
+// veths (so every packet is seen twice, once per interface), with libpcap,
+// with one AF_PACKET socket per interface and with three in a fanout
+// group, and checks packets and the kernel's counters.
+func TestLive(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		reader string
+		fanout int
+	}{{"libpcap", LiveLibpcap, 0}, {"afpacket", LiveAFPacket, 1}, {"afpacket-fanout", LiveAFPacket, 3}} {
+		t.Run(c.name, func(t *testing.T) { testLive(t, c.reader, c.fanout) })
+	}
+}
+
+func testLive(t *testing.T, reader string, fanout int) {
+	nsC, nsS, hC, hS := liveNet(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	src, err := OpenLive(ctx, []string{hC, hS}, LiveOptions{
 		Filter: "tcp and net 198.51.100.0/24", ImmediateMode: true, Timeout: 50 * time.Millisecond,
 		SnapLen: 128, // also exercises Payload < PayloadLen
+		Reader:  reader, Fanout: fanout,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -134,23 +181,8 @@ func TestLive(t *testing.T) {
 
 	start := time.Now()
 	msg := "hello-" + strings.Repeat("x", 200)
-	helper := func(ns, spec string) *exec.Cmd {
-		cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns, os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), helperEnv+"="+spec)
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { // only our own children, by PID
-			if cmd.ProcessState == nil {
-				cmd.Process.Kill()
-				cmd.Wait()
-			}
-		})
-		return cmd
-	}
-	server := helper(nsS, "server 198.51.100.2:8080")
-	client := helper(nsC, "client 198.51.100.2:8080 "+msg)
+	server := startHelper(t, ctx, nsS, "server 198.51.100.2:8080")
+	client := startHelper(t, ctx, nsC, "client 198.51.100.2:8080 "+msg)
 	clientErr := make(chan error, 1)
 	go func() {
 		// Once the client is done, give the capture a moment to deliver the
@@ -215,7 +247,7 @@ func TestLive(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	for i, ss := range st.Sources {
-		if !ss.Live || ss.Frames < 8 || ss.Bytes == 0 || ss.Capture.Received < ss.Frames || ss.Capture.Dropped != 0 {
+		if !ss.Live || ss.Frames < 8 || ss.Bytes == 0 || ss.Capture.Received < ss.Frames || ss.Capture.Dropped != 0 || ss.Sockets != max(fanout, 1) {
 			t.Errorf("interface %d stats %+v", i, ss)
 		}
 	}
@@ -235,6 +267,21 @@ func TestLiveErrors(t *testing.T) {
 	if _, err := OpenLive(context.Background(), nil, LiveOptions{}); err == nil {
 		t.Error("no interfaces: no error")
 	}
+	if _, err := OpenLive(context.Background(), []string{"lo"}, LiveOptions{Reader: "netmap"}); err == nil || !strings.Contains(err.Error(), "netmap") {
+		t.Errorf("unknown reader: %v", err)
+	}
+	if _, err := OpenLive(context.Background(), []string{"any"}, LiveOptions{Reader: LiveAFPacket}); err == nil || !strings.Contains(err.Error(), "libpcap") {
+		t.Errorf("AF_PACKET on any: %v", err)
+	}
+	// By default "any" falls back to libpcap, which serves it.
+	src, err := OpenLive(context.Background(), []string{"any"}, LiveOptions{Filter: "tcp port 9"})
+	if err != nil {
+		t.Fatalf("any: %v", err)
+	}
+	if n := src.Stats().Sources[0].Sockets; n != 1 {
+		t.Errorf("any: %d handles", n)
+	}
+	src.Close()
 }
 
 // A batch is handed on once its frames span a read timeout of capture
@@ -250,4 +297,52 @@ func TestBatchDueBySpan(t *testing.T) {
 			t.Errorf("frame %d at %d ms: due %v, want %v", i, ms, got, want)
 		}
 	}
+}
+
+// TestLiveDropAccounting makes an AF_PACKET ring tiny on purpose and stalls
+// the consumer while a 4 MB echo crosses the bridge: the kernel must drop,
+// and the counters must account for every packet that passed the filter,
+// delivered or dropped.
+func TestLiveDropAccounting(t *testing.T) {
+	nsC, nsS, hC, _ := liveNet(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	src, err := OpenLive(ctx, []string{hC}, LiveOptions{
+		Filter: "tcp and net 198.51.100.0/24", Timeout: 20 * time.Millisecond, Reader: LiveAFPacket,
+		BufferSize: 8 * os.Getpagesize(), // 8 one-page blocks
+		BatchBytes: 4096,                 // and the batches between capture and consumer hold little
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	server := startHelper(t, ctx, nsS, "server 198.51.100.2:8080")
+	client := startHelper(t, ctx, nsC, "bulk 198.51.100.2:8080 4000000")
+	// Nothing reads until the echo is over: the ring overflows.
+	if err := client.Wait(); err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	server.Wait()
+	go func() {
+		time.Sleep(time.Second) // drain what the ring still holds, then stop
+		cancel()
+	}()
+	var pk Packet
+	for {
+		if err := src.Next(&pk); err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	ss := src.Stats().Sources[0]
+	c := ss.Capture
+	if c.Dropped == 0 || c.Freezes == 0 {
+		t.Errorf("a stalled 8-page ring under a 4 MB echo: dropped %d, freezes %d", c.Dropped, c.Freezes)
+	}
+	if c.Received != ss.Frames+c.Dropped {
+		t.Errorf("received %d, but delivered %d + dropped %d = %d", c.Received, ss.Frames, c.Dropped, ss.Frames+c.Dropped)
+	}
+	t.Logf("%+v", ss)
 }

@@ -38,15 +38,20 @@ type SourceStats struct {
 	Frames  uint64 // frames read
 	Bytes   uint64 // captured bytes read (not wire length)
 	Live    bool   // the counters below are meaningful only for live capture
+	Sockets int    // live capture handles on it: AF_PACKET fanout sockets, or 1 for libpcap
 	Capture CaptureStats
 }
 
-// CaptureStats are libpcap's and the kernel's counters for a live interface
-// (pcap_stats); on Linux Received counts packets that passed the filter.
+// CaptureStats are the kernel's counters for a live interface (pcap_stats,
+// or PACKET_STATISTICS summed over its AF_PACKET sockets); on Linux
+// Received counts packets that passed the filter.
 type CaptureStats struct {
-	Received  uint64 // packets that reached libpcap's buffer
+	Received  uint64 // packets that reached the capture buffer (or were dropped for want of room in it)
 	Dropped   uint64 // dropped because the buffer was full (we were too slow)
 	IfDropped uint64 // dropped by the interface or driver
+	// Freezes counts the times an AF_PACKET ring was full and the kernel
+	// froze it, dropping until a block was freed (TPACKET_V3).
+	Freezes uint64
 }
 
 // Errors callers can test with errors.Is.

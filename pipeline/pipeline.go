@@ -25,8 +25,11 @@ type Config struct {
 	// in timestamp order, read with FileReader.
 	Files      []string
 	FileReader capture.FileReader
-	// Interfaces are captured live with libpcap instead (merged into one
-	// stream) with Capture's options. Live input ends only when the
+	// Interfaces are captured live instead (merged into one stream) with
+	// Capture's options: AF_PACKET on Linux, with as many fanout sockets
+	// per interface as workers unless Capture.Fanout says otherwise, else
+	// libpcap. Records overlapping a period of kernel drops are flagged
+	// capture_drops. Live input ends only when the
 	// pipeline is stopped or its context ends, and that is no error.
 	Interfaces []string
 	Capture    capture.LiveOptions
@@ -155,7 +158,8 @@ type Pipeline struct {
 	err     error              // set before done closes
 	stored  *store.WriterStats // the store's counters after its final flush
 
-	snap snapshot
+	snap  snapshot
+	drops *dropPeriods // live capture only
 }
 
 // ReadError is Wait's error when the input ended early: a truncated or
@@ -218,7 +222,11 @@ func (p *Pipeline) Start(ctx context.Context) error {
 
 func (p *Pipeline) openSource(ctx context.Context) (capture.Source, error) {
 	if p.cfg.live() {
-		return capture.OpenLive(ctx, p.cfg.Interfaces, p.cfg.Capture)
+		opts := p.cfg.Capture
+		if opts.Fanout == 0 {
+			opts.Fanout = p.cfg.workers() // a ring and a reading goroutine per worker
+		}
+		return capture.OpenLive(ctx, p.cfg.Interfaces, opts)
 	}
 	return capture.OpenFiles(p.cfg.Files, capture.FileOptions{Reader: p.cfg.FileReader})
 }
@@ -294,6 +302,10 @@ func (p *Pipeline) run(ctx context.Context, src capture.Source, outs *outputs) {
 		// Right after the Grouper, which assigned the classes from the
 		// real addresses: nothing past it sees them.
 		grouperOut = newAnonymizer(p.clients, grouperOut)
+	}
+	if p.cfg.live() {
+		p.drops = &dropPeriods{}
+		grouperOut = &dropFlagger{d: p.drops, next: grouperOut}
 	}
 	// The Grouper matches the HTML's references with the records' URLs
 	// only through the tracker's own redaction.

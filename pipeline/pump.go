@@ -16,7 +16,8 @@ import (
 )
 
 // liveEvery is how many packets apart the loop refreshes the live page's
-// counters: fresh at any packet rate that matters.
+// counters and looks for capture drops: fresh at any packet rate that
+// matters.
 const liveEvery = 16
 
 // pump moves packets from src through the shards until the input ends,
@@ -26,7 +27,7 @@ const liveEvery = 16
 func (p *Pipeline) pump(ctx context.Context, src capture.Source, sh *shards) error {
 	start := time.Now()
 	every := progressEvery
-	if p.cfg.Feed != nil {
+	if p.cfg.live() {
 		every = liveEvery
 	}
 	idle, _ := src.(idleSource)
@@ -44,7 +45,11 @@ func (p *Pipeline) pump(ctx context.Context, src capture.Source, sh *shards) err
 		}
 		sh.packet(&pkt)
 		if i%every == 0 {
-			p.snap.set(src.Stats(), sh.trackerStats())
+			st := src.Stats()
+			if p.drops != nil {
+				p.drops.observe(st, sh.now)
+			}
+			p.snap.set(st, sh.trackerStats())
 			if p.cfg.Progress != nil {
 				p.cfg.Progress(src.Progress())
 			}
@@ -86,6 +91,9 @@ func (p *Pipeline) fillSummary(st capture.Stats, tr reconstruct.Stats, elapsed t
 			}
 			s.CaptureDrops[src.Name+" dropped"] += src.Capture.Dropped
 			s.CaptureDrops[src.Name+" ifdropped"] += src.Capture.IfDropped
+			if src.Capture.Freezes > 0 {
+				s.CaptureDrops[src.Name+" ring freezes"] += src.Capture.Freezes
+			}
 		}
 	}
 }

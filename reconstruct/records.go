@@ -86,12 +86,17 @@ const (
 	// start and end are estimates of a busy period; the number of
 	// streams in it is unknown.
 	FlagTurnEstimate
+	// FlagCaptureDrops (set by the pipeline, live capture only): the
+	// record's time span overlaps a period in which the kernel dropped
+	// packets of the capture (its buffer was full), so packets of it may
+	// be missing and its times and counts may be off.
+	FlagCaptureDrops
 )
 
 var flagNames = []string{"incomplete", "mid_stream", "rtt_estimated", "hole", "no_request",
 	"no_response", "truncated_payload", "evicted", "reset", "no_ack", "header_too_large", "parse_error",
 	"preconnected", "spurious_retrans", "upstream_loss", "after_load", "tls", "http2", "early_data",
-	"continued", "turns_ambiguous", "turn_estimate"}
+	"continued", "turns_ambiguous", "turn_estimate", "capture_drops"}
 
 // Names lists the set flags by name.
 func (f Flags) Names() []string {

@@ -21,10 +21,14 @@ type PipelineStats struct {
 	Packets int64 `json:"packets"` // TCP packets decoded
 	Bytes   int64 `json:"bytes"`   // captured bytes read
 	// CaptureDrops: packets libpcap or the kernel dropped because rtmon was
-	// too slow (pcap_stats ps_drop, summed over interfaces).
+	// too slow (pcap_stats ps_drop, or PACKET_STATISTICS tp_drops, summed
+	// over interfaces and sockets).
 	CaptureDrops int64 `json:"capture_drops"`
 	// InterfaceDrops: packets the interface or driver dropped (ps_ifdrop).
 	InterfaceDrops int64 `json:"interface_drops"`
+	// CaptureFreezes: times an AF_PACKET ring was full and frozen by the
+	// kernel (TPACKET_V3), summed over sockets; drops follow each.
+	CaptureFreezes int64 `json:"capture_freezes"`
 	// Evictions: connections evicted from the tracker's full table.
 	Evictions       int64 `json:"evictions"`
 	OpenConnections int64 `json:"open_connections"`
@@ -337,6 +341,7 @@ func StatsFrom(src capture.Stats, tr reconstruct.Stats, ws query.WriterStats) Pi
 		if s.Live {
 			p.CaptureDrops += int64(s.Capture.Dropped)
 			p.InterfaceDrops += int64(s.Capture.IfDropped)
+			p.CaptureFreezes += int64(s.Capture.Freezes)
 		}
 	}
 	return p

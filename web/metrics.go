@@ -153,6 +153,7 @@ var pipelineMetrics = []metric[PipelineStats]{
 	newMetric(counter, "capture_bytes_total", "Captured bytes read by the live pipeline.", nil, func(p PipelineStats) int64 { return p.Bytes }),
 	newMetric(counter, "capture_drops_total", "Packets dropped by libpcap or the kernel (rtmon too slow).", nil, func(p PipelineStats) int64 { return p.CaptureDrops }),
 	newMetric(counter, "interface_drops_total", "Packets dropped by the interface or driver.", nil, func(p PipelineStats) int64 { return p.InterfaceDrops }),
+	newMetric(counter, "capture_ring_freezes_total", "Times an AF_PACKET capture ring was full and frozen by the kernel.", nil, func(p PipelineStats) int64 { return p.CaptureFreezes }),
 	newMetric(counter, "evictions_total", "Connections evicted from the tracker's full table.", nil, func(p PipelineStats) int64 { return p.Evictions }),
 	newMetric(gauge, "open_connections", "Connections being tracked.", nil, func(p PipelineStats) int64 { return p.OpenConnections }),
 	newMetric(gauge, "tracker_memory_bytes", "The tracker's state counted against its share of --max-memory.", nil, func(p PipelineStats) int64 { return p.TrackerMemory }),

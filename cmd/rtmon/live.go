@@ -20,6 +20,9 @@ type liveOptions struct {
 	snaplen  int
 	bufSize  int
 	promisc  bool
+	reader   string
+	fanout   int
+	blockTO  time.Duration
 	duration time.Duration
 	ui       uiOptions // the UI served beside the capture (uiflags.go)
 }
@@ -52,8 +55,11 @@ store) and the web UI is served from the same process, with live charts
 	f.StringSliceVarP(&o.ifaces, "interface", "i", nil, "interface to capture on (repeatable; 'any' for all)")
 	f.StringVar(&o.filter, "filter", "tcp", "BPF filter")
 	f.IntVar(&o.snaplen, "snaplen", 0, "bytes kept per packet (0: whole packets)")
-	f.IntVar(&o.bufSize, "buffer-size", 0, "kernel capture buffer in bytes (0: 32 MiB)")
+	f.IntVar(&o.bufSize, "buffer-size", 0, "kernel capture buffer in bytes, per socket (0: 32 MiB)")
 	f.BoolVar(&o.promisc, "promisc", false, "promiscuous mode")
+	f.StringVar(&o.reader, "reader", "auto", "capture mechanism: afpacket (Linux TPACKET_V3 rings, fanout), libpcap, or auto (afpacket where the interface allows, else libpcap)")
+	f.IntVar(&o.fanout, "fanout", 0, "AF_PACKET sockets per interface in a fanout group, each with its own ring of --buffer-size (0: one per worker)")
+	f.DurationVar(&o.blockTO, "block-timeout", 0, "AF_PACKET ring block timeout: how long a part-full block waits before it is handed over (0: 1ms)")
 	f.DurationVar(&o.duration, "duration", 0, "stop after this long (0: until interrupted)")
 	f.StringVar(&o.format, "format", "jsonl", "record format: jsonl or csv")
 	f.StringVar(&o.out, "out", "", "directory for connections.*, transactions.* and pageviews.* (none: summary only)")
@@ -78,7 +84,19 @@ func (o liveOptions) config() (pipeline.Config, error) {
 		return cfg, err
 	}
 	cfg.Interfaces = o.ifaces
-	cfg.Capture = capture.LiveOptions{Filter: o.filter, SnapLen: o.snaplen, BufferSize: o.bufSize, Promiscuous: o.promisc, ImmediateMode: true}
+	reader := o.reader
+	switch reader {
+	case "auto", "":
+		reader = ""
+	case capture.LiveAFPacket, capture.LiveLibpcap:
+	default:
+		return cfg, fmt.Errorf("--reader %q: want afpacket, libpcap or auto", o.reader)
+	}
+	if o.fanout < 0 {
+		return cfg, fmt.Errorf("--fanout %d: want 0 (one per worker) or more", o.fanout)
+	}
+	cfg.Capture = capture.LiveOptions{Filter: o.filter, SnapLen: o.snaplen, BufferSize: o.bufSize, Promiscuous: o.promisc, ImmediateMode: true,
+		Reader: reader, Fanout: o.fanout, BlockTimeout: o.blockTO}
 	return cfg, nil
 }
 

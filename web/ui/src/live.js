@@ -38,6 +38,7 @@ export function renderPipeline(p) {
   const item = (name, label, v) => el('span', { class: 'pl' + (v > 0 ? ' warn' : ''), dataset: { stat: name, value: v } }, label + ' ', el('b', {}, fmtInt(v)));
   box.append(
     item('capture_drops', 'capture drops', p.capture_drops + (p.interface_drops || 0)),
+    ...(p.capture_freezes > 0 ? [item('capture_freezes', 'ring freezes', p.capture_freezes)] : []),
     item('evictions', 'evictions', p.evictions),
     item('store_backlog', 'store back-log', p.store_queued),
     el('span', { class: 'pl' }, 'packets ', el('b', {}, fmtInt(p.packets))),
