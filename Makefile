@@ -9,7 +9,7 @@ GO ?= go
 # and observe the network testbed. Tests that need one also install it
 # themselves if missing, so a single `go test` works too.
 APT_PACKAGES := libpcap-dev tshark nginx-light nftables tcpdump iproute2 curl \
-	clickhouse-server chromium ethtool procps util-linux openssl
+	clickhouse-server chromium ethtool procps util-linux openssl tcpreplay
 # A count, not a duration: Go 1.26's fuzz coordinator can fail a target with a
 # bare "context deadline exceeded" when a duration budget ends while a worker
 # is mid-call (golang/go#75804, fixed in 1.27). A count has no deadline to race.

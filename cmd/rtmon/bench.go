@@ -38,6 +38,8 @@ type benchOptions struct {
 	connMem    int
 	runs       int
 	https      bool
+	live       bool
+	rates      []int
 	genOnly    bool // internal: generate in a child so the parent stays small
 	measure    bool // internal: run the args as a child and report its rusage on fd 3
 }
@@ -74,11 +76,17 @@ same key log, each on the same file.`,
 			if o.https && !cmd.Flags().Changed("size") {
 				o.size = defaultHTTPSSize
 			}
+			if o.live && !cmd.Flags().Changed("size") {
+				o.size = defaultLiveSize
+			}
 			if o.genOnly && o.https {
 				return benchGenerateHTTPS(o)
 			}
 			if o.genOnly {
 				return benchGenerate(o)
+			}
+			if o.live {
+				return runBenchLive(cmd.Context(), cmd.OutOrStdout(), o)
 			}
 			return runBench(cmd.Context(), cmd.OutOrStdout(), o)
 		},
@@ -99,6 +107,8 @@ same key log, each on the same file.`,
 	f.IntVar(&o.runs, "runs", 3, "runs per tool and input; the fastest is reported (others' load only ever slows a run)")
 	f.IntVar(&o.connMem, "conn-mem", 100_000, "open connections for the memory-per-connection measurement (0: skip)")
 	f.BoolVar(&o.https, "https", false, "benchmark on a generated HTTPS capture and its key log: rtmon keyless and decrypted, tshark decrypting (--clients and the loss rates do not apply)")
+	f.BoolVar(&o.live, "live", false, "benchmark live capture instead (root): replay the capture with tcpreplay into a veth pair in a netns at rising rates and top speed, rtmon live on the other end with AF_PACKET and with libpcap; report kernel drops (default size "+defaultLiveSize+"; --workers sets rtmon's)")
+	f.IntSliceVar(&o.rates, "rates", nil, "with --live: replay rates in packets/s, 0 for top speed (default 25000,50000,100000,200000,400000,0; after the first rate with drops, top speed only)")
 	f.BoolVar(&o.genOnly, "generate-only", false, "internal: only generate the capture")
 	_ = f.MarkHidden("generate-only")
 	f.BoolVar(&o.measure, "measure", false, "internal: run the command after -- and report its rusage on fd 3")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"testing"
 )
@@ -76,5 +77,61 @@ func TestBenchWorkers(t *testing.T) {
 	}
 	if !regexp.MustCompile(`rtmon 2w on full 4MB: [0-9.]+x the speed`).Match(out.Bytes()) {
 		t.Errorf("no speed-up line:\n%s", out.String())
+	}
+}
+
+// bench --live on a tiny capture at one slow rate: both readers capture
+// every packet tcpreplay sends (a 32 MiB ring holds the whole capture, so
+// no drop however busy the machine) and find the transactions analyze
+// finds in the file.
+func TestBenchLive(t *testing.T) {
+	if _, err := exec.LookPath("tcpreplay"); err != nil {
+		installForTest(t, "tcpreplay")
+	}
+	t.Setenv(benchChildEnv, "1")
+	dir := t.TempDir()
+	cmd := newRootCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"bench", "--live", "--size", "3MB", "--clients", "40", "--dir", dir, "--keep", "--rates", "20000", "--workers", "2"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	pcaps, _ := filepath.Glob(filepath.Join(dir, "*.pcap"))
+	if len(pcaps) != 1 {
+		t.Fatalf("captures in --dir: %v", pcaps)
+	}
+	cmd = newRootCommand()
+	var sum bytes.Buffer
+	cmd.SetOut(&sum)
+	cmd.SetArgs([]string{"analyze", "--progress=false", pcaps[0]})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	want := txRe.FindStringSubmatch(sum.String())
+	if want == nil {
+		t.Fatalf("analyze printed no transactions:\n%s", sum.String())
+	}
+	rows := regexp.MustCompile(`(?m)^\s*(afpacket|libpcap)\s+20k pps\s+\d+\s+(\d+)\s+(\d+)\s+[0-9.]+\s+(\d+)\s*$`).FindAllStringSubmatch(out.String(), -1)
+	if len(rows) != 2 {
+		t.Fatalf("want a row per reader:\n%s", out.String())
+	}
+	for _, r := range rows {
+		if r[2] == "0" || r[3] != "0" || r[4] != want[1] {
+			t.Errorf("%s: sent %s, dropped %s, %s transactions; analyze found %s in the file", r[1], r[2], r[3], r[4], want[1])
+		}
+	}
+}
+
+// installForTest installs a Debian package the test needs (CI runs as
+// root on a fresh machine; make deps installs it too).
+func installForTest(t *testing.T, pkg string) {
+	t.Helper()
+	for _, args := range [][]string{{"update", "-q"}, {"install", "-y", "-q", pkg}} {
+		c := exec.Command("apt-get", args...)
+		c.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		if b, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("apt-get %v: %v\n%s", args, err, b)
+		}
 	}
 }
