@@ -56,15 +56,40 @@ func (discard) Transaction(*reconstruct.Transaction) {}
 // capture-time order.
 func OpenConnectionPackets(dir string, n int, s ConnState) ([]capture.Packet, error) {
 	path := filepath.Join(dir, fmt.Sprintf("open-%d-%d.pcap", n, s))
+	defer os.Remove(path)
+	if err := WriteOpenConnections(path, n, s); err != nil {
+		return nil, err
+	}
+	src, err := capture.OpenFiles([]string{path}, capture.FileOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	var pkts []capture.Packet
+	for {
+		var p capture.Packet
+		if err := src.Next(&p); err != nil {
+			if errors.Is(err, io.EOF) {
+				return pkts, nil
+			}
+			return nil, fmt.Errorf("reading open connections capture: %w", err)
+		}
+		p.Payload = append([]byte(nil), p.Payload...)
+		pkts = append(pkts, p)
+	}
+}
+
+// WriteOpenConnections writes a capture of n connections open at once,
+// all in state s at its end, to path.
+func WriteOpenConnections(path string, n int, s ConnState) error {
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("open connections capture: %w", err)
+		return fmt.Errorf("open connections capture: %w", err)
 	}
-	defer os.Remove(path)
 	w, err := synth.NewWriter(f, synth.Options{Nanosecond: true})
 	if err != nil {
 		f.Close()
-		return nil, err
+		return err
 	}
 	server := netip.AddrPortFrom(netip.AddrFrom4([4]byte{203, 0, 113, 1}), 80)
 	req := synth.Request("GET", "www.example.com", "/static/app.js",
@@ -105,25 +130,9 @@ func OpenConnectionPackets(dir string, n int, s ConnState) ([]capture.Packet, er
 		err = cerr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open connections capture: %w", err)
+		return fmt.Errorf("open connections capture: %w", err)
 	}
-	src, err := capture.OpenFiles([]string{path}, capture.FileOptions{})
-	if err != nil {
-		return nil, err
-	}
-	defer src.Close()
-	var pkts []capture.Packet
-	for {
-		var p capture.Packet
-		if err := src.Next(&p); err != nil {
-			if errors.Is(err, io.EOF) {
-				return pkts, nil
-			}
-			return nil, fmt.Errorf("reading open connections capture: %w", err)
-		}
-		p.Payload = append([]byte(nil), p.Payload...)
-		pkts = append(pkts, p)
-	}
+	return nil
 }
 
 func heapAfterGC() (live, inuse uint64) {

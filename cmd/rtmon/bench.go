@@ -40,6 +40,8 @@ type benchOptions struct {
 	https      bool
 	live       bool
 	rates      []int
+	openConns  int
+	genOpen    bool // internal: write the open-connections capture
 	genOnly    bool // internal: generate in a child so the parent stays small
 	measure    bool // internal: run the args as a child and report its rusage on fd 3
 }
@@ -79,6 +81,9 @@ same key log, each on the same file.`,
 			if o.live && !cmd.Flags().Changed("size") {
 				o.size = defaultLiveSize
 			}
+			if o.genOpen {
+				return bench.WriteOpenConnections(openConnsPath(o), o.openConns, bench.MidResponse)
+			}
 			if o.genOnly && o.https {
 				return benchGenerateHTTPS(o)
 			}
@@ -109,6 +114,9 @@ same key log, each on the same file.`,
 	f.BoolVar(&o.https, "https", false, "benchmark on a generated HTTPS capture and its key log: rtmon keyless and decrypted, tshark decrypting (--clients and the loss rates do not apply)")
 	f.BoolVar(&o.live, "live", false, "benchmark live capture instead (root): replay the capture with tcpreplay into a veth pair in a netns at rising rates and top speed, rtmon live on the other end with AF_PACKET and with libpcap; report kernel drops (default size "+defaultLiveSize+"; --workers sets rtmon's)")
 	f.IntSliceVar(&o.rates, "rates", nil, "with --live: replay rates in packets/s, 0 for top speed (default 25000,50000,100000,200000,400000,0; after the first rate with drops, top speed only)")
+	f.IntVar(&o.openConns, "open-conns", 0, "also time rtmon analyze (1 worker, no memory bound) on a generated capture of this many connections open at once, each mid-response at its end, and report its max RSS, e.g. 2900000 (0: skip)")
+	f.BoolVar(&o.genOpen, "generate-open", false, "internal: only write the open-connections capture")
+	_ = f.MarkHidden("generate-open")
 	f.BoolVar(&o.genOnly, "generate-only", false, "internal: only generate the capture")
 	_ = f.MarkHidden("generate-only")
 	f.BoolVar(&o.measure, "measure", false, "internal: run the command after -- and report its rusage on fd 3")
@@ -255,6 +263,9 @@ func runBench(ctx context.Context, stdout io.Writer, o benchOptions) error {
 		return err
 	}
 	if err := report(); err != nil {
+		return err
+	}
+	if err := r.openConnsRSS(); err != nil {
 		return err
 	}
 	return benchConnMem(stdout, o)
@@ -451,6 +462,44 @@ func (r *benchRunner) writeReport(base string, summarize func(io.Writer, []bench
 	for _, n := range r.notes {
 		fmt.Fprintln(r.stdout, "note:", n)
 	}
+	return nil
+}
+
+func openConnsPath(o benchOptions) string {
+	return filepath.Join(o.dir, fmt.Sprintf("open-conns-%d.pcap", o.openConns))
+}
+
+// openConnsRSS writes the capture of --open-conns connections open at once
+// (in a child, so the parent stays small) and times rtmon analyze on it,
+// with room for all of them in its table: the RSS of the whole process
+// holding them.
+func (r *benchRunner) openConnsRSS() error {
+	n := r.o.openConns
+	if n <= 0 {
+		return nil
+	}
+	path := openConnsPath(r.o)
+	fmt.Fprintf(os.Stderr, "writing %d open connections to %s...\n", n, path)
+	gen := exec.CommandContext(r.ctx, r.self, "bench", "--generate-open", "--open-conns", strconv.Itoa(n), "--dir", r.o.dir)
+	gen.Stdout, gen.Stderr = os.Stderr, os.Stderr
+	if err := gen.Run(); err != nil {
+		return fmt.Errorf("bench: writing the open-connections capture: %w", err)
+	}
+	defer os.Remove(path)
+	info, err := bench.ScanFile(path)
+	if err != nil {
+		return err
+	}
+	in := &benchInput{label: fmt.Sprintf("%d open", n), path: path, info: info}
+	r.rows = r.rows[:0]
+	argv := []string{r.self, "analyze", "--progress=false", "--workers", "1", "--max-memory", "0",
+		"--max-connections", strconv.Itoa(n + n/8), path}
+	if err := r.runPinned("rtmon", in, argv, nil, r.pin, r.env); err != nil {
+		return err
+	}
+	row := r.rows[0]
+	fmt.Fprintf(r.stdout, "\n%d connections open at once (each mid-response): rtmon analyze max RSS %.0f MiB, %.0f B per connection (target: 2.9M in < 3 GiB, < 1 KiB each), %.1f s\n",
+		n, float64(row.MaxRSSKiB)/1024, float64(row.MaxRSSKiB)*1024/float64(n), row.Wall.Seconds())
 	return nil
 }
 
