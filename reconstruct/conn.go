@@ -112,7 +112,7 @@ type conn struct {
 	oooOff    int64
 	oooAt     int64    // when that segment arrived
 	hsAckLost bool     // the handshake ACK was lost: the first request completed the handshake
-	lastResp  *txState // the latest complete response (see requestSent)
+	lastResp  prevResp // the latest complete response (see requestSent)
 
 	lastSeen   int64
 	done       bool
@@ -145,8 +145,25 @@ type txState struct {
 	rearmAt     int64       // the server's latest ACK of new client data when the request's copy came (srvAckNewAt)
 	sentBy      int64       // the client had sent the request by then (a later pure ACK's sequence number)
 	resent      bool        // a segment of the request was resent after a loss before the capture point (see deliverClient)
-	prev        *txState
+	prev        prevResp
 	rtx         []pendingRetrans // nil unless retransmissions await a verdict
+}
+
+// prevResp is the connection's latest complete response as a request
+// came: the response itself while the tracker still holds it (a resent
+// copy may yet move its end), then only its end. An idle keep-alive
+// connection so keeps 8 bytes of its last transaction, not all of it.
+type prevResp struct {
+	st   *txState
+	last int64 // st's ResponseLast, once st was handed on
+}
+
+// end is the response's ResponseLast so far (0: none).
+func (p prevResp) end() int64 {
+	if p.st != nil {
+		return p.st.tx.ResponseLast
+	}
+	return p.last
 }
 
 func newConn(t *Tracker, p *capture.Packet) *conn {

@@ -63,7 +63,12 @@ func (c *conn) emitTimed(st *txState) {
 	}
 	hasRequest := tx.RequestFirst != 0
 	sent := tx.RequestFirst
-	defer func() { st.prev = nil }() // no chain of past transactions stays reachable
+	defer func() {
+		st.prev = prevResp{} // no chain of past transactions stays reachable
+		if c.lastResp.st == st {
+			c.lastResp = prevResp{last: tx.ResponseLast} // its end is final now
+		}
+	}()
 	if st.resent {
 		tx.Flags |= FlagUpstreamLoss
 	}
@@ -177,10 +182,10 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 		timer.sample(c.clientRTT() + c.rec.RTTServer)
 	}
 	earliest := c.connectedAt() - c.ackQueued
-	if st.prev != nil && st.prev.tx.ResponseLast > 0 {
+	if last := st.prev.end(); last > 0 {
 		// The copy of the previous response that reached the client, as
 		// judged by now (a copy still unjudged is not assumed needed).
-		earliest = max(earliest, st.prev.tx.ResponseLast+c.clientRTT())
+		earliest = max(earliest, last+c.clientRTT())
 	}
 	if earliest == 0 {
 		return st.tx.RequestFirst, 0, 0, false

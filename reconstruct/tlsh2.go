@@ -110,7 +110,7 @@ type h2ResentRecord struct {
 	rearmAt int64 // srvAckNewAt as it came
 	// prev and timer are the connection's as it came: the streams it
 	// starts finish later, after other streams' responses.
-	prev      *txState
+	prev      prevResp
 	timer     clientTimer
 	lost      int
 	ackOrCopy bool

@@ -73,7 +73,7 @@ func (c *conn) completeResponse(st *txState) {
 	if c.resp == st {
 		c.resp = nil
 	}
-	c.lastResp = st
+	c.lastResp = prevResp{st: st}
 	if st.respEndOff <= c.lastAck {
 		st.tx.ResponseAcked = c.curTS
 		c.settleUnanswered(st)
