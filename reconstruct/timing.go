@@ -39,6 +39,16 @@ func (c *conn) emit(st *txState) {
 	c.emitTimed(st)
 }
 
+// handedOn drops what st and the connection hold of it once it is handed
+// on: no chain of past transactions stays reachable, and an idle
+// connection keeps only its last response's end, final now.
+func (c *conn) handedOn(st *txState) {
+	st.prev = prevResp{}
+	if c.lastResp.st == st {
+		c.lastResp = prevResp{last: st.tx.ResponseLast}
+	}
+}
+
 // emitTimed times st as emit says and hands it on.
 func (c *conn) emitTimed(st *txState) {
 	tx := &st.tx
@@ -63,12 +73,7 @@ func (c *conn) emitTimed(st *txState) {
 	}
 	hasRequest := tx.RequestFirst != 0
 	sent := tx.RequestFirst
-	defer func() {
-		st.prev = prevResp{} // no chain of past transactions stays reachable
-		if c.lastResp.st == st {
-			c.lastResp = prevResp{last: tx.ResponseLast} // its end is final now
-		}
-	}()
+	defer c.handedOn(st)
 	if st.resent {
 		tx.Flags |= FlagUpstreamLoss
 	}
