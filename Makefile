@@ -10,6 +10,10 @@ GO ?= go
 # themselves if missing, so a single `go test` works too.
 APT_PACKAGES := libpcap-dev tshark nginx-light nftables tcpdump iproute2 curl \
 	clickhouse-server chromium ethtool procps util-linux openssl tcpreplay
+# Installed without their recommended packages: prometheus only for
+# promtool, which checks the generated rules (its recommends would add
+# node-exporter and its services).
+APT_BARE := prometheus
 # A count, not a duration: Go 1.26's fuzz coordinator can fail a target with a
 # bare "context deadline exceeded" when a duration budget ends while a worker
 # is mid-call (golang/go#75804, fixed in 1.27). A count has no deadline to race.
@@ -24,6 +28,11 @@ deps:
 	if [ -n "$$missing" ]; then \
 		echo "installing:" $$missing; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@missing=$$(for p in $(APT_BARE); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
 # The web UI: npm installs the locked packages (uPlot, esbuild) and esbuild

@@ -32,6 +32,7 @@ type Rule struct {
 type Classes struct {
 	Rules   []Rule
 	Default Class
+	slos    []ClassSLO // see SLOs
 }
 
 // DefaultClass is what unmatched clients get when the configuration names
@@ -63,7 +64,13 @@ const maxRules = 10000
 //	  - name: premium
 //	    priority: high
 //	    match: "IP.SRC == 10.4.*.*"
+//	    slo: [{kind: pageview, under: 2s, target: 95%, window: 30d}]
 //	default: { name: default, priority: low }
+//
+// slo (on a class entry or the default, optional) lists the class's
+// objectives (see SLO): kind pageview or transaction, under a duration,
+// target a percentage or a ratio, window whole days or weeks (default 30d).
+// Entries of one class give the same list or none.
 //
 // Unknown keys are errors (a typo must not silently change who is premium).
 // Errors name the file and line.
@@ -81,13 +88,15 @@ func LoadClasses(path string) (*Classes, error) {
 
 type classFile struct {
 	Classes []struct {
-		Name     yaml.Node `yaml:"name"`
-		Priority string    `yaml:"priority"`
-		Match    yaml.Node `yaml:"match"`
+		Name     yaml.Node  `yaml:"name"`
+		Priority string     `yaml:"priority"`
+		Match    yaml.Node  `yaml:"match"`
+		SLO      []sloEntry `yaml:"slo"`
 	} `yaml:"classes"`
 	Default *struct {
-		Name     string `yaml:"name"`
-		Priority string `yaml:"priority"`
+		Name     yaml.Node  `yaml:"name"`
+		Priority string     `yaml:"priority"`
+		SLO      []sloEntry `yaml:"slo"`
 	} `yaml:"default"`
 }
 
@@ -105,12 +114,13 @@ func ParseClasses(data []byte) (*Classes, error) {
 	}
 	c := &Classes{Default: DefaultClass}
 	if f.Default != nil {
-		if err := checkName(f.Default.Name); err != nil {
+		if err := checkName(f.Default.Name.Value); err != nil {
 			return nil, fmt.Errorf("default class: %w", err)
 		}
-		c.Default = Class{Name: f.Default.Name, Priority: f.Default.Priority}
+		c.Default = Class{Name: f.Default.Name.Value, Priority: f.Default.Priority}
 	}
 	seen := map[string]bool{}
+	slos := map[string]sloList{}
 	for i, r := range f.Classes {
 		line := r.Match.Line
 		if line == 0 {
@@ -141,6 +151,14 @@ func ParseClasses(data []byte) (*Classes, error) {
 			return nil, fmt.Errorf("line %d: class %q: bad match pattern %q: %w", line, name, r.Match.Value, err)
 		}
 		c.Rules = append(c.Rules, Rule{Class: Class{Name: name, Priority: r.Priority}, Pattern: p, Line: line})
+		if err := c.addSLOs(name, r.Name.Line, r.SLO, slos); err != nil {
+			return nil, err
+		}
+	}
+	if f.Default != nil {
+		if err := c.addSLOs(c.Default.Name, f.Default.Name.Line, f.Default.SLO, slos); err != nil {
+			return nil, fmt.Errorf("default class: %w", err)
+		}
 	}
 	return c, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/store/query"
 )
 
@@ -18,7 +19,8 @@ import (
 // edges at 1 s and just below 3 s so SYN-loss delays show as a step. Each
 // is the edge of the rollups' grid (query.RollupEdges, 160 a decade) at or
 // below a round value, within 1.5% of it, so that the rollups give the
-// histograms exactly.
+// histograms exactly. The classes' objectives add their edges
+// (histogramEdges).
 var promBuckets = onRollupGrid(10*time.Millisecond, 25*time.Millisecond, 50*time.Millisecond,
 	100*time.Millisecond, 250*time.Millisecond, 500*time.Millisecond, time.Second, 1500*time.Millisecond,
 	2500*time.Millisecond, 3*time.Second, 4*time.Second, 6*time.Second, 10*time.Second, 30*time.Second, time.Minute)
@@ -38,11 +40,11 @@ type metrics struct {
 
 // newMetrics registers a collector that asks the store at scrape time, so
 // the histograms are the store's answers (cumulative over everything
-// stored), plus the live pipeline's counters.
-func newMetrics(st query.Querier, live *LiveFeed) *metrics {
+// stored), plus the live pipeline's counters and the classes' objectives.
+func newMetrics(st query.Querier, live *LiveFeed, slos []pageview.ClassSLO) *metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(&storeCollector{st: st, live: live})
+	reg.MustRegister(&storeCollector{st: st, live: live, slos: slos, edges: histogramEdges(slos)})
 	return &metrics{reg: reg}
 }
 
@@ -51,8 +53,10 @@ func (m *metrics) handler() http.Handler {
 }
 
 type storeCollector struct {
-	st   query.Querier
-	live *LiveFeed
+	st    query.Querier
+	live  *LiveFeed
+	slos  []pageview.ClassSLO
+	edges []int64 // the histograms' (histogramEdges); nil: promBuckets
 	// The store's histograms and counters come from the rollups (or, when
 	// the writer does not keep them, from the records): they are read at
 	// most once per storeMetricsTTL and unchanged stores are not read
@@ -179,6 +183,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- m
 	}
 	emit(ch, writerMetrics, c.st.Stats())
+	emitSLOs(ch, c.slos)
 	if c.live == nil {
 		return
 	}
@@ -236,6 +241,13 @@ func eachKind(what string, read func(query.Kind) error) bool {
 	return ok
 }
 
+func (c *storeCollector) histogramEdges() []int64 {
+	if c.edges == nil {
+		return promBuckets
+	}
+	return c.edges
+}
+
 // fromRollups sends the histograms and the per-class counters of
 // everything stored from one Summary per kind: rollup rows and the
 // records of the minutes the writer has not rolled up yet, however many
@@ -243,7 +255,7 @@ func eachKind(what string, read func(query.Kind) error) bool {
 func (c *storeCollector) fromRollups(ctx context.Context, ch chan<- prometheus.Metric) bool {
 	counted := false
 	return eachKind("summary", func(kind query.Kind) error {
-		s, err := c.st.Summary(ctx, query.SummaryQuery{Kind: kind, Edges: promBuckets})
+		s, err := c.st.Summary(ctx, query.SummaryQuery{Kind: kind, Edges: c.histogramEdges()})
 		if err != nil {
 			return err
 		}
@@ -268,7 +280,7 @@ func (c *storeCollector) fromRollups(ctx context.Context, ch chan<- prometheus.M
 // are approximated with bucket lower edges (the store returns counts).
 func (c *storeCollector) fromRecords(ctx context.Context, ch chan<- prometheus.Metric) bool {
 	ok := eachKind("histogram", func(kind query.Kind) error {
-		hs, err := c.st.Histogram(ctx, query.HistogramQuery{Kind: kind, Edges: promBuckets})
+		hs, err := c.st.Histogram(ctx, query.HistogramQuery{Kind: kind, Edges: c.histogramEdges()})
 		if err != nil {
 			return err
 		}
@@ -309,7 +321,7 @@ func constHistogram(h query.ClassHistogram, kind string, sum float64) prometheus
 	for i, n := range h.Counts {
 		cum += uint64(n)
 		if i+1 < len(h.Edges) {
-			buckets[float64(h.Edges[i+1]-1)/1e9] = cum
+			buckets[leSeconds(h.Edges[i+1])] = cum
 		}
 	}
 	return prometheus.MustNewConstHistogram(descRT, uint64(h.Total), sum, buckets, h.Class, kind)

@@ -35,6 +35,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"golang.org/x/net/netutil"
 
+	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/store/query"
 )
 
@@ -79,6 +80,10 @@ type Config struct {
 	// Live, if set, feeds the live panel (server-sent events) and the
 	// pipeline metrics; nil for a UI over a stored capture.
 	Live *LiveFeed
+	// SLOs are the classes' objectives (pageview.Classes.SLOs): /metrics
+	// exports them and gives the response-time histograms a bucket at each
+	// threshold, for the rules `rtmon rules` writes.
+	SLOs []pageview.ClassSLO
 	// WhatIf, if set, serves the what-if page at /whatif with these
 	// options and shows it in the navigation.
 	WhatIf *WhatIfOptions
@@ -166,7 +171,7 @@ func NewServer(cfg Config) (*Server, error) {
 		cfg.CacheTTL = 5 * time.Second
 	}
 	s := &Server{cfg: cfg, cache: overviewCache{ttl: cfg.CacheTTL}}
-	s.metrics = newMetrics(cfg.Store, cfg.Live)
+	s.metrics = newMetrics(cfg.Store, cfg.Live, cfg.SLOs)
 	s.engine = s.routes()
 	return s, nil
 }

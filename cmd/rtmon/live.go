@@ -131,6 +131,7 @@ func runLive(ctx context.Context, stdout io.Writer, o liveOptions) error {
 	}
 	defer st.Close()
 	cfg.StoreURL, cfg.Store, cfg.Feed = "", st, web.NewLiveFeed()
+	o.ui.classes = o.classes // its objectives go to /metrics
 	srv, err := o.ui.server(st, cfg.Feed)
 	if err != nil {
 		return err

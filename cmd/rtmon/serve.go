@@ -44,6 +44,7 @@ $RTMON_BASIC_AUTH).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&storeURL, "store", "", "store URL: memory:, duckdb:PATH or clickhouse://host:9000/db")
+	f.StringVar(&ui.classes, "classes", "", "classes file (YAML) whose objectives (slo:) /metrics exports, with a histogram bucket at each threshold")
 	f.StringVar(&rollups, "rollups", "on", "read the overview of 1M+ records from per-minute rollups: on, off; see analyze --rollups")
 	addUIFlags(f, &ui)
 	_ = f.MarkHidden("no-ui")

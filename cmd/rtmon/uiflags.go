@@ -1,10 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/spf13/pflag"
 
+	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/store"
 	"github.com/rtmon/rtmon/web"
 )
@@ -16,6 +18,9 @@ type uiOptions struct {
 	allowHosts           []string
 	publicURL            string
 	disabled             bool
+	// classes is the classes file whose objectives /metrics exports
+	// (serve's --classes; live's, which also classifies).
+	classes string
 }
 
 func addUIFlags(f *pflag.FlagSet, o *uiOptions) {
@@ -36,7 +41,15 @@ func (o uiOptions) server(st store.Store, feed *web.LiveFeed) (*web.Server, erro
 	if o.basic == "" {
 		o.basic = os.Getenv("RTMON_BASIC_AUTH")
 	}
+	var slos []pageview.ClassSLO
+	if o.classes != "" {
+		classes, err := pageview.LoadClasses(o.classes)
+		if err != nil {
+			return nil, fmt.Errorf("web UI: %w", err)
+		}
+		slos = classes.SLOs()
+	}
 	return web.NewServer(web.Config{Store: st, Live: feed, Listen: o.listen, Token: o.token, BasicAuth: o.basic,
 		TLSCert: o.tlsCert, TLSKey: o.tlsKey, AllowedHosts: o.allowHosts, PublicURL: o.publicURL,
-		WhatIf: &web.WhatIfOptions{}})
+		WhatIf: &web.WhatIfOptions{}, SLOs: slos})
 }
