@@ -387,6 +387,13 @@ func (c *conn) tlsServerRecord(r tlswire.Record) {
 		// 1.3 hides the protocol: no HTTP/1.1 response is that short).
 		return
 	}
+	if c.resp == nil && len(c.pending) == 0 && c.nextIndex == 0 {
+		// Nothing asked yet, so nothing answered: TLS 1.3 session
+		// tickets, sent when the client's Finished arrives however late a
+		// busy server gets to them (32 ms behind it on the testbed), or an
+		// HTTP/2 server's preface. An HTTP/1 server never speaks first.
+		return
+	}
 	ticketsAfter := c.rec.TLSVersion >= tls13 // TLS 1.3 sends tickets as application data
 	if ticketsAfter && !s.ticketsDone && c.resp == nil && s.nTickets < maxTickets && r.Len <= ticketMaxLen &&
 		r.StartAt <= s.finished+ticketWindow {

@@ -368,6 +368,48 @@ func TestKeylessHTTPSTicketsAfterFinished(t *testing.T) {
 	}
 }
 
+// A busy server sends its TLS 1.3 tickets long after the client's
+// Finished (32 ms on a loaded testbed, past ticketWindow), and a client
+// that resumed its session may send its request only after them: records
+// before any request answer nothing and make no transaction, whether or
+// not the client offered h2 (TLS 1.3 then hides the server's choice).
+func TestKeylessHTTPSLateTicketsBeforeRequest(t *testing.T) {
+	for _, alpn := range [][]string{{"http/1.1"}, {"h2", "http/1.1"}} {
+		writes := recordTLSSessionWith(t, tls.VersionTLS13, alpn, []string{"/"}, 3000, func(_, srv *tls.Config) {
+			srv.NextProtos = []string{"http/1.1"}
+		})
+		var withTickets []tlsWrite
+		for i, w := range writes {
+			withTickets = append(withTickets, w)
+			if w.fromClient && w.phase == 0 && i+1 < len(writes) && writes[i+1].fromClient && writes[i+1].phase == 1 {
+				ticket := make([]byte, 5+282) // Chromium's resumption ticket on the testbed
+				ticket[0], ticket[1], ticket[2], ticket[3], ticket[4] = 23, 3, 3, 282>>8, 282&0xff
+				rand.Read(ticket[5:])
+				withTickets = append(withTickets, tlsWrite{fromClient: false, phase: 0, b: ticket})
+			}
+		}
+		if len(withTickets) != len(writes)+1 {
+			t.Fatalf("ALPN %v: no place for the ticket between the Finished and the request", alpn)
+		}
+		var tt tlsTimes
+		out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+			c := w.Conn(client, netip.AddrPortFrom(server.Addr(), 443), 7300, 9300)
+			tt = scriptTLS(c, withTickets, 32*ms, 30*ms)
+			end := tt.respLast[0] + 3*D
+			c.ServerFIN(end)
+			c.ClientFIN(end + 2*D)
+			c.ServerAck(end + 2*D + 100*us)
+		})
+		tx := one(t, "transaction", out.txs)
+		if tx.Flags&reconstruct.FlagNoRequest != 0 || tx.RequestFirst == 0 {
+			t.Errorf("ALPN %v: transaction flags %v, request at %d: the ticket was taken for a response", alpn, tx.Flags, tx.RequestFirst)
+		}
+		if got, want := tx.Tserver, tt.respFirst[0]-tt.reqLast[0]+2*D; got != want {
+			t.Errorf("ALPN %v: tserver %v, want %v", alpn, time.Duration(got), time.Duration(want))
+		}
+	}
+}
+
 // A hole over a record header (bytes the capture never got) breaks the
 // record framing: the connection's turns are then read from the bytes, as
 // with a short snap length, and the transaction with the hole says so.
