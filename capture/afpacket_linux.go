@@ -142,14 +142,16 @@ func openAFPacket(name string, o LiveOptions) (readers []packetReader, err error
 }
 
 // joinFanout puts the sockets in a new fanout group, hashing flows
-// symmetrically (defragmenting first, so fragments follow their flow). The
-// group id is host-wide: one another process holds fails the first join,
-// and the next id is tried.
+// symmetrically. Not with the defragment flag: the kernel then holds IPv4
+// fragments for reassembly and a fragment that never completes (crafted,
+// or its mates lost) reaches no socket and no counter; rtmon counts
+// fragments as skipped instead. The group id is host-wide: one another
+// process holds fails the first join, and the next id is tried.
 func joinFanout(readers []packetReader, name string) error {
 	id := uint16(rand.Uint32())
 	var err error
 	for range 64 {
-		if err = readers[0].(*afReader).tp.SetFanout(afpacket.FanoutHash|afpacket.FanoutHashWithDefrag, id); err == nil {
+		if err = readers[0].(*afReader).tp.SetFanout(afpacket.FanoutHash, id); err == nil {
 			break
 		}
 		id++
@@ -158,7 +160,7 @@ func joinFanout(readers []packetReader, name string) error {
 		return fmt.Errorf("interface %s: fanout: %w", name, err)
 	}
 	for _, r := range readers[1:] {
-		if err := r.(*afReader).tp.SetFanout(afpacket.FanoutHash|afpacket.FanoutHashWithDefrag, id); err != nil {
+		if err := r.(*afReader).tp.SetFanout(afpacket.FanoutHash, id); err != nil {
 			return fmt.Errorf("interface %s: join fanout group %d: %w", name, id, err)
 		}
 	}
