@@ -217,21 +217,11 @@ func runBench(ctx context.Context, stdout io.Writer, o benchOptions) error {
 	if err != nil {
 		return fmt.Errorf("--tshark-size: %w", err)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("bench: finding the rtmon binary: %w", err)
-	}
-	path, side, err := benchCapture(ctx, stdout, o, self)
+	self, path, side, cleanup, err := benchSelfAndCapture(ctx, stdout, o)
 	if err != nil {
 		return err
 	}
-	if !o.keep {
-		defer os.Remove(bench.SidecarPath(path))
-		defer os.Remove(path)
-		if o.https {
-			defer os.Remove(bench.KeyLogPath(path))
-		}
-	}
+	defer cleanup()
 	full := &benchInput{label: "full " + o.size, path: path}
 	inputs := []*benchInput{full}
 	tsharkIn := full
@@ -269,6 +259,27 @@ func runBench(ctx context.Context, stdout io.Writer, o benchOptions) error {
 		return err
 	}
 	return benchConnMem(stdout, o)
+}
+
+// benchSelfAndCapture finds the rtmon binary the bench runs and the
+// capture it reads (see benchCapture); cleanup removes the capture, its
+// sidecar and key log unless --keep.
+func benchSelfAndCapture(ctx context.Context, stdout io.Writer, o benchOptions) (self, path string, side bench.Sidecar, cleanup func(), err error) {
+	cleanup = func() {}
+	if self, err = os.Executable(); err != nil {
+		return "", "", side, cleanup, fmt.Errorf("bench: finding the rtmon binary: %w", err)
+	}
+	if path, side, err = benchCapture(ctx, stdout, o, self); err != nil {
+		return "", "", side, cleanup, err
+	}
+	if !o.keep {
+		cleanup = func() {
+			os.Remove(path)
+			os.Remove(bench.SidecarPath(path))
+			os.Remove(bench.KeyLogPath(path)) // HTTPS only; absent otherwise
+		}
+	}
+	return self, path, side, cleanup, nil
 }
 
 // benchCapture reuses the capture in --dir made with the same parameters,

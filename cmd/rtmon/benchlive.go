@@ -47,17 +47,11 @@ func runBenchLive(ctx context.Context, stdout io.Writer, o benchOptions) error {
 			return fmt.Errorf("bench --live needs %s (Debian packages tcpreplay, iproute2): %w", tool, err)
 		}
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("bench: finding the rtmon binary: %w", err)
-	}
-	path, side, err := benchCapture(ctx, stdout, o, self)
+	self, path, side, cleanup, err := benchSelfAndCapture(ctx, stdout, o)
 	if err != nil {
 		return err
 	}
-	if !o.keep {
-		defer os.Remove(path)
-	}
+	defer cleanup()
 	sendIf, capIf, ns, cleanup, err := liveBenchNet()
 	defer cleanup()
 	if err != nil {
