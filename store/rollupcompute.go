@@ -90,9 +90,25 @@ func (q *querier) computeRollups(ctx context.Context, rk rollupKind, rs []TimeRa
 		if r.hist, err = decodeHist(r.hist, text); err != nil {
 			return nil, err
 		}
+		r.countFromHist()
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("rollup histogram %s: %w", rk.t.name, err)
 	}
 	return out, nil
+}
+
+// countFromHist makes the row's count its histogram's: records written
+// between the count and the histogram queries are in the one and not the
+// other (no transaction spans both, and ClickHouse has none), and a
+// histogram whose buckets hold more than its count reads as records
+// outside every bucket (a Prometheus histogram whose good bucket outgrew
+// its count paged for a class that met its objective). The sums may lag
+// by those few records until the next recompute.
+func (r *rollupRow) countFromHist() {
+	var n int64
+	for _, bc := range r.hist {
+		n += bc.c
+	}
+	r.n = n
 }
