@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/afpacket"
@@ -52,14 +53,22 @@ func afPacketApplies(name string) bool {
 type afReader struct {
 	tp *afpacket.TPacket
 	lt layers.LinkType
+	// since is when the filter was in place and the counters started:
+	// the socket takes every frame from its creation, and the ones that
+	// came before are neither filtered nor counted.
+	since int64
 }
 
 func (r *afReader) ZeroCopyReadPacketData() ([]byte, gopacket.CaptureInfo, error) {
-	data, ci, err := r.tp.ZeroCopyReadPacketData()
-	if errors.Is(err, afpacket.ErrTimeout) {
-		err = errReadTimeout
+	for {
+		data, ci, err := r.tp.ZeroCopyReadPacketData()
+		if errors.Is(err, afpacket.ErrTimeout) {
+			err = errReadTimeout
+		}
+		if err != nil || ci.Timestamp.UnixNano() >= r.since {
+			return data, ci, err
+		}
 	}
-	return data, ci, err
 }
 
 func (r *afReader) LinkType() layers.LinkType { return r.lt }
@@ -119,7 +128,8 @@ func openAFPacket(name string, o LiveOptions) (readers []packetReader, err error
 		if err != nil {
 			return readers, fmt.Errorf("open interface %s (AF_PACKET): %w", name, err)
 		}
-		readers = append(readers, &afReader{tp: tp, lt: lt})
+		r := &afReader{tp: tp, lt: lt}
+		readers = append(readers, r)
 		if err := tp.SetBPF(raw); err != nil {
 			return readers, fmt.Errorf("interface %s: set filter: %w", name, err)
 		}
@@ -128,7 +138,10 @@ func openAFPacket(name string, o LiveOptions) (readers []packetReader, err error
 				return readers, fmt.Errorf("interface %s: set promiscuous mode: %w", name, err)
 			}
 		}
-		// Counting starts now, not at socket creation (before the filter).
+		// Counting starts now, not at socket creation (before the filter),
+		// and the frames the ring took before are skipped: so the counters
+		// add up (received = delivered + dropped) and the filter holds.
+		r.since = time.Now().UnixNano()
 		if err := tp.InitSocketStats(); err != nil {
 			return readers, fmt.Errorf("interface %s: socket statistics: %w", name, err)
 		}
