@@ -134,8 +134,30 @@ func (h *responseEvents) Body(m *http1.Message, data []byte) {
 		st.tx.BodyCut = true
 		t.stats.BodiesCut++
 	}
-	st.tx.Body = append(st.tx.Body, data...)
+	st.tx.Body = appendBody(st.tx.Body, data, m.ContentLength, t.cfg.MaxBodyBytes)
 	t.bodyBytes += len(data)
+}
+
+// appendBody appends data to body, growing it by doubling (at least 4 KiB)
+// but never past the body's Content-Length or the per-body bound. append's
+// own growth is 1.25x for large slices: a 200 KB page arriving in 1,448-byte
+// segments was copied about five times over, 15% of all reconstruction.
+// The capacity left unused stays within what append would leave (at most
+// the length again, or 4 KiB), so the body budget, which counts lengths,
+// means what it did.
+func appendBody(body, data []byte, contentLength int64, maxBody int) []byte {
+	need := len(body) + len(data)
+	if need > cap(body) {
+		limit := maxBody
+		if contentLength > 0 && contentLength < int64(limit) {
+			limit = int(contentLength)
+		}
+		// make, not slices.Grow: append's growth rounds a doubling up again.
+		grown := make([]byte, len(body), max(min(max(2*cap(body), 4096), limit), need))
+		copy(grown, body)
+		body = grown
+	}
+	return append(body, data...)
 }
 
 // BodyGap marks the body cut: bytes of it were never captured.
