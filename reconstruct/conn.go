@@ -3,6 +3,7 @@ package reconstruct
 import (
 	"bytes"
 	"net/netip"
+	"reflect"
 	"strconv"
 
 	"github.com/rtmon/rtmon/capture"
@@ -20,8 +21,7 @@ type conn struct {
 	twin        uint8  // earlier connections with the same id inputs (see Tracker.instant)
 	rec         Connection
 
-	c2s, s2c       halfStream
-	c2sLog, s2cLog deliveryLog
+	c2s, s2c halfStream
 
 	synSeen, synackSeen bool
 	synackSinceSyn      bool
@@ -50,8 +50,45 @@ type conn struct {
 	ackQueued    int64
 	handshakeRTT int64
 	dataRTT      int64
-	probes       rttProbes
 
+	// *flowState holds what only a connection carrying data needs; a
+	// connection still in its handshake (a SYN flood's millions) has
+	// none, which halves what it costs (see ensureFlow).
+	*flowState
+
+	// truncated: the snap length cut payload, so parsing gives way to timing
+	// by sequence numbers and direction changes.
+	truncated bool
+	serverFIN bool
+	clientFIN bool
+	rttSaved  bool // the client's RTT went to the tracker's rttCache
+
+	// Evidence of loss before the capture point (see loss.go).
+	ipid    ipidTrack // the client's IPv4 IDs
+	pktLost int       // packets the client lost just before the one being processed, less those explained as ACKs
+	pktGap  int       // all packets the client lost just before the one being processed
+	pktNew  bool      // the packet being processed was sent after all before it (IP IDs)
+	// pktAckOrCopy: the packet's lost predecessors may have been ACKs or
+	// its own first copy (see explainLost).
+	pktAckOrCopy bool
+	// timer is the client's retransmission timer (see clientTimer);
+	// reqAck (in flowState) the latest complete request the server has not
+	// acknowledged yet: its end offset and capture time, for the client's
+	// next sample.
+	timer     clientTimer
+	hsAckLost bool // the handshake ACK was lost: the first request completed the handshake
+
+	lastSeen   int64
+	done       bool
+	finishedAt int64
+}
+
+// flowState is the part of a connection that data needs: delivery, parsing,
+// transactions in flight, loss evidence and TLS. A connection gets it with
+// its first packet that is not a SYN or SYN/ACK (or when it ends).
+type flowState struct {
+	c2sLog, s2cLog deliveryLog
+	probes         rttProbes
 	// The parsers exist only while a direction is inside a message: idle
 	// keep-alive connections keep just the offsets (see http1.Acquire).
 	reqParser, respParser *http1.Parser
@@ -64,39 +101,19 @@ type conn struct {
 	resp      *txState   // response being received
 	awaiting  []*txState // complete responses waiting for the client's ACK
 	nextIndex int
-
-	// truncated: the snap length cut payload, so parsing gives way to timing
-	// by sequence numbers and direction changes.
-	truncated bool
 	// tls: the client's first bytes were a ClientHello (see tls.go);
 	// plain: its records are being decrypted (see tlsplain.go). Not in
 	// tlsSession, whose size keyless connections are counted at.
-	tls       *tlsSession
-	plain     *tlsPlain
-	lastAck   int64 // client's highest acknowledged server offset
-	serverFIN bool
-	clientFIN bool
-	rttSaved  bool // the client's RTT went to the tracker's rttCache
+	tls     *tlsSession
+	plain   *tlsPlain
+	lastAck int64 // client's highest acknowledged server offset
 	// srvDataAt is the capture time of the server's latest new data;
 	// srvQuickFrom the offset where its data resumed after a silence the
 	// client answers with an immediate ACK (see noteServerData), -1 none.
 	srvDataAt    int64
 	srvQuickFrom int64
-
-	// Evidence of loss before the capture point (see loss.go).
-	ipid    ipidTrack // the client's IPv4 IDs
-	pktLost int       // packets the client lost just before the one being processed, less those explained as ACKs
-	pktGap  int       // all packets the client lost just before the one being processed
-	pktNew  bool      // the packet being processed was sent after all before it (IP IDs)
-	// pktAckOrCopy: the packet's lost predecessors may have been ACKs or
-	// its own first copy (see explainLost).
-	pktAckOrCopy bool
 	srvResent    resentLog // server retransmissions since the client's last packet
-	// timer is the client's retransmission timer (see clientTimer);
-	// reqAck the latest complete request the server has not acknowledged
-	// yet: its end offset and capture time, for the client's next sample.
-	timer  clientTimer
-	reqAck struct{ end, at int64 }
+	reqAck       struct{ end, at int64 }
 	// srvAck is the server's highest ACK of the client's stream (an
 	// offset), srvAckNewAt when an ACK last raised it: the client's
 	// retransmission timer restarted as that ACK arrived (rearmedSend).
@@ -108,15 +125,31 @@ type conn struct {
 	// oooLost: packets the client lost just before the first segment that
 	// arrived ahead of a hole (at offset oooOff): if they outnumber the
 	// segments before it, that segment was itself a retransmission.
-	oooLost   int
-	oooOff    int64
-	oooAt     int64    // when that segment arrived
-	hsAckLost bool     // the handshake ACK was lost: the first request completed the handshake
-	lastResp  prevResp // the latest complete response (see requestSent)
+	oooLost  int
+	oooOff   int64
+	oooAt    int64    // when that segment arrived
+	lastResp prevResp // the latest complete response (see requestSent)
+}
 
-	lastSeen   int64
-	done       bool
-	finishedAt int64
+// ensureFlow gives c its flowState if it has none yet.
+func (c *conn) ensureFlow() {
+	if c.flowState != nil {
+		return
+	}
+	c.flowState = &flowState{srvQuickFrom: -1}
+	c.reqH.c, c.respH.c = c, c
+}
+
+// dropPristineFlow hands back a flowState that holds nothing ensureFlow
+// would not make again: an established connection that has sent no data
+// yet (a browser's spare connection, a pool's idle one) costs no more
+// than a half-open one. Any field off its start value keeps it.
+func (c *conn) dropPristineFlow() {
+	f := *c.flowState
+	f.reqH.c, f.respH.c = nil, nil
+	if reflect.DeepEqual(f, flowState{srvQuickFrom: -1}) {
+		c.flowState = nil
+	}
 }
 
 // txState is a transaction under construction.
@@ -167,8 +200,10 @@ func (p prevResp) end() int64 {
 }
 
 func newConn(t *Tracker, p *capture.Packet) *conn {
-	c := &conn{t: t, firstSeq: p.Seq, srvQuickFrom: -1}
-	c.reqH.c, c.respH.c = c, c
+	c := &conn{t: t, firstSeq: p.Seq}
+	if p.Flags&(capture.FlagSYN|capture.FlagACK) != capture.FlagSYN {
+		c.ensureFlow() // mid-stream: its parsers resync below
+	}
 	senderIsClient := t.senderIsClient(p)
 	_, fromA := makeKey(p)
 	c.clientIsA = fromA == senderIsClient
@@ -259,6 +294,7 @@ func (c *conn) packet(p *capture.Packet, fromClient bool) {
 		c.handshake(p, fromClient)
 		return
 	}
+	c.ensureFlow()
 	if p.Flags&capture.FlagRST != 0 {
 		if !c.resetAcceptable(p, fromClient) {
 			// Another incarnation's reset (a client resetting the attempt
@@ -296,6 +332,9 @@ func (c *conn) packet(p *capture.Packet, fromClient bool) {
 	if c.clientFIN && c.serverFIN && !c.done && !c.tlsKeyAwaited() {
 		c.rec.Closed = ts
 		c.endOrAwaitKey()
+	}
+	if c.rec.Established == ts && p.PayloadLen == 0 && !c.done {
+		c.dropPristineFlow() // the handshake's ACK
 	}
 }
 

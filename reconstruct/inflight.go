@@ -83,14 +83,18 @@ func (c *conn) inFlightSince(now int64) (int64, bool) {
 		note(st.tx.RequestFirst)
 		note(st.tx.ResponseFirst)
 	}
-	for _, st := range c.pending {
-		txSince(st)
+	nextIndex := 0
+	if c.flowState != nil { // else no data yet: only the connect is in flight
+		for _, st := range c.pending {
+			txSince(st)
+		}
+		txSince(c.resp)
+		for _, st := range c.awaiting {
+			txSince(st)
+		}
+		nextIndex = c.nextIndex
 	}
-	txSince(c.resp)
-	for _, st := range c.awaiting {
-		txSince(st)
-	}
-	if c.nextIndex == 0 && first > 0 {
+	if nextIndex == 0 && first > 0 {
 		// No request yet: one that follows the connect at once is timed from
 		// the first SYN; after preconnectIdle the connection is a spare
 		// one and its first request starts when it is sent. A connect

@@ -100,6 +100,7 @@ func (c *conn) end(flags Flags) {
 	if c.done {
 		return
 	}
+	c.ensureFlow()
 	c.done = true
 	c.rec.Flags |= flags
 	c.c2s.flush(c.deliverClient, c.gapClient)
