@@ -73,6 +73,7 @@ func (s *Server) whatIfRoutes(r gin.IRoutes) {
 	r.GET("/whatif", page)
 	r.GET("/whatif/", page)
 	r.GET("/whatif/api", h.api)
+	r.GET("/whatif/rules.txt", h.rulesFile)
 }
 
 type whatIfHandler struct {
@@ -441,6 +442,7 @@ func (h *whatIfHandler) load(ctx context.Context, rp rangeParams) (*whatIfData, 
 // per candidate set and options, sharing the replays between requests.
 func (d *whatIfData) rank(singles [][]whatif.Rule, opts whatif.Options) ([]whatif.Ranked, error) {
 	var key strings.Builder
+	key.WriteString(string(opts.ServerModel) + ";") // a queue ranking is not a linear one
 	for _, c := range slices.Sorted(maps.Keys(opts.Priorities)) {
 		fmt.Fprintf(&key, "%s=%s,", c, opts.Priorities[c])
 	}

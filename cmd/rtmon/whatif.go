@@ -37,6 +37,9 @@ type whatifOptions struct {
 	synAttempts int
 	serverModel string
 	edges       []time.Duration
+	exportRules string
+	exportRank  int
+	exportClass string
 }
 
 func newWhatifCommand() *cobra.Command {
@@ -86,6 +89,9 @@ Rules: IF <cond> THEN <action>[, <action>], one per line, # comments, e.g.
 	f.DurationSliceVar(&o.edges, "edges", nil, "histogram bucket lower bounds (default 0,0.5s,1s,...,60s)")
 	f.StringVar(&o.storeURL, "store", "", "read the records from a store (memory:, duckdb:PATH, clickhouse://...)")
 	f.IntVar(&o.maxTx, "max-transactions", 200000, "with --store: newest transactions read at most")
+	f.StringVar(&o.exportRules, "export-rules", "", "write the top-ranked rule set (or the rules given, when nothing is ranked) as a rules file for the front end, its predicted effect, model and assumptions in comments (- for stdout, instead of the report)")
+	f.IntVar(&o.exportRank, "export-rank", 1, "with --export-rules: the rank to export")
+	f.StringVar(&o.exportClass, "export-class", "", "with --export-rules: the class whose ranking to export from (default: the first high-priority class)")
 	return cmd
 }
 
@@ -234,6 +240,11 @@ func runWhatif(ctx context.Context, stdout io.Writer, o whatifOptions) error {
 		}
 	}
 	rep.Assumptions = whatif.Assumptions(append([][]whatif.Rule{rules}, singles...)...)
+	if o.exportRules != "" {
+		if err := exportWhatifRules(stdout, d, &rep, rules, opts, o); err != nil || o.exportRules == "-" {
+			return err
+		}
+	}
 	if o.format == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

@@ -175,12 +175,23 @@ function ranking(res) {
     q.set('rules', rules.join('\n'));
     return '/whatif/?' + q;
   };
+  // The ranked rule set as a rules file for the front end: the page's own
+  // parameters, so the server ranks exactly what is shown here.
+  const download = (i, rules) => {
+    const q = new URLSearchParams();
+    for (const k of formKeys) if (k !== 'theme' && params().has(k)) q.set(k, params().get(k));
+    if (q.get('last') === 'all') q.delete('last');
+    q.set('rank', String(i + 1));
+    q.set('expect', rules.join('\n'));
+    return '/whatif/rules.txt?' + q;
+  };
   return el('section', { class: 'card wide', id: 'whatif-ranking' },
     el('h2', {}, `Ranking for ${classLabel(res.class)} `,
       el('span', { class: 'note' }, '(single rules and pairs; gain = measured − predicted mean and p90; cost = the largest rise of another class’s mean)')),
     el('table', { class: 'nums', id: 'ranking' },
       el('thead', {}, el('tr', {}, el('th', { class: 'n' }, '#'), el('th', {}, 'Rules'), el('th', { class: 'n' }, 'Gain (mean)'),
-        el('th', { class: 'n' }, 'Gain (p90)'), el('th', { class: 'n' }, 'Cost to others'), el('th', { class: 'n' }, 'Failed'))),
+        el('th', { class: 'n' }, 'Gain (p90)'), el('th', { class: 'n' }, 'Cost to others'), el('th', { class: 'n' }, 'Failed'),
+        el('th', {}, 'Rules file'))),
       el('tbody', {}, res.ranking.length ? res.ranking.map((r, i) => el('tr', { dataset: { gain: r.gain_ns, cost: r.cost_ns, rules: r.rules.join('\n') } },
         el('td', { class: 'n' }, String(i + 1)),
         el('td', { class: 'rk-rules' }, el('a', { href: link(r.rules), title: 'evaluate these rules' }, r.rules.map((x, j) => [j ? el('br') : null, x]))),
@@ -188,8 +199,9 @@ function ranking(res) {
         el('td', { class: 'n' }, signed(r.gain_p90_ns), r.band ? el('span', { class: 'note band', title: "the null replay's error at p90" },
           ` ±${(100 * r.band[1]).toFixed(1)}%`) : null),
         el('td', { class: 'n' + (r.cost_ns > 0 ? ' worse' : '') }, r.cost_ns > 0 ? `${fmtDur(r.cost_ns)} (${classLabel(r.cost_class)})` : 'none'),
-        el('td', { class: 'n' }, fmtInt(r.failed))))
-        : el('tr', {}, el('td', { colspan: 6 }, 'nothing to rank')))));
+        el('td', { class: 'n' }, fmtInt(r.failed)),
+        el('td', {}, el('a', { href: download(i, r.rules), download: '', class: 'rk-download', title: 'these rules with their predicted effect, model and assumptions as comments' }, 'Download rules'))))
+        : el('tr', {}, el('td', { colspan: 7 }, 'nothing to rank')))));
 }
 
 function signed(ns) {
