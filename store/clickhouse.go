@@ -105,6 +105,11 @@ func chDDL(db string, t table) string {
 		return fmt.Sprintf("CREATE TABLE IF NOT EXISTS `%s`.%s (%s) ENGINE = ReplacingMergeTree(version) PARTITION BY toYYYYMMDD(day) ORDER BY (kind, minute, class)",
 			db, t.name, columnDefs(t, chTypes, ""))
 	}
+	if t.name == annotationTable.name {
+		// Read by time range only; a plain MergeTree keeps every row.
+		return fmt.Sprintf("CREATE TABLE IF NOT EXISTS `%s`.%s (%s) ENGINE = MergeTree() PARTITION BY toYYYYMMDD(day) ORDER BY (time_ms, id)",
+			db, t.name, columnDefs(t, chTypes, ""))
+	}
 	// Partitioned by day for cheap retention; ordered by class then time,
 	// the filter of every dashboard query; id last so ReplacingMergeTree
 	// collapses exact duplicates (the writer's dedup makes that rare).
@@ -226,7 +231,7 @@ var partitionRe = regexp.MustCompile(`^[0-9]{8}$`)
 // dropDaysBefore drops whole expired day partitions: 18.16 has no table TTL.
 func (c *chBackend) dropDaysBefore(ctx context.Context, cutoff time.Time) error {
 	lim := cutoff.Format("20060102")
-	for _, t := range append([]table{rollupTable}, tables...) {
+	for _, t := range append([]table{rollupTable, annotationTable}, tables...) {
 		parts, err := queryStrings(ctx, c.sdb, "SELECT DISTINCT partition FROM system.parts WHERE database = ? AND table = ? AND active AND partition < ?", c.db, t.name, lim)
 		if err != nil {
 			return fmt.Errorf("list partitions of %s: %w", t.name, err)

@@ -32,7 +32,7 @@ func registerFeeds(ctx context.Context, db *sql.DB) error {
 		return err
 	}
 	defer c.Close()
-	for _, t := range append([]table{rollupTable}, tables...) {
+	for _, t := range append([]table{rollupTable, annotationTable}, tables...) {
 		infos := make([]duckdb.ColumnInfo, len(t.cols))
 		for i, col := range t.cols {
 			var ti duckdb.TypeInfo

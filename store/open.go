@@ -116,5 +116,7 @@ func migrations(s schema) []migration {
 			}
 			return addColumns(ctx, s, txTable)
 		}},
+		// 6: annotations (deploys, config changes, capture drops).
+		{6, func(ctx context.Context) error { return createTables(ctx, s, []table{annotationTable}) }},
 	}
 }

@@ -34,6 +34,7 @@ type Writer interface {
 type Store interface {
 	Writer
 	Querier
+	Annotator
 }
 
 // Batch is a set of records written together.

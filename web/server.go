@@ -2,14 +2,17 @@
 // keeps on a wall screen, pageview waterfalls, search, exports (CSV, JSON,
 // HAR, HTML and PDF reports), Prometheus /metrics and /healthz.
 //
-// It depends on a query.Querier alone (Config.Store): the reads, and the
-// writer's Stats for cache keys and health. It never writes and knows no
-// engine, so any Querier serves, the one store.Open returns or a fake.
+// It depends on a query.Querier (Config.Store): the reads, and the
+// writer's Stats for cache keys and health. It knows no engine, so any
+// Querier serves, the one store.Open returns or a fake. Its one write is an
+// annotation (Config.Annotations, optional; see annotations.go).
 //
 // Every string shown came from the network, so the front end builds DOM with
 // textContent only, server-rendered pages use html/template, and every
 // response carries a strict Content-Security-Policy. The UI is read-only:
-// only GET and HEAD routes exist.
+// only GET and HEAD routes exist, but for POST /api/annotations, which
+// takes only a JSON body so that no other site's page can make a browser
+// send it (annotations.go).
 package web
 
 import (
@@ -77,6 +80,10 @@ type Config struct {
 	// TLSCert and TLSKey, if set, are PEM files: the UI is served over
 	// HTTPS only, and the login cookie is marked Secure.
 	TLSCert, TLSKey string
+	// Annotations, if set, stores the marks drawn on the time charts
+	// (POST /api/annotations); nil: none are listed and a POST answers
+	// 501.
+	Annotations query.Annotator
 	// Live, if set, feeds the live panel (server-sent events) and the
 	// pipeline metrics; nil for a UI over a stored capture.
 	Live *LiveFeed
@@ -240,7 +247,8 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.listen(); err != nil {
 		return err
 	}
-	// Requests are GETs without bodies: reading one takes no time, and a
+	// Requests are GETs without bodies (an annotation's POST body is at
+	// most maxAnnotationBody): reading one takes no time, and a
 	// client that keeps an idle connection or a slow header is dropped.
 	// Responses have no overall deadline (exports and the live stream are
 	// long); the live stream bounds each write instead (LiveWriteTimeout).
@@ -453,6 +461,8 @@ func (s *Server) routes() *gin.Engine {
 	api.GET("/search", s.apiSearch)
 	api.GET("/pageview/:id", s.apiPageview)
 	api.GET("/live", s.apiLive)
+	api.GET("/annotations", s.apiAnnotations)
+	api.POST("/annotations", s.postAnnotation)
 
 	r.GET("/export/search.csv", s.exportSearchCSV)
 	r.GET("/export/search.json", s.exportSearchJSON)

@@ -137,6 +137,8 @@ func runLive(ctx context.Context, stdout io.Writer, o liveOptions) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "rtmon UI on %s (live; Ctrl-C to stop)\n", srv.URL())
+	stopDrops := annotateDrops(ctx, cfg.Feed, st, time.Second) // marks drop episodes on the charts
+	defer stopDrops()
 	served := make(chan error, 1)
 	go func() { served <- srv.Run(ctx) }()
 	err = runPipeline(ctx, stdout, cfg, false)

@@ -49,7 +49,7 @@ func (o uiOptions) server(st store.Store, feed *web.LiveFeed) (*web.Server, erro
 		}
 		slos = classes.SLOs()
 	}
-	return web.NewServer(web.Config{Store: st, Live: feed, Listen: o.listen, Token: o.token, BasicAuth: o.basic,
+	return web.NewServer(web.Config{Store: st, Annotations: st, Live: feed, Listen: o.listen, Token: o.token, BasicAuth: o.basic,
 		TLSCert: o.tlsCert, TLSKey: o.tlsKey, AllowedHosts: o.allowHosts, PublicURL: o.publicURL,
 		WhatIf: &web.WhatIfOptions{}, SLOs: slos})
 }

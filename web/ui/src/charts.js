@@ -1,6 +1,7 @@
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { el, fmtDur, classColor, classLabel } from './dom.js';
+import { annotationsPlugin } from './annotations.js';
 
 // Charts keep their data in the DOM (data-series on the figure), so tests
 // and curious users can check every plotted number against the store.
@@ -34,8 +35,12 @@ function themed(axes) {
 
 function make(container, opts, data) {
   destroy(container);
+  // Every time chart (x in s) carries the annotation marks.
+  if (opts.scales && opts.scales.x && opts.scales.x.time) opts = { ...opts, plugins: [...(opts.plugins || []), annotationsPlugin()] };
   const p = new uPlot({ width: width(container), height: 260, ...opts, axes: themed(opts.axes) }, data, container);
   plots.add(p);
+  // The plot is reachable from its box, so tests can aim at a value.
+  container.uplot = p;
   return p;
 }
 
