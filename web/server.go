@@ -458,6 +458,7 @@ func (s *Server) routes() *gin.Engine {
 	api := r.Group("/api", func(c *gin.Context) { c.Header("Cache-Control", "no-store"); c.Next() })
 	api.GET("/meta", s.apiMeta)
 	api.GET("/overview", s.apiOverview)
+	api.GET("/slo", s.apiSLO)
 	api.GET("/search", s.apiSearch)
 	api.GET("/pageview/:id", s.apiPageview)
 	api.GET("/live", s.apiLive)

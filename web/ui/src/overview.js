@@ -2,6 +2,7 @@ import { el, clear, getJSON, fmtDur, fmtInt, fmtBytes, fmtTime, classColor, clas
 import { rangePicker, select, classOptions, apiQuery } from './controls.js';
 import * as charts from './charts.js';
 import { onLive, renderPipeline } from './live.js';
+import { sloPanel } from './slo.js';
 
 const keys = ['last', 'from', 'to', 'class', 'kind', 'component'];
 
@@ -129,6 +130,7 @@ function render(body, o, meta) {
   body.append(rangeNote);
 
   body.append(counters(o));
+  body.append(sloPanel());
 
   const pctTable = el('table', { id: 'percentiles', class: 'nums' },
     el('thead', {}, el('tr', {}, el('th', {}, 'Class'), el('th', { class: 'n' }, 'Count'),
