@@ -19,7 +19,7 @@ func (q *querier) Search(ctx context.Context, sq SearchQuery) (SearchResult, err
 	if err != nil {
 		return res, err
 	}
-	w, err := q.searchWhere(sq)
+	w, err := q.searchWhere(k, sq)
 	if err != nil {
 		return res, err
 	}
@@ -70,7 +70,7 @@ func searchTable[R any](ctx context.Context, q *querier, t table, w *where, limi
 }
 
 // searchWhere is the condition sq's filters make.
-func (q *querier) searchWhere(sq SearchQuery) (*where, error) {
+func (q *querier) searchWhere(k Kind, sq SearchQuery) (*where, error) {
 	w := baseWhere(sq.Range, sq.Class)
 	if sq.Client != "" {
 		cond, args, err := clientCond(sq.Client)
@@ -87,6 +87,22 @@ func (q *querier) searchWhere(sq SearchQuery) (*where, error) {
 	}
 	if sq.MinTotal > 0 {
 		w.add("total >= ?", sq.MinTotal)
+	}
+	if sq.ID != "" {
+		w.add("id = ?", sq.ID)
+	}
+	if sq.ComponentMin != 0 || sq.ComponentMax != 0 {
+		// The column name comes from the fixed list, never from the query.
+		col, err := componentCol(k, sq.Component)
+		if err != nil {
+			return nil, err
+		}
+		if sq.ComponentMin != 0 {
+			w.add(col+" >= ?", sq.ComponentMin)
+		}
+		if sq.ComponentMax != 0 {
+			w.add(col+" < ?", sq.ComponentMax)
+		}
 	}
 	return w, nil
 }

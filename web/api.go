@@ -89,17 +89,16 @@ func searchParams(c *gin.Context, ext func() (extent, error)) (query.SearchQuery
 	q.Client = strings.TrimSpace(c.Query("client"))
 	q.Class = c.Query("class")
 	q.URLContains = c.Query("url")
+	if q.ID = c.Query("id"); len(q.ID) > maxIDLen {
+		return q, fmt.Errorf("id: longer than %d bytes", maxIDLen)
+	}
 	if v := c.Query("status"); v != "" {
 		if q.Status, err = strconv.Atoi(v); err != nil || q.Status < 100 || q.Status > 999 {
 			return q, fmt.Errorf("status=%q: want an HTTP status code", v)
 		}
 	}
-	if v := c.Query("min"); v != "" {
-		ms, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(ms >= 0 && ms <= maxMinMillis) {
-			return q, fmt.Errorf("min=%q: want milliseconds, 0 to %d", v, int64(maxMinMillis))
-		}
-		q.MinTotal = int64(ms * 1e6)
+	if err = componentParams(c, &q); err != nil {
+		return q, err
 	}
 	if v := c.Query("limit"); v != "" {
 		if q.Limit, err = strconv.Atoi(v); err != nil || q.Limit < 1 || q.Limit > 1000 {
@@ -173,6 +172,7 @@ type PageviewResponse struct {
 	T0       int64               `json:"t0"`
 	Pageview [2]int64            `json:"pv_offsets"` // pageview start, end - T0
 	Offsets  map[string][2]int64 `json:"offsets"`    // transaction id -> start, end - T0
+	Search   map[string]string   `json:"search"`     // transaction id -> its link in search
 }
 
 func pageviewResponse(det *query.PageviewDetail) PageviewResponse {
@@ -181,7 +181,7 @@ func pageviewResponse(det *query.PageviewDetail) PageviewResponse {
 		t0 = min(t0, t.Start)
 	}
 	r := PageviewResponse{PageviewDetail: det, T0: t0, Pageview: [2]int64{det.Pageview.Start - t0, det.Pageview.End - t0},
-		Offsets: make(map[string][2]int64, len(det.Transactions))}
+		Offsets: make(map[string][2]int64, len(det.Transactions)), Search: txSearchLinks(det.Transactions)}
 	for _, t := range det.Transactions {
 		r.Offsets[t.ID] = [2]int64{t.Start - t0, t.End - t0}
 	}

@@ -28,14 +28,15 @@ package web
 // Without Tap, Observe alone counts transactions too (after the grouper's
 // delay). Publish can also be called directly with a hand-made LiveEvent.
 //
-// Routes (all GET/HEAD; anything else is 405):
+// Routes (all GET/HEAD but POST /api/annotations; anything else is 405):
 //
 //	/                      overview (?last=15m|from=&to=, class, kind, component)
-//	/search                search (kind, client, class, url, status, min [ms], range, page)
+//	/search                search (kind, id, client, class, url, status, comp with min/max [ms, max exclusive], range, page)
 //	/pageview/:id          waterfall and headers
 //	/tx/pageview           redirect from a transaction to its pageview
 //	/whatif, /whatif/api   what-if page and its JSON API, if Config.WhatIf is set (nav slot otherwise)
 //	/api/meta, /api/overview, /api/search, /api/pageview/:id, /api/live (SSE)
+//	/api/annotations (GET ?from=&to=; POST JSON {text, time, tags, class})
 //	/export/search.csv, /export/search.json (search parameters), /export/har/:id.har,
 //	/export/report.html, /export/report.pdf (overview parameters)
 //	/metrics, /healthz

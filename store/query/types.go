@@ -139,8 +139,17 @@ type SearchQuery struct {
 	URLContains string // case-sensitive substring of the URL
 	Status      int    // 0 = any
 	MinTotal    int64  // ns
-	Offset      int
-	Limit       int // default 50, at most 10000
+	// ID picks one record by its id: a pageview's object links to its
+	// transaction this way.
+	ID string
+	// Component (default "total") within [ComponentMin, ComponentMax)
+	// ns, 0 meaning unbounded: a bucket of the overview's histogram, or
+	// "Tserver from 200 to 400 ms". The upper bound is exclusive, as a
+	// histogram bucket's is.
+	Component                  string
+	ComponentMin, ComponentMax int64
+	Offset                     int
+	Limit                      int // default 50, at most 10000
 }
 
 // SearchResult holds one page; Total counts all matches.

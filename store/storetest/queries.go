@@ -154,6 +154,14 @@ func checkSearches(t *testing.T, s store.Store, ref *Ref) {
 		{Range: ranges()[0], URLContains: "100%25"},
 		{Kind: store.Pageviews, Range: ranges()[0], Class: "gold", MinTotal: 100e6, Limit: 15},
 		{Kind: store.Pageviews, Range: ranges()[1], Client: "198.51.100.0/24", Status: 404},
+		// A component's range (a histogram bucket: lower bound inclusive,
+		// upper exclusive), one record by id.
+		{Range: ranges()[0], Component: "tserver", ComponentMin: 20e6, ComponentMax: 400e6},
+		{Range: ranges()[0], Class: "silver", ComponentMax: 300e6, Limit: 9, Offset: 2},
+		{Range: ranges()[0], Component: "rtt", ComponentMin: 1e6},
+		{Kind: store.Pageviews, Range: ranges()[0], Component: "tconn", ComponentMin: 1, ComponentMax: 2e9},
+		{ID: ref.Txs[10].ID},
+		{Kind: store.Pageviews, ID: ref.Pvs[3].ID},
 	}
 	for _, sq := range searches {
 		got, err := s.Search(ctx, sq)

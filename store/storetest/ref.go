@@ -314,6 +314,12 @@ func (r *Ref) Search(q store.SearchQuery) store.SearchResult {
 		if q.MinTotal > 0 && x.comp["total"] < q.MinTotal {
 			continue
 		}
+		if q.ID != "" && x.id != q.ID {
+			continue
+		}
+		if v := x.comp[comp(q.Component)]; (q.ComponentMin != 0 && v < q.ComponentMin) || (q.ComponentMax != 0 && v >= q.ComponentMax) {
+			continue
+		}
 		match = append(match, x)
 	}
 	page := newestPage(match, q.Offset, q.Limit, func(x row) (int64, string) { return x.start, x.id })

@@ -44,6 +44,66 @@ function make(container, opts, data) {
   return p;
 }
 
+// Drill-down (issue #17): a drag selects, never zooms, and the selection
+// goes to the page's handler; where a menu may open is in the box's px.
+// A fresh object per plot: uPlot keeps its drag state in it.
+const selectOnly = () => ({ cursor: { drag: { x: true, y: false, setScale: false } } });
+const noSelect = { left: 0, top: 0, width: 0, height: 0 };
+
+function inBox(u, left, top) {
+  const o = u.over.getBoundingClientRect();
+  const r = u.root.parentElement.getBoundingClientRect();
+  return { left: o.left - r.left + left, top: o.top - r.top + top };
+}
+
+// bucketPicker: a click on a duration chart picks the bucket under the
+// cursor, a drag the buckets it spans; onPick gets their index range.
+function bucketPicker(edges, onPick) {
+  const n = edges.length;
+  const bucketAt = (v) => {
+    let i = 0;
+    while (i + 1 < n && edges[i + 1] <= v * 1e6) i++;
+    return i;
+  };
+  let dragged = false;
+  return {
+    hooks: {
+      init: (u) => {
+        u.over.addEventListener('mousedown', () => { dragged = false; });
+        u.over.addEventListener('click', (e) => {
+          if (dragged) return;
+          const r = u.over.getBoundingClientRect();
+          const left = e.clientX - r.left;
+          const i = bucketAt(u.posToVal(left, 'x'));
+          onPick({ first: i, last: i, at: inBox(u, left, e.clientY - r.top) });
+        });
+      },
+      setSelect: (u) => {
+        const s = { ...u.select };
+        u.setSelect(noSelect, false);
+        if (s.width < 3) return;
+        dragged = true;
+        onPick({ first: bucketAt(u.posToVal(s.left, 'x')), last: bucketAt(u.posToVal(s.left + s.width, 'x')),
+          at: inBox(u, s.left + s.width, 10) });
+      },
+    },
+  };
+}
+
+// timePicker: a drag on a time chart (x in s) selects a time range.
+function timePicker(onRange) {
+  return {
+    hooks: {
+      setSelect: (u) => {
+        const s = { ...u.select };
+        u.setSelect(noSelect, false);
+        if (s.width < 3) return;
+        onRange({ from: u.posToVal(s.left, 'x'), to: u.posToVal(s.left + s.width, 'x'), at: inBox(u, s.left + s.width, 10) });
+      },
+    },
+  };
+}
+
 const msAxis = {
   values: (u, vals) => vals.map((v) => (v == null ? '' : fmtDur(v * 1e6))),
   size: 72,
@@ -62,7 +122,7 @@ function logTicks(u, vals) {
 
 // Histogram: share of records per log-spaced bucket, one stepped line per
 // class. x is the bucket's lower edge in ms; the last bucket is open above.
-export function histogram(container, hs, classes) {
+export function histogram(container, hs, classes, onPick) {
   const edges = hs.length ? hs[0].edges : [];
   // The first bucket starts at 0 (values below 1 ms): draw it one step left.
   const xs = edges.map((e, i) => (e > 0 ? e / 1e6 : (edges[i + 1] || 1e6) / 1e6 / 1.12));
@@ -88,7 +148,8 @@ export function histogram(container, hs, classes) {
     axes: [logAxis, { values: (u, v) => v.map((x) => (x * 100).toFixed(0) + '%'), size: 50 }],
     series,
     legend: { live: true },
-    plugins: [markers([1000, 3000])],
+    ...(onPick ? selectOnly() : {}),
+    plugins: [markers([1000, 3000]), ...(onPick ? [bucketPicker(edges, onPick)] : [])],
   }, data);
 }
 
@@ -105,7 +166,7 @@ export function cdfOf(h) {
   return pts;
 }
 
-export function cdf(container, hs, classes) {
+export function cdf(container, hs, classes, onPick) {
   const edges = hs.length ? hs[0].edges.slice(1) : [];
   const data = [edges.map((e) => e / 1e6)];
   const series = [{ label: 'below', value: (u, v) => (v == null ? '' : fmtDur(v * 1e6)) }];
@@ -122,7 +183,8 @@ export function cdf(container, hs, classes) {
     scales: { x: { time: false, distr: 3, log: 10 }, y: { range: [0, 1] } },
     axes: [logAxis, { values: (u, v) => v.map((x) => (x * 100).toFixed(0) + '%'), size: 50 }],
     series,
-    plugins: [markers([1000, 3000])],
+    ...(onPick ? selectOnly() : {}),
+    plugins: [markers([1000, 3000]), ...(onPick && hs.length ? [bucketPicker(hs[0].edges, onPick)] : [])],
   }, data);
 }
 
@@ -155,7 +217,7 @@ const qWidth = [1.2, 2.2, 1.2];
 
 // Percentiles over time: one line per class and quantile (p50 dotted, p90
 // solid, p99 dashed). Buckets a class has no records in are gaps.
-export function series(container, points, quantiles, step, classes, shownClasses) {
+export function series(container, points, quantiles, step, classes, shownClasses, onRange) {
   const ts = [...new Set(points.map((p) => p.t))].sort((a, b) => a - b);
   const idx = new Map(ts.map((t, i) => [t, i]));
   const data = [ts.map((t) => (t + step / 2) / 1e9)];
@@ -178,11 +240,13 @@ export function series(container, points, quantiles, step, classes, shownClasses
     scales: { x: { time: true }, y: { range: (u, lo, hi) => [0, Math.max(hi * 1.08, 1)] } },
     axes: [{}, msAxis],
     series: s,
+    ...(onRange ? selectOnly() : {}),
+    plugins: onRange ? [timePicker(onRange)] : [],
   }, data);
 }
 
 // Live scatter: recent points per class (x: packet time in s, y: ms).
-export function liveScatter(container, byClass, classes) {
+export function liveScatter(container, byClass, classes, onRange) {
   const all = [];
   for (const [c, pts] of byClass) for (const p of pts) all.push([p.t / 1e9, c, p.total / 1e6]);
   all.sort((a, b) => a[0] - b[0]);
@@ -201,6 +265,8 @@ export function liveScatter(container, byClass, classes) {
     scales: { x: { time: true }, y: { distr: 3, log: 10 } },
     axes: [{}, { values: logTicks, size: 72, grid: { filter: decadesOnly } }],
     series: s,
+    ...(onRange ? selectOnly() : {}),
+    plugins: onRange ? [timePicker(onRange)] : [],
   }, data);
 }
 

@@ -3,6 +3,8 @@ import { rangePicker, select, classOptions, apiQuery } from './controls.js';
 import * as charts from './charts.js';
 import { onLive, renderPipeline } from './live.js';
 import { sloPanel } from './slo.js';
+import * as drill from './drill.js';
+import { track, commit, onPop, setControl } from './urlstate.js';
 
 const keys = ['last', 'from', 'to', 'class', 'kind', 'component'];
 
@@ -56,15 +58,18 @@ export async function overview(main, meta, prefetched) {
   };
 
   liveDefault();
+  track();
   const kind = params().get('kind') || 'transactions';
+  // Each change is a history entry: back restores the previous view.
+  const changed = () => { commit(); load(); };
   controls.append(
-    rangePicker(load),
-    select('class', 'Class', classOptions(meta.classes), load),
+    rangePicker(changed),
+    select('class', 'Class', classOptions(meta.classes), changed),
     select('kind', 'Records', [['transactions', 'Transactions'], ['pageviews', 'Pageviews']], () => {
-      const q = params(); q.delete('component'); history.replaceState(null, '', '?' + q); location.reload();
+      const q = params(); q.delete('component'); history.replaceState(null, '', '?' + q); commit(); location.reload();
     }, 'transactions'),
-    select('component', 'Component', meta.components[kind].map((c) => [c, c]), load, 'total'),
-    select('refresh', 'Refresh', [['0', 'off'], ['10', '10 s'], ['30', '30 s'], ['60', '1 min'], ['300', '5 min']], () => schedule(), '30'),
+    select('component', 'Component', meta.components[kind].map((c) => [c, c]), changed, 'total'),
+    select('refresh', 'Refresh', [['0', 'off'], ['10', '10 s'], ['30', '30 s'], ['60', '1 min'], ['300', '5 min']], () => { commit(); schedule(); }, '30'),
     el('span', { class: 'exports' }, 'Report: ',
       el('a', { id: 'report-html', href: '/export/report.html' }, 'HTML'), ' · ',
       el('a', { id: 'report-pdf', href: '/export/report.pdf' }, 'PDF')),
@@ -78,6 +83,12 @@ export async function overview(main, meta, prefetched) {
     if (secs > 0) timer = setInterval(() => { if (!document.hidden) load(); }, secs * 1000);
   };
   schedule();
+  onPop(() => {
+    if ((params().get('kind') || 'transactions') !== kind) { location.reload(); return; }
+    syncControls();
+    schedule();
+    load();
+  });
 
   if (meta.live) {
     const panel = el('section', { class: 'card wide', id: 'live' },
@@ -95,6 +106,23 @@ export async function overview(main, meta, prefetched) {
     });
   }
   await load();
+}
+
+const localTime = (v) => (!v ? '' : /^\d+$/.test(v) ? new Date(Number(v) / 1e6).toISOString().slice(0, 19) : v.replace('Z', '').slice(0, 19));
+
+// syncControls shows the URL's state in the controls (after back or
+// forward), as rangePicker and select read it when they are built.
+function syncControls() {
+  const p = params();
+  const custom = !!(p.get('from') || p.get('to'));
+  setControl('range', custom ? 'custom' : (p.get('last') || 'all'));
+  const span = document.querySelector('#controls .custom');
+  if (span) span.hidden = !custom;
+  setControl('from', localTime(p.get('from')));
+  setControl('to', localTime(p.get('to')));
+  setControl('class', p.get('class') || '');
+  setControl('component', p.get('component') || 'total');
+  setControl('refresh', p.get('refresh') || '30');
 }
 
 // Report links carry the current selection.
@@ -136,9 +164,10 @@ function render(body, o, meta) {
     el('thead', {}, el('tr', {}, el('th', {}, 'Class'), el('th', { class: 'n' }, 'Count'),
       q.map((x) => el('th', { class: 'n' }, `p${Math.round(x * 100)}`)))),
     el('tbody', {}, o.percentiles.map((p) => el('tr', { dataset: { class: p.class, count: p.count } },
-      el('td', {}, swatch(classes, p.class), classLabel(p.class)),
-      el('td', { class: 'n' }, fmtInt(p.count)),
-      p.values.map((v, i) => el('td', { class: 'n', dataset: { q: q[i], ns: v } }, fmtDur(v)))))));
+      el('td', {}, swatch(classes, p.class), classLink(p.class, classLabel(p.class))),
+      el('td', { class: 'n' }, classLink(p.class, fmtInt(p.count))),
+      p.values.map((v, i) => el('td', { class: 'n', dataset: { q: q[i], ns: v } },
+        compLink(p.class, o.component, v, fmtDur(v), `p${Math.round(q[i] * 100)} and slower`)))))));
   if (!o.percentiles.length) pctTable.append(el('caption', {}, 'No records in this range.'));
   const pctCard = card('pct-card', `Response time (${o.component})`, pctTable);
   if (o.approx > 0) {
@@ -166,21 +195,49 @@ function render(body, o, meta) {
   // Charts size themselves to their box, so draw after layout.
   requestAnimationFrame(() => {
     if (o.histograms.length) {
-      charts.histogram(histBox, o.histograms, classes);
-      charts.cdf(cdfBox, o.histograms, classes);
+      charts.histogram(histBox, o.histograms, classes, pickBuckets(o, histBox));
+      charts.cdf(cdfBox, o.histograms, classes, pickBuckets(o, cdfBox));
     } else {
       histBox.dataset.series = '[]'; cdfBox.dataset.series = '[]';
       histBox.append(el('p', { class: 'empty' }, 'No records.'));
       cdfBox.append(el('p', { class: 'empty' }, 'No records.'));
     }
     if (o.series.length) {
-      charts.series(seriesBox, o.series, q, o.series_step, classes, shown);
+      charts.series(seriesBox, o.series, q, o.series_step, classes, shown, pickTime(seriesBox, shown));
     } else {
       seriesBox.dataset.series = '[]';
       seriesBox.append(el('p', { class: 'empty' }, 'No records.'));
     }
     body.dataset.rendered = '1';
   });
+}
+
+// Drill-down: a bucket (click) or buckets (drag) of the distribution
+// lead to the records in them; the histogram's own counts label the menu.
+function pickBuckets(o, box) {
+  return ({ first, last, at }) => {
+    const edges = o.histograms[0].edges;
+    const sum = (h) => h.counts.slice(first, last + 1).reduce((a, b) => a + b, 0);
+    const count = (c) => o.histograms.filter((h) => c === null || h.class === c).reduce((n, h) => n + sum(h), 0);
+    drill.drillTo(box, at, `${o.component} ${drill.bucketLabel(edges, first, last)}`,
+      drill.classItems(o.histograms.map((h) => h.class), drill.bucketFilter(edges, first, last, o.component), count));
+  };
+}
+
+// A dragged time range leads to the records that started in it.
+function pickTime(box, shown) {
+  return ({ from, to, at }) => drill.drillTo(box, at, `${fmtTime(from * 1e9)} – ${fmtTime(to * 1e9)} UTC`,
+    drill.classItems(shown, drill.timeFilter(from, to)));
+}
+
+function classLink(c, text) {
+  return el('a', { href: drill.searchHref({ class: c }), class: 'drill', title: `${classLabel(c)}: its records in search` }, text);
+}
+
+// compLink: the records of class c whose component is at least ns.
+function compLink(c, comp, ns, text, what) {
+  return el('a', { href: drill.searchHref({ class: c, comp, min: ns > 0 ? drill.ms(ns) : null }), class: 'drill',
+    title: `${classLabel(c)}: ${what} (${comp} ≥ ${fmtDur(ns)}) in search` }, text);
 }
 
 function swatch(classes, c) {
@@ -228,9 +285,9 @@ function breakdown(o, classes) {
       bar.append(seg);
     }
     return el('tr', { dataset: { class: b.class, count: b.count } },
-      el('td', {}, [swatch(classes, b.class), classLabel(b.class)]),
-      comps.map((c) => el('td', { class: 'n', dataset: { comp: c, ns: mean(b, c) } }, fmtDur(mean(b, c)))),
-      el('td', { class: 'n', dataset: { comp: 'total', ns: mean(b, 'total') } }, fmtDur(mean(b, 'total'))),
+      el('td', {}, [swatch(classes, b.class), classLink(b.class, classLabel(b.class))]),
+      comps.map((c) => el('td', { class: 'n', dataset: { comp: c, ns: mean(b, c) } }, compLink(b.class, c, mean(b, c), fmtDur(mean(b, c)), 'above the mean'))),
+      el('td', { class: 'n', dataset: { comp: 'total', ns: mean(b, 'total') } }, compLink(b.class, 'total', mean(b, 'total'), fmtDur(mean(b, 'total')), 'above the mean')),
       el('td', { class: 'bar' }, bar));
   });
   return el('section', { class: 'card wide', id: 'breakdown-card' },
@@ -293,5 +350,8 @@ function renderLive(panel, ev, recent, meta) {
   panel.dataset.events = String(Number(panel.dataset.events || 0) + 1);
   const chartBox = panel.querySelector('#live-chart');
   const any = [...recent.values()].some((l) => l.length);
-  if (any) charts.liveScatter(chartBox, recent, classes);
+  if (any) {
+    charts.liveScatter(chartBox, recent, classes, ({ from, to, at }) => drill.drillTo(chartBox, at,
+      `${fmtTime(from * 1e9)} – ${fmtTime(to * 1e9)} UTC`, drill.classItems([...recent.keys()], drill.timeFilter(from, to))));
+  }
 }

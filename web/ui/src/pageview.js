@@ -32,12 +32,19 @@ export async function pageview(main) {
     el('p', { class: 'exports' }, el('a', { href: '/export/har/' + encodeURIComponent(pv.id) + '.har', id: 'export-har' }, 'Download HAR'))));
 
   main.append(waterfall(pv, txs, conns, d.offsets, d.pv_offsets));
-  main.append(txList(pv, txs, conns, d.offsets, d.pv_offsets));
-  // A click on a bar opens that transaction's headers.
+  main.append(txList(pv, txs, conns, d.offsets, d.pv_offsets, d.search || {}));
+  // A click on a bar opens that transaction's headers. The open one is in
+  // the URL (#tx-...): a shared link opens it, back closes it again.
+  let opened = null;
   const openTarget = () => {
     const id = decodeURIComponent(location.hash.slice(1));
     const det = id && document.getElementById(id);
-    if (det && det.tagName === 'DETAILS') det.open = true;
+    if (opened && opened !== det) opened.open = false;
+    opened = null;
+    if (det && det.tagName === 'DETAILS') {
+      det.open = true;
+      opened = det;
+    }
   };
   window.addEventListener('hashchange', openTarget);
   openTarget();
@@ -127,7 +134,7 @@ function waterfall(pv, txs, conns, offsets, pvOff) {
       const after = (t.flags || []).includes('after_load');
       const grp = el('a', { class: 'wf-tx' + (after ? ' after-load' : ''), href: '#tx-' + t.id,
         dataset: { tx: t.id, start, total: t.total_ns, afterLoad: after ? '1' : '0' },
-        title: `${t.method || ''} ${t.host || ''}${t.url || ''} — ${t.status || '?'} — ${fmtDur(t.total_ns)}${after ? ' — after the load event' : ''}` });
+        title: `${t.method || ''} ${t.host || ''}${t.url || ''} — ${t.status || '?'} — ${fmtDur(t.total_ns)}${after ? ' — after the load event' : ''} — click: its headers and its link to search` });
       grp.style.left = pct(start);
       grp.style.width = (100 * Math.max(end - start, 0) / span).toFixed(4) + '%';
       for (const p of ph) {
@@ -149,7 +156,7 @@ function waterfall(pv, txs, conns, offsets, pvOff) {
   return el('section', { class: 'card wide', id: 'waterfall-card' }, el('h2', {}, 'Waterfall'), legend, wf);
 }
 
-function txList(pv, txs, conns, offsets, pvOff) {
+function txList(pv, txs, conns, offsets, pvOff, search) {
   const connIdx = new Map();
   let n = 0;
   for (const t of txs) if (!connIdx.has(t.connection_id)) connIdx.set(t.connection_id, ++n);
@@ -162,7 +169,8 @@ function txList(pv, txs, conns, offsets, pvOff) {
         el('span', { class: 'host' }, t.host || ''), el('span', { class: 'url' }, t.url || ''), ' ',
         el('span', { class: 'status' + (t.status >= 400 ? ' bad' : '') }, String(t.status || '–')), ' ',
         el('span', { class: 'dur' }, fmtDur(t.total_ns)),
-        (t.flags || []).includes('after_load') ? el('span', { class: 'after-load-tag' }, ' after load') : null),
+        (t.flags || []).includes('after_load') ? el('span', { class: 'after-load-tag' }, ' after load') : null, ' ',
+        search[t.id] ? el('a', { href: search[t.id], class: 'tx-search', title: 'this transaction in search' }, 'in search ›') : null),
       el('table', { class: 'headers' }, el('tbody', {},
         hdr('Method', t.method), hdr('Host', t.host), hdr('URL', t.url), hdr('Status', t.status),
         hdr('Content-Type', t.content_type), hdr('Referer', t.referer), hdr('User-Agent', t.user_agent), hdr('Accept', t.accept),
