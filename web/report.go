@@ -20,6 +20,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/rtmon/rtmon/compare"
 	"github.com/rtmon/rtmon/store/query"
 )
 
@@ -51,6 +52,11 @@ type reportData struct {
 	Breakdown []reportRow
 	Counters  [][2]string
 	Top       []reportTop
+	// Compare: the comparison the report URL asked for (web/compare.go).
+	Compare        []compareClass
+	CompareA       string
+	CompareB       string
+	CompareSummary string
 }
 
 type legendItem struct{ Class, Color string }
@@ -88,7 +94,7 @@ var reportFuncs = template.FuncMap{
 
 // buildReport renders the overview of a range as one self-contained HTML
 // document: inline CSS, SVG charts, no scripts, nothing fetched.
-func (s *Server) buildReport(ctx context.Context, p overviewParams) ([]byte, error) {
+func (s *Server) buildReport(ctx context.Context, p overviewParams, cmp *compare.Report) ([]byte, error) {
 	o, err := s.overview(ctx, p)
 	if err != nil {
 		return nil, err
@@ -132,6 +138,11 @@ func (s *Server) buildReport(ctx context.Context, p overviewParams) ([]byte, err
 	d.Top = []reportTop{{"Slowest URLs", o.Top["url"]}, {"Slowest servers", o.Top["server"]}, {"Slowest clients", o.Top["client"]}}
 	d.Hist = histSVG(o.Histograms, color)
 	d.Series = seriesSVG(o, color)
+	if cmp != nil {
+		d.Compare, d.CompareA, d.CompareB = reportCompareRows(cmp), compareSideText(cmp.A), compareSideText(cmp.B)
+		d.CompareSummary = fmt.Sprintf("Mann-Whitney U at alpha %g; %.0f%% bootstrap intervals of B − A from %d resamples; at most %d records per class and side.",
+			cmp.Alpha, 100*cmp.Confidence, cmp.Resamples, cmp.MaxPerClass)
+	}
 	var buf bytes.Buffer
 	if err := reportTmpl.Execute(&buf, d); err != nil {
 		return nil, fmt.Errorf("report template: %w", err)
@@ -257,7 +268,12 @@ func (s *Server) exportReportHTML(c *gin.Context) {
 		bad(c, err)
 		return
 	}
-	doc, err := s.buildReport(c.Request.Context(), p)
+	cmp, err := s.reportCompare(c)
+	if err != nil {
+		bad(c, err)
+		return
+	}
+	doc, err := s.buildReport(c.Request.Context(), p, cmp)
 	if err != nil {
 		bad(c, err)
 		return
@@ -282,7 +298,12 @@ func (s *Server) exportReportPDF(c *gin.Context) {
 		c.Status(http.StatusOK)
 		return
 	}
-	doc, err := s.buildReport(c.Request.Context(), p)
+	cmp, err := s.reportCompare(c)
+	if err != nil {
+		bad(c, err)
+		return
+	}
+	doc, err := s.buildReport(c.Request.Context(), p, cmp)
 	if err != nil {
 		bad(c, err)
 		return

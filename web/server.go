@@ -452,6 +452,7 @@ func (s *Server) routes() *gin.Engine {
 	r.GET("/search", s.page("search"))
 	r.GET("/pageview/:id", s.page("pageview"))
 	r.GET("/tx/pageview", s.txPageview)
+	r.GET("/compare", s.comparePage)
 	s.whatIfRoutes(r)
 	r.GET("/assets/*file", s.asset)
 
@@ -460,6 +461,7 @@ func (s *Server) routes() *gin.Engine {
 	api.GET("/overview", s.apiOverview)
 	api.GET("/slo", s.apiSLO)
 	api.GET("/search", s.apiSearch)
+	api.GET("/compare", s.apiCompare)
 	api.GET("/pageview/:id", s.apiPageview)
 	api.GET("/live", s.apiLive)
 	api.GET("/annotations", s.apiAnnotations)

@@ -34,6 +34,9 @@ type Querier interface {
 	// exact counts, sums, counters and histograms, percentiles within
 	// RollupRelError, at a cost that does not grow with the records.
 	Summary(ctx context.Context, q SummaryQuery) (*Summary, error)
+	// Sample is a bounded, reproducible sample of component values per
+	// class (the compare mode's input; see SampleQuery).
+	Sample(ctx context.Context, q SampleQuery) ([]ClassSample, error)
 	// Stats reports the writer of this store as readers need it: Written
 	// changes when the data does (a cache key), Rollups says whether
 	// Summary's rollups are kept current, LastError and Queued how

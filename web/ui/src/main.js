@@ -4,6 +4,7 @@ import { overview, prefetchOverview } from './overview.js';
 import { search } from './search.js';
 import { pageview } from './pageview.js';
 import { whatif } from './whatif.js';
+import { compare } from './compare.js';
 import { start } from './live.js';
 
 function theme() {
@@ -24,7 +25,7 @@ async function main() {
   theme();
   const page = document.body.dataset.page;
   const mainEl = document.getElementById('main');
-  if (!['overview', 'search', 'pageview', 'whatif'].includes(page)) { start(); return; }
+  if (!['overview', 'search', 'pageview', 'whatif', 'compare'].includes(page)) { start(); return; }
   clear(mainEl);
   try {
     const first = page === 'overview' ? prefetchOverview() : null;
@@ -32,6 +33,7 @@ async function main() {
     if (page === 'overview') await overview(mainEl, meta, first);
     else if (page === 'search') await search(mainEl, meta);
     else if (page === 'whatif') await whatif(mainEl, meta);
+    else if (page === 'compare') await compare(mainEl, meta);
     else await pageview(mainEl, meta);
   } catch (e) {
     showError(mainEl, e);
