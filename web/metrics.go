@@ -45,7 +45,31 @@ func newMetrics(st query.Querier, live *LiveFeed, slos []pageview.ClassSLO) *met
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(&storeCollector{st: st, live: live, slos: slos, edges: histogramEdges(slos)})
+	if live != nil {
+		reg.MustRegister(live.addedMetrics()...)
+	}
 	return &metrics{reg: reg}
+}
+
+// liveMetrics are the collectors a live process added to its feed's
+// /metrics, by feed: kept beside the feed so the server needs no option.
+var liveMetrics = struct {
+	sync.Mutex
+	m map[*LiveFeed][]prometheus.Collector
+}{m: map[*LiveFeed][]prometheus.Collector{}}
+
+// AddMetrics has /metrics served with f (servers built after the call)
+// export c's metrics too: rtmon live's RLM rule gauges.
+func (f *LiveFeed) AddMetrics(c prometheus.Collector) {
+	liveMetrics.Lock()
+	defer liveMetrics.Unlock()
+	liveMetrics.m[f] = append(liveMetrics.m[f], c)
+}
+
+func (f *LiveFeed) addedMetrics() []prometheus.Collector {
+	liveMetrics.Lock()
+	defer liveMetrics.Unlock()
+	return liveMetrics.m[f]
 }
 
 func (m *metrics) handler() http.Handler {

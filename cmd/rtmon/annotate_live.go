@@ -12,9 +12,8 @@ import (
 )
 
 // rtmon live marks on the charts when its capture began dropping packets:
-// the numbers after that moment are incomplete. (Live RLM conditions such as
-// RT_HIGH are not evaluated in rtmon live, only in the offline what-if, so
-// there is no condition flip to mark.)
+// the numbers after that moment are incomplete. (RLM rule flips are marked
+// by rlm_live.go.)
 
 // dropQuiet is how long the drop counters must stay still for an episode to
 // end: a capture that drops in bursts every few seconds is one episode, one

@@ -24,7 +24,8 @@ type liveOptions struct {
 	fanout   int
 	blockTO  time.Duration
 	duration time.Duration
-	ui       uiOptions // the UI served beside the capture (uiflags.go)
+	ui       uiOptions  // the UI served beside the capture (uiflags.go)
+	rlm      rlmOptions // RLM rules watched on the live traffic (rlm_live.go)
 }
 
 // liveKeyLogFollow is how often rtmon live reads what was appended to the
@@ -73,6 +74,7 @@ store) and the web UI is served from the same process, with live charts
 	addPrivacyFlags(f, &o.analyzeOptions)
 	addMemoryFlag(f, &o.analyzeOptions)
 	addKeyLogFlag(f, &o.analyzeOptions)
+	addRLMFlags(f, &o.rlm)
 	_ = cmd.MarkFlagRequired("interface")
 	return cmd
 }
@@ -119,6 +121,11 @@ func runLive(ctx context.Context, stdout io.Writer, o liveOptions) error {
 		defer stop()
 	}
 	if o.ui.disabled {
+		stopRLM, err := o.rlm.watch(ctx, &cfg, nil, o.classes) // no store to annotate: flips are logged
+		if err != nil {
+			return err
+		}
+		defer stopRLM()
 		return runPipeline(ctx, stdout, cfg, false)
 	}
 	// The UI reads the store the pipeline writes, so this command owns it.
@@ -131,6 +138,11 @@ func runLive(ctx context.Context, stdout io.Writer, o liveOptions) error {
 	}
 	defer st.Close()
 	cfg.StoreURL, cfg.Store, cfg.Feed = "", st, web.NewLiveFeed()
+	stopRLM, err := o.rlm.watch(ctx, &cfg, st, o.classes) // before the UI: its gauges join /metrics
+	if err != nil {
+		return err
+	}
+	defer stopRLM()
 	o.ui.classes = o.classes // its objectives go to /metrics
 	srv, err := o.ui.server(st, cfg.Feed)
 	if err != nil {
