@@ -246,6 +246,14 @@ func (c *storeCollector) scanStore(ch chan<- prometheus.Metric) {
 	} else {
 		ok = c.fromRecords(ctx, ch)
 	}
+	slo, err := sloMetrics(ctx, c.st, c.slos)
+	if err != nil {
+		slog.Warn("metrics: objectives", "err", err)
+		ok = false
+	}
+	for _, m := range slo {
+		ch <- m
+	}
 	ch <- prometheus.MustNewConstMetric(descScrapeErr, prometheus.GaugeValue, float64(b2i(!ok)))
 }
 

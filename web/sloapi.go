@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rtmon/rtmon/pageview"
@@ -186,4 +187,49 @@ func sloWindow(hs []query.ClassHistogram, s pageview.ClassSLO, w time.Duration, 
 		out.Attained, out.BurnRate = &att, &burn
 	}
 	return out
+}
+
+var (
+	descSLOAttainment = prometheus.NewDesc("rtmon_slo_attainment_ratio",
+		"Share of the class's records of this kind under the objective's threshold over its window, ending at the newest record (absent without records), counted from the store's rollups.", sloLabels, nil)
+	descSLOBudget = prometheus.NewDesc("rtmon_slo_error_budget_remaining_ratio",
+		"Share of the objective's error budget not spent over its window: 1 - (1 - attainment) / (1 - objective); negative when overspent.", sloLabels, nil)
+	descSLOBurn = prometheus.NewDesc("rtmon_slo_burn_rate",
+		"Error ratio over the error budget in the window (1h, 6h, 3d) ending at the newest record: 1 spends the budget exactly over the objective's window.",
+		append(slices.Clone(sloLabels), "window"), nil)
+)
+
+// sloMetrics are the objectives' attainment, budget left and burn rates as
+// the overview shows them, for Prometheus: what `rtmon rules` computes from
+// the histograms, read straight from the store (which keeps the whole
+// window, while a Prometheus may have scraped only part of it).
+func sloMetrics(ctx context.Context, st query.Querier, slos []pageview.ClassSLO) ([]prometheus.Metric, error) {
+	if len(slos) == 0 {
+		return nil, nil
+	}
+	if len(slos) > maxSLOsShown {
+		slos = slos[:maxSLOsShown]
+	}
+	ext, err := dataExtent(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	statuses, err := computeSLOs(ctx, st, slos, ext.To)
+	if err != nil {
+		return nil, err
+	}
+	var out []prometheus.Metric
+	for i, s := range statuses { // one per objective, in order
+		labels := []string{s.Class, SLOKind(slos[i].SLO), s.ID}
+		if a := s.Attainment; a.Attained != nil {
+			out = append(out, prometheus.MustNewConstMetric(descSLOAttainment, gauge, *a.Attained, labels...),
+				prometheus.MustNewConstMetric(descSLOBudget, gauge, *a.BudgetLeft, labels...))
+		}
+		for _, b := range s.Burn {
+			if b.BurnRate != nil {
+				out = append(out, prometheus.MustNewConstMetric(descSLOBurn, gauge, *b.BurnRate, append(labels, b.Label)...))
+			}
+		}
+	}
+	return out, nil
 }

@@ -236,3 +236,68 @@ func TestBrowserOverviewSLOPanel(t *testing.T) {
 	tb.clean("overview with objectives")
 	tb.screenshot("overview-slo")
 }
+
+// /metrics carries each objective's attainment, budget left and burn rates
+// as the overview counts them: as of the newest record, from the store.
+func TestMetricsSLOAttainmentAndBurn(t *testing.T) {
+	end := time.Date(2026, 11, 30, 12, 34, 56, 789, time.UTC).UnixNano()
+	st, recs := sloStore(t, end)
+	_, ts := newTestServer(t, Config{Store: st, SLOs: sloTestObjectives})
+	var api SLOResponse
+	getJSONInto(t, ts.URL+"/api/slo", &api)
+	body := string(readAll(t, get(t, ts.URL+"/metrics")))
+	value := func(name, labels string) (float64, bool) {
+		prefix := name + "{" + labels + "} "
+		for _, line := range strings.Split(body, "\n") {
+			if v, ok := strings.CutPrefix(line, prefix); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+				return f, true
+			}
+		}
+		return 0, false
+	}
+	checked := 0
+	for _, s := range sloTestObjectives {
+		labels := fmt.Sprintf(`class=%q,kind=%q,slo=%q`, s.Class, SLOKind(s.SLO), s.ID())
+		good, total := expectSLO(recs, s, s.Window, api.AsOf)
+		att, ok := value("rtmon_slo_attainment_ratio", labels)
+		if total == 0 {
+			if ok {
+				t.Errorf("%s: attainment %v without records", labels, att)
+			}
+			continue
+		}
+		want := float64(good) / float64(total)
+		if !ok || math.Abs(att-want) > 1e-12 {
+			t.Errorf("%s: attainment %v (present %v), want %d/%d", labels, att, ok, good, total)
+		}
+		left, ok := value("rtmon_slo_error_budget_remaining_ratio", labels)
+		if wantLeft := 1 - (1-want)/(1-s.Target); !ok || math.Abs(left-wantLeft) > 1e-9 {
+			t.Errorf("%s: budget left %v, want %v", labels, left, wantLeft)
+		}
+		for _, w := range []struct {
+			label string
+			d     time.Duration
+		}{{"1h", time.Hour}, {"6h", 6 * time.Hour}, {"3d", 72 * time.Hour}} {
+			good, total := expectSLO(recs, s, w.d, api.AsOf)
+			burn, ok := value("rtmon_slo_burn_rate", labels+fmt.Sprintf(`,window=%q`, w.label))
+			if total == 0 {
+				if ok {
+					t.Errorf("%s over %s: burn %v without records", labels, w.label, burn)
+				}
+				continue
+			}
+			wantBurn := (1 - float64(good)/float64(total)) / (1 - s.Target)
+			if !ok || math.Abs(burn-wantBurn) > 1e-9 {
+				t.Errorf("%s over %s: burn %v (present %v), want %v", labels, w.label, burn, ok, wantBurn)
+			}
+			checked++
+		}
+	}
+	if checked < 4 {
+		t.Errorf("only %d burn rates had records: the test proves little", checked)
+	}
+}
