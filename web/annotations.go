@@ -53,11 +53,11 @@ type annotationsResponse struct {
 func (s *Server) apiAnnotations(c *gin.Context) {
 	var r query.TimeRange
 	var err error
-	if r.From, err = parseTime(c.Query("from")); err != nil {
+	if r.From, err = ParseTime(c.Query("from")); err != nil {
 		bad(c, fmt.Errorf("from: %w", err))
 		return
 	}
-	if r.To, err = parseTime(c.Query("to")); err != nil {
+	if r.To, err = ParseTime(c.Query("to")); err != nil {
 		bad(c, fmt.Errorf("to: %w", err))
 		return
 	}
@@ -171,7 +171,7 @@ func annotationTime(raw json.RawMessage) (int64, error) {
 	if str == "" {
 		return 0, nil
 	}
-	ns, err := parseTime(str)
+	ns, err := ParseTime(str)
 	if err != nil {
 		return 0, err
 	}

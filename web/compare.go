@@ -51,7 +51,7 @@ func compareRequest(c *gin.Context, ext func() (extent, error)) (compare.Request
 		return req, errors.New("a_class and b_class go together")
 	}
 	if at := c.Query("at"); at != "" {
-		t, err := parseTime(at)
+		t, err := ParseTime(at)
 		if err != nil {
 			return req, fmt.Errorf("at: %w", err)
 		}
@@ -69,7 +69,7 @@ func compareRequest(c *gin.Context, ext func() (extent, error)) (compare.Request
 		key string
 		dst *int64
 	}{{"a_from", &req.A.Range.From}, {"a_to", &req.A.Range.To}, {"b_from", &req.B.Range.From}, {"b_to", &req.B.Range.To}} {
-		v, err := parseTime(c.Query(p.key))
+		v, err := ParseTime(c.Query(p.key))
 		if err != nil {
 			return req, fmt.Errorf("%s: %w", p.key, err)
 		}

@@ -54,7 +54,9 @@ func rangeFrom(c *gin.Context) rangeParams {
 	return rangeParams{Last: c.Query("last"), From: c.Query("from"), To: c.Query("to")}
 }
 
-func parseTime(s string) (int64, error) {
+// ParseTime reads the times the UI's URLs and the CLI take: RFC 3339, a
+// date-time without zone (UTC), a date, or ns since the epoch; "" is 0.
+func ParseTime(s string) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
@@ -66,7 +68,7 @@ func parseTime(s string) (int64, error) {
 			return t.UnixNano(), nil
 		}
 	}
-	return 0, fmt.Errorf("time %q: want RFC 3339, YYYY-MM-DDTHH:MM or ns since the epoch", s)
+	return 0, fmt.Errorf("time %q: want RFC 3339, YYYY-MM-DDTHH:MM[:SS], YYYY-MM-DD or ns since the epoch", s)
 }
 
 // resolve turns the parameters into a store range; ext is needed for
@@ -83,10 +85,10 @@ func (p rangeParams) resolve(ext extent) (query.TimeRange, error) {
 		return query.TimeRange{From: ext.To - int64(d)}, nil
 	}
 	var err error
-	if r.From, err = parseTime(p.From); err != nil {
+	if r.From, err = ParseTime(p.From); err != nil {
 		return r, err
 	}
-	if r.To, err = parseTime(p.To); err != nil {
+	if r.To, err = ParseTime(p.To); err != nil {
 		return r, err
 	}
 	if r.To != 0 && r.To <= r.From {

@@ -126,7 +126,7 @@ func writeCapture(c func(string, ...any), e *Export) {
 	if e.From != 0 || e.To != 0 {
 		span = fmtTime(e.From) + " to " + fmtTime(e.To) + " UTC"
 		if e.From != 0 && e.To > e.From {
-			span += " (" + fmtDur(e.To-e.From) + ")"
+			span += " (" + ReadableDuration(e.To-e.From) + ")"
 		}
 	}
 	src := ""
@@ -160,7 +160,7 @@ func writeModel(c func(string, ...any), r *Result) {
 	}
 	m := r.LoadModel
 	c("Model: linear load, server time = %s + %s x concurrency (%d samples); %d replay pass(es)",
-		fmtDur(int64(m.Intercept)), fmtDur(int64(m.Slope)), m.Samples, r.Passes)
+		ReadableDuration(int64(m.Intercept)), ReadableDuration(int64(m.Slope)), m.Samples, r.Passes)
 }
 
 func writeClass(c func(string, ...any), cr *ClassResult) {
@@ -170,8 +170,8 @@ func writeClass(c func(string, ...any), cr *ClassResult) {
 	}
 	c("  %s (%s priority; %d pageviews, %d stand-alone transactions):", cr.Class, cr.Priority, cr.Pageviews, cr.Transactions)
 	c("    median %s -> %s (%s), p90 %s -> %s (%s); %s",
-		fmtDur(cr.Measured.P50), fmtDur(cr.Predicted.P50), change(cr.Measured.P50, cr.Predicted.P50),
-		fmtDur(cr.Measured.P90), fmtDur(cr.Predicted.P90), change(cr.Measured.P90, cr.Predicted.P90), band)
+		ReadableDuration(cr.Measured.P50), ReadableDuration(cr.Predicted.P50), change(cr.Measured.P50, cr.Predicted.P50),
+		ReadableDuration(cr.Measured.P90), ReadableDuration(cr.Predicted.P90), change(cr.Measured.P90, cr.Predicted.P90), band)
 	c("    affected %d, SYN dropped %d, failed %d", cr.Affected, cr.Dropped, cr.Failed)
 }
 
@@ -188,7 +188,7 @@ func costText(r *Ranked) string {
 	if r.Cost <= 0 || r.CostClass == "" {
 		return "none"
 	}
-	return fmtDur(r.Cost) + " (" + r.CostClass + ")"
+	return ReadableDuration(r.Cost) + " (" + r.CostClass + ")"
 }
 
 // actionsOf lists the rules' distinct actions in order of appearance.
@@ -320,8 +320,9 @@ func fmtTime(ns int64) string {
 	return time.Unix(0, ns).UTC().Format("2006-01-02 15:04:05.000")
 }
 
-// fmtDur rounds a duration for reading: whole ms above 1 ms, 100 ms above 10 s.
-func fmtDur(ns int64) string {
+// ReadableDuration rounds a duration for reading: whole ms above 1 ms,
+// 100 ms above 10 s (the CLI's report prints the same).
+func ReadableDuration(ns int64) string {
 	d := time.Duration(ns)
 	switch {
 	case d >= 10*time.Second || d <= -10*time.Second:
@@ -334,7 +335,7 @@ func fmtDur(ns int64) string {
 
 func signedDur(ns int64) string {
 	if ns > 0 {
-		return "+" + fmtDur(ns)
+		return "+" + ReadableDuration(ns)
 	}
-	return fmtDur(ns)
+	return ReadableDuration(ns)
 }

@@ -109,8 +109,8 @@ func TestWriteRulesFileRoundTripsTheRankedAction(t *testing.T) {
 		fmtTime(from) + " to " + fmtTime(to) + " UTC", "Model: linear load"}
 	for _, c := range res.Classes {
 		wants = append(wants, "  "+c.Class+" ("+string(c.Priority)+" priority",
-			"median "+fmtDur(c.Measured.P50)+" -> "+fmtDur(c.Predicted.P50),
-			"p90 "+fmtDur(c.Measured.P90)+" -> "+fmtDur(c.Predicted.P90))
+			"median "+ReadableDuration(c.Measured.P50)+" -> "+ReadableDuration(c.Predicted.P50),
+			"p90 "+ReadableDuration(c.Measured.P90)+" -> "+ReadableDuration(c.Predicted.P90))
 	}
 	for _, r := range rules {
 		for _, a := range r.Actions {

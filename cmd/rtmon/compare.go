@@ -15,6 +15,7 @@ import (
 	"github.com/rtmon/rtmon/compare"
 	"github.com/rtmon/rtmon/store"
 	"github.com/rtmon/rtmon/store/query"
+	"github.com/rtmon/rtmon/web"
 )
 
 type compareOptions struct {
@@ -84,7 +85,7 @@ func (o compareOptions) request() (compare.Request, error) {
 		if o.aFrom != "" || o.aTo != "" || o.bFrom != "" || o.bTo != "" {
 			return req, fmt.Errorf("compare: --at excludes --a-from/--a-to/--b-from/--b-to")
 		}
-		t, err := parseWhen(o.at)
+		t, err := web.ParseTime(o.at)
 		if err != nil {
 			return req, fmt.Errorf("--at: %w", err)
 		}
@@ -101,7 +102,7 @@ func (o compareOptions) request() (compare.Request, error) {
 		dst  *int64
 	}{{"--a-from", o.aFrom, &req.A.Range.From}, {"--a-to", o.aTo, &req.A.Range.To},
 		{"--b-from", o.bFrom, &req.B.Range.From}, {"--b-to", o.bTo, &req.B.Range.To}} {
-		t, err := parseWhen(p.s)
+		t, err := web.ParseTime(p.s)
 		if err != nil {
 			return req, fmt.Errorf("%s: %w", p.name, err)
 		}
@@ -116,23 +117,6 @@ func (o compareOptions) request() (compare.Request, error) {
 		return req, fmt.Errorf("compare: the two sides are the same: give two ranges (--at, --a-from ...), two classes or two sensors")
 	}
 	return req, nil
-}
-
-// parseWhen reads the times the web UI's URLs take: RFC 3339, a
-// date-time without zone (UTC), a date, or ns since the epoch; "" is 0.
-func parseWhen(s string) (int64, error) {
-	if s == "" {
-		return 0, nil
-	}
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return n, nil
-	}
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t.UnixNano(), nil
-		}
-	}
-	return 0, fmt.Errorf("time %q: want RFC 3339, YYYY-MM-DDTHH:MM[:SS], YYYY-MM-DD or ns since the epoch", s)
 }
 
 func runCompare(ctx context.Context, w io.Writer, o compareOptions) error {

@@ -254,16 +254,7 @@ func runWhatif(ctx context.Context, stdout io.Writer, o whatifOptions) error {
 	return nil
 }
 
-func dur(ns int64) string {
-	d := time.Duration(ns)
-	switch {
-	case d >= 10*time.Second || d <= -10*time.Second:
-		return d.Round(100 * time.Millisecond).String()
-	case d >= time.Millisecond || d <= -time.Millisecond:
-		return d.Round(time.Millisecond).String()
-	}
-	return d.String()
-}
+func dur(ns int64) string { return whatif.ReadableDuration(ns) }
 
 func writeWhatifText(w io.Writer, rep *whatifReport) {
 	m := rep.LoadModel
