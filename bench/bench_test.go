@@ -139,9 +139,12 @@ func TestTable(t *testing.T) {
 	}
 }
 
+// TestOpenConnections also holds --max-memory's accounting to the heap it
+// stands for, state by state: a state left uncounted (a transaction in
+// flight, say) would let the real heap overrun the bound.
 func TestOpenConnections(t *testing.T) {
 	for _, s := range []ConnState{Handshake, Idle, MidResponse} {
-		pkts, err := OpenConnectionPackets(t.TempDir(), 1000, s)
+		pkts, err := OpenConnectionPackets(t.TempDir(), 5000, s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,8 +152,12 @@ func TestOpenConnections(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Connections != 1000 {
-			t.Errorf("%v: %d connections open, want 1000", s, m.Connections)
+		if m.Connections != 5000 {
+			t.Errorf("%v: %d connections open, want 5000", s, m.Connections)
+		}
+		t.Logf("%v: %.0f B live, %.0f B counted per connection", s, m.LivePerConn, m.CountedPerConn)
+		if m.CountedPerConn < 0.9*m.LivePerConn || m.CountedPerConn > 1.5*m.LivePerConn {
+			t.Errorf("%v: counted at %.0f B per connection, holds %.0f B live: want within 0.9x..1.5x", s, m.CountedPerConn, m.LivePerConn)
 		}
 	}
 }

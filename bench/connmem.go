@@ -44,6 +44,9 @@ type ConnMemory struct {
 	Connections int     // open in the tracker when measured
 	LivePerConn float64 // live heap (HeapAlloc after GC) delta / connections
 	HeapPerConn float64 // in-use spans (HeapInuse after GC) delta / connections
+	// CountedPerConn is what the tracker counts each at against
+	// --max-memory (Stats.MemoryInUse / connections).
+	CountedPerConn float64
 }
 
 type discard struct{}
@@ -153,12 +156,14 @@ func MeasureOpenConnections(pkts []capture.Packet, s ConnState) (ConnMemory, err
 		tr.Packet(&pkts[i])
 	}
 	live1, inuse1 := heapAfterGC()
-	open := tr.Stats().OpenConnections
+	st := tr.Stats()
+	open := st.OpenConnections
 	runtime.KeepAlive(tr)
 	if open == 0 {
 		return ConnMemory{}, fmt.Errorf("no connection open after %d packets", len(pkts))
 	}
 	return ConnMemory{State: s, Connections: open,
-		LivePerConn: (float64(live1) - float64(live0)) / float64(open),
-		HeapPerConn: (float64(inuse1) - float64(inuse0)) / float64(open)}, nil
+		LivePerConn:    (float64(live1) - float64(live0)) / float64(open),
+		HeapPerConn:    (float64(inuse1) - float64(inuse0)) / float64(open),
+		CountedPerConn: float64(st.MemoryInUse) / float64(open)}, nil
 }

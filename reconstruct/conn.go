@@ -19,6 +19,7 @@ type conn struct {
 	clientIsA   bool
 	firstSeq    uint32 // enters the stable id, computed when the record is emitted
 	twin        uint8  // earlier connections with the same id inputs (see Tracker.instant)
+	counted     int64  // this connection's share of Tracker.connBytes
 	rec         Connection
 
 	c2s, s2c halfStream

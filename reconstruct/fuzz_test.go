@@ -103,8 +103,8 @@ func fuzzTrack(t *testing.T, data []byte, kl *tlsdecrypt.KeyLog) {
 		ts += int64(seq&0xffff) * 1000
 	}
 	tr.Flush()
-	if st := tr.Stats(); st.OpenConnections != 0 || st.HeaderBytesHeld != 0 {
-		t.Fatalf("after flush: %d open connections, %d header bytes held", st.OpenConnections, st.HeaderBytesHeld)
+	if st := tr.Stats(); st.OpenConnections != 0 || st.HeaderBytesHeld != 0 || st.MemoryInUse != 0 {
+		t.Fatalf("after flush: %d open connections, %d header bytes held, %d B counted", st.OpenConnections, st.HeaderBytesHeld, st.MemoryInUse)
 	}
 	ids := map[string]bool{}
 	for _, tx := range sink.txs {

@@ -205,11 +205,24 @@ type Stats struct {
 	MemoryEvictions uint64 `json:"memory_evictions"`
 }
 
-// ConnectionMemory is what one open connection is counted at against
-// MaxMemory besides its buffers: the heap a connection holds in the
-// tracker between packets, measured with bench.ConnMemory (about 1 KiB
-// idle, 2 KiB with a handshake only), rounded up.
-const ConnectionMemory = 2 << 10
+// What an open connection is counted at against MaxMemory besides its
+// buffers, by the state it holds: the heap measured with
+// bench.ConnMemory (100k open: 939 B with a handshake only, 1,611 B idle
+// keep-alive, 3,195 B mid-response), rounded up to the allocator's size
+// classes. A flat figure would shed a SYN flood twice as early as its
+// memory requires and let responses in flight overrun the bound by half.
+const (
+	// ConnectionMemory is the least an open connection is counted at:
+	// the connection itself, its table and index entries.
+	ConnectionMemory = 1 << 10
+	// flowMemory: a connection that carried data (its flowState).
+	flowMemory = 768
+	// parserMemory: an HTTP/1 parser held inside a message.
+	parserMemory = 768
+	// txMemory: a transaction in flight (request pending, response
+	// arriving, or waiting for the client's ACK).
+	txMemory = 768
+)
 
 // flowKey identifies a connection independently of direction: the endpoint
 // that sorts first is always a. Addresses are kept as 16 bytes (IPv4 mapped)
@@ -267,6 +280,9 @@ type Tracker struct {
 	headers http1.HeaderBudget
 	// reorderBytes is what all connections' out-of-order buffers hold.
 	reorderBytes int
+	// connBytes is what the open connections are counted at by their
+	// states (see conn.footprint), as of each one's latest packet.
+	connBytes int64
 }
 
 type instantKey struct {
@@ -294,7 +310,7 @@ func (t *Tracker) Stats() Stats {
 
 // memoryInUse is the tracker's state as counted against MaxMemory.
 func (t *Tracker) memoryInUse() int64 {
-	return int64(len(t.conns))*ConnectionMemory + int64(t.reorderBytes) + int64(t.headers.Held()) + int64(t.bodyBytes) + int64(t.tlsBytes)
+	return t.connBytes + int64(t.reorderBytes) + int64(t.headers.Held()) + int64(t.bodyBytes) + int64(t.tlsBytes)
 }
 
 // shed evicts the least recently active connections, never keep (the one
@@ -334,6 +350,7 @@ func (t *Tracker) Packet(p *capture.Packet) {
 	held := c.reorderHeld()
 	c.packet(p, fromClient)
 	t.reorderBytes += c.reorderHeld() - held
+	t.recount(c)
 	if c.done && c.finishedAt == 0 {
 		c.finishedAt = p.Timestamp
 		t.emitConnection(c)
@@ -393,6 +410,36 @@ func (t *Tracker) open(key flowKey, p *capture.Packet) *conn {
 	return c
 }
 
+// recount brings c's share of connBytes up to its state after a packet.
+// Only the connection a packet belongs to changes much, so the others'
+// shares stay as of their own latest packets until they leave.
+func (t *Tracker) recount(c *conn) {
+	n := c.footprint()
+	t.connBytes += n - c.counted
+	c.counted = n
+}
+
+// footprint is what c is counted at against MaxMemory besides its buffers.
+func (c *conn) footprint() int64 {
+	n := int64(ConnectionMemory)
+	f := c.flowState
+	if f == nil {
+		return n
+	}
+	n += flowMemory
+	if f.reqParser != nil {
+		n += parserMemory
+	}
+	if f.respParser != nil {
+		n += parserMemory
+	}
+	inflight := len(f.pending) + len(f.awaiting)
+	if f.resp != nil {
+		inflight++
+	}
+	return n + int64(inflight)*txMemory
+}
+
 func (t *Tracker) touch(c *conn) {
 	if t.lru.prev == c {
 		return
@@ -430,6 +477,8 @@ func (t *Tracker) finish(c *conn, flags Flags) {
 	// Counted before end, which may deliver what is buffered: all of it
 	// leaves with the connection.
 	t.reorderBytes -= c.reorderHeld()
+	t.connBytes -= c.counted
+	c.counted = 0
 	if !c.done {
 		c.end(flags)
 	}

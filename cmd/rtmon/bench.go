@@ -530,7 +530,8 @@ func benchConnMem(stdout io.Writer, o benchOptions) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "  %-16s %7.0f B live  %7.0f B in-use spans  (%d connections)\n", s, m.LivePerConn, m.HeapPerConn, m.Connections)
+		fmt.Fprintf(stdout, "  %-16s %7.0f B live  %7.0f B in-use spans  %7.0f B counted against --max-memory  (%d connections)\n",
+			s, m.LivePerConn, m.HeapPerConn, m.CountedPerConn, m.Connections)
 	}
 	return nil
 }
