@@ -25,6 +25,15 @@ func pctTarget(pq PercentileQuery) (table, string, error) {
 	return t, col, nil
 }
 
+// pctWhere selects a percentile query's records.
+func pctWhere(pq PercentileQuery) *where {
+	w := baseWhere(pq.Range, pq.Class)
+	if pq.Sensor != "" {
+		w.add("sensor = ?", pq.Sensor)
+	}
+	return w
+}
+
 func validQs(qs []float64) error {
 	if len(qs) == 0 {
 		return fmt.Errorf("percentiles: no quantiles")
@@ -42,7 +51,7 @@ func (q *querier) pct(ctx context.Context, pq PercentileQuery, series bool) ([]S
 	if err != nil {
 		return nil, err
 	}
-	w := baseWhere(pq.Range, pq.Class)
+	w := pctWhere(pq)
 	exprs, names := []string{"class"}, []string{"class"}
 	var args []any
 	if series {
@@ -110,7 +119,7 @@ func (q *querier) pctDiscrete(ctx context.Context, pq PercentileQuery) ([]ClassP
 	if err != nil {
 		return nil, err
 	}
-	w := baseWhere(pq.Range, pq.Class)
+	w := pctWhere(pq)
 	tbl := q.d.table(t.name)
 	rows, err := q.db().QueryContext(ctx, fmt.Sprintf("SELECT class, count(*) FROM %s WHERE %s GROUP BY class ORDER BY class", tbl, w), w.args...)
 	if err != nil {
@@ -180,7 +189,7 @@ func (q *querier) pctSeriesDiscrete(ctx context.Context, pq PercentileQuery, ser
 	if err != nil {
 		return nil, false, err
 	}
-	w := baseWhere(pq.Range, pq.Class)
+	w := pctWhere(pq)
 	tbl := q.d.table(t.name)
 	// Without series, t is a constant 0 and groups are classes.
 	group, by := "0", "class"

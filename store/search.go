@@ -37,7 +37,11 @@ func (q *querier) Search(ctx context.Context, sq SearchQuery) (SearchResult, err
 func (q *querier) SearchConnections(ctx context.Context, cq ConnectionSearch) (ConnectionResult, error) {
 	var res ConnectionResult
 	var err error
-	res.Total, res.Connections, err = searchTable(ctx, q, connTable, baseWhere(cq.Range, ""), cq.Limit, cq.Offset, scanConn,
+	w := baseWhere(cq.Range, "")
+	if cq.Sensor != "" {
+		w.add("sensor = ?", cq.Sensor)
+	}
+	res.Total, res.Connections, err = searchTable(ctx, q, connTable, w, cq.Limit, cq.Offset, scanConn,
 		func(c *reconstruct.Connection) string { return c.ID })
 	if err != nil {
 		return res, fmt.Errorf("connections: %w", err)
@@ -90,6 +94,9 @@ func (q *querier) searchWhere(k Kind, sq SearchQuery) (*where, error) {
 	}
 	if sq.ID != "" {
 		w.add("id = ?", sq.ID)
+	}
+	if sq.Sensor != "" {
+		w.add("sensor = ?", sq.Sensor)
 	}
 	if sq.ComponentMin != 0 || sq.ComponentMax != 0 {
 		// The column name comes from the fixed list, never from the query.

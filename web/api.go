@@ -92,6 +92,9 @@ func searchParams(c *gin.Context, ext func() (extent, error)) (query.SearchQuery
 	if q.ID = c.Query("id"); len(q.ID) > maxIDLen {
 		return q, fmt.Errorf("id: longer than %d bytes", maxIDLen)
 	}
+	if q.Sensor, err = sensorParam(c); err != nil {
+		return q, err
+	}
 	if v := c.Query("status"); v != "" {
 		if q.Status, err = strconv.Atoi(v); err != nil || q.Status < 100 || q.Status > 999 {
 			return q, fmt.Errorf("status=%q: want an HTTP status code", v)

@@ -132,6 +132,9 @@ func TestMain(m *testing.M) {
 	if knownPath != "" {
 		os.RemoveAll(filepath.Dir(knownPath))
 	}
+	if twoSensorsDir != "" {
+		os.RemoveAll(twoSensorsDir)
+	}
 	os.Exit(code)
 }
 

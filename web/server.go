@@ -460,6 +460,7 @@ func (s *Server) routes() *gin.Engine {
 	api.GET("/meta", s.apiMeta)
 	api.GET("/overview", s.apiOverview)
 	api.GET("/slo", s.apiSLO)
+	api.GET("/sensors", s.apiSensors)
 	api.GET("/search", s.apiSearch)
 	api.GET("/compare", s.apiCompare)
 	api.GET("/pageview/:id", s.apiPageview)

@@ -211,7 +211,11 @@ func (h *whatIfHandler) answer(c *gin.Context) (*WhatIfResponse, error) {
 		return nil, badRequest{fmt.Errorf("model %q: want linear or queue", m)}
 	}
 	rules, perr := whatif.ParseRules(resp.RulesText)
-	data, err := h.data(c.Request.Context(), rangeFrom(c))
+	sensor, err := sensorParam(c)
+	if err != nil {
+		return nil, err
+	}
+	data, err := h.data(c.Request.Context(), rangeFrom(c), sensor)
 	if err != nil {
 		return nil, err
 	}
@@ -371,8 +375,8 @@ type whatIfData struct {
 	ranks map[string][]whatif.Ranked
 }
 
-func (h *whatIfHandler) data(ctx context.Context, rng rangeParams) (*whatIfData, error) {
-	key := rng.Last + "\x00" + rng.From + "\x00" + rng.To
+func (h *whatIfHandler) data(ctx context.Context, rng rangeParams, sensor string) (*whatIfData, error) {
+	key := rng.Last + "\x00" + rng.From + "\x00" + rng.To + "\x00" + sensor
 	if h.o.CacheTTL > 0 {
 		written := h.st.Stats().Written
 		h.mu.Lock()
@@ -387,7 +391,7 @@ func (h *whatIfHandler) data(ctx context.Context, rng rangeParams) (*whatIfData,
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 		defer cancel()
 		start := time.Now()
-		d, err := h.load(cctx, rng)
+		d, err := h.load(cctx, rng, sensor)
 		if err != nil {
 			return nil, err
 		}
@@ -414,7 +418,7 @@ func (h *whatIfHandler) data(ctx context.Context, rng rangeParams) (*whatIfData,
 	return v.(*whatIfData), nil
 }
 
-func (h *whatIfHandler) load(ctx context.Context, rp rangeParams) (*whatIfData, error) {
+func (h *whatIfHandler) load(ctx context.Context, rp rangeParams, sensor string) (*whatIfData, error) {
 	var ext extent
 	if rp.Last != "" && rp.Last != "all" {
 		var err error
@@ -427,7 +431,9 @@ func (h *whatIfHandler) load(ctx context.Context, rp rangeParams) (*whatIfData, 
 		return nil, badRequest{err}
 	}
 	d := &whatIfData{at: time.Now(), written: h.st.Stats().Written, ranks: map[string][]whatif.Ranked{}}
-	recs, err := whatif.ReadStore(ctx, h.st, rng, h.o.Read)
+	lim := h.o.Read
+	lim.Sensor = sensor // one front end's traffic: its splicer acts on nothing else
+	recs, err := whatif.ReadStore(ctx, h.st, rng, lim)
 	if err != nil {
 		return nil, err
 	}

@@ -84,7 +84,11 @@ func (h *whatIfHandler) exportRules(c *gin.Context) ([]byte, string, error) {
 	if e.Rules, err = whatif.ParseRules(src); err != nil {
 		return nil, "", fmt.Errorf("whatif export: %w", err)
 	}
-	data, err := h.data(c.Request.Context(), rangeFrom(c))
+	sensor, err := sensorParam(c)
+	if err != nil {
+		return nil, "", err
+	}
+	data, err := h.data(c.Request.Context(), rangeFrom(c), sensor)
 	if err != nil {
 		return nil, "", err
 	}

@@ -38,6 +38,9 @@ type ReadLimits struct {
 	// transactions that opened one (default MaxTransactions, which a
 	// connection per transaction reaches).
 	MaxConnections int
+	// Sensor, if set, reads one sensor's records only: one front end's
+	// traffic, which its own splicer's actions would act on.
+	Sensor string
 }
 
 func (l ReadLimits) withDefaults() ReadLimits {
@@ -106,7 +109,7 @@ const searchPage = 10000
 func ReadStore(ctx context.Context, q Querier, rng query.TimeRange, lim ReadLimits) (*Records, error) {
 	lim = lim.withDefaults()
 	r := &Records{Limits: lim}
-	txs, matching, err := searchNewest(ctx, q, query.Transactions, rng, lim.MaxTransactions,
+	txs, matching, err := searchNewest(ctx, q, query.Transactions, rng, lim,
 		func(res query.SearchResult) []*reconstruct.Transaction { return res.Transactions },
 		func(t *reconstruct.Transaction) string { return t.ID })
 	if err != nil {
@@ -119,7 +122,7 @@ func ReadStore(ctx context.Context, q Querier, rng query.TimeRange, lim ReadLimi
 		r.Loaded.Truncated = true
 		txs, rng.From = cutOldest(txs, lim.MaxTransactions)
 	}
-	pvs, _, err := searchNewest(ctx, q, query.Pageviews, rng, lim.MaxTransactions,
+	pvs, _, err := searchNewest(ctx, q, query.Pageviews, rng, lim,
 		func(res query.SearchResult) []*pageview.Pageview { return res.Pageviews },
 		func(p *pageview.Pageview) string { return p.ID })
 	if err != nil {
@@ -145,10 +148,10 @@ func ReadStore(ctx context.Context, q Querier, rng query.TimeRange, lim ReadLimi
 }
 
 // searchNewest pages one kind of rng through Search (pageNewest).
-func searchNewest[T any](ctx context.Context, q Querier, k query.Kind, rng query.TimeRange, limit int,
+func searchNewest[T any](ctx context.Context, q Querier, k query.Kind, rng query.TimeRange, lim ReadLimits,
 	records func(query.SearchResult) []T, id func(T) string) ([]T, int64, error) {
-	return pageNewest(ctx, string(k), limit, func(ctx context.Context, off int) ([]T, int64, error) {
-		res, err := q.Search(ctx, query.SearchQuery{Kind: k, Range: rng, Offset: off, Limit: searchPage})
+	return pageNewest(ctx, string(k), lim.MaxTransactions, func(ctx context.Context, off int) ([]T, int64, error) {
+		res, err := q.Search(ctx, query.SearchQuery{Kind: k, Range: rng, Sensor: lim.Sensor, Offset: off, Limit: searchPage})
 		return records(res), res.Total, err
 	}, id)
 }
@@ -227,7 +230,7 @@ func (r *Records) readConnections(ctx context.Context, q Querier, txs []*reconst
 	}
 	limit := r.Limits.MaxConnections
 	conns, matching, err := pageNewest(ctx, "connections", limit, func(ctx context.Context, off int) ([]*reconstruct.Connection, int64, error) {
-		res, err := q.SearchConnections(ctx, query.ConnectionSearch{Range: span, Offset: off, Limit: searchPage})
+		res, err := q.SearchConnections(ctx, query.ConnectionSearch{Range: span, Sensor: r.Limits.Sensor, Offset: off, Limit: searchPage})
 		return res.Connections, res.Total, err
 	}, func(c *reconstruct.Connection) string { return c.ID })
 	if err != nil {

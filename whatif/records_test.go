@@ -119,7 +119,7 @@ func TestReadStoreReadsEverythingInBoundedQueries(t *testing.T) {
 		t.Error("records not in start order")
 	}
 	// One page of each kind: no query per pageview.
-	if m.searches != 2 || m.connSearches != 1 || r.Limits != (ReadLimits{200_000, 200_000}) {
+	if m.searches != 2 || m.connSearches != 1 || r.Limits != (ReadLimits{MaxTransactions: 200_000, MaxConnections: 200_000}) {
 		t.Errorf("%d searches, %d connection searches; limits %+v", m.searches, m.connSearches, r.Limits)
 	}
 	// Read through the store or handed over, the replay is the same.

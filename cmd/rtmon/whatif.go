@@ -26,6 +26,7 @@ type whatifOptions struct {
 	captures    []string
 	storeURL    string
 	maxTx       int
+	sensor      string
 	rulesFile   string
 	rules       []string
 	priorities  []string
@@ -89,6 +90,7 @@ Rules: IF <cond> THEN <action>[, <action>], one per line, # comments, e.g.
 	f.DurationSliceVar(&o.edges, "edges", nil, "histogram bucket lower bounds (default 0,0.5s,1s,...,60s)")
 	f.StringVar(&o.storeURL, "store", "", "read the records from a store (memory:, duckdb:PATH, clickhouse://...)")
 	f.IntVar(&o.maxTx, "max-transactions", 200000, "with --store: newest transactions read at most")
+	f.StringVar(&o.sensor, "sensor", "", "with --store: replay one sensor's records only (one front end's traffic, which its own splicer's actions act on)")
 	f.StringVar(&o.exportRules, "export-rules", "", "write the top-ranked rule set (or the rules given, when nothing is ranked) as a rules file for the front end, its predicted effect, model and assumptions in comments (- for stdout, instead of the report)")
 	f.IntVar(&o.exportRank, "export-rank", 1, "with --export-rules: the rank to export")
 	f.StringVar(&o.exportClass, "export-class", "", "with --export-rules: the class whose ranking to export from (default: the first high-priority class)")
@@ -338,6 +340,9 @@ func writeWhatifText(w io.Writer, rep *whatifReport) {
 
 // dataset loads the records to replay from whichever source was given.
 func (o whatifOptions) dataset(ctx context.Context) (*whatif.Dataset, error) {
+	if o.sensor != "" && o.storeURL == "" {
+		return nil, fmt.Errorf("--sensor %q: only a store (--store) holds several sensors' records", o.sensor)
+	}
 	switch {
 	case o.storeURL != "":
 		st, err := store.Open(ctx, o.storeURL, store.Options{})
@@ -345,7 +350,7 @@ func (o whatifOptions) dataset(ctx context.Context) (*whatif.Dataset, error) {
 			return nil, fmt.Errorf("--store %s: %w", o.storeURL, err)
 		}
 		defer st.Close()
-		recs, err := whatif.ReadStore(ctx, st, store.TimeRange{}, whatif.ReadLimits{MaxTransactions: o.maxTx})
+		recs, err := whatif.ReadStore(ctx, st, store.TimeRange{}, whatif.ReadLimits{MaxTransactions: o.maxTx, Sensor: o.sensor})
 		if err != nil {
 			return nil, err
 		}

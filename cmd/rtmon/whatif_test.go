@@ -231,3 +231,58 @@ func TestWhatifQueueModel(t *testing.T) {
 		t.Errorf("--server-model magic: err %v\n%s", err, out)
 	}
 }
+
+// Two front ends' sensors store into one store: replaying one sensor's
+// records from it (--sensor) gives what that front end's own records give,
+// not a mix of both.
+func TestWhatifOneSensorOfAStore(t *testing.T) {
+	storeURL := "duckdb:" + filepath.Join(t.TempDir(), "two.duckdb")
+	rule := "IF IP.SRC == * THEN FAST SYN GAP 200ms"
+	var own []*whatif.Result
+	for i, sensor := range []string{"fe-a", "fe-b"} {
+		in := filepath.Join(t.TempDir(), sensor+".pcap")
+		wl := synth.Workload{Seed: int64(7 + i), Clients: 6 + 6*i, Duration: 10 * time.Second, SYNLossRate: 0.1 + 0.2*float64(i)}
+		if _, err := synth.GenerateFile(in, synth.Options{Nanosecond: true}, wl); err != nil {
+			t.Fatal(err)
+		}
+		o := defaultAnalyze()
+		o.out, o.storeURL, o.sensor = t.TempDir(), storeURL, sensor
+		if err := runAnalyze(context.Background(), &bytes.Buffer{}, []string{in}, o); err != nil {
+			t.Fatal(err)
+		}
+		own = append(own, whatifJSON(t, "--records", o.out, "--rule", rule))
+	}
+	for i, sensor := range []string{"fe-a", "fe-b"} {
+		got := whatifJSON(t, "--store", storeURL, "--sensor", sensor, "--rule", rule)
+		a, b := own[i].Classes, got.Classes
+		if len(a) != len(b) || len(a) == 0 {
+			t.Fatalf("%s: %d classes from the store, %d from its own records", sensor, len(b), len(a))
+		}
+		for k := range a {
+			if a[k].Measured.N != b[k].Measured.N || a[k].Measured.P50 != b[k].Measured.P50 || a[k].Predicted.P90 != b[k].Predicted.P90 {
+				t.Errorf("%s class %s: from the store measured %+v predicted %+v; its own records %+v / %+v", sensor, a[k].Class,
+					b[k].Measured, b[k].Predicted, a[k].Measured, a[k].Predicted)
+			}
+		}
+	}
+	both := whatifJSON(t, "--store", storeURL, "--rule", rule)
+	if n, a, b := both.Classes[0].Measured.N, own[0].Classes[0].Measured.N, own[1].Classes[0].Measured.N; n != a+b {
+		t.Errorf("every sensor: %d measured in the first class, want %d + %d", n, a, b)
+	}
+	if _, err := runCmd(t, "whatif", "--sensor", "fe-a", "--rule", rule, filepath.Join(t.TempDir(), "x.pcap")); err == nil || !strings.Contains(err.Error(), "--sensor") {
+		t.Errorf("--sensor without --store: %v, want an error naming --sensor", err)
+	}
+}
+
+func whatifJSON(t *testing.T, args ...string) *whatif.Result {
+	t.Helper()
+	out, err := runCmd(t, append([]string{"whatif", "--format", "json"}, args...)...)
+	if err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, out)
+	}
+	var rep whatifReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Result == nil {
+		t.Fatalf("%v: %v\n%s", args, err, out)
+	}
+	return rep.Result
+}

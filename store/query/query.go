@@ -23,6 +23,9 @@ type Querier interface {
 	// PageviewByID returns one pageview with its transactions and
 	// connections; ErrNotFound when no pageview has that id.
 	PageviewByID(ctx context.Context, id string) (*PageviewDetail, error)
+	// Sensors lists the sensors that stored records in r with their
+	// counts, the most transactions first (at most MaxSensors).
+	Sensors(ctx context.Context, r TimeRange) ([]SensorCounts, error)
 	// Classes lists the classes that have records in r, sorted.
 	Classes(ctx context.Context, r TimeRange) ([]string, error)
 	// Extent is the size and time span of one kind's records.

@@ -61,6 +61,7 @@ type PercentileQuery struct {
 	Kind      Kind
 	Range     TimeRange
 	Class     string
+	Sensor    string // "" = every sensor
 	Component string
 	Qs        []float64
 	Bucket    time.Duration // PercentileSeries only
@@ -148,8 +149,11 @@ type SearchQuery struct {
 	// histogram bucket's is.
 	Component                  string
 	ComponentMin, ComponentMax int64
-	Offset                     int
-	Limit                      int // default 50, at most 10000
+	// Sensor keeps one sensor's records ("" = every sensor): one front
+	// end's view where several write into one store.
+	Sensor string
+	Offset int
+	Limit  int // default 50, at most 10000
 }
 
 // SearchResult holds one page; Total counts all matches.
@@ -164,6 +168,7 @@ type SearchResult struct {
 // id ascending.
 type ConnectionSearch struct {
 	Range  TimeRange
+	Sensor string // "" = every sensor
 	Offset int
 	Limit  int // default 50, at most 10000
 }
@@ -236,3 +241,18 @@ type Summary struct {
 	// recomputed from the records for this answer.
 	Recomputed int
 }
+
+// SensorCounts is one sensor's share of a range: the records it stored of
+// each kind and the span of its transactions' start times (0 when it
+// stored none).
+type SensorCounts struct {
+	Sensor       string `json:"sensor"`
+	Connections  int64  `json:"connections"`
+	Transactions int64  `json:"transactions"`
+	Pageviews    int64  `json:"pageviews"`
+	First        int64  `json:"first"`
+	Last         int64  `json:"last"`
+}
+
+// MaxSensors bounds the sensors Sensors lists (the most active first).
+const MaxSensors = 256

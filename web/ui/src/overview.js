@@ -3,6 +3,7 @@ import { rangePicker, select, classOptions, apiQuery } from './controls.js';
 import * as charts from './charts.js';
 import { onLive, renderPipeline } from './live.js';
 import { sloPanel } from './slo.js';
+import { sensorPanel } from './sensors.js';
 import * as drill from './drill.js';
 import { track, commit, onPop, setControl } from './urlstate.js';
 
@@ -159,6 +160,7 @@ function render(body, o, meta) {
 
   body.append(counters(o));
   body.append(sloPanel());
+  body.append(sensorPanel());
 
   const pctTable = el('table', { id: 'percentiles', class: 'nums' },
     el('thead', {}, el('tr', {}, el('th', {}, 'Class'), el('th', { class: 'n' }, 'Count'),

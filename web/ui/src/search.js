@@ -1,7 +1,7 @@
 import { el, clear, getJSON, fmtDur, fmtInt, fmtTime, params, showError, classLabel } from './dom.js';
 import { ranges, classOptions } from './controls.js';
 
-const filterKeys = ['kind', 'id', 'client', 'class', 'url', 'status', 'comp', 'min', 'max', 'last', 'from', 'to'];
+const filterKeys = ['kind', 'id', 'client', 'class', 'sensor', 'url', 'status', 'comp', 'min', 'max', 'last', 'from', 'to'];
 
 // Search is a plain GET form: submitting it puts the filters in the URL,
 // so every result page can be shared and reloaded.
@@ -18,6 +18,8 @@ export async function search(main, meta) {
     el('label', { class: 'ctl' }, 'Client ', el('input', { name: 'client', id: 'client', value: v('client'), placeholder: '10.4.*.* or 10.0.0.0/8', size: 16 })),
     el('label', { class: 'ctl' }, 'Class ', el('select', { name: 'class', id: 'class' },
       classOptions(meta.classes).map(([k, t]) => el('option', { value: k, selected: v('class') === k }, t)))),
+    // One front end's records, where several sensors write into one store.
+    el('label', { class: 'ctl' }, 'Sensor ', el('input', { name: 'sensor', id: 'sensor', value: v('sensor'), size: 10, maxlength: 128 })),
     el('label', { class: 'ctl' }, 'URL contains ', el('input', { name: 'url', id: 'url', value: v('url'), size: 18 })),
     el('label', { class: 'ctl' }, 'Status ', el('input', { name: 'status', id: 'status', value: v('status'), size: 4, inputmode: 'numeric' })),
     // A duration range of one component: what a histogram bucket or a

@@ -8,7 +8,7 @@ import { ranges } from './controls.js';
 // Everything shown is built with text nodes (rule text and class names
 // come from the user and the network).
 
-const formKeys = ['rules', 'last', 'from', 'to', 'class', 'priority', 'model', 'theme'];
+const formKeys = ['rules', 'last', 'from', 'to', 'sensor', 'class', 'priority', 'model', 'theme'];
 const defaultRules = 'IF IP.SRC == * THEN FAST SYN GAP 200ms';
 
 export async function whatif(main, meta) {
@@ -33,6 +33,9 @@ export async function whatif(main, meta) {
         ranges.filter(([k]) => k !== 'custom').map(([k, t]) => el('option', { value: k, selected: (v('last') || 'all') === k }, t)))),
       el('label', { class: 'ctl' }, 'From ', el('input', { name: 'from', id: 'from', value: v('from'), placeholder: 'YYYY-MM-DDTHH:MM:SS', size: 19 })),
       el('label', { class: 'ctl' }, 'To ', el('input', { name: 'to', id: 'to', value: v('to'), placeholder: 'UTC', size: 19 })),
+      // A splicer acts on its own front end's traffic: replay one sensor's.
+      el('label', { class: 'ctl', title: 'replay one front end\'s records (its sensor id); empty: every sensor' }, 'Sensor ',
+        el('input', { name: 'sensor', id: 'sensor', value: v('sensor'), size: 10, maxlength: 128 })),
       el('label', { class: 'ctl' }, 'Ranked class ', el('select', { name: 'class', id: 'class' },
         [['', 'Auto (first high-priority)'], ...meta.classes.map((c) => [c, classLabel(c)])]
           .map(([k, t]) => el('option', { value: k, selected: v('class') === k }, t)))),

@@ -1,0 +1,163 @@
+package store_test
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/query"
+	"github.com/rtmon/rtmon/store/storetest"
+)
+
+// Two front ends' sensors write into one store; the per-sensor breakdown
+// and every sensor filter must answer for exactly one front end's records.
+
+func TestSensorsDuckDB(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "two.db")
+	// DuckDB has one writer per file: the sensors take turns.
+	checkSensors(t, func(sensor string, write func(store.Store)) store.Store {
+		s, err := store.Open(context.Background(), "duckdb:"+path, store.Options{Sensor: sensor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(s)
+		return s
+	}, true)
+}
+
+func TestSensorsClickHouse(t *testing.T) {
+	url := needCH(t).URL(freshDB())
+	checkSensors(t, func(sensor string, write func(store.Store)) store.Store {
+		s, err := store.Open(context.Background(), url, store.Options{Sensor: sensor, SpillDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(s)
+		return s
+	}, false)
+}
+
+// checkSensors writes generated records as sensors "fe-a" and "fe-b"
+// (open returns a store that has written; closeEach: close it before the
+// next opens) and checks Sensors, Search, SearchConnections and
+// Percentiles with and without the sensor filter against references
+// built from each sensor's own batch.
+func checkSensors(t *testing.T, open func(sensor string, write func(store.Store)) store.Store, closeEach bool) {
+	ctx := context.Background()
+	refs := map[string]*storetest.Ref{}
+	var last store.Store
+	for i, sensor := range []string{"fe-a", "fe-b"} {
+		g := storetest.NewGen(uint64(11+i), storetest.T0+int64(i)*1e11, 1e9)
+		b := g.Next(600 + 400*i)
+		refs[sensor] = storetest.NewRef()
+		refs[sensor].Add(b)
+		s := open(sensor, func(s store.Store) {
+			if err := s.WriteBatch(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if closeEach && i == 0 {
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		t.Cleanup(func() { s.Close() })
+		last = s
+	}
+	got, err := last.Sensors(ctx, query.TimeRange{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// fe-b wrote more transactions, so it is listed first.
+	if len(got) != 2 || got[0].Sensor != "fe-b" || got[1].Sensor != "fe-a" {
+		t.Fatalf("sensors %+v, want fe-b then fe-a", got)
+	}
+	for _, sc := range got {
+		ref := refs[sc.Sensor]
+		first, lastStart := ref.Txs[0].Start, ref.Txs[0].Start
+		for _, tx := range ref.Txs {
+			first, lastStart = min(first, tx.Start), max(lastStart, tx.Start)
+		}
+		want := query.SensorCounts{Sensor: sc.Sensor, Connections: int64(len(ref.Conns)), Transactions: int64(len(ref.Txs)),
+			Pageviews: int64(len(ref.Pvs)), First: first, Last: lastStart}
+		if sc != want {
+			t.Errorf("sensor %s: %+v, want %+v", sc.Sensor, sc, want)
+		}
+		checkSensorFilters(t, last, sc.Sensor, ref)
+	}
+	if none, err := last.Search(ctx, query.SearchQuery{Sensor: "fe-c"}); err != nil || none.Total != 0 {
+		t.Errorf("sensor fe-c: %d matches, %v; want none", none.Total, err)
+	}
+	// fe-b started later: a range ending at fe-a's first record holds
+	// fe-a alone.
+	aFirst, bFirst := earliest(refs["fe-a"]), earliest(refs["fe-b"])
+	if aFirst >= bFirst {
+		t.Fatalf("fe-a's records start at %d, not before fe-b's at %d", aFirst, bFirst)
+	}
+	if cut, err := last.Sensors(ctx, query.TimeRange{To: aFirst + 1}); err != nil || len(cut) != 1 || cut[0].Sensor != "fe-a" {
+		t.Errorf("sensors up to fe-a's first record: %+v, %v; want fe-a alone", cut, err)
+	}
+}
+
+// earliest is the first start time of any of ref's records.
+func earliest(ref *storetest.Ref) int64 {
+	first := ref.Txs[0].Start
+	for _, tx := range ref.Txs {
+		first = min(first, tx.Start)
+	}
+	for _, c := range ref.Conns {
+		first = min(first, c.FirstSeen)
+	}
+	for _, p := range ref.Pvs {
+		first = min(first, p.Start)
+	}
+	return first
+}
+
+func checkSensorFilters(t *testing.T, s store.Store, sensor string, ref *storetest.Ref) {
+	ctx := context.Background()
+	res, err := s.Search(ctx, query.SearchQuery{Sensor: sensor, Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids, want []string
+	for _, tx := range res.Transactions {
+		ids = append(ids, tx.ID)
+	}
+	for _, tx := range ref.Txs {
+		want = append(want, tx.ID)
+	}
+	slices.Sort(ids)
+	slices.Sort(want)
+	if res.Total != int64(len(ref.Txs)) || !slices.Equal(ids, want) {
+		t.Errorf("%s: search found %d (%d read), want exactly its %d transactions", sensor, res.Total, len(ids), len(want))
+	}
+	pvs, err := s.Search(ctx, query.SearchQuery{Kind: query.Pageviews, Sensor: sensor, Limit: 10000})
+	if err != nil || pvs.Total != int64(len(ref.Pvs)) {
+		t.Errorf("%s: %d pageviews (%v), want %d", sensor, pvs.Total, err, len(ref.Pvs))
+	}
+	conns, err := s.SearchConnections(ctx, query.ConnectionSearch{Sensor: sensor, Limit: 10000})
+	if err != nil || conns.Total != int64(len(ref.Conns)) || len(conns.Connections) != len(ref.Conns) {
+		t.Errorf("%s: %d connections (%v), want %d", sensor, conns.Total, err, len(ref.Conns))
+	}
+	pq := query.PercentileQuery{Kind: query.Transactions, Sensor: sensor, Component: "total", Qs: []float64{0.5, 0.9, 0.99}}
+	gotP, err := s.Percentiles(ctx, pq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantP := ref.Percentiles(pq); !samePercentiles(gotP, wantP) {
+		t.Errorf("%s: percentiles %+v, want %+v", sensor, gotP, wantP)
+	}
+}
+
+func samePercentiles(a, b []query.ClassPercentiles) bool {
+	return slices.EqualFunc(a, b, func(x, y query.ClassPercentiles) bool {
+		return x.Class == y.Class && x.Count == y.Count && slices.Equal(x.Values, y.Values)
+	})
+}

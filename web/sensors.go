@@ -1,0 +1,94 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/rtmon/rtmon/store/query"
+)
+
+// Several front ends' sensors can write into one store: the overview's
+// sensor panel breaks a range down by sensor, and search and the what-if
+// take sensor= to look at one front end alone.
+
+// maxSensorName bounds the sensor= parameter (ids are operator-chosen
+// names; a longer one cannot match and would only bloat cache keys).
+const maxSensorName = 128
+
+// maxSensorsShown bounds the sensors whose percentiles the panel reads:
+// each costs one exact query over the raw records.
+const maxSensorsShown = 16
+
+// sensorParam reads sensor= ("" = every sensor).
+func sensorParam(c *gin.Context) (string, error) {
+	s := c.Query("sensor")
+	if len(s) > maxSensorName {
+		return "", badRequest{fmt.Errorf("sensor: longer than %d bytes", maxSensorName)}
+	}
+	return s, nil
+}
+
+// SensorsResponse is /api/sensors: each sensor's records in the range
+// and its classes' transaction-time percentiles (ns; Quantiles). Truncated:
+// more sensors stored records than are listed.
+type SensorsResponse struct {
+	Range     query.TimeRange `json:"range"`
+	Quantiles []float64       `json:"quantiles"`
+	Sensors   []SensorRow     `json:"sensors"`
+	Truncated bool            `json:"truncated"`
+}
+
+// SensorRow is one sensor's share of the range.
+type SensorRow struct {
+	query.SensorCounts
+	Classes []SensorClass `json:"classes"`
+}
+
+// SensorClass is one class's transactions at one sensor: how many, and
+// their total time at the response's quantiles (ns).
+type SensorClass struct {
+	Class  string  `json:"class"`
+	Count  int64   `json:"count"`
+	Values []int64 `json:"values"`
+}
+
+func (s *Server) apiSensors(c *gin.Context) {
+	ctx := c.Request.Context()
+	ext, err := dataExtent(ctx, s.cfg.Store)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	r, err := rangeFrom(c).resolve(ext)
+	if err != nil {
+		bad(c, err)
+		return
+	}
+	counts, err := s.cfg.Store.Sensors(ctx, r)
+	if err != nil {
+		fail(c, fmt.Errorf("sensors: %w", err))
+		return
+	}
+	resp := SensorsResponse{Range: r, Quantiles: quantiles, Sensors: []SensorRow{}}
+	if len(counts) > maxSensorsShown {
+		counts, resp.Truncated = counts[:maxSensorsShown], true
+	}
+	for _, sc := range counts {
+		row := SensorRow{SensorCounts: sc, Classes: []SensorClass{}}
+		if sc.Transactions > 0 {
+			pcts, err := s.cfg.Store.Percentiles(ctx, query.PercentileQuery{Kind: query.Transactions, Range: r,
+				Sensor: sc.Sensor, Component: "total", Qs: quantiles})
+			if err != nil {
+				fail(c, fmt.Errorf("sensor %q percentiles: %w", sc.Sensor, err))
+				return
+			}
+			for _, p := range pcts {
+				row.Classes = append(row.Classes, SensorClass{Class: p.Class, Count: p.Count, Values: p.Values})
+			}
+		}
+		resp.Sensors = append(resp.Sensors, row)
+	}
+	c.JSON(http.StatusOK, resp)
+}
