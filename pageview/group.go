@@ -554,6 +554,10 @@ func (g *Grouper) standAlone(tx *reconstruct.Transaction) {
 
 func (g *Grouper) forward(tx *reconstruct.Transaction, pvID string) {
 	tx.PageviewID = pvID
+	// The store keeps a redirect's Location, so that grouping again from
+	// it (package stitch) follows the redirect: redacted as URLs are
+	// (twice changes nothing, so the hashes still match).
+	tx.Location = g.cfg.Redaction.Redact(tx.Location)
 	g.next.Transaction(tx)
 }
 

@@ -59,6 +59,11 @@ type Pageview struct {
 
 	Flags reconstruct.Flags `json:"flags,omitempty"`
 
+	// Sensors are the sensors whose transactions the pageview holds, in
+	// order: set by the store (a sensor's own pageview lists that sensor)
+	// and by cross-sensor stitching (package stitch); empty from a Grouper.
+	Sensors []string `json:"sensors,omitempty"`
+
 	// Transactions are the pageview's transactions (container first, then
 	// redirects, then objects in Start order; after-load ones carry
 	// reconstruct.FlagAfterLoad), for consumers such as the HAR writer.

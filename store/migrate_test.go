@@ -36,9 +36,12 @@ func TestMigrationAddsPageviewColumns(t *testing.T) {
 			}
 			defer db.Close()
 			for _, q := range []string{
+				"ALTER TABLE pageviews DROP COLUMN sensors",
 				"ALTER TABLE pageviews DROP COLUMN evidence",
 				"ALTER TABLE pageviews DROP COLUMN redirects",
 				"ALTER TABLE pageviews DROP COLUMN after_load",
+				"ALTER TABLE transactions DROP COLUMN sec_fetch_dest",
+				"ALTER TABLE transactions DROP COLUMN location",
 				"ALTER TABLE transactions DROP COLUMN ttls",
 				"ALTER TABLE transactions DROP COLUMN request_acked",
 				"ALTER TABLE connections DROP COLUMN ttls",
@@ -65,9 +68,12 @@ func TestMigrationAddsPageviewColumns(t *testing.T) {
 			}
 			defer conn.Close()
 			for _, q := range []string{
+				fmt.Sprintf("ALTER TABLE `%s`.pageviews DROP COLUMN sensors", db),
 				fmt.Sprintf("ALTER TABLE `%s`.pageviews DROP COLUMN evidence", db),
 				fmt.Sprintf("ALTER TABLE `%s`.pageviews DROP COLUMN redirects", db),
 				fmt.Sprintf("ALTER TABLE `%s`.pageviews DROP COLUMN after_load", db),
+				fmt.Sprintf("ALTER TABLE `%s`.transactions DROP COLUMN sec_fetch_dest", db),
+				fmt.Sprintf("ALTER TABLE `%s`.transactions DROP COLUMN location", db),
 				fmt.Sprintf("ALTER TABLE `%s`.transactions DROP COLUMN ttls", db),
 				fmt.Sprintf("ALTER TABLE `%s`.transactions DROP COLUMN request_acked", db),
 				fmt.Sprintf("ALTER TABLE `%s`.connections DROP COLUMN ttls", db),
@@ -132,7 +138,7 @@ func checkMigration(t *testing.T, url string, downgrade func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := got.Pageview; p.AfterLoad != 0 || p.Redirects != 0 || p.Evidence != "" || p.Objects != 2 {
+	if p := got.Pageview; p.AfterLoad != 0 || p.Redirects != 0 || p.Evidence != "" || p.Objects != 2 || len(p.Sensors) != 0 {
 		t.Errorf("old row %+v", p)
 	}
 	b := storetest.NewGen(3, storetest.T0, 1e6).Next(20)

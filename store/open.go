@@ -118,5 +118,17 @@ func migrations(s schema) []migration {
 		}},
 		// 6: annotations (deploys, config changes, capture drops).
 		{6, func(ctx context.Context) error { return createTables(ctx, s, []table{annotationTable}) }},
+		// 7: pageviews say which sensors saw them; transactions keep what
+		// grouping them again needs (a redirect's Location, Sec-Fetch-Dest);
+		// cross-sensor stitching keeps its progress (stitch.go).
+		{7, func(ctx context.Context) error {
+			if err := addColumns(ctx, s, pvTable); err != nil {
+				return err
+			}
+			if err := addColumns(ctx, s, txTable); err != nil {
+				return err
+			}
+			return createTables(ctx, s, []table{checkpointTable})
+		}},
 	}
 }

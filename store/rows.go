@@ -71,11 +71,13 @@ var (
 		response_bytes:i64 body_bytes:i64 method:s host:s url:s status:u16 content_type:s referer:s user_agent:s accept:s
 		hole_bytes:i64 flags:u32
 		request_acked:i64
-		ttls:i64`)}
+		ttls:i64
+		location:s sec_fetch_dest:s`)}
 	pvTable = table{"pageviews", cols(`day:d sensor:s id:s iface:i32 client:s user_agent:s class:s priority:s server:s host:s url:s status:u16
 		container_id:s start_ns:i64 end_ns:i64 total:i64 tconn:i64 tserver:i64 ttransfer:i64 tother:i64 objects:i32 connections:i32
 		bytes:i64 syn_losses:i32 synack_losses:i32 retrans_bytes:i64 flags:u32
-		after_load:i32 redirects:i32 evidence:s`)}
+		after_load:i32 redirects:i32 evidence:s
+		sensors:s`)}
 	tables = []table{connTable, txTable, pvTable}
 )
 
@@ -259,6 +261,10 @@ func txRow(c *colSet, sensor, class string, t *reconstruct.Transaction) {
 	c.U32(uint32(t.Flags))
 	c.I64(t.RequestAcked)
 	c.I64(t.Ttls)
+	// What the pageview grouping reads besides the above, so that it can
+	// run again from the store (package stitch).
+	c.Str(clip(t.Location, maxURL))
+	c.Str(clip(t.SecFetchDest, maxMethod))
 }
 
 func pvRow(c *colSet, sensor string, p *pageview.Pageview) {
@@ -286,6 +292,13 @@ func pvRow(c *colSet, sensor string, p *pageview.Pageview) {
 	c.I32(p.AfterLoad)
 	c.I32(p.Redirects)
 	c.Str(clip(p.Evidence, maxClass))
+	// A single-sensor pageview lists its one sensor, as a stitched one
+	// lists all of its own (package stitch): both have the same shape.
+	sensors := strings.Join(p.Sensors, ",")
+	if sensors == "" {
+		sensors = sensor
+	}
+	c.Str(clip(sensors, maxHeader))
 }
 
 // int64List scans an array column from either driver.
@@ -346,7 +359,7 @@ func scanTx(r rowScanner, sensor *string) (*reconstruct.Transaction, error) {
 		&t.PageviewID, &t.RequestFirst, &t.RequestLast, &t.ResponseFirst, &t.ResponseLast, &t.ResponseAcked, &t.Start, &t.End,
 		&t.Tconn, &t.Trequest, &t.Tserver, &t.Ttransfer, &t.Total, &t.RTTClient, &t.RetransBytes, &t.RequestBytes,
 		&t.ResponseBytes, &t.BodyBytes, &t.Method, &t.Host, &t.URL, &status, &t.ContentType, &t.Referer, &t.UserAgent,
-		&t.Accept, &t.HoleBytes, &flags, &t.RequestAcked, &t.Ttls)
+		&t.Accept, &t.HoleBytes, &flags, &t.RequestAcked, &t.Ttls, &t.Location, &t.SecFetchDest)
 	if err != nil {
 		return nil, fmt.Errorf("scan transaction: %w", err)
 	}
@@ -357,11 +370,11 @@ func scanTx(r rowScanner, sensor *string) (*reconstruct.Transaction, error) {
 
 func scanPv(r rowScanner, sensor *string) (*pageview.Pageview, error) {
 	p := &pageview.Pageview{}
-	var client, server string
+	var client, server, sensors string
 	var iface, status, objs, conns, synl, synackl, flags, after, redirs int64
 	err := r.Scan(sensor, &p.ID, &iface, &client, &p.UserAgent, &p.Class, &p.Priority, &server, &p.Host, &p.URL, &status,
 		&p.ContainerID, &p.Start, &p.End, &p.Total, &p.Tconn, &p.Tserver, &p.Ttransfer, &p.Tother, &objs, &conns,
-		&p.Bytes, &synl, &synackl, &p.RetransBytes, &flags, &after, &redirs, &p.Evidence)
+		&p.Bytes, &synl, &synackl, &p.RetransBytes, &flags, &after, &redirs, &p.Evidence, &sensors)
 	if err != nil {
 		return nil, fmt.Errorf("scan pageview: %w", err)
 	}
@@ -369,5 +382,8 @@ func scanPv(r rowScanner, sensor *string) (*pageview.Pageview, error) {
 	p.Objects, p.Connections, p.SYNLosses, p.SYNACKLosses = int(objs), int(conns), int(synl), int(synackl)
 	p.AfterLoad, p.Redirects = int(after), int(redirs)
 	p.Flags = reconstruct.Flags(flags)
+	if sensors != "" {
+		p.Sensors = strings.Split(sensors, ",")
+	}
 	return p, nil
 }

@@ -49,6 +49,6 @@ func newRootCommand() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	root.AddCommand(newAnalyzeCommand(), newGenerateCommand(), newDemoCommand(), newLiveCommand(), newBenchCommand(), newWhatifCommand(), newServeCommand(), newRulesCommand(), newAnnotateCommand(), newCompareCommand())
+	root.AddCommand(newAnalyzeCommand(), newGenerateCommand(), newDemoCommand(), newLiveCommand(), newBenchCommand(), newWhatifCommand(), newServeCommand(), newRulesCommand(), newAnnotateCommand(), newCompareCommand(), newStitchCommand())
 	return root
 }

@@ -26,6 +26,8 @@ export async function pageview(main) {
       fact('Status', String(pv.status || '–'), 'status'), fact('Objects', String(pv.objects), 'objects'),
       fact('After load', String(pv.after_load || 0), 'after-load'), fact('Redirects', String(pv.redirects || 0), 'redirects'),
       fact('Grouped by', evidenceLabel(pv.evidence), 'evidence'),
+      // Which sensors saw it: more than one when stitched across front ends.
+      (pv.sensors && pv.sensors.length) ? fact(pv.sensors.length > 1 ? 'Sensors' : 'Sensor', pv.sensors.join(', '), 'sensors') : null,
       fact('Connections', String(pv.connections), 'connections'), fact('SYN / SYN-ACK losses', `${pv.syn_losses} / ${pv.synack_losses}`, 'losses'),
       fact('Bytes', fmtBytes(pv.bytes), 'bytes'), fact('User-Agent', pv.user_agent || '–', 'ua')),
     (pv.flags && pv.flags.length) ? el('p', { class: 'flags' }, 'Flags: ', pv.flags.join(', ')) : null,
