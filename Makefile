@@ -12,14 +12,15 @@ APT_PACKAGES := libpcap-dev tshark nginx-light nftables tcpdump iproute2 curl \
 	clickhouse-server chromium ethtool procps util-linux openssl tcpreplay
 # Installed without their recommended packages: prometheus only for
 # promtool, which checks the generated rules (its recommends would add
-# node-exporter and its services).
-APT_BARE := prometheus
+# node-exporter and its services); zookeeper for the ClickHouse cluster
+# (store/chcluster runs its server itself, no service).
+APT_BARE := prometheus zookeeper
 # A count, not a duration: Go 1.26's fuzz coordinator can fail a target with a
 # bare "context deadline exceeded" when a duration budget ends while a worker
 # is mid-call (golang/go#75804, fixed in 1.27). A count has no deadline to race.
 FUZZTIME ?= 100000x
 
-.PHONY: all deps ui build demo test test-go fuzz validate bench clean
+.PHONY: all deps ui build demo test test-go fuzz validate bench clean cluster-up cluster-down
 
 all: build
 
@@ -96,6 +97,17 @@ fuzz:
 
 bench: build
 	./bin/rtmon bench
+
+# A local ClickHouse cluster for cluster mode (docs/cluster.md): one
+# ZooKeeper and 2 shards x 2 replicas on loopback ports, data and PIDs in
+# CLUSTER_DIR. cluster-up prints the --store URL; cluster-down stops it
+# and keeps the data.
+CLUSTER_DIR ?= /var/tmp/rtmon-cluster
+cluster-up: deps
+	$(GO) run ./store/chcluster/clusterctl up --dir $(CLUSTER_DIR)
+
+cluster-down:
+	$(GO) run ./store/chcluster/clusterctl down --dir $(CLUSTER_DIR)
 
 clean:
 	rm -rf bin web/dist/app.js web/dist/app.css

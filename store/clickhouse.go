@@ -26,6 +26,9 @@ type chBackend struct {
 	conn chdriver.Conn
 	sdb  *sql.DB
 	db   string
+	// cluster: the remote_servers cluster of cluster mode ("": one
+	// server); see clickhouse_cluster.go.
+	cluster string
 }
 
 // insert sends one INSERT per table, as native-protocol blocks of
@@ -99,22 +102,27 @@ func (c *chBackend) chunkRows(n int) int { return 0 }
 func (c *chBackend) granule() int { return 0 }
 
 func chDDL(db string, t table) string {
+	engine, args, keys := chLayout(t)
+	return fmt.Sprintf("CREATE TABLE IF NOT EXISTS `%s`.%s (%s) ENGINE = %s(%s) %s", db, t.name, columnDefs(t, chTypes, ""), engine, args, keys)
+}
+
+// chLayout is how t is stored: its MergeTree-family engine, the engine's
+// arguments, and its partitioning and order. Cluster mode (clickhouse_cluster.go)
+// keeps the same under the engine's Replicated variant.
+func chLayout(t table) (engine, args, keys string) {
 	if t.name == rollupTable.name {
 		// The newest recompute of a (kind, minute, class) replaces the
 		// older ones at merges; readers keep the newest meanwhile.
-		return fmt.Sprintf("CREATE TABLE IF NOT EXISTS `%s`.%s (%s) ENGINE = ReplacingMergeTree(version) PARTITION BY toYYYYMMDD(day) ORDER BY (kind, minute, class)",
-			db, t.name, columnDefs(t, chTypes, ""))
+		return "ReplacingMergeTree", "version", "PARTITION BY toYYYYMMDD(day) ORDER BY (kind, minute, class)"
 	}
 	if t.name == annotationTable.name {
 		// Read by time range only; a plain MergeTree keeps every row.
-		return fmt.Sprintf("CREATE TABLE IF NOT EXISTS `%s`.%s (%s) ENGINE = MergeTree() PARTITION BY toYYYYMMDD(day) ORDER BY (time_ms, id)",
-			db, t.name, columnDefs(t, chTypes, ""))
+		return "MergeTree", "", "PARTITION BY toYYYYMMDD(day) ORDER BY (time_ms, id)"
 	}
 	// Partitioned by day for cheap retention; ordered by class then time,
 	// the filter of every dashboard query; id last so ReplacingMergeTree
 	// collapses exact duplicates (the writer's dedup makes that rare).
-	return fmt.Sprintf("CREATE TABLE IF NOT EXISTS `%s`.%s (%s) ENGINE = ReplacingMergeTree() PARTITION BY toYYYYMMDD(day) ORDER BY (class, start_ns, id)",
-		db, t.name, columnDefs(t, chTypes, ""))
+	return "ReplacingMergeTree", "", "PARTITION BY toYYYYMMDD(day) ORDER BY (class, start_ns, id)"
 }
 
 // connectClickHouse parses a clickhouse:// URL and checks the server
@@ -134,9 +142,18 @@ func connectClickHouse(ctx context.Context, rawURL string, timeout time.Duration
 	if !identRe.MatchString(db) {
 		return nil, fmt.Errorf("store url %q: database name %q must match %s", rawURL, db, identRe)
 	}
-	chOpts, err := clickhouse.ParseDSN(rawURL)
+	// ?cluster=NAME is ours, not a server setting: taken out before the
+	// driver reads the rest.
+	cluster, dsn, err := clusterOption(rawURL, u)
 	if err != nil {
 		return nil, fmt.Errorf("store url %q: %w", rawURL, err)
+	}
+	chOpts, err := clickhouse.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store url %q: %w", rawURL, err)
+	}
+	if cluster != "" {
+		clusterSettings(chOpts)
 	}
 	// Connect to "default" first: the database may not exist yet. All
 	// statements name the database explicitly.
@@ -157,7 +174,7 @@ func connectClickHouse(ctx context.Context, rawURL string, timeout time.Duration
 	}
 	sdb := clickhouse.OpenDB(chOpts)
 	sdb.SetMaxOpenConns(8)
-	return &chBackend{host: u.Host, conn: conn, sdb: sdb, db: db}, nil
+	return &chBackend{host: u.Host, conn: conn, sdb: sdb, db: db, cluster: cluster}, nil
 }
 
 func (c *chBackend) String() string   { return "clickhouse " + c.host + "/" + c.db }
@@ -191,6 +208,9 @@ func (c *chBackend) spillDir() string {
 func (c *chBackend) hangs() bool { return true }
 
 func (c *chBackend) prepareSchema(ctx context.Context) error {
+	if c.cluster != "" {
+		return c.clusterPrepareSchema(ctx)
+	}
 	if err := c.conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE IF NOT EXISTS `%s`", c.db)); err != nil {
 		return fmt.Errorf("create database %s: %w", c.db, err)
 	}
@@ -201,10 +221,16 @@ func (c *chBackend) prepareSchema(ctx context.Context) error {
 }
 
 func (c *chBackend) createTable(ctx context.Context, t table) error {
+	if c.cluster != "" {
+		return c.clusterCreateTable(ctx, t)
+	}
 	return c.conn.Exec(ctx, chDDL(c.db, t))
 }
 
 func (c *chBackend) addColumn(ctx context.Context, t table, col column) error {
+	if c.cluster != "" {
+		return c.clusterAddColumn(ctx, t, col)
+	}
 	return c.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE `%s`.%s ADD COLUMN %s %s DEFAULT %s", c.db, t.name, col.name, chTypes[col.kind], zeroOf(col.kind)))
 }
 
@@ -230,6 +256,9 @@ var partitionRe = regexp.MustCompile(`^[0-9]{8}$`)
 
 // dropDaysBefore drops whole expired day partitions: 18.16 has no table TTL.
 func (c *chBackend) dropDaysBefore(ctx context.Context, cutoff time.Time) error {
+	if c.cluster != "" {
+		return c.clusterDropDaysBefore(ctx, cutoff)
+	}
 	lim := cutoff.Format("20060102")
 	for _, t := range append([]table{rollupTable, annotationTable}, tables...) {
 		parts, err := queryStrings(ctx, c.sdb, "SELECT DISTINCT partition FROM system.parts WHERE database = ? AND table = ? AND active AND partition < ?", c.db, t.name, lim)

@@ -5,7 +5,8 @@
 // # Opening
 //
 // Open takes a URL: "memory:" (DuckDB in memory), "duckdb:PATH" (a DuckDB
-// file) or "clickhouse://host:9000/db". Both engines share one open path:
+// file) or "clickhouse://host:9000/db" ("...?cluster=NAME": a ClickHouse
+// cluster, docs/cluster.md). Both engines share one open path:
 // the schema is created or migrated, and the writer, the queries and the
 // retention are set up the same way; the engines differ only in how they
 // spell a few SQL forms (the dialect) and how they insert a batch of

@@ -34,6 +34,11 @@ func StitchingOf(s Store) (*Stitching, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %T", ErrNoStitching, s)
 	}
+	if c, _ := e.querier.ins.(*chBackend); c != nil && c.cluster != "" {
+		// Its mutations would go to each shard's local tables ON CLUSTER
+		// and be waited for on every replica: not done yet.
+		return nil, fmt.Errorf("%w: %s: cluster mode", ErrNoStitching, c)
+	}
 	return &Stitching{q: e.querier}, nil
 }
 

@@ -43,16 +43,25 @@ func EnsureBinary(ctx context.Context) (string, error) {
 	if p, err := exec.LookPath("clickhouse-server"); err == nil {
 		return p, nil
 	}
+	if err := AptInstall(ctx, "clickhouse-server"); err != nil {
+		return "", err
+	}
+	return exec.LookPath("clickhouse-server")
+}
+
+// AptInstall installs Debian packages without their recommends (tests run
+// as root on CI; package chcluster installs zookeeper with it too).
+func AptInstall(ctx context.Context, pkgs ...string) error {
 	if os.Geteuid() != 0 {
-		return "", fmt.Errorf("clickhouse-server not installed and not root: apt-get install -y clickhouse-server")
+		return fmt.Errorf("%s not installed and not root: apt-get install -y %s", strings.Join(pkgs, " "), strings.Join(pkgs, " "))
 	}
 	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 	install := func() error {
-		cmd := exec.CommandContext(ctx, "apt-get", "install", "-y", "--no-install-recommends", "clickhouse-server")
+		cmd := exec.CommandContext(ctx, "apt-get", append([]string{"install", "-y", "--no-install-recommends"}, pkgs...)...)
 		cmd.Env = env
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("apt-get install clickhouse-server: %w: %s", err, tail(out))
+			return fmt.Errorf("apt-get install %s: %w: %s", strings.Join(pkgs, " "), err, tail(out))
 		}
 		return nil
 	}
@@ -61,13 +70,11 @@ func EnsureBinary(ctx context.Context) (string, error) {
 		cmd := exec.CommandContext(ctx, "apt-get", "update")
 		cmd.Env = env
 		if out, uerr := cmd.CombinedOutput(); uerr != nil {
-			return "", fmt.Errorf("apt-get update: %w: %s", uerr, tail(out))
+			return fmt.Errorf("apt-get update: %w: %s", uerr, tail(out))
 		}
-		if err := install(); err != nil {
-			return "", err
-		}
+		return install()
 	}
-	return exec.LookPath("clickhouse-server")
+	return nil
 }
 
 func tail(b []byte) string {
@@ -201,6 +208,10 @@ func (s *Server) Stop() {
 		<-s.exited
 	}
 }
+
+// PID is the server's process id (for harnesses that stop it from
+// another process).
+func (s *Server) PID() int { return s.cmd.Process.Pid }
 
 // Restart stops the server and starts it again on the same dir and ports;
 // s then refers to the new process (so a deferred Stop stops that one).

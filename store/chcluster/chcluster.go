@@ -1,0 +1,273 @@
+// Package chcluster starts a ClickHouse cluster on this machine for tests
+// and operators: one ZooKeeper and shards x replicas clickhouse-server
+// processes (package chtest's servers, with a cluster config beside their
+// own), each on free loopback ports and a directory of its own, forming the
+// cluster "rtmon" of remote_servers (internal_replication on, macros
+// {shard} and {replica}, distributed DDL through ZooKeeper). Servers and
+// ZooKeeper stop and start one by one for failure tests. The ports and
+// PIDs are kept in DIR/cluster.json, so StopDir stops a cluster another
+// process started (make cluster-down) and a restart reuses the ports the
+// replicas registered in ZooKeeper.
+package chcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rtmon/rtmon/store/chtest"
+)
+
+// Options shape a cluster; zero values take the defaults.
+type Options struct {
+	Name     string // remote_servers name; "rtmon"
+	Shards   int    // 2
+	Replicas int    // per shard; 2
+}
+
+var nameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Name == "" {
+		o.Name = "rtmon"
+	}
+	if !nameRe.MatchString(o.Name) {
+		return o, fmt.Errorf("cluster name %q must match %s", o.Name, nameRe)
+	}
+	if o.Shards == 0 {
+		o.Shards = 2
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 2
+	}
+	// Bounded: each server is a process with its own caches.
+	if o.Shards < 1 || o.Replicas < 1 || o.Shards*o.Replicas > 8 {
+		return o, fmt.Errorf("cluster of %d x %d servers: want 1-8 servers", o.Shards, o.Replicas)
+	}
+	return o, nil
+}
+
+// Node is one clickhouse-server of the cluster.
+type Node struct {
+	Shard     int // 1-based, the {shard} macro
+	Replica   int // 1-based within the shard; the {replica} macro is "sNrM"
+	Dir       string
+	TCPPort   int
+	HTTPPort  int
+	InterPort int // interserver HTTP, replicas fetch parts through it
+	srv       *chtest.Server
+}
+
+// Addr is host:port of the node's native protocol.
+func (n *Node) Addr() string { return fmt.Sprintf("127.0.0.1:%d", n.TCPPort) }
+
+// Running says whether this process started the node and has not
+// stopped it.
+func (n *Node) Running() bool { return n.srv != nil }
+
+// Cluster is a running cluster.
+type Cluster struct {
+	Dir    string
+	Name   string
+	ZKPort int
+	ZK     *ZooKeeper // nil while stopped
+	Nodes  []*Node    // shard by shard: s1r1, s1r2, s2r1, ...
+	mu     sync.Mutex // state file writes
+}
+
+// URL is the store URL of database db in cluster mode, through node i.
+func (c *Cluster) URL(i int, db string) string {
+	return fmt.Sprintf("clickhouse://%s/%s?cluster=%s", c.Nodes[i].Addr(), db, c.Name)
+}
+
+// Start starts a cluster in dir (created if needed). A dir that holds a
+// stopped cluster is started again with its ports and data.
+func Start(ctx context.Context, dir string, opts Options) (*Cluster, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	dir, err = filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cluster dir: %w", err)
+	}
+	c, err := layout(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.saveState(); err != nil {
+		return nil, err
+	}
+	if err := c.StartZooKeeper(ctx); err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(c.Nodes))
+	var wg sync.WaitGroup
+	for i := range c.Nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = c.StartNode(ctx, i) }()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	if err := c.WaitReady(ctx, 3*time.Minute); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// layout is the cluster in dir: the ports of a previous run's state, or
+// fresh free ones.
+func layout(dir string, opts Options) (*Cluster, error) {
+	if st, err := readState(dir); err == nil {
+		if st.Name != opts.Name || len(st.Nodes) != opts.Shards*opts.Replicas {
+			return nil, fmt.Errorf("%s holds cluster %s of %d servers, not %s of %d: use another dir", dir, st.Name, len(st.Nodes), opts.Name, opts.Shards*opts.Replicas)
+		}
+		return st.cluster(dir), nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	c := &Cluster{Dir: dir, Name: opts.Name}
+	ports, err := freePorts(1 + 3*opts.Shards*opts.Replicas)
+	if err != nil {
+		return nil, err
+	}
+	c.ZKPort, ports = ports[0], ports[1:]
+	for s := 1; s <= opts.Shards; s++ {
+		for r := 1; r <= opts.Replicas; r++ {
+			n := &Node{Shard: s, Replica: r, Dir: filepath.Join(dir, fmt.Sprintf("s%dr%d", s, r)),
+				TCPPort: ports[0], HTTPPort: ports[1], InterPort: ports[2]}
+			ports = ports[3:]
+			c.Nodes = append(c.Nodes, n)
+		}
+	}
+	return c, nil
+}
+
+// freePorts picks n distinct free loopback ports, all held open until
+// all are picked so that none is handed out twice.
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	out := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("free port: %w", err)
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().(*net.TCPAddr).Port)
+	}
+	return out, nil
+}
+
+// StartZooKeeper starts ZooKeeper (again) on its port and data.
+func (c *Cluster) StartZooKeeper(ctx context.Context) error {
+	if c.ZK != nil {
+		return nil
+	}
+	z, err := startZooKeeper(ctx, filepath.Join(c.Dir, "zookeeper"), c.ZKPort)
+	if err != nil {
+		return err
+	}
+	c.ZK = z
+	return c.saveState()
+}
+
+// StopZooKeeper stops ZooKeeper; the servers keep running and retry.
+func (c *Cluster) StopZooKeeper() {
+	c.ZK.Stop()
+	c.ZK = nil
+	c.saveState()
+}
+
+// StartNode starts node i (again) on its ports and data.
+func (c *Cluster) StartNode(ctx context.Context, i int) error {
+	n := c.Nodes[i]
+	if n.srv != nil {
+		return nil
+	}
+	if err := writeNodeConfig(c, n); err != nil {
+		return err
+	}
+	srv, err := chtest.Start(ctx, n.Dir, n.TCPPort, n.HTTPPort)
+	if err != nil {
+		return fmt.Errorf("server s%dr%d: %w", n.Shard, n.Replica, err)
+	}
+	n.srv = srv
+	return c.saveState()
+}
+
+// StopNode stops node i by PID.
+func (c *Cluster) StopNode(i int) {
+	c.Nodes[i].srv.Stop()
+	c.Nodes[i].srv = nil
+	c.saveState()
+}
+
+// Stop stops every server, then ZooKeeper (so the servers do not spend
+// their shutdown reconnecting). Data and the state file are kept.
+func (c *Cluster) Stop() {
+	var wg sync.WaitGroup
+	for i, n := range c.Nodes {
+		if n.srv == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); c.StopNode(i) }()
+	}
+	wg.Wait()
+	if c.ZK != nil {
+		c.StopZooKeeper()
+	}
+}
+
+// WaitReady waits until every running server answers, sees the whole
+// cluster and has a working ZooKeeper session.
+func (c *Cluster) WaitReady(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	want := strconv.Itoa(len(c.Nodes))
+	for i, n := range c.Nodes {
+		if n.srv == nil {
+			continue
+		}
+		var last error
+		for {
+			got, err := c.Query(ctx, i, fmt.Sprintf("SELECT count() FROM system.clusters WHERE cluster = '%s'", c.Name))
+			if err == nil && strings.TrimSpace(got) != want {
+				err = fmt.Errorf("system.clusters lists %s servers of %s, want %s", strings.TrimSpace(got), c.Name, want)
+			}
+			if err == nil {
+				_, err = c.Query(ctx, i, "SELECT count() FROM system.zookeeper WHERE path = '/'")
+			}
+			if err == nil {
+				break
+			}
+			last = err
+			if time.Now().After(deadline) {
+				return fmt.Errorf("server s%dr%d not ready within %v: %w", n.Shard, n.Replica, limit, last)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
