@@ -209,6 +209,16 @@ func (s *Server) Stop() {
 	}
 }
 
+// Exited reports whether the server process has ended (a crash, or Stop).
+func (s *Server) Exited() bool {
+	select {
+	case <-s.exited:
+		return true
+	default:
+		return false
+	}
+}
+
 // PID is the server's process id (for harnesses that stop it from
 // another process).
 func (s *Server) PID() int { return s.cmd.Process.Pid }
