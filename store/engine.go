@@ -19,10 +19,9 @@ type engine struct {
 	stopTTL  chan struct{}
 	closeOne sync.Once
 	closeErr error
+	// shards: cluster mode's probe of the shards (clickhouse_shards.go).
+	shards *shardProbe
 }
-
-// Stats is the writer's; both interfaces name it.
-func (e *engine) Stats() WriterStats { return e.writer.Stats() }
 
 func (e *engine) Close() error {
 	e.closeOne.Do(func() {

@@ -82,6 +82,13 @@ func open(ctx context.Context, b backend, opts Options) (Store, error) {
 	if err := e.startTTL(ctx, opts.TTL, b.dropDaysBefore); err != nil {
 		return nil, errors.Join(fmt.Errorf("%s: %w", b, err), e.Close())
 	}
+	if c, ok := b.(*chBackend); ok && c.cluster != "" {
+		sp, err := newShardProbe(ctx, c)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("%s: %w", b, err), e.Close())
+		}
+		e.shards = sp
+	}
 	return e, nil
 }
 

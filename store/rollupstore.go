@@ -46,6 +46,11 @@ func (q *querier) refreshRollups(ctx context.Context, t table, rs []TimeRange, g
 // after version was taken) and an empty row for each key of gone that has
 // none.
 func (q *querier) storeRollups(ctx context.Context, rk rollupKind, rs []TimeRange, rows map[rollupKey]*rollupRow, gone []rollupKey, version int64) error {
+	if skipsShards(ctx) {
+		// Computed without a shard that is down: an undercount to answer
+		// with (marked partial), never to keep.
+		return nil
+	}
 	for _, k := range gone {
 		if rows[k] == nil {
 			rows[k] = &rollupRow{}

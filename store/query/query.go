@@ -83,4 +83,8 @@ type WriterStats struct {
 	// Reopens counts reopenings of an embedded database that had
 	// invalidated itself after a failed write (DuckDB on a full disk).
 	Reopens int64
+	// ShardsDown lists the shards of a ClickHouse cluster whose replicas
+	// all failed the last probe (a few seconds old at most): their records
+	// wait in the writer, and reads under WithPartial answer without them.
+	ShardsDown []int
 }
