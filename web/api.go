@@ -52,7 +52,9 @@ type metaResponse struct {
 }
 
 func (s *Server) apiMeta(c *gin.Context) {
-	classes, err := s.cfg.Store.Classes(c.Request.Context(), query.TimeRange{})
+	// The class picker: the classes the reachable shards hold will do.
+	ctx, _ := partialContext(c.Request.Context(), s.cfg.Store)
+	classes, err := s.cfg.Store.Classes(ctx, query.TimeRange{})
 	if err != nil {
 		fail(c, fmt.Errorf("classes: %w", err))
 		return
@@ -131,6 +133,9 @@ type SearchResponse struct {
 	// Links[i] leads from Transactions[i] to its pageview; built here
 	// because a start time in ns is not exact as a JavaScript number.
 	Links []string `json:"links,omitempty"`
+	// MissingShards: shards that were down, whose records are not among
+	// the matches (see partial.go).
+	MissingShards []int `json:"missing_shards,omitempty"`
 }
 
 func (s *Server) apiSearch(c *gin.Context) {
@@ -140,12 +145,14 @@ func (s *Server) apiSearch(c *gin.Context) {
 		bad(c, err)
 		return
 	}
-	res, err := s.cfg.Store.Search(ctx, q)
+	pctx, partial := partialContext(ctx, s.cfg.Store)
+	res, err := s.cfg.Store.Search(pctx, q)
 	if err != nil {
 		bad(c, fmt.Errorf("search: %w", err))
 		return
 	}
-	out := SearchResponse{Kind: q.Kind, Total: res.Total, Offset: q.Offset, Limit: q.Limit, Transactions: res.Transactions, Pageviews: res.Pageviews}
+	out := SearchResponse{Kind: q.Kind, Total: res.Total, Offset: q.Offset, Limit: q.Limit, Transactions: res.Transactions, Pageviews: res.Pageviews,
+		MissingShards: missingShards(partial)}
 	for _, t := range res.Transactions {
 		out.Links = append(out.Links, txPageviewLink(t))
 	}

@@ -145,6 +145,7 @@ var writerMetrics = []metric[query.WriterStats]{
 	newMetric(gauge, "store_spill_files", "Spill files waiting to be stored.", nil, func(s query.WriterStats) int64 { return int64(s.SpilledFiles) }),
 	newMetric(counter, "store_retries_total", "Failed store insert attempts.", nil, func(s query.WriterStats) int64 { return s.Retries }),
 	newMetric(gauge, "store_insert_failing", "1 while the oldest queued batch fails to store and is retried (the last error is on /healthz and in the UI).", nil, func(s query.WriterStats) int64 { return b2i(s.Failing) }),
+	newMetric(gauge, "store_shards_down", "ClickHouse cluster shards none of whose replicas accept connections: their records wait to be stored and the UI's answers leave them out.", nil, func(s query.WriterStats) int64 { return int64(len(s.ShardsDown)) }),
 	newMetric(gauge, "store_disk_full", "1 while storing or spilling fails for lack of disk space.", nil, func(s query.WriterStats) int64 { return b2i(s.DiskFull) }),
 	newMetric(gauge, "store_spill_failing", "1 while spilling fails: a full memory buffer then holds writers back (backpressure).", nil, func(s query.WriterStats) int64 { return b2i(s.SpillFailing) }),
 	newMetric(counter, "store_spill_failures_total", "Batches that could not be written to a spill file.", nil, func(s query.WriterStats) int64 { return s.SpillFailures }),
@@ -168,6 +169,8 @@ func storeState(s query.WriterStats) string {
 	switch {
 	case s.DiskFull:
 		return "disk full"
+	case len(s.ShardsDown) > 0:
+		return shardsText(s.ShardsDown) + " down"
 	case s.Failing:
 		return "failing"
 	case s.SpillFailing:

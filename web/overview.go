@@ -42,10 +42,13 @@ type Overview struct {
 	Top         map[string][]query.TopRow `json:"top"`
 	// Approx is 0 when every number is exact, else the bound on the
 	// percentiles' relative error (they came from rollups).
-	Approx     float64           `json:"approx"`
-	Pipeline   *PipelineStats    `json:"pipeline,omitempty"` // live only
-	Store      query.WriterStats `json:"store"`
-	StoreState string            `json:"store_state,omitempty"` // see storeState
+	Approx float64 `json:"approx"`
+	// MissingShards: a ClickHouse cluster's shards that were down, whose
+	// clients' records these numbers lack (see partial.go).
+	MissingShards []int             `json:"missing_shards,omitempty"`
+	Pipeline      *PipelineStats    `json:"pipeline,omitempty"` // live only
+	Store         query.WriterStats `json:"store"`
+	StoreState    string            `json:"store_state,omitempty"` // see storeState
 }
 
 // Breakdown is one class's mean of each component (ns, sum/count rounded
@@ -99,6 +102,15 @@ func overviewParamsFrom(c *gin.Context) (overviewParams, error) {
 // overview runs the overview's queries concurrently.
 func (s *Server) overview(ctx context.Context, p overviewParams) (*Overview, error) {
 	st := s.cfg.Store
+	ctx, partial := partialContext(ctx, st)
+	o, err := s.overviewOf(ctx, st, p)
+	if err == nil {
+		o.MissingShards = missingShards(partial)
+	}
+	return o, err
+}
+
+func (s *Server) overviewOf(ctx context.Context, st query.Querier, p overviewParams) (*Overview, error) {
 	ext, err := dataExtent(ctx, st)
 	if err != nil {
 		return nil, err

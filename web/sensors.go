@@ -38,6 +38,9 @@ type SensorsResponse struct {
 	Quantiles []float64       `json:"quantiles"`
 	Sensors   []SensorRow     `json:"sensors"`
 	Truncated bool            `json:"truncated"`
+	// MissingShards: shards that were down, whose records are not counted
+	// (see partial.go).
+	MissingShards []int `json:"missing_shards,omitempty"`
 }
 
 // SensorRow is one sensor's share of the range.
@@ -55,7 +58,7 @@ type SensorClass struct {
 }
 
 func (s *Server) apiSensors(c *gin.Context) {
-	ctx := c.Request.Context()
+	ctx, partial := partialContext(c.Request.Context(), s.cfg.Store)
 	ext, err := dataExtent(ctx, s.cfg.Store)
 	if err != nil {
 		fail(c, err)
@@ -90,5 +93,6 @@ func (s *Server) apiSensors(c *gin.Context) {
 		}
 		resp.Sensors = append(resp.Sensors, row)
 	}
+	resp.MissingShards = missingShards(partial)
 	c.JSON(http.StatusOK, resp)
 }

@@ -37,6 +37,9 @@ type SLOResponse struct {
 	SLOs []SLOStatus `json:"slos"`
 	// Truncated: more objectives than maxSLOsShown; the first are shown.
 	Truncated bool `json:"truncated,omitempty"`
+	// MissingShards: shards that were down, whose records are not counted
+	// (see partial.go).
+	MissingShards []int `json:"missing_shards,omitempty"`
 }
 
 // SLOStatus is one objective of one class and how it fares.
@@ -74,7 +77,7 @@ type SLOWindow struct {
 
 // apiSLO answers /api/slo for the range parameters of the overview.
 func (s *Server) apiSLO(c *gin.Context) {
-	ctx := c.Request.Context()
+	ctx, partial := partialContext(c.Request.Context(), s.cfg.Store)
 	ext, err := dataExtent(ctx, s.cfg.Store)
 	if err != nil {
 		fail(c, err)
@@ -97,6 +100,7 @@ func (s *Server) apiSLO(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	resp.MissingShards = missingShards(partial)
 	c.JSON(http.StatusOK, resp)
 }
 

@@ -113,3 +113,12 @@ export function showError(where, err) {
 export function classLabel(c) {
   return c === '' ? '(unclassified)' : c;
 }
+
+// partialNote says which ClickHouse shards were down while a page's
+// numbers were read (their clients' records are missing), or nothing.
+export function partialNote(missing) {
+  if (!missing || !missing.length) return null;
+  const which = missing.length === 1 ? `Shard ${missing[0]} was` : `Shards ${missing.join(', ')} were`;
+  return el('p', { class: 'range-note partial', id: 'partial-note', dataset: { shards: missing.join(',') } },
+    `${which} down: these numbers leave out the records stored there.`);
+}

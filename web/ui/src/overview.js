@@ -1,4 +1,4 @@
-import { el, clear, getJSON, fmtDur, fmtInt, fmtBytes, fmtTime, classColor, classLabel, params, setParams, showError } from './dom.js';
+import { el, clear, getJSON, fmtDur, fmtInt, fmtBytes, fmtTime, classColor, classLabel, params, setParams, showError, partialNote } from './dom.js';
 import { rangePicker, select, classOptions, apiQuery } from './controls.js';
 import * as charts from './charts.js';
 import { onLive, renderPipeline } from './live.js';
@@ -157,6 +157,8 @@ function render(body, o, meta) {
     `${fmtTime(o.span[0])} – ${fmtTime(o.span[1])} UTC · ${o.kind} · ${o.component}`
     + (o.class ? ` · class ${classLabel(o.class)}` : ' · all classes'));
   body.append(rangeNote);
+  const partial = partialNote(o.missing_shards);
+  if (partial) body.append(partial);
 
   body.append(counters(o));
   body.append(sloPanel());

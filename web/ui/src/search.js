@@ -1,4 +1,4 @@
-import { el, clear, getJSON, fmtDur, fmtInt, fmtTime, params, showError, classLabel } from './dom.js';
+import { el, clear, getJSON, fmtDur, fmtInt, fmtTime, params, showError, classLabel, partialNote } from './dom.js';
 import { ranges, classOptions } from './controls.js';
 
 const filterKeys = ['kind', 'id', 'client', 'class', 'sensor', 'url', 'status', 'comp', 'min', 'max', 'last', 'from', 'to'];
@@ -65,6 +65,8 @@ export async function search(main, meta) {
     const pq = new URLSearchParams(q); pq.set('page', String(n));
     return el('a', { href: '/search?' + pq, id, class: 'pager' }, text);
   };
+  const partial = partialNote(res.missing_shards);
+  if (partial) results.append(partial);
   results.append(el('p', { class: 'summary', id: 'result-summary', dataset: { total: res.total, page, pages } },
     `${fmtInt(res.total)} ${res.kind} · page ${page} of ${pages} `,
     page > 1 ? pageLink(page - 1, '‹ newer', 'prev') : null, ' ',

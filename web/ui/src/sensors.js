@@ -1,4 +1,4 @@
-import { el, clear, getJSON, fmtDur, fmtInt, fmtTime, classLabel, showError } from './dom.js';
+import { el, clear, getJSON, fmtDur, fmtInt, fmtTime, classLabel, showError, partialNote } from './dom.js';
 import { apiQuery } from './controls.js';
 
 // The overview's sensor panel: where several front ends' sensors write
@@ -50,6 +50,8 @@ function render(card, r) {
       }))),
   );
   if (r.truncated) card.append(el('p', { class: 'note' }, 'Only the most active sensors are shown.'));
+  const partial = partialNote(r.missing_shards);
+  if (partial) { partial.removeAttribute('id'); card.append(partial); }
   card.hidden = false;
   card.dataset.state = 'shown';
 }

@@ -1,4 +1,4 @@
-import { el, clear, getJSON, fmtInt, fmtTime, classLabel, showError } from './dom.js';
+import { el, clear, getJSON, fmtInt, fmtTime, classLabel, showError, partialNote } from './dom.js';
 import { apiQuery } from './controls.js';
 
 // The overview's objectives panel: per class objective (the classes file's
@@ -44,6 +44,8 @@ function render(card, r) {
       }))),
   );
   if (r.truncated) card.append(el('p', { class: 'note' }, 'Only the first objectives are shown.'));
+  const partial = partialNote(r.missing_shards);
+  if (partial) { partial.removeAttribute('id'); card.append(partial); }
   card.hidden = false;
   card.dataset.state = 'shown';
 }

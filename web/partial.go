@@ -1,0 +1,47 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/rtmon/rtmon/store/query"
+)
+
+// A ClickHouse cluster with a shard down (docs/cluster.md): the store's
+// reads fail rather than undercount, unless asked for a partial answer.
+// While the writer reports shards down, the overview and search ask for
+// one and say which shards it lacks, so an on-call SRE still sees the
+// other shards' clients, knowingly.
+
+// partialContext asks for partial answers while st reports shards down;
+// the returned Partial (nil otherwise) names the shards the reads lacked.
+func partialContext(ctx context.Context, st query.Querier) (context.Context, *query.Partial) {
+	if len(st.Stats().ShardsDown) == 0 {
+		return ctx, nil
+	}
+	return query.WithPartial(ctx)
+}
+
+// missingShards is what p's reads lacked; nil when complete.
+func missingShards(p *query.Partial) []int {
+	if p == nil {
+		return nil
+	}
+	if m := p.MissingShards(); len(m) > 0 {
+		return m
+	}
+	return nil
+}
+
+// shardsText names shards for the UI's status: "shard 2", "shards 1, 2".
+func shardsText(shards []int) string {
+	s := make([]string, len(shards))
+	for i, n := range shards {
+		s[i] = fmt.Sprint(n)
+	}
+	if len(s) == 1 {
+		return "shard " + s[0]
+	}
+	return "shards " + strings.Join(s, ", ")
+}
