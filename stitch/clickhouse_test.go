@@ -52,4 +52,5 @@ func TestStitchClickHouse(t *testing.T) {
 	if second := readSnapshot(t, st, r); !reflect.DeepEqual(first, second) {
 		t.Errorf("a second run changed the store: %d pageviews, then %d", first.n, second.n)
 	}
+	checkCheckpointRetention(t, url)
 }

@@ -29,6 +29,9 @@ type chBackend struct {
 	// cluster: the remote_servers cluster of cluster mode ("": one
 	// server); see clickhouse_cluster.go.
 	cluster string
+	// dsn reaches the server without ?cluster; cluster mode opens it
+	// at each server of the cluster (stitch_cluster.go).
+	dsn string
 }
 
 // insert sends one INSERT per table, as native-protocol blocks of
@@ -174,7 +177,7 @@ func connectClickHouse(ctx context.Context, rawURL string, timeout time.Duration
 	}
 	sdb := clickhouse.OpenDB(chOpts)
 	sdb.SetMaxOpenConns(8)
-	return &chBackend{host: u.Host, conn: conn, sdb: sdb, db: db, cluster: cluster}, nil
+	return &chBackend{host: u.Host, conn: conn, sdb: sdb, db: db, cluster: cluster, dsn: dsn}, nil
 }
 
 func (c *chBackend) String() string   { return "clickhouse " + c.host + "/" + c.db }
@@ -260,7 +263,7 @@ func (c *chBackend) dropDaysBefore(ctx context.Context, cutoff time.Time) error 
 		return c.clusterDropDaysBefore(ctx, cutoff)
 	}
 	lim := cutoff.Format("20060102")
-	for _, t := range append([]table{rollupTable, annotationTable}, tables...) {
+	for _, t := range retainedTables() {
 		parts, err := queryStrings(ctx, c.sdb, "SELECT DISTINCT partition FROM system.parts WHERE database = ? AND table = ? AND active AND partition < ?", c.db, t.name, lim)
 		if err != nil {
 			return fmt.Errorf("list partitions of %s: %w", t.name, err)

@@ -263,7 +263,7 @@ func (c *chBackend) syncDistributed(ctx context.Context, t table, local []string
 // drop is replicated.
 func (c *chBackend) clusterDropDaysBefore(ctx context.Context, cutoff time.Time) error {
 	lim := cutoff.Format("20060102")
-	for _, t := range append([]table{rollupTable, annotationTable}, tables...) {
+	for _, t := range retainedTables() {
 		local := localName(t.name)
 		parts, err := queryStrings(ctx, c.sdb, fmt.Sprintf("SELECT DISTINCT partition FROM cluster('%s', system, parts) "+
 			"WHERE database = ? AND table = ? AND active AND partition < ?", c.cluster), c.db, local, lim)

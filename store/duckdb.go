@@ -184,7 +184,7 @@ func (d *duckBackend) recordVersion(ctx context.Context, v int) error {
 }
 
 func (d *duckBackend) dropDaysBefore(ctx context.Context, cutoff time.Time) error {
-	for _, t := range append([]table{rollupTable, annotationTable}, tables...) {
+	for _, t := range retainedTables() {
 		if _, err := d.sqlDB().ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE day < ?", t.name), cutoff); err != nil {
 			return fmt.Errorf("drop old %s: %w", t.name, err)
 		}

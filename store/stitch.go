@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
 )
@@ -33,11 +34,6 @@ func StitchingOf(s Store) (*Stitching, error) {
 	e, ok := s.(*engine)
 	if !ok {
 		return nil, fmt.Errorf("%w: %T", ErrNoStitching, s)
-	}
-	if c, _ := e.querier.ins.(*chBackend); c != nil && c.cluster != "" {
-		// Its mutations would go to each shard's local tables ON CLUSTER
-		// and be waited for on every replica: not done yet.
-		return nil, fmt.Errorf("%w: %s: cluster mode", ErrNoStitching, c)
 	}
 	return &Stitching{q: e.querier}, nil
 }
@@ -283,20 +279,24 @@ func valueAt(col any, i int) any {
 // submitted, so the delete is waited for before the insert, which it must
 // not remove. Values are bound by the driver, never spliced.
 func (s *Stitching) replaceCH(ctx context.Context, c *chBackend, r Replacement) error {
-	pvs := fmt.Sprintf("`%s`.%s", c.db, pvTable.name)
+	var deleted []rowCheck
 	for lo := 0; lo < len(r.Delete); lo += maxInList {
 		part := r.Delete[lo:min(lo+maxInList, len(r.Delete))]
-		if err := c.conn.Exec(ctx, "ALTER TABLE "+pvs+" DELETE WHERE id IN ("+marks(len(part))+")", anys(part)...); err != nil {
+		if err := c.conn.Exec(ctx, "ALTER TABLE "+c.mutable(pvTable.name)+" DELETE WHERE id IN ("+marks(len(part))+")", anys(part)...); err != nil {
 			return fmt.Errorf("delete: %w", err)
 		}
+		deleted = append(deleted, c.deletedCheck(pvTable.name, part))
 	}
 	if len(r.Delete) > 0 {
-		if err := s.waitMutations(ctx, c, pvTable.name); err != nil {
+		if err := s.waitMutations(ctx, c, pvTable.name, deleted); err != nil {
 			return err
 		}
 	}
 	if len(r.Pageviews) > 0 {
-		if err := c.insert(ctx, pvColSet(r)); err != nil {
+		// A re-run inserts the very block it deleted; replicated tables
+		// would drop it as a duplicate of the first run's insert.
+		nodedup := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"insert_deduplicate": 0}))
+		if err := c.insert(nodedup, pvColSet(r)); err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
 	}
@@ -305,6 +305,7 @@ func (s *Stitching) replaceCH(ctx context.Context, c *chBackend, r Replacement) 
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].ID < keys[j].ID })
+	var updated []rowCheck
 	for lo := 0; lo < len(keys); lo += maxInList {
 		part := keys[lo:min(lo+maxInList, len(keys))]
 		ids, pvIDs := make([]string, len(part)), make([]string, len(part))
@@ -312,20 +313,26 @@ func (s *Stitching) replaceCH(ctx context.Context, c *chBackend, r Replacement) 
 			ids[i], pvIDs[i] = k.ID, r.TxPageview[k]
 		}
 		// transform maps each id to its pageview id in one mutation.
-		q := fmt.Sprintf("ALTER TABLE `%s`.%s UPDATE pageview_id = transform(id, ?, ?, pageview_id) WHERE id IN (%s)",
-			c.db, txTable.name, marks(len(ids)))
+		q := fmt.Sprintf("ALTER TABLE %s UPDATE pageview_id = transform(id, ?, ?, pageview_id) WHERE id IN (%s)",
+			c.mutable(txTable.name), marks(len(ids)))
 		if err := c.conn.Exec(ctx, q, append([]any{ids, pvIDs}, anys(ids)...)...); err != nil {
 			return fmt.Errorf("update transactions: %w", err)
 		}
+		updated = append(updated, c.updatedCheck(ids, pvIDs))
 	}
 	if len(keys) > 0 {
-		return s.waitMutations(ctx, c, txTable.name)
+		return s.waitMutations(ctx, c, txTable.name, updated)
 	}
 	return nil
 }
 
-// waitMutations waits until the table's mutations are done.
-func (s *Stitching) waitMutations(ctx context.Context, c *chBackend, table string) error {
+// waitMutations waits until the table's mutations are done: on the
+// server, or in cluster mode on every server, where checks must also read
+// their effect (stitch_cluster.go).
+func (s *Stitching) waitMutations(ctx context.Context, c *chBackend, table string, checks []rowCheck) error {
+	if c.cluster != "" {
+		return c.waitClusterMutations(ctx, table, checks)
+	}
 	for {
 		var n uint64
 		err := s.q.db().QueryRowContext(ctx, "SELECT count() FROM system.mutations WHERE database = ? AND table = ? AND is_done = 0",
@@ -379,3 +386,10 @@ func (s *Stitching) SetCheckpoint(ctx context.Context, name string, t int64) err
 
 // ErrNoStitching: the store is not one Open returned.
 var ErrNoStitching = errors.New("store: no stitching access")
+
+// retainedTables are the tables retention drops old days of: the
+// checkpoints too, whose newest row of a partition is kept while its day
+// is (a checkpoint older than the retention points into dropped data).
+func retainedTables() []table {
+	return append([]table{rollupTable, annotationTable, checkpointTable}, tables...)
+}
