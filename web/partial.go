@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gin-gonic/gin"
+
 	"github.com/rtmon/rtmon/store/query"
 )
 
@@ -44,4 +46,22 @@ func shardsText(shards []int) string {
 		return "shard " + s[0]
 	}
 	return "shards " + strings.Join(s, ", ")
+}
+
+// partialRange is the preamble of the overview's side panels: the range
+// parameters resolved against the data, under partialContext. On false it
+// has answered the request with the error.
+func (s *Server) partialRange(c *gin.Context) (context.Context, *query.Partial, extent, query.TimeRange, bool) {
+	ctx, partial := partialContext(c.Request.Context(), s.cfg.Store)
+	ext, err := dataExtent(ctx, s.cfg.Store)
+	if err != nil {
+		fail(c, err)
+		return ctx, partial, ext, query.TimeRange{}, false
+	}
+	r, err := rangeFrom(c).resolve(ext)
+	if err != nil {
+		bad(c, err)
+		return ctx, partial, ext, r, false
+	}
+	return ctx, partial, ext, r, true
 }

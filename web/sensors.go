@@ -58,15 +58,8 @@ type SensorClass struct {
 }
 
 func (s *Server) apiSensors(c *gin.Context) {
-	ctx, partial := partialContext(c.Request.Context(), s.cfg.Store)
-	ext, err := dataExtent(ctx, s.cfg.Store)
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	r, err := rangeFrom(c).resolve(ext)
-	if err != nil {
-		bad(c, err)
+	ctx, partial, _, r, ok := s.partialRange(c)
+	if !ok {
 		return
 	}
 	counts, err := s.cfg.Store.Sensors(ctx, r)

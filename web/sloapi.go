@@ -77,15 +77,8 @@ type SLOWindow struct {
 
 // apiSLO answers /api/slo for the range parameters of the overview.
 func (s *Server) apiSLO(c *gin.Context) {
-	ctx, partial := partialContext(c.Request.Context(), s.cfg.Store)
-	ext, err := dataExtent(ctx, s.cfg.Store)
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	r, err := rangeFrom(c).resolve(ext)
-	if err != nil {
-		bad(c, err)
+	ctx, partial, ext, r, ok := s.partialRange(c)
+	if !ok {
 		return
 	}
 	resp := &SLOResponse{AsOf: ext.To, SLOs: []SLOStatus{}}
@@ -96,6 +89,7 @@ func (s *Server) apiSLO(c *gin.Context) {
 	if len(slos) > maxSLOsShown {
 		slos, resp.Truncated = slos[:maxSLOsShown], true
 	}
+	var err error
 	if resp.SLOs, err = computeSLOs(ctx, s.cfg.Store, slos, resp.AsOf); err != nil {
 		fail(c, err)
 		return
