@@ -158,6 +158,7 @@ func (g *Grouper) finish(p *pv) {
 	r.Objects = len(inLoad) - 1 - len(p.redirs)
 	r.Total = r.End - r.Start
 	r.Tconn, r.Tserver, r.Ttransfer, r.Tother = CriticalPath(inLoad, r.Start, r.End)
+	r.Declared = encodeDeclared(p)
 	switch {
 	case p.htmlRead:
 		r.Evidence = "html"

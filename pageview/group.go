@@ -398,15 +398,21 @@ func (g *Grouper) Advance(now int64) {
 // A page body it carries is read now and dropped, so held transactions keep
 // only the set of references.
 func (g *Grouper) Transaction(tx *reconstruct.Transaction) {
+	var refs *pageRefs
+	if len(tx.Body) > 0 {
+		refs = g.readPage(tx)
+	}
+	tx.Body = nil
+	g.take(tx, refs)
+}
+
+// take holds a transaction, with what its body referenced (nil: none).
+func (g *Grouper) take(tx *reconstruct.Transaction, refs *pageRefs) {
 	g.stats.Transactions++
 	g.classify(tx)
 	g.advance(max(tx.RequestFirst, tx.RequestLast, tx.ResponseLast, tx.ResponseAcked))
 	g.seq++
-	h := heldTx{start: tx.Start, end: tx.End, seq: g.seq, tx: tx}
-	if len(tx.Body) > 0 {
-		h.refs = g.readPage(tx)
-	}
-	tx.Body = nil
+	h := heldTx{start: tx.Start, end: tx.End, seq: g.seq, tx: tx, refs: refs}
 	g.held.Push(h)
 	for len(g.held) > g.cfg.MaxHeld {
 		g.stats.HeldOverflow++

@@ -320,7 +320,7 @@ func (g *Grouper) open(c *client, h heldTx) *pv {
 		Status: tx.Status, ContainerID: tx.ID, Start: tx.Start,
 	}}
 	if h.refs != nil {
-		p.declared, p.htmlRead, p.noReferrer = h.refs.urls, true, h.refs.noReferrer
+		p.declared, p.htmlRead, p.noReferrer = h.refs.urls, h.refs.html, h.refs.noReferrer
 	}
 	p.keyless = isKeyless(tx) // it adopts nothing a parsed page might take
 	if r := g.claimRedirect(c, tx); r != nil {

@@ -59,6 +59,12 @@ type Pageview struct {
 
 	Flags reconstruct.Flags `json:"flags,omitempty"`
 
+	// Declared is what the grouping read in the container's HTML and the
+	// page's stylesheets, in the compact, bounded form stores keep so that
+	// grouping again from them has the same evidence (see Grouper.Replay);
+	// empty when nothing was read. Not in record files.
+	Declared string `json:"-"`
+
 	// Sensors are the sensors whose transactions the pageview holds, in
 	// order: set by the store (a sensor's own pageview lists that sensor)
 	// and by cross-sensor stitching (package stitch); empty from a Grouper.

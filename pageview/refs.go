@@ -6,10 +6,12 @@ import (
 )
 
 // pageRefs is what one HTML or CSS body references, by urlHash, and
-// whether the page suppresses Referer.
+// whether the page suppresses Referer. html: read from the body as a
+// container's HTML (a replayed Declared string says whether it was).
 type pageRefs struct {
 	urls       map[uint64]embeds.Kind
 	noReferrer bool
+	html       bool
 }
 
 // readPage reads a transaction's body for the objects it references; nil
@@ -41,5 +43,5 @@ func (g *Grouper) readPage(tx *reconstruct.Transaction) *pageRefs {
 			m[k] = r.Kind
 		}
 	}
-	return &pageRefs{urls: m, noReferrer: page.NoReferrer}
+	return &pageRefs{urls: m, noReferrer: page.NoReferrer, html: true}
 }

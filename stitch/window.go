@@ -17,7 +17,11 @@ type record struct {
 	sensor string
 	tx     *reconstruct.Transaction
 	conn   *reconstruct.Connection
-	stored string // the transaction's stored pageview id
+	stored string            // the transaction's stored pageview id
+	flags  reconstruct.Flags // its stored flags (the after-load verdict with them)
+	// declared: what the HTML of the pageview it contained named, which
+	// stands in for its body (pageview.Grouper.Replay).
+	declared string
 }
 
 // readWindow reads the partition's records of [from, to) of every sensor,
@@ -27,20 +31,33 @@ type record struct {
 // the grouping starts afresh.
 func readWindow(ctx context.Context, st *store.Stitching, cfg *Config, from, to int64) ([]record, error) {
 	var recs []record
+	type txKey struct{ sensor, id string }
+	declared := map[txKey]string{}
+	err := st.Declared(ctx, from, to, func(sensor, containerID, d string) error {
+		if len(declared) >= cfg.MaxRecords {
+			return fmt.Errorf("more than %d pageviews in one window: use a smaller window or more partitions", cfg.MaxRecords)
+		}
+		declared[txKey{sensor, containerID}] = d
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
 	full := func() error {
 		if len(recs) >= cfg.MaxRecords {
 			return fmt.Errorf("more than %d records in one window: use a smaller window or more partitions", cfg.MaxRecords)
 		}
 		return nil
 	}
-	err := st.Transactions(ctx, from, to, func(sensor string, tx *reconstruct.Transaction) error {
+	err = st.Transactions(ctx, from, to, func(sensor string, tx *reconstruct.Transaction) error {
 		if !InPart(tx.Client, cfg.Part, cfg.Parts) {
 			return nil
 		}
 		if err := full(); err != nil {
 			return err
 		}
-		r := record{at: max(tx.RequestFirst, tx.RequestLast, tx.ResponseLast, tx.ResponseAcked), sensor: sensor, tx: tx, stored: tx.PageviewID}
+		r := record{at: max(tx.RequestFirst, tx.RequestLast, tx.ResponseLast, tx.ResponseAcked), sensor: sensor, tx: tx,
+			stored: tx.PageviewID, flags: tx.Flags, declared: declared[txKey{sensor, tx.ID}]}
 		tx.PageviewID = ""
 		tx.Flags &^= reconstruct.FlagAfterLoad
 		recs = append(recs, r)
@@ -94,7 +111,7 @@ func stitchWindow(ctx context.Context, st *store.Stitching, cfg *Config, w0, w1 
 		if r.tx != nil {
 			byTx[r.tx] = r
 			stats.Transactions++
-			g.Transaction(r.tx)
+			g.Replay(r.tx, r.declared)
 		} else {
 			g.Connection(r.conn)
 		}
@@ -118,8 +135,8 @@ func stitchWindow(ctx context.Context, st *store.Stitching, cfg *Config, w0, w1 
 // written; so, in turn, is every pageview holding a member of a stored
 // pageview that a written one replaces (that stored pageview goes as a
 // whole), until nothing changes. Everything else stays as its sensor
-// grouped it: a sensor reads its pages' HTML, which the store does not keep,
-// so its own grouping of what it saw alone rests on more evidence.
+// grouped it: that sensor saw all of it, and read its bodies as they
+// arrived (the replay has what they named from the start).
 func decide(pvs []*pageview.Pageview, byTx map[*reconstruct.Transaction]*record, pvID map[*reconstruct.Transaction]string) (store.Replacement, int) {
 	sensors := make([][]string, len(pvs))
 	write := make([]bool, len(pvs))
@@ -164,7 +181,7 @@ func decide(pvs []*pageview.Pageview, byTx map[*reconstruct.Transaction]*record,
 			}
 		}
 	}
-	rep := store.Replacement{TxPageview: map[store.TxKey]string{}}
+	rep := store.Replacement{Tx: map[store.TxKey]store.TxUpdate{}}
 	for id := range gone {
 		rep.Delete = append(rep.Delete, id)
 	}
@@ -179,14 +196,15 @@ func decide(pvs []*pageview.Pageview, byTx map[*reconstruct.Transaction]*record,
 		p.Sensors = sensors[i]
 		rep.Pageviews = append(rep.Pageviews, store.StitchedPageview{Sensor: container.sensor, Pageview: p})
 	}
-	// Members of written pageviews point at them; members of replaced
-	// pageviews that joined none (stand-alone now) point nowhere.
+	// Members of written pageviews point at them, with the new grouping's
+	// after-load verdict in their flags; members of replaced pageviews
+	// that joined none (stand-alone now) point nowhere, after none.
 	for tx, r := range byTx {
 		want, ok := pvID[tx]
-		if !ok || !(written[want] || (want == "" && gone[r.stored])) || want == r.stored {
+		if !ok || !(written[want] || (want == "" && gone[r.stored])) || want == r.stored && tx.Flags == r.flags {
 			continue
 		}
-		rep.TxPageview[store.TxKey{Sensor: r.sensor, ID: tx.ID, Start: tx.Start}] = want
+		rep.Tx[store.TxKey{Sensor: r.sensor, ID: tx.ID, Start: tx.Start}] = store.TxUpdate{Pageview: want, Flags: tx.Flags}
 	}
 	for _, p := range pvs {
 		p.Transactions = nil

@@ -36,6 +36,7 @@ func TestMigrationAddsPageviewColumns(t *testing.T) {
 			}
 			defer db.Close()
 			for _, q := range []string{
+				"ALTER TABLE pageviews DROP COLUMN declared",
 				"ALTER TABLE pageviews DROP COLUMN sensors",
 				"ALTER TABLE pageviews DROP COLUMN evidence",
 				"ALTER TABLE pageviews DROP COLUMN redirects",
@@ -68,6 +69,7 @@ func TestMigrationAddsPageviewColumns(t *testing.T) {
 			}
 			defer conn.Close()
 			for _, q := range []string{
+				fmt.Sprintf("ALTER TABLE `%s`.pageviews DROP COLUMN declared", db),
 				fmt.Sprintf("ALTER TABLE `%s`.pageviews DROP COLUMN sensors", db),
 				fmt.Sprintf("ALTER TABLE `%s`.pageviews DROP COLUMN evidence", db),
 				fmt.Sprintf("ALTER TABLE `%s`.pageviews DROP COLUMN redirects", db),
@@ -138,7 +140,7 @@ func checkMigration(t *testing.T, url string, downgrade func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := got.Pageview; p.AfterLoad != 0 || p.Redirects != 0 || p.Evidence != "" || p.Objects != 2 || len(p.Sensors) != 0 {
+	if p := got.Pageview; p.AfterLoad != 0 || p.Redirects != 0 || p.Evidence != "" || p.Objects != 2 || len(p.Sensors) != 0 || p.Declared != "" {
 		t.Errorf("old row %+v", p)
 	}
 	b := storetest.NewGen(3, storetest.T0, 1e6).Next(20)
@@ -154,6 +156,8 @@ func checkMigration(t *testing.T, url string, downgrade func()) {
 		}
 	}
 	p.ID, p.AfterLoad, p.Redirects, p.Evidence = "newpv", 3, 1, "html"
+	p.Declared = "AQEAAAAAAAAAAQ" // schema 8: one blocking key
+
 	// Schema 5: a TLS connection's handshake on it and its first transaction.
 	txs[0].Ttls = 7e6
 	txs[0].Total += txs[0].Ttls
@@ -175,7 +179,7 @@ func checkMigration(t *testing.T, url string, downgrade func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := got.Pageview; p.AfterLoad != 3 || p.Redirects != 1 || p.Evidence != "html" {
+	if p := got.Pageview; p.AfterLoad != 3 || p.Redirects != 1 || p.Evidence != "html" || p.Declared != "AQEAAAAAAAAAAQ" {
 		t.Errorf("new row %+v", p)
 	}
 	if len(got.Transactions) != len(txs) || len(txs) == 0 {

@@ -137,5 +137,8 @@ func migrations(s schema) []migration {
 			}
 			return createTables(ctx, s, []table{checkpointTable})
 		}},
+		// 8: pageviews keep what their HTML and stylesheets named
+		// (Pageview.Declared), so stitching groups on the same evidence.
+		{8, func(ctx context.Context) error { return addColumns(ctx, s, pvTable) }},
 	}
 }

@@ -77,7 +77,8 @@ var (
 		container_id:s start_ns:i64 end_ns:i64 total:i64 tconn:i64 tserver:i64 ttransfer:i64 tother:i64 objects:i32 connections:i32
 		bytes:i64 syn_losses:i32 synack_losses:i32 retrans_bytes:i64 flags:u32
 		after_load:i32 redirects:i32 evidence:s
-		sensors:s`)}
+		sensors:s
+		declared:s`)}
 	tables = []table{connTable, txTable, pvTable}
 )
 
@@ -299,6 +300,15 @@ func pvRow(c *colSet, sensor string, p *pageview.Pageview) {
 		sensors = sensor
 	}
 	c.Str(clip(sensors, maxHeader))
+	// What the container's HTML and the page's stylesheets named, so that
+	// grouping again from the store (package stitch) has the same HTML
+	// evidence; bounded and ASCII by construction, an over-long one
+	// dropped rather than cut (a cut one would not decode).
+	declared := p.Declared
+	if len(declared) > pageview.MaxDeclaredLen {
+		declared = ""
+	}
+	c.Str(declared)
 }
 
 // int64List scans an array column from either driver.
@@ -374,7 +384,7 @@ func scanPv(r rowScanner, sensor *string) (*pageview.Pageview, error) {
 	var iface, status, objs, conns, synl, synackl, flags, after, redirs int64
 	err := r.Scan(sensor, &p.ID, &iface, &client, &p.UserAgent, &p.Class, &p.Priority, &server, &p.Host, &p.URL, &status,
 		&p.ContainerID, &p.Start, &p.End, &p.Total, &p.Tconn, &p.Tserver, &p.Ttransfer, &p.Tother, &objs, &conns,
-		&p.Bytes, &synl, &synackl, &p.RetransBytes, &flags, &after, &redirs, &p.Evidence, &sensors)
+		&p.Bytes, &synl, &synackl, &p.RetransBytes, &flags, &after, &redirs, &p.Evidence, &sensors, &p.Declared)
 	if err != nil {
 		return nil, fmt.Errorf("scan pageview: %w", err)
 	}

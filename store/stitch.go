@@ -83,12 +83,21 @@ func (s *Stitching) Connections(ctx context.Context, from, to int64, fn func(sen
 
 // Replacement is one window's result: the pageviews to delete (any
 // sensor's, by id), the stitched ones put in their place (each with the
-// sensor of its container and its Sensors), and the new pageview id of each
-// transaction whose stored one changes, by sensor and transaction id.
+// sensor of its container and its Sensors), and the new pageview id and
+// flags of each transaction whose stored ones change, by sensor and
+// transaction id.
 type Replacement struct {
-	Delete     []string
-	Pageviews  []StitchedPageview
-	TxPageview map[TxKey]string
+	Delete    []string
+	Pageviews []StitchedPageview
+	Tx        map[TxKey]TxUpdate
+}
+
+// TxUpdate is what a transaction's row is set to: its pageview id and its
+// flags, which carry the new grouping's after-load verdict
+// (reconstruct.FlagAfterLoad).
+type TxUpdate struct {
+	Pageview string
+	Flags    reconstruct.Flags
 }
 
 // StitchedPageview is a pageview and the sensor row it is stored under.
@@ -112,7 +121,7 @@ const maxInList = 500
 // between them is repaired by the next run over the window). The rollups
 // of the minutes touched are recomputed.
 func (s *Stitching) Replace(ctx context.Context, r Replacement) error {
-	if len(r.Delete) == 0 && len(r.Pageviews) == 0 && len(r.TxPageview) == 0 {
+	if len(r.Delete) == 0 && len(r.Pageviews) == 0 && len(r.Tx) == 0 {
 		return nil
 	}
 	gone, err := s.pageviewKeys(ctx, r.Delete)
@@ -199,7 +208,7 @@ func (s *Stitching) replaceDuck(ctx context.Context, r Replacement) error {
 	if err := insertRowsDuck(ctx, tx, pvColSet(r)); err != nil {
 		return fmt.Errorf("insert: %w", err)
 	}
-	if err := updateTxDuck(ctx, tx, r.TxPageview); err != nil {
+	if err := updateTxDuck(ctx, tx, r.Tx); err != nil {
 		return fmt.Errorf("update transactions: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -234,21 +243,23 @@ func insertRowsDuck(ctx context.Context, tx *sql.Tx, cs *colSet) error {
 	return nil
 }
 
-// updateTxDuck sets the transactions' pageview ids, many per statement.
-func updateTxDuck(ctx context.Context, tx *sql.Tx, set map[TxKey]string) error {
+// updateTxDuck sets the transactions' pageview ids and flags, many per
+// statement.
+func updateTxDuck(ctx context.Context, tx *sql.Tx, set map[TxKey]TxUpdate) error {
 	keys := make([]TxKey, 0, len(set))
 	for k := range set {
 		keys = append(keys, k)
 	}
 	for lo := 0; lo < len(keys); lo += maxInList {
 		part := keys[lo:min(lo+maxInList, len(keys))]
-		args := make([]any, 0, 4*len(part))
+		args := make([]any, 0, 5*len(part))
 		for _, k := range part {
-			args = append(args, k.Sensor, k.ID, k.Start, set[k])
+			args = append(args, k.Sensor, k.ID, k.Start, set[k].Pageview, uint32(set[k].Flags))
 		}
-		q := fmt.Sprintf(`UPDATE transactions SET pageview_id = v.pv FROM (VALUES %s) AS v(sensor, id, start_ns, pv)
+		q := fmt.Sprintf(`UPDATE transactions SET pageview_id = v.pv, flags = v.flags
+			FROM (VALUES %s) AS v(sensor, id, start_ns, pv, flags)
 			WHERE transactions.sensor = v.sensor AND transactions.id = v.id AND transactions.start_ns = v.start_ns`,
-			strings.TrimSuffix(strings.Repeat("(?, ?, ?::BIGINT, ?), ", len(part)), ", "))
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?::BIGINT, ?, ?::UINTEGER), ", len(part)), ", "))
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return err
 		}
@@ -300,25 +311,26 @@ func (s *Stitching) replaceCH(ctx context.Context, c *chBackend, r Replacement) 
 			return fmt.Errorf("insert: %w", err)
 		}
 	}
-	keys := make([]TxKey, 0, len(r.TxPageview))
-	for k := range r.TxPageview {
+	keys := make([]TxKey, 0, len(r.Tx))
+	for k := range r.Tx {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].ID < keys[j].ID })
 	var updated []rowCheck
 	for lo := 0; lo < len(keys); lo += maxInList {
 		part := keys[lo:min(lo+maxInList, len(keys))]
-		ids, pvIDs := make([]string, len(part)), make([]string, len(part))
+		ids, pvIDs, flags := make([]string, len(part)), make([]string, len(part)), make([]uint32, len(part))
 		for i, k := range part {
-			ids[i], pvIDs[i] = k.ID, r.TxPageview[k]
+			ids[i], pvIDs[i], flags[i] = k.ID, r.Tx[k].Pageview, uint32(r.Tx[k].Flags)
 		}
-		// transform maps each id to its pageview id in one mutation.
-		q := fmt.Sprintf("ALTER TABLE %s UPDATE pageview_id = transform(id, ?, ?, pageview_id) WHERE id IN (%s)",
+		// transform maps each id to its pageview id and flags in one
+		// mutation, so a row never has one without the other.
+		q := fmt.Sprintf("ALTER TABLE %s UPDATE pageview_id = transform(id, ?, ?, pageview_id), flags = transform(id, ?, ?, flags) WHERE id IN (%s)",
 			c.mutable(txTable.name), marks(len(ids)))
-		if err := c.conn.Exec(ctx, q, append([]any{ids, pvIDs}, anys(ids)...)...); err != nil {
+		if err := c.conn.Exec(ctx, q, append([]any{ids, pvIDs, ids, flags}, anys(ids)...)...); err != nil {
 			return fmt.Errorf("update transactions: %w", err)
 		}
-		updated = append(updated, c.updatedCheck(ids, pvIDs))
+		updated = append(updated, c.updatedCheck(ids, pvIDs, flags))
 	}
 	if len(keys) > 0 {
 		return s.waitMutations(ctx, c, txTable.name, updated)

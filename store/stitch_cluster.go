@@ -40,11 +40,13 @@ func (c *chBackend) deletedCheck(t string, ids []string) rowCheck {
 	return rowCheck{fmt.Sprintf("SELECT count() FROM `%s`.%s WHERE id IN (%s)", c.db, localName(t), marks(len(ids))), anys(ids)}
 }
 
-// updatedCheck: no transaction of ids without its new pageview id.
-func (c *chBackend) updatedCheck(ids, pvIDs []string) rowCheck {
-	q := fmt.Sprintf("SELECT count() FROM `%s`.%s WHERE id IN (%s) AND pageview_id != transform(id, ?, ?, pageview_id)",
+// updatedCheck: no transaction of ids without its new pageview id and
+// flags.
+func (c *chBackend) updatedCheck(ids, pvIDs []string, flags []uint32) rowCheck {
+	q := fmt.Sprintf("SELECT count() FROM `%s`.%s WHERE id IN (%s) AND "+
+		"(pageview_id != transform(id, ?, ?, pageview_id) OR flags != transform(id, ?, ?, flags))",
 		c.db, localName(txTable.name), marks(len(ids)))
-	return rowCheck{q, append(anys(ids), ids, pvIDs)}
+	return rowCheck{q, append(anys(ids), ids, pvIDs, ids, flags)}
 }
 
 // clusterMutationWait bounds the wait for one table's mutations on every
