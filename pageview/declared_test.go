@@ -112,3 +112,30 @@ func TestDeclaredRedacted(t *testing.T) {
 		t.Errorf("declared %q and %q differ by the redacted query", a, b)
 	}
 }
+
+// FuzzDecodeDeclared: a stored Declared string comes back from a store a
+// hand or a clip may have changed; decoding it never panics, stays within
+// its bound, and whatever decodes re-encodes to the same keys.
+func FuzzDecodeDeclared(f *testing.F) {
+	f.Add("")
+	f.Add("AQE")
+	f.Add(encodeDeclared(&pv{declared: map[uint64]embeds.Kind{1: embeds.Blocking, 2: embeds.Deferred}, htmlRead: true}))
+	f.Fuzz(func(t *testing.T, s string) {
+		r := decodeDeclared(s)
+		if r == nil {
+			return
+		}
+		if len(r.urls) > MaxDeclaredKeys+1 {
+			t.Fatalf("%d keys from %d bytes", len(r.urls), len(s))
+		}
+		again := decodeDeclared(encodeDeclared(&pv{declared: r.urls, htmlRead: r.html, noReferrer: r.noReferrer}))
+		if again == nil || len(again.urls) != len(r.urls) || again.html != r.html || again.noReferrer != r.noReferrer {
+			t.Fatalf("re-encoding changed the references: %d keys to %v", len(r.urls), again)
+		}
+		for k, kind := range r.urls {
+			if again.urls[k] != kind {
+				t.Fatalf("key %x: %v, then %v", k, kind, again.urls[k])
+			}
+		}
+	})
+}
