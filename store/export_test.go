@@ -44,3 +44,9 @@ func SpoilAnHourRollup(ctx context.Context, s Store) error {
 	}
 	return errors.New("no hour rollups to spoil")
 }
+
+// BetweenRollupQueries makes s run f between each rollup recompute's count
+// and histogram queries (nil: nothing).
+func BetweenRollupQueries(s Store, f func()) {
+	s.(*engine).querier.betweenRollupQueries = f
+}

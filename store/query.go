@@ -34,6 +34,9 @@ type querier struct {
 	pending func(table string, from, to int64) []int64
 	// rawRows counts the records the counting queries read (RawRowsRead).
 	rawRows atomic.Int64
+	// betweenRollupQueries, for tests, runs between a rollup recompute's
+	// count and histogram queries; nil in use.
+	betweenRollupQueries func()
 }
 
 // RawRowsRead is how many records the queries that aggregate the record

@@ -122,6 +122,9 @@ type rollupRow struct {
 	lo, hi         int64 // min and max total
 	sums           map[string]int64
 	hist           []bucketCount // by bucket, ascending
+	// torn: the count and histogram queries saw different records (see
+	// computeRollups); never stored.
+	torn bool
 }
 
 // bucketCount is one non-empty RollupEdges bucket.

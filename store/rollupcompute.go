@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 )
@@ -65,6 +66,9 @@ func (q *querier) computeRollups(ctx context.Context, rk rollupKind, rs []TimeRa
 	if !rk.hist || len(out) == 0 {
 		return out, nil
 	}
+	if q.betweenRollupQueries != nil {
+		q.betweenRollupQueries()
+	}
 	// The buckets are counted per (minute, class, bucket) and each
 	// (minute, class) returns its pairs as one text: shipping the ~150
 	// rows per minute and class to Go instead cost more than the query.
@@ -90,7 +94,9 @@ func (q *querier) computeRollups(ctx context.Context, rk rollupKind, rs []TimeRa
 		if r.hist, err = decodeHist(r.hist, text); err != nil {
 			return nil, err
 		}
+		counted := r.n
 		r.countFromHist()
+		r.torn = r.n != counted
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("rollup histogram %s: %w", rk.t.name, err)
@@ -111,4 +117,49 @@ func (r *rollupRow) countFromHist() {
 		n += bc.c
 	}
 	r.n = n
+}
+
+// computeToStore is computeRollups for rows that will be stored. A stored
+// row is trusted on its count alone (readers check counts, not sums), so a
+// torn one, whose sums missed records its histogram counted (written
+// between the two queries, or a lagging replica catching up between them),
+// would keep its short sums for good. Torn minutes are computed again, at
+// most twice; rows still torn answer the caller (all) but are left out of
+// what it stores (storable), so that readers find their minute's count
+// short and recompute it.
+func (q *querier) computeToStore(ctx context.Context, rk rollupKind, rs []TimeRange) (all, storable map[rollupKey]*rollupRow, err error) {
+	all, err = q.computeRollups(ctx, rk, rs)
+	if err != nil {
+		return nil, nil, err
+	}
+	for range 2 {
+		runs := minuteRuns(tornMinutes(all), 64)
+		if len(runs) == 0 {
+			break
+		}
+		again, err := q.computeRollups(ctx, rk, runs)
+		if err != nil {
+			return nil, nil, err
+		}
+		maps.DeleteFunc(all, func(k rollupKey, _ *rollupRow) bool { return inRuns(k.minute, runs) })
+		maps.Copy(all, again)
+	}
+	storable = make(map[rollupKey]*rollupRow, len(all))
+	for k, r := range all {
+		if !r.torn {
+			storable[k] = r
+		}
+	}
+	return all, storable, nil
+}
+
+// tornMinutes lists the minutes holding a torn row.
+func tornMinutes(rows map[rollupKey]*rollupRow) []int64 {
+	set := map[int64]bool{}
+	for k, r := range rows {
+		if r.torn {
+			set[k.minute] = true
+		}
+	}
+	return sortedKeys(set)
 }

@@ -175,7 +175,7 @@ func (q *querier) verifiedRollups(ctx context.Context, rk rollupKind, from, to i
 	// (recomputing again next time).
 	runs := minuteRuns(stale, 64)
 	version := q.versions.next()
-	fresh, err := q.computeRollups(ctx, rk, runs)
+	fresh, storable, err := q.computeToStore(ctx, rk, runs)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -192,7 +192,7 @@ func (q *querier) verifiedRollups(ctx context.Context, rk rollupKind, from, to i
 			rows[key] = row
 		}
 	}
-	if err := q.storeRollups(ctx, rk, runs, fresh, gone, version); err != nil {
+	if err := q.storeRollups(ctx, rk, runs, storable, gone, version); err != nil {
 		q.onRollupError(err)
 	}
 	return rows, len(stale), nil

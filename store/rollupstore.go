@@ -35,7 +35,7 @@ func (q *querier) refreshRollups(ctx context.Context, t table, rs []TimeRange, g
 		return err
 	}
 	version := q.versions.next() // before reading: a later insert gets a later recompute
-	rows, err := q.computeRollups(ctx, rk, rs)
+	_, rows, err := q.computeToStore(ctx, rk, rs)
 	if err != nil {
 		return err
 	}
