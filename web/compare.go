@@ -107,13 +107,22 @@ func (s *Server) comparePage(c *gin.Context) {
 	s.render(c, http.StatusOK, pageData{Page: "compare", Heading: "Compare"})
 }
 
+// CompareResponse is /api/compare's answer: the comparison and, with a
+// cluster shard down, the shards whose clients both sides lack (see
+// partial.go; a side is compared on the same shards as the other).
+type CompareResponse struct {
+	*compare.Report
+	MissingShards []int `json:"missing_shards,omitempty"`
+}
+
 func (s *Server) apiCompare(c *gin.Context) {
-	req, err := compareRequest(c, func() (extent, error) { return dataExtent(c.Request.Context(), s.cfg.Store) })
+	ctx, partial := partialContext(c.Request.Context(), s.cfg.Store)
+	req, err := compareRequest(c, func() (extent, error) { return dataExtent(ctx, s.cfg.Store) })
 	if err != nil {
 		bad(c, err)
 		return
 	}
-	rep, err := s.runCompare(c.Request.Context(), req)
+	rep, err := s.runCompare(ctx, req)
 	if err != nil {
 		fail(c, err)
 		return
@@ -121,19 +130,22 @@ func (s *Server) apiCompare(c *gin.Context) {
 	if rep.Classes == nil {
 		rep.Classes = []compare.ClassReport{}
 	}
-	c.JSON(http.StatusOK, rep)
+	c.JSON(http.StatusOK, CompareResponse{Report: rep, MissingShards: missingShards(partial)})
 }
 
-// reportCompare is the comparison a report URL asks for, or nil.
-func (s *Server) reportCompare(c *gin.Context) (*compare.Report, error) {
+// reportCompare is the comparison a report URL asks for, or nil, with
+// the shards it lacked.
+func (s *Server) reportCompare(c *gin.Context) (*compare.Report, []int, error) {
 	if !hasCompare(c) {
-		return nil, nil
+		return nil, nil, nil
 	}
-	req, err := compareRequest(c, func() (extent, error) { return dataExtent(c.Request.Context(), s.cfg.Store) })
+	ctx, partial := partialContext(c.Request.Context(), s.cfg.Store)
+	req, err := compareRequest(c, func() (extent, error) { return dataExtent(ctx, s.cfg.Store) })
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return s.runCompare(c.Request.Context(), req)
+	rep, err := s.runCompare(ctx, req)
+	return rep, missingShards(partial), err
 }
 
 // compareRow is one report table row, formatted.

@@ -56,36 +56,61 @@ func attachment(c *gin.Context, name, ctype string) {
 	c.Header("Cache-Control", "no-store")
 }
 
-func (s *Server) exportQuery(c *gin.Context) (query.SearchQuery, bool) {
-	ctx := c.Request.Context()
+// exportRun is one export's search, read under partialContext: with a
+// cluster shard down the file holds the other shards' records and says so
+// (the X-Rtmon-Missing-Shards header; the JSON's missing_shards).
+type exportRun struct {
+	q       query.SearchQuery
+	ctx     context.Context
+	partial *query.Partial
+	// announced: the shards the header named before the first byte.
+	announced []int
+}
+
+// checkShards fails the export when a shard went down after the header
+// named the missing ones: the file would lack records it does not say it
+// lacks, so it ends early instead (truncated, as any failed export).
+func (e *exportRun) checkShards() error {
+	if now := missingShards(e.partial); len(now) > len(e.announced) {
+		return fmt.Errorf("export: %s went down while exporting", shardsText(now))
+	}
+	return nil
+}
+
+func (s *Server) exportQuery(c *gin.Context) (*exportRun, bool) {
+	ctx, partial := partialContext(c.Request.Context(), s.cfg.Store)
 	q, err := searchParams(c, func() (extent, error) { return dataExtent(ctx, s.cfg.Store) })
 	if err != nil {
 		bad(c, err)
-		return q, false
+		return nil, false
 	}
 	// Check the filters before the first byte, so errors are real statuses.
 	probe := q
 	probe.Offset, probe.Limit = 0, 1
 	if _, err := s.cfg.Store.Search(ctx, probe); err != nil {
 		bad(c, fmt.Errorf("search: %w", err))
-		return q, false
+		return nil, false
 	}
-	return q, true
+	e := &exportRun{q: q, ctx: ctx, partial: partial, announced: missingShards(partial)}
+	if len(e.announced) > 0 {
+		c.Header("X-Rtmon-Missing-Shards", shardList(e.announced))
+	}
+	return e, true
 }
 
 // exportSearchCSV writes the matches in export's CSV layout, the one of
 // the record files rtmon analyze writes.
 func (s *Server) exportSearchCSV(c *gin.Context) {
-	q, ok := s.exportQuery(c)
+	e, ok := s.exportQuery(c)
 	if !ok {
 		return
 	}
-	attachment(c, exportName(q, "csv"), "text/csv; charset=utf-8")
+	attachment(c, exportName(e.q, "csv"), "text/csv; charset=utf-8")
 	var err error
-	if q.Kind == query.Pageviews {
-		err = writeCSV(c, s, q, export.PageviewCSV, func(res query.SearchResult) []*pageview.Pageview { return res.Pageviews })
+	if e.q.Kind == query.Pageviews {
+		err = writeCSV(c, s, e, export.PageviewCSV, func(res query.SearchResult) []*pageview.Pageview { return res.Pageviews })
 	} else {
-		err = writeCSV(c, s, q, export.TransactionCSV, func(res query.SearchResult) []*reconstruct.Transaction { return res.Transactions })
+		err = writeCSV(c, s, e, export.TransactionCSV, func(res query.SearchResult) []*reconstruct.Transaction { return res.Transactions })
 	}
 	if err != nil {
 		// The status is sent; a truncated file is all we can signal.
@@ -94,12 +119,15 @@ func (s *Server) exportSearchCSV(c *gin.Context) {
 }
 
 // writeCSV pages through q's matches, records picks each page's records.
-func writeCSV[T any](c *gin.Context, s *Server, q query.SearchQuery, newCSV func(io.Writer) (*export.CSVWriter[T], error), records func(query.SearchResult) []T) error {
+func writeCSV[T any](c *gin.Context, s *Server, e *exportRun, newCSV func(io.Writer) (*export.CSVWriter[T], error), records func(query.SearchResult) []T) error {
 	w, err := newCSV(c.Writer)
 	if err != nil {
 		return err
 	}
-	err = eachMatch(c.Request.Context(), s.cfg.Store, q, s.cfg.MaxExportRows, func(res query.SearchResult) error {
+	err = eachMatch(e.ctx, s.cfg.Store, e.q, s.cfg.MaxExportRows, func(res query.SearchResult) error {
+		if err := e.checkShards(); err != nil {
+			return err
+		}
 		for _, r := range records(res) {
 			if err := w.Write(r); err != nil {
 				return err
@@ -111,15 +139,15 @@ func writeCSV[T any](c *gin.Context, s *Server, q query.SearchQuery, newCSV func
 }
 
 func (s *Server) exportSearchJSON(c *gin.Context) {
-	q, ok := s.exportQuery(c)
+	e, ok := s.exportQuery(c)
 	if !ok {
 		return
 	}
-	attachment(c, exportName(q, "json"), "application/json")
+	attachment(c, exportName(e.q, "json"), "application/json")
 	bw := bufio.NewWriterSize(c.Writer, 64<<10)
 	enc := json.NewEncoder(bw)
 	first := true
-	fmt.Fprintf(bw, "{\"kind\":%q,\"records\":[\n", q.Kind)
+	fmt.Fprintf(bw, "{\"kind\":%q,\"records\":[\n", e.q.Kind)
 	item := func(v any) error {
 		if !first {
 			bw.WriteString(",")
@@ -127,7 +155,10 @@ func (s *Server) exportSearchJSON(c *gin.Context) {
 		first = false
 		return enc.Encode(v)
 	}
-	err := eachMatch(c.Request.Context(), s.cfg.Store, q, s.cfg.MaxExportRows, func(res query.SearchResult) error {
+	err := eachMatch(e.ctx, s.cfg.Store, e.q, s.cfg.MaxExportRows, func(res query.SearchResult) error {
+		if err := e.checkShards(); err != nil {
+			return err
+		}
 		for _, t := range res.Transactions {
 			if err := item(t); err != nil {
 				return err
@@ -140,7 +171,18 @@ func (s *Server) exportSearchJSON(c *gin.Context) {
 		}
 		return nil
 	})
-	bw.WriteString("]}\n")
+	bw.WriteString("]")
+	switch {
+	case err != nil:
+		// The status is sent: the file says it ended early.
+		m, _ := json.Marshal(err.Error())
+		fmt.Fprintf(bw, ",\"error\":%s", m)
+	case len(e.announced) > 0:
+		// Known before the first record and unchanged since (checkShards).
+		m, _ := json.Marshal(e.announced)
+		fmt.Fprintf(bw, ",\"missing_shards\":%s", m)
+	}
+	bw.WriteString("}\n")
 	_ = bw.Flush()
 	if err != nil {
 		s.cfg.Logger.Warn("json export ended early", "err", err)

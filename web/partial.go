@@ -3,6 +3,8 @@ package web
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -46,6 +48,37 @@ func shardsText(shards []int) string {
 		return "shard " + s[0]
 	}
 	return "shards " + strings.Join(s, ", ")
+}
+
+// partialText is what a page or file lacking shards says, as the UI's
+// partialNote does.
+func partialText(shards []int) string {
+	if len(shards) == 1 {
+		return fmt.Sprintf("Shard %d was down: these numbers leave out the records stored there.", shards[0])
+	}
+	return "S" + shardsText(shards)[1:] + " were down: these numbers leave out the records stored there."
+}
+
+// shardList is shards for a header: "1,2".
+func shardList(shards []int) string {
+	s := make([]string, len(shards))
+	for i, n := range shards {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+// unionShards merges shard lists, sorted, each shard once; nil if none.
+func unionShards(lists ...[]int) []int {
+	var out []int
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // partialRange is the preamble of the overview's side panels: the range

@@ -92,7 +92,7 @@ func TestPartialAnswersNameMissingShards(t *testing.T) {
 	}
 
 	tb := newTab(t)
-	for _, page := range []string{"/", "/search"} {
+	for _, page := range []string{"/", "/search", "/compare"} {
 		tb.open(ts.URL+page, "")
 		tb.waitFor(`document.getElementById('partial-note')`, time.Minute)
 		var note struct{ Shards, Text string }

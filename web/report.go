@@ -57,6 +57,9 @@ type reportData struct {
 	CompareA       string
 	CompareB       string
 	CompareSummary string
+	// Partial: the cluster shards whose records the report lacks, said
+	// on it ("" when complete; see partial.go).
+	Partial string
 }
 
 type legendItem struct{ Class, Color string }
@@ -94,13 +97,16 @@ var reportFuncs = template.FuncMap{
 
 // buildReport renders the overview of a range as one self-contained HTML
 // document: inline CSS, SVG charts, no scripts, nothing fetched.
-func (s *Server) buildReport(ctx context.Context, p overviewParams, cmp *compare.Report) ([]byte, error) {
+func (s *Server) buildReport(ctx context.Context, p overviewParams, cmp *compare.Report, cmpMissing []int) ([]byte, error) {
 	o, err := s.overview(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	d := reportData{Title: s.cfg.Title, Generated: time.Now().UTC().Format(time.RFC3339), O: o, CSS: template.CSS(reportCSS),
 		From: tstamp(o.Span[0]), To: tstamp(o.Span[1]), Class: p.class}
+	if missing := unionShards(o.MissingShards, cmpMissing); len(missing) > 0 {
+		d.Partial = partialText(missing)
+	}
 	if d.Class == "" {
 		d.Class = "all classes"
 	}
@@ -268,12 +274,12 @@ func (s *Server) exportReportHTML(c *gin.Context) {
 		bad(c, err)
 		return
 	}
-	cmp, err := s.reportCompare(c)
+	cmp, cmpMissing, err := s.reportCompare(c)
 	if err != nil {
 		bad(c, err)
 		return
 	}
-	doc, err := s.buildReport(c.Request.Context(), p, cmp)
+	doc, err := s.buildReport(c.Request.Context(), p, cmp, cmpMissing)
 	if err != nil {
 		bad(c, err)
 		return
@@ -298,12 +304,12 @@ func (s *Server) exportReportPDF(c *gin.Context) {
 		c.Status(http.StatusOK)
 		return
 	}
-	cmp, err := s.reportCompare(c)
+	cmp, cmpMissing, err := s.reportCompare(c)
 	if err != nil {
 		bad(c, err)
 		return
 	}
-	doc, err := s.buildReport(c.Request.Context(), p, cmp)
+	doc, err := s.buildReport(c.Request.Context(), p, cmp, cmpMissing)
 	if err != nil {
 		bad(c, err)
 		return

@@ -99,8 +99,11 @@ type WhatIfResponse struct {
 	Range      query.TimeRange   `json:"range"` // records read: [From, To)
 	Loaded     whatif.Loaded     `json:"loaded"`
 	// Notes say what limits the answer (truncation, missing connections).
-	Notes      []string                   `json:"notes"`
-	Priorities map[string]whatif.Priority `json:"priorities"`
+	Notes []string `json:"notes"`
+	// MissingShards: cluster shards down while the records were read;
+	// the replay holds the other shards' clients only (also in Notes).
+	MissingShards []int                      `json:"missing_shards,omitempty"`
+	Priorities    map[string]whatif.Priority `json:"priorities"`
 	// Classes: measured and predicted distributions per class (edges are
 	// the overview histogram's).
 	Classes []whatif.ClassResult `json:"classes"`
@@ -220,6 +223,7 @@ func (h *whatIfHandler) answer(c *gin.Context) (*WhatIfResponse, error) {
 		return nil, err
 	}
 	resp.Range, resp.Loaded, resp.Notes = data.rng, data.loaded, append([]string{}, data.notes...)
+	resp.MissingShards = data.missing
 	resp.Units, resp.Unit = data.ds.Units(), data.ds.UnitName()
 	resp.SYNSchedules = data.ds.SYNSchedules(opts)
 	singles, err := data.ds.StandardCandidates(opts)
@@ -369,6 +373,8 @@ type whatIfData struct {
 	rng     query.TimeRange
 	loaded  whatif.Loaded
 	notes   []string
+	// missing: cluster shards that were down when read (partial.go).
+	missing []int
 
 	group singleflight.Group
 	mu    sync.Mutex
@@ -378,9 +384,11 @@ type whatIfData struct {
 func (h *whatIfHandler) data(ctx context.Context, rng rangeParams, sensor string) (*whatIfData, error) {
 	key := rng.Last + "\x00" + rng.From + "\x00" + rng.To + "\x00" + sensor
 	if h.o.CacheTTL > 0 {
-		written := h.st.Stats().Written
+		st := h.st.Stats()
+		written, down := st.Written, len(st.ShardsDown) > 0
 		h.mu.Lock()
-		if d, ok := h.items[key]; ok && (time.Since(d.at) < h.o.CacheTTL || d.written == written) {
+		// A partial read is kept only while shards are still down.
+		if d, ok := h.items[key]; ok && (time.Since(d.at) < h.o.CacheTTL || d.written == written) && (len(d.missing) == 0 || down) {
 			h.mu.Unlock()
 			return d, nil
 		}
@@ -419,6 +427,10 @@ func (h *whatIfHandler) data(ctx context.Context, rng rangeParams, sensor string
 }
 
 func (h *whatIfHandler) load(ctx context.Context, rp rangeParams, sensor string) (*whatIfData, error) {
+	// With a cluster shard down, replay the other shards' clients and
+	// say so: a shard holds whole clients (their pageviews and
+	// connections), so what is read replays as it would have.
+	ctx, partial := partialContext(ctx, h.st)
 	var ext extent
 	if rp.Last != "" && rp.Last != "all" {
 		var err error
@@ -441,6 +453,9 @@ func (h *whatIfHandler) load(ctx context.Context, rp rangeParams, sensor string)
 		return nil, err
 	}
 	d.rng, d.loaded, d.notes = recs.Range, recs.Loaded, recs.Notes()
+	if d.missing = missingShards(partial); len(d.missing) > 0 {
+		d.notes = append(d.notes, partialText(d.missing))
+	}
 	return d, nil
 }
 

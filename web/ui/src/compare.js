@@ -1,5 +1,5 @@
 import './compare.css';
-import { el, clear, getJSON, fmtDur, fmtInt, params, showError, classLabel } from './dom.js';
+import { el, clear, getJSON, fmtDur, fmtInt, params, showError, classLabel, partialNote } from './dom.js';
 import * as charts from './charts.js';
 
 // The compare page: side A against side B per class, the figures, their
@@ -71,6 +71,8 @@ function results(box, rep) {
   box.appendChild(el('p', { class: 'compare-note', id: 'compare-note' },
     `Mann-Whitney U at alpha ${rep.alpha}; ${Math.round(rep.confidence * 100)}% bootstrap intervals of B − A from ${rep.resamples} resamples; ` +
     `at most ${fmtInt(rep.max_per_class)} records per class and side. The verdict is the transactions' total's.`));
+  const partial = partialNote(rep.missing_shards);
+  if (partial) box.appendChild(partial);
   if (!rep.classes.length) {
     box.appendChild(el('p', { class: 'empty', id: 'compare-empty' }, 'No records in either range.'));
     return;
