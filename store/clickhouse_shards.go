@@ -176,6 +176,10 @@ func (e *engine) Counters(ctx context.Context, r TimeRange, class string) (Count
 	return read(e, ctx, func(ctx context.Context) (Counters, error) { return e.querier.Counters(ctx, r, class) })
 }
 
+func (e *engine) SensorCounters(ctx context.Context, r TimeRange, class, sensor string) (Counters, error) {
+	return read(e, ctx, func(ctx context.Context) (Counters, error) { return e.querier.SensorCounters(ctx, r, class, sensor) })
+}
+
 func (e *engine) TopSlow(ctx context.Context, q TopQuery) ([]TopRow, error) {
 	return read(e, ctx, func(ctx context.Context) ([]TopRow, error) { return e.querier.TopSlow(ctx, q) })
 }

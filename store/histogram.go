@@ -25,6 +25,7 @@ func (q *querier) Histogram(ctx context.Context, hq HistogramQuery) ([]ClassHist
 		}
 	}
 	w := baseWhere(hq.Range, hq.Class)
+	w.sensor(hq.Sensor)
 	bucketOf := func(b int64) int { return int(b) }
 	var sqlText string
 	var bargs []any

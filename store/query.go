@@ -66,6 +66,13 @@ func (w *where) String() string {
 	return strings.Join(w.conds, " AND ")
 }
 
+// sensor keeps one sensor's records ("": every sensor's).
+func (w *where) sensor(sensor string) {
+	if sensor != "" {
+		w.add("sensor = ?", sensor)
+	}
+}
+
 func baseWhere(r TimeRange, class string) *where {
 	w := &where{}
 	// No condition for no bound: reading start_ns costs ClickHouse 18.16
@@ -113,8 +120,14 @@ func componentColumn(comp string) string {
 
 // Counters runs one query per table with the same sums as the rollups.
 func (q *querier) Counters(ctx context.Context, r TimeRange, class string) (Counters, error) {
+	return q.SensorCounters(ctx, r, class, "")
+}
+
+// SensorCounters is Counters of one sensor's records ("": all).
+func (q *querier) SensorCounters(ctx context.Context, r TimeRange, class, sensor string) (Counters, error) {
 	var c Counters
 	w := baseWhere(r, class)
+	w.sensor(sensor)
 	for _, rk := range rollupKinds(q.d) {
 		var n int64
 		vals := make([]int64, len(rk.exprs))
@@ -158,6 +171,7 @@ func (q *querier) TopSlow(ctx context.Context, tq TopQuery) ([]TopRow, error) {
 		tq.Limit = 20
 	}
 	w := baseWhere(tq.Range, tq.Class)
+	w.sensor(tq.Sensor)
 	d := q.d
 	group := "host, url"
 	if tq.By == "server" || tq.By == "client" {

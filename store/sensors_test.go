@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -154,6 +155,48 @@ func checkSensorFilters(t *testing.T, s store.Store, sensor string, ref *storete
 	if wantP := ref.Percentiles(pq); !samePercentiles(gotP, wantP) {
 		t.Errorf("%s: percentiles %+v, want %+v", sensor, gotP, wantP)
 	}
+	checkSensorOverview(t, s, sensor, ref)
+}
+
+// checkSensorOverview checks the reads of the overview's exact path (the
+// one a sensor's overview takes) with the sensor filter: each must equal
+// the reference of that sensor's records alone (whose queries ignore
+// Sensor).
+func checkSensorOverview(t *testing.T, s store.Store, sensor string, ref *storetest.Ref) {
+	ctx := context.Background()
+	same := func(what string, got, want any) {
+		t.Helper()
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %s %+v\nwant %+v", sensor, what, got, want)
+		}
+	}
+	for _, k := range []query.Kind{query.Transactions, query.Pageviews} {
+		hq := query.HistogramQuery{Kind: k, Sensor: sensor, Component: "total", Edges: []int64{0, 1e8, 5e8, 2e9}}
+		gotH, err := s.Histogram(ctx, hq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same(string(k)+" histogram", gotH, ref.Histogram(hq))
+		sq := query.SumQuery{Kind: k, Sensor: sensor}
+		gotS, err := s.ComponentSums(ctx, sq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same(string(k)+" component sums", gotS, ref.ComponentSums(sq))
+	}
+	for _, by := range []string{"url", "server", "client"} {
+		tq := query.TopQuery{Kind: query.Transactions, Sensor: sensor, By: by, Limit: 10}
+		gotT, err := s.TopSlow(ctx, tq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same("top "+by, gotT, ref.TopSlow(tq))
+	}
+	gotC, err := s.SensorCounters(ctx, query.TimeRange{}, "", sensor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("counters", gotC, ref.Counters(query.TimeRange{}, ""))
 }
 
 func samePercentiles(a, b []query.ClassPercentiles) bool {

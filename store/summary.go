@@ -35,6 +35,7 @@ func (q *querier) ComponentSums(ctx context.Context, sq SumQuery) ([]ComponentSu
 		sel[i] = q.d.sum(componentColumn(c))
 	}
 	w := baseWhere(sq.Range, sq.Class)
+	w.sensor(sq.Sensor)
 	sqlText := fmt.Sprintf("SELECT class, count(*), %s FROM %s WHERE %s GROUP BY class ORDER BY class",
 		strings.Join(sel, ", "), q.d.table(t.name), w)
 	rows, err := q.db().QueryContext(ctx, sqlText, w.args...)

@@ -25,9 +25,12 @@ var quantiles = []float64{0.5, 0.9, 0.99}
 // Overview is everything the overview page shows, in one response so the
 // page renders at once. Durations and times are ns.
 type Overview struct {
-	Kind        query.Kind                `json:"kind"`
-	Component   string                    `json:"component"`
-	Class       string                    `json:"class"`
+	Kind      query.Kind `json:"kind"`
+	Component string     `json:"component"`
+	Class     string     `json:"class"`
+	// Sensor: one front end's records only ("" all); read from the
+	// records, as the rollups have no sensor key.
+	Sensor      string                    `json:"sensor,omitempty"`
 	Range       query.TimeRange           `json:"range"`
 	Span        [2]int64                  `json:"span"` // effective [from, to) of the charts
 	Extent      extent                    `json:"extent"`
@@ -73,6 +76,7 @@ func breakdownComponents(k query.Kind) []string {
 type overviewParams struct {
 	kind      query.Kind
 	class     string
+	sensor    string
 	component string
 	rng       rangeParams
 }
@@ -80,7 +84,7 @@ type overviewParams struct {
 // key names the view for the cache: the parameters that shape it, so
 // that "&x=1", "&x=2", ... ask for one computation, not one each.
 func (p overviewParams) key() string {
-	return fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%s\x00%s", p.kind, p.class, p.component, p.rng.Last, p.rng.From, p.rng.To)
+	return fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s", p.kind, p.class, p.component, p.rng.Last, p.rng.From, p.rng.To, p.sensor)
 }
 
 func overviewParamsFrom(c *gin.Context) (overviewParams, error) {
@@ -88,7 +92,11 @@ func overviewParamsFrom(c *gin.Context) (overviewParams, error) {
 	if err != nil {
 		return overviewParams{}, err
 	}
-	p := overviewParams{kind: k, class: c.Query("class"), component: c.DefaultQuery("component", "total"), rng: rangeFrom(c)}
+	sensor, err := sensorParam(c)
+	if err != nil {
+		return overviewParams{}, err
+	}
+	p := overviewParams{kind: k, class: c.Query("class"), sensor: sensor, component: c.DefaultQuery("component", "total"), rng: rangeFrom(c)}
 	valid := false
 	for _, comp := range query.Components(k) {
 		valid = valid || comp == p.component
@@ -121,7 +129,7 @@ func (s *Server) overviewOf(ctx context.Context, st query.Querier, p overviewPar
 	}
 	from, to := span(r, ext)
 	step := seriesBucket(from, to)
-	o := &Overview{Kind: p.kind, Component: p.component, Class: p.class, Range: r, Span: [2]int64{from, to},
+	o := &Overview{Kind: p.kind, Component: p.component, Class: p.class, Sensor: p.sensor, Range: r, Span: [2]int64{from, to},
 		Extent: ext, Quantiles: quantiles, SeriesStep: int64(step), Top: map[string][]query.TopRow{}}
 	if s.cfg.Live != nil {
 		if ev, ok := s.cfg.Live.Latest(); ok {
@@ -149,7 +157,7 @@ func (s *Server) overviewOf(ctx context.Context, st query.Querier, p overviewPar
 	}
 	for i, by := range tops {
 		g.Go(func() (err error) {
-			topRows[i], err = st.TopSlow(gctx, query.TopQuery{Kind: p.kind, Range: r, Class: p.class, By: by, Limit: 10})
+			topRows[i], err = st.TopSlow(gctx, query.TopQuery{Kind: p.kind, Range: r, Class: p.class, Sensor: p.sensor, By: by, Limit: 10})
 			return wrap("top "+by, err)
 		})
 	}
@@ -161,8 +169,12 @@ func (s *Server) overviewOf(ctx context.Context, st query.Querier, p overviewPar
 
 // useRollups: the rollups answer the total's distribution over whole
 // minutes, when the store keeps them; below ExactBelow transactions exact
-// answers are cheap enough.
+// answers are cheap enough. They have no sensor key: one sensor's overview
+// is read from its records.
 func (s *Server) useRollups(ext extent, p overviewParams, step time.Duration) bool {
+	if p.sensor != "" {
+		return false
+	}
 	below := s.cfg.ExactBelow
 	if below == 0 {
 		below = 1_000_000
@@ -178,23 +190,23 @@ func (s *Server) exactOverview(g *errgroup.Group, gctx context.Context, o *Overv
 		return wrap("classes", err)
 	})
 	g.Go(func() (err error) {
-		o.Histograms, err = st.Histogram(gctx, query.HistogramQuery{Kind: p.kind, Range: r, Class: p.class, Component: p.component, Edges: histEdges})
+		o.Histograms, err = st.Histogram(gctx, query.HistogramQuery{Kind: p.kind, Range: r, Class: p.class, Sensor: p.sensor, Component: p.component, Edges: histEdges})
 		return wrap("histogram", err)
 	})
 	g.Go(func() (err error) {
-		o.Percentiles, err = st.Percentiles(gctx, query.PercentileQuery{Kind: p.kind, Range: r, Class: p.class, Component: p.component, Qs: quantiles})
+		o.Percentiles, err = st.Percentiles(gctx, query.PercentileQuery{Kind: p.kind, Range: r, Class: p.class, Sensor: p.sensor, Component: p.component, Qs: quantiles})
 		return wrap("percentiles", err)
 	})
 	g.Go(func() (err error) {
-		o.Series, err = st.PercentileSeries(gctx, query.PercentileQuery{Kind: p.kind, Range: r, Class: p.class, Component: p.component, Qs: quantiles, Bucket: step})
+		o.Series, err = st.PercentileSeries(gctx, query.PercentileQuery{Kind: p.kind, Range: r, Class: p.class, Sensor: p.sensor, Component: p.component, Qs: quantiles, Bucket: step})
 		return wrap("percentile series", err)
 	})
 	g.Go(func() (err error) {
-		*sums, err = st.ComponentSums(gctx, query.SumQuery{Kind: p.kind, Range: r, Class: p.class})
+		*sums, err = st.ComponentSums(gctx, query.SumQuery{Kind: p.kind, Range: r, Class: p.class, Sensor: p.sensor})
 		return wrap("breakdown", err)
 	})
 	g.Go(func() (err error) {
-		o.Counters, err = st.Counters(gctx, r, p.class)
+		o.Counters, err = st.SensorCounters(gctx, r, p.class, p.sensor)
 		return wrap("counters", err)
 	})
 }

@@ -110,6 +110,9 @@ func (s *Server) buildReport(ctx context.Context, p overviewParams, cmp *compare
 	if d.Class == "" {
 		d.Class = "all classes"
 	}
+	if p.sensor != "" {
+		d.Class += " · sensor " + p.sensor
+	}
 	color := map[string]string{}
 	for i, h := range o.Histograms {
 		color[h.Class] = palette[i%len(palette)]

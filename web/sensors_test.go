@@ -126,9 +126,18 @@ func TestSensorsAPI(t *testing.T) {
 		if getJSONInto(t, ts.URL+"/whatif/api?rules=&sensor="+url.QueryEscape(sensor), &wr); int64(wr.Loaded.Transactions) != want || wr.Loaded.Matching != want {
 			t.Errorf("what-if sensor=%q: loaded %+v; want %d transactions", sensor, wr.Loaded, want)
 		}
+		checkSensorOverviewAPI(t, ts.URL, st, sensor, want, "")
+	}
+	// Where the overview reads rollups, one sensor's is read from its
+	// records: the rollups have no sensor key.
+	rolled, _ := newTestServer(t, Config{Store: st, ExactBelow: 1})
+	ext := extent{N: all}
+	if !rolled.useRollups(ext, overviewParams{component: "total"}, time.Minute) ||
+		rolled.useRollups(ext, overviewParams{component: "total", sensor: "fe-a"}, time.Minute) {
+		t.Error("the overview of every sensor should read the rollups, one sensor's its records")
 	}
 	long := strings.Repeat("s", maxSensorName+1)
-	for _, path := range []string{"/api/search", "/whatif/api"} {
+	for _, path := range []string{"/api/search", "/whatif/api", "/api/overview"} {
 		if resp := get(t, ts.URL+path+"?sensor="+long); resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("%s with a %d-byte sensor: %d, want 400", path, len(long), resp.StatusCode)
 		}
@@ -178,4 +187,60 @@ func TestBrowserSensorPanel(t *testing.T) {
 		t.Errorf("fe-a's search link: %+v, want %d transactions and the sensor in the form", got, n["fe-a"])
 	}
 	tb.clean("search of one sensor")
+
+	// The hostile sensor's overview link: its numbers alone, its id as
+	// text, and a way back to every sensor.
+	tb.open(ts.URL+"/", `#overview[data-rendered="1"]`)
+	tb.waitFor(`document.querySelector('#sensor-card[data-state="shown"]')`, time.Minute)
+	tb.eval(`[...document.querySelectorAll('#sensors tr')].find((r) => r.dataset.sensor && r.dataset.sensor !== 'fe-a').querySelector('.sensor-overview').click()`, nil)
+	tb.waitFor(`document.getElementById('overview-sensor')`, time.Minute)
+	var ov struct {
+		Sensor, Count string
+		Pwned         bool
+		Back          string
+	}
+	tb.eval(`({ sensor: document.getElementById('overview-sensor').textContent,
+		count: [...document.querySelectorAll('#percentiles tbody tr')].reduce((a, r) => a + Number(r.dataset.count), 0).toString(),
+		pwned: !!window.__pwned, back: document.getElementById('overview-all-sensors').getAttribute('href') })`, &ov)
+	if ov.Sensor != hostileSensor || ov.Count != fmt.Sprint(n[hostileSensor]) || ov.Pwned || strings.Contains(ov.Back, "sensor=") {
+		t.Errorf("hostile sensor's overview: %+v, want its %d transactions, its id as text, a link to all sensors", ov, n[hostileSensor])
+	}
+	tb.clean("overview of one sensor")
+}
+
+// checkSensorOverviewAPI: the overview of one sensor ("" all) counts its
+// want transactions everywhere it counts them, and its counters, breakdown
+// and top lists equal the store's own reads with that sensor.
+func checkSensorOverviewAPI(t *testing.T, base string, st store.Store, sensor string, want int64, extra string) {
+	t.Helper()
+	var o Overview
+	getJSONInto(t, base+"/api/overview?sensor="+url.QueryEscape(sensor)+extra, &o)
+	var inPct, inHist, inBreakdown int64
+	for _, p := range o.Percentiles {
+		inPct += p.Count
+	}
+	for _, h := range o.Histograms {
+		inHist += h.Total
+	}
+	for _, b := range o.Breakdown {
+		inBreakdown += b.Count
+	}
+	if o.Sensor != sensor || o.Counters.Transactions != want || inPct != want || inHist != want || inBreakdown != want {
+		t.Errorf("overview sensor=%q: sensor %q, counters %d, percentiles %d, histograms %d, breakdown %d transactions; want %d",
+			sensor, o.Sensor, o.Counters.Transactions, inPct, inHist, inBreakdown, want)
+	}
+	k, err := st.SensorCounters(context.Background(), o.Range, "", sensor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Counters != k {
+		t.Errorf("overview sensor=%q: counters %+v, want the store's %+v", sensor, o.Counters, k)
+	}
+	top, err := st.TopSlow(context.Background(), query.TopQuery{Kind: query.Transactions, Range: o.Range, Sensor: sensor, By: "url", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(o.Top["url"]) != fmt.Sprint(nonNil(top)) {
+		t.Errorf("overview sensor=%q: slowest URLs %v, want %v", sensor, o.Top["url"], top)
+	}
 }

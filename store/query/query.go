@@ -13,6 +13,9 @@ type Querier interface {
 	PercentileSeries(ctx context.Context, q PercentileQuery) ([]SeriesPoint, error)
 	// Counters sums losses, retransmissions and incomplete records.
 	Counters(ctx context.Context, r TimeRange, class string) (Counters, error)
+	// SensorCounters is Counters of one sensor's records ("": every
+	// sensor's).
+	SensorCounters(ctx context.Context, r TimeRange, class, sensor string) (Counters, error)
 	// TopSlow ranks URLs, servers or clients by mean total time.
 	TopSlow(ctx context.Context, q TopQuery) ([]TopRow, error)
 	// Search finds transactions or pageviews by filters, newest first.

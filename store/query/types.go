@@ -41,6 +41,7 @@ type HistogramQuery struct {
 	Kind      Kind // default Transactions
 	Range     TimeRange
 	Class     string // "" = every class, one histogram each
+	Sensor    string // "" = every sensor
 	Component string // default "total"
 	Edges     []int64
 }
@@ -118,6 +119,7 @@ type TopQuery struct {
 	Kind     Kind
 	Range    TimeRange
 	Class    string
+	Sensor   string // "" = every sensor
 	By       string // "url" (host + url), "server", "client"
 	Limit    int
 	MinCount int64
@@ -197,9 +199,10 @@ type Extent struct {
 
 // SumQuery selects records for ComponentSums.
 type SumQuery struct {
-	Kind  Kind
-	Range TimeRange
-	Class string // "" = every class, one row each
+	Kind   Kind
+	Range  TimeRange
+	Class  string // "" = every class, one row each
+	Sensor string // "" = every sensor
 }
 
 // ComponentSums is one class's record count and the exact sum (ns) of

@@ -14,7 +14,7 @@ export const ms = (ns) => String(ns / 1e6);
 export function searchHref(extra) {
   const p = params();
   const q = new URLSearchParams();
-  for (const k of ['kind', 'last', 'from', 'to', 'class', 'theme']) if (p.get(k)) q.set(k, p.get(k));
+  for (const k of ['kind', 'last', 'from', 'to', 'class', 'sensor', 'theme']) if (p.get(k)) q.set(k, p.get(k));
   for (const [k, v] of Object.entries(extra || {})) {
     if (v === null || v === undefined || v === '') q.delete(k); else q.set(k, String(v));
   }

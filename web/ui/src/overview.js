@@ -7,7 +7,7 @@ import { sensorPanel } from './sensors.js';
 import * as drill from './drill.js';
 import { track, commit, onPop, setControl } from './urlstate.js';
 
-const keys = ['last', 'from', 'to', 'class', 'kind', 'component'];
+const keys = ['last', 'from', 'to', 'class', 'kind', 'component', 'sensor'];
 
 // liveDefault: on a live server the wall screen wants the recent past, not
 // all data. It reads the page's data-live (no round trip), so that the
@@ -156,6 +156,13 @@ function render(body, o, meta) {
   const rangeNote = el('p', { class: 'range-note', id: 'range-note' },
     `${fmtTime(o.span[0])} – ${fmtTime(o.span[1])} UTC · ${o.kind} · ${o.component}`
     + (o.class ? ` · class ${classLabel(o.class)}` : ' · all classes'));
+  if (o.sensor) {
+    // One front end's view (from the sensor panel): said, and undone in a click.
+    const all = params();
+    all.delete('sensor');
+    rangeNote.append(' · sensor ', el('b', { id: 'overview-sensor' }, o.sensor), ' (',
+      el('a', { href: '?' + all, id: 'overview-all-sensors' }, 'all sensors'), ')');
+  }
   body.append(rangeNote);
   const partial = partialNote(o.missing_shards);
   if (partial) body.append(partial);

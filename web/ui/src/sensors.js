@@ -45,6 +45,7 @@ function render(card, r) {
           el('td', {}, c ? `${classLabel(c.class)} (${fmtInt(c.count)})` : '–'),
           q.map((_, k) => el('td', { class: 'n' }, c ? fmtDur(c.values[k]) : '–')),
           i === 0 ? el('td', { rowspan: classes.length },
+            el('a', { href: link('/', s.sensor), class: 'sensor-overview' }, 'overview'), ' · ',
             el('a', { href: link('/search', s.sensor), class: 'sensor-search' }, 'search'), ' · ',
             el('a', { href: link('/whatif/', s.sensor), class: 'sensor-whatif' }, 'what-if')) : []));
       }))),
