@@ -285,7 +285,18 @@ func (c *Cluster) WaitReady(ctx context.Context, limit time.Duration) error {
 			continue
 		}
 		var last error
+		restarts := 0
 		for {
+			// 18.16 can crash while it starts (a DDL worker that lost its
+			// first ZooKeeper session): start it again, a bounded number
+			// of times, rather than wait on a dead process.
+			if n.srv.Exited() && restarts < 2 {
+				restarts++
+				n.srv = nil
+				if err := c.StartNode(ctx, i); err != nil {
+					return fmt.Errorf("restart s%dr%d, which exited while starting: %w", n.Shard, n.Replica, err)
+				}
+			}
 			got, err := c.Query(ctx, i, fmt.Sprintf("SELECT count() FROM system.clusters WHERE cluster = '%s'", c.Name))
 			if err == nil && strings.TrimSpace(got) != want {
 				err = fmt.Errorf("system.clusters lists %s servers of %s, want %s", strings.TrimSpace(got), c.Name, want)

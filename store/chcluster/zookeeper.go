@@ -100,7 +100,10 @@ func startZooKeeper(ctx context.Context, dir string, port int) (*ZooKeeper, erro
 	return z, nil
 }
 
-// wait polls "ruok" until ZooKeeper answers "imok", bounded in time.
+// wait polls "srvr" until ZooKeeper reports its mode, bounded in time.
+// "ruok" is not enough: it answers "imok" while the server still closes
+// every session ("ZooKeeperServer not running"), and an 18.16 server that
+// connects then can crash (its DDL worker uses the failed session).
 func (z *ZooKeeper) wait(ctx context.Context, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
@@ -112,7 +115,7 @@ func (z *ZooKeeper) wait(ctx context.Context, limit time.Duration) error {
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
-		if fourLetter(z.Port, "ruok") == "imok" {
+		if strings.Contains(fourLetter(z.Port, "srvr"), "Mode:") {
 			return nil
 		}
 	}
