@@ -42,11 +42,16 @@ func want(what string, got, exp int64) error {
 	return nil
 }
 
-func pctCount(ps []sq.ClassPercentiles) (n int64) {
-	for _, p := range ps {
-		n += p.Count
+// total sums f over xs: the record counts of a query's groups.
+func total[T any](xs []T, f func(T) int64) (n int64) {
+	for _, x := range xs {
+		n += f(x)
 	}
 	return n
+}
+
+func pctCount(ps []sq.ClassPercentiles) int64 {
+	return total(ps, func(p sq.ClassPercentiles) int64 { return p.Count })
 }
 
 // dashboardQueries are the overview (rollup Summary, exact parts for a
@@ -114,14 +119,10 @@ func exactQueries(w written, r sq.TimeRange, step time.Duration) []dashQuery {
 	return []dashQuery{
 		{"overview histogram, tserver (exact)", "hist", func(ctx context.Context, s store.Store) error {
 			hs, err := s.Histogram(ctx, sq.HistogramQuery{Range: r, Component: "tserver", Edges: webEdges})
-			var n int64
-			for _, h := range hs {
-				n += h.Total
-			}
 			if err != nil {
 				return err
 			}
-			return want("histogram total", n, w.txs)
+			return want("histogram total", total(hs, func(h sq.ClassHistogram) int64 { return h.Total }), w.txs)
 		}},
 		{"overview percentiles, tserver (exact)", "pct", func(ctx context.Context, s store.Store) error {
 			ps, err := s.Percentiles(ctx, sq.PercentileQuery{Range: r, Component: "tserver", Qs: webQuantiles})
@@ -132,24 +133,17 @@ func exactQueries(w written, r sq.TimeRange, step time.Duration) []dashQuery {
 		}},
 		{"overview series, tserver (exact)", "series", func(ctx context.Context, s store.Store) error {
 			pts, err := s.PercentileSeries(ctx, sq.PercentileQuery{Range: r, Component: "tserver", Qs: webQuantiles, Bucket: step})
-			var n int64
-			for _, p := range pts {
-				n += p.Count
-			}
 			if err != nil {
 				return err
 			}
-			return want("series counts", n, w.txs)
+			return want("series counts", total(pts, func(p sq.SeriesPoint) int64 { return p.Count }), w.txs)
 		}},
 		{"overview breakdown sums (exact)", "sums", func(ctx context.Context, s store.Store) error {
 			cs, err := s.ComponentSums(ctx, sq.SumQuery{Range: r})
-			var n int64
-			for _, c := range cs {
-				n += c.Count
-			}
 			if err != nil {
 				return err
 			}
+			n := total(cs, func(c sq.ComponentSums) int64 { return c.Count })
 			return want("component sums count", n, w.txs)
 		}},
 		{"overview counters (exact)", "counters", func(ctx context.Context, s store.Store) error {
