@@ -167,6 +167,13 @@ func (tb *tab) eval(js string, out any) {
 	}
 }
 
+// back and forward move in the tab's history once the evaluation has
+// answered: a step that leaves the document can otherwise close the
+// evaluation's context before it answers ("Inspected target navigated or
+// closed"). Callers wait for the page they expect.
+func (tb *tab) back()    { tb.t.Helper(); tb.eval(`setTimeout(() => history.back(), 0), true`, nil) }
+func (tb *tab) forward() { tb.t.Helper(); tb.eval(`setTimeout(() => history.forward(), 0), true`, nil) }
+
 // clean fails on any exception, console error or CSP violation so far.
 func (tb *tab) clean(where string) {
 	tb.t.Helper()

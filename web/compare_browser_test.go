@@ -55,7 +55,7 @@ func TestCompareBrowser(t *testing.T) {
 	}
 
 	// Back: the first comparison again, inputs and verdicts.
-	tb.eval(`history.back(), true`, nil)
+	tb.back()
 	tb.waitFor(fmt.Sprintf(`new URLSearchParams(location.search).get('b_from') === %q && !document.getElementById('compare-result').dataset.loading &&
 	  document.querySelector('.compare-class[data-class="premium"] h2 .verdict').textContent === %q &&
 	  document.getElementById('b-from').value === %q`, first.Get("b_from"), compare.Slower, first.Get("b_from")), time.Minute)

@@ -406,14 +406,14 @@ func TestBrowserDrilldownHistoryAndLinks(t *testing.T) {
 	var pct []int64
 	tb.eval(`[...document.querySelectorAll('#percentiles td[data-ns]')].map((td) => +td.dataset.ns)`, &pct)
 
-	tb.eval(`history.back(), true`, nil)
+	tb.back()
 	tb.waitFor(`location.search === '?class=premium' && document.getElementById('component').value === 'total' && `+rows(1, "· total ·"), 20*time.Second)
-	tb.eval(`history.back(), true`, nil)
+	tb.back()
 	tb.waitFor(`location.search === '' && document.getElementById('class').value === '' && `+rows(2, "all classes"), 20*time.Second)
 	var d overviewDOM
 	tb.eval(readOverview, &d)
 	checkOverview(t, st, d, store.TimeRange{}, "")
-	tb.eval(`history.forward(), true`, nil)
+	tb.forward()
 	tb.waitFor(`location.search === '?class=premium' && document.getElementById('class').value === 'premium' && `+rows(1, "class premium"), 20*time.Second)
 	tb.clean("overview history")
 
@@ -458,7 +458,7 @@ func TestBrowserDrilldownHistoryAndLinks(t *testing.T) {
 		}
 	}
 	checkShown(t, fmt.Sprintf("tserver from 5 to %d ms", maxMs), narrowed, want)
-	tb.eval(`history.back(), true`, nil)
+	tb.back()
 	tb.waitFor(`location.search === '?comp=tserver&min=5&page=2' && document.body.dataset.ready === '1' && !!document.getElementById('result-summary')`, 20*time.Second)
 	var back searchShown
 	tb.eval(readSearch, &back)
@@ -517,7 +517,7 @@ func TestBrowserDrilldownWaterfallObject(t *testing.T) {
 	}
 	tb.clean("waterfall object link")
 	// Back to the pageview with that object still open.
-	tb.eval(`history.back(), true`, nil)
+	tb.back()
 	tb.waitFor(`location.href === `+strconv.Quote(link)+` && !!document.getElementById('tx-`+obj.ID+`') && document.getElementById('tx-`+obj.ID+`').open`, 20*time.Second)
 	tb.clean("pageview back")
 }
