@@ -73,6 +73,18 @@ func (n *Node) Addr() string { return fmt.Sprintf("127.0.0.1:%d", n.TCPPort) }
 // stopped it.
 func (n *Node) Running() bool { return n.srv != nil }
 
+// Exited says whether the node, started and not stopped, has exited on
+// its own.
+func (n *Node) Exited() bool { return n.srv != nil && n.srv.Exited() }
+
+// PID is the node's server process id, 0 when it is not running.
+func (n *Node) PID() int {
+	if n.srv == nil {
+		return 0
+	}
+	return n.srv.PID()
+}
+
 // Cluster is a running cluster.
 type Cluster struct {
 	Dir    string
@@ -319,4 +331,68 @@ func (c *Cluster) WaitReady(ctx context.Context, limit time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// Revive starts again every node this process started that exited on its
+// own (18.16 has been seen to segfault in its DDL worker after a lost
+// ZooKeeper session on a busy machine, long after the loss), waits until
+// the cluster is ready and, when every node is up, repeats the warm-up
+// DDL. It returns, per revived node, the end of its error log.
+func (c *Cluster) Revive(ctx context.Context) ([]string, error) {
+	var revived []string
+	allUp := true
+	for i, n := range c.Nodes {
+		if n.srv == nil {
+			allUp = false
+			continue
+		}
+		if !n.srv.Exited() {
+			continue
+		}
+		revived = append(revived, fmt.Sprintf("s%dr%d had exited; its error log ended: %s", n.Shard, n.Replica, n.errLogTail(600)))
+		n.srv = nil
+		if err := c.StartNode(ctx, i); err != nil {
+			return revived, fmt.Errorf("revive s%dr%d: %w", n.Shard, n.Replica, err)
+		}
+	}
+	if len(revived) == 0 {
+		return nil, nil
+	}
+	if err := c.WaitReady(ctx, 3*time.Minute); err != nil {
+		return revived, err
+	}
+	if allUp {
+		return revived, c.warmUp(ctx)
+	}
+	return revived, nil
+}
+
+// Diagnose says, per node, whether it runs, exited on its own or was
+// stopped, with the end of the error log of one that exited: what a
+// failed test prints.
+func (c *Cluster) Diagnose() []string {
+	var out []string
+	for _, n := range c.Nodes {
+		state := "running"
+		switch {
+		case n.srv == nil:
+			state = "stopped"
+		case n.srv.Exited():
+			state = "EXITED; its error log ended: " + n.errLogTail(1500)
+		}
+		out = append(out, fmt.Sprintf("s%dr%d: %s", n.Shard, n.Replica, state))
+	}
+	return out
+}
+
+// errLogTail is the last max bytes of the node's server.err.log.
+func (n *Node) errLogTail(max int) string {
+	b, err := os.ReadFile(filepath.Join(n.Dir, "server.err.log"))
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	return string(b)
 }
