@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,35 +37,36 @@ func missingShards(p *query.Partial) []int {
 	return nil
 }
 
-// shardsText names shards for the UI's status: "shard 2", "shards 1, 2".
-func shardsText(shards []int) string {
+// shardNumbers is shards as decimal strings.
+func shardNumbers(shards []int) []string {
 	s := make([]string, len(shards))
 	for i, n := range shards {
-		s[i] = fmt.Sprint(n)
+		s[i] = strconv.Itoa(n)
 	}
-	if len(s) == 1 {
-		return "shard " + s[0]
+	return s
+}
+
+// shardsText names shards for the UI's status: "shard 2", "shards 1, 2".
+func shardsText(shards []int) string {
+	if len(shards) == 1 {
+		return "shard " + strconv.Itoa(shards[0])
 	}
-	return "shards " + strings.Join(s, ", ")
+	return "shards " + strings.Join(shardNumbers(shards), ", ")
 }
 
 // partialText is what a page or file lacking shards says, as the UI's
 // partialNote does.
 func partialText(shards []int) string {
+	verb := "were"
 	if len(shards) == 1 {
-		return fmt.Sprintf("Shard %d was down: these numbers leave out the records stored there.", shards[0])
+		verb = "was"
 	}
-	return "S" + shardsText(shards)[1:] + " were down: these numbers leave out the records stored there."
+	name := shardsText(shards)
+	return strings.ToUpper(name[:1]) + name[1:] + " " + verb + " down: these numbers leave out the records stored there."
 }
 
 // shardList is shards for a header: "1,2".
-func shardList(shards []int) string {
-	s := make([]string, len(shards))
-	for i, n := range shards {
-		s[i] = strconv.Itoa(n)
-	}
-	return strings.Join(s, ",")
-}
+func shardList(shards []int) string { return strings.Join(shardNumbers(shards), ",") }
 
 // unionShards merges shard lists, sorted, each shard once; nil if none.
 func unionShards(lists ...[]int) []int {
