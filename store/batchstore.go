@@ -37,7 +37,7 @@ type groupResult struct {
 
 // store dedups and inserts one batch; it returns how many were duplicates.
 func (w *writer) store(ctx context.Context, b *Batch) (int, error) {
-	groups := recordGroups(b, clip(w.opts.Sensor, maxSensorOrPri), w.txClasses(b))
+	groups := recordGroups(b, w.sensor(), w.txClasses(b))
 	if w.opts.keepRollups() {
 		// Before the insert, not after: readers recompute the minutes
 		// noted here (tailRollups), so a record stored is always in the

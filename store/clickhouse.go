@@ -114,9 +114,9 @@ func chDDL(db string, t table) string {
 // keeps the same under the engine's Replicated variant.
 func chLayout(t table) (engine, args, keys string) {
 	if t.name == rollupTable.name {
-		// The newest recompute of a (kind, minute, class) replaces the
-		// older ones at merges; readers keep the newest meanwhile.
-		return "ReplacingMergeTree", "version", "PARTITION BY toYYYYMMDD(day) ORDER BY (kind, minute, class)"
+		// The newest recompute of a (kind, minute, class, sensor) replaces
+		// the older ones at merges; readers keep the newest meanwhile.
+		return "ReplacingMergeTree", "version", "PARTITION BY toYYYYMMDD(day) ORDER BY (kind, minute, class, sensor)"
 	}
 	if t.name == annotationTable.name {
 		// Read by time range only; a plain MergeTree keeps every row.
@@ -228,6 +228,13 @@ func (c *chBackend) createTable(ctx context.Context, t table) error {
 		return c.clusterCreateTable(ctx, t)
 	}
 	return c.conn.Exec(ctx, chDDL(c.db, t))
+}
+
+func (c *chBackend) dropTable(ctx context.Context, name string) error {
+	if c.cluster != "" {
+		return c.clusterDropTable(ctx, name)
+	}
+	return c.conn.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS `%s`.%s", c.db, name))
 }
 
 func (c *chBackend) addColumn(ctx context.Context, t table, col column) error {

@@ -83,7 +83,8 @@ func localName(t string) string { return t + "_local" }
 // that a client's connections, transactions and pageviews meet on one
 // shard whichever sensor saw them (cross-sensor stitching reads a client's
 // records together); rollups by their key, so that the recomputes of one
-// (kind, minute, class) meet where ReplacingMergeTree collapses them.
+// (kind, minute, class, sensor) meet where ReplacingMergeTree collapses
+// them.
 func shardKey(t table) string {
 	has := func(name string) bool {
 		return slices.ContainsFunc(t.cols, func(c column) bool { return c.name == name })
@@ -92,7 +93,7 @@ func shardKey(t table) string {
 	case has("client"):
 		return "cityHash64(client)"
 	case t.name == rollupTable.name:
-		return "cityHash64(kind, minute, class)"
+		return "cityHash64(kind, minute, class, sensor)"
 	case has("id"):
 		return "cityHash64(id)"
 	}
@@ -192,6 +193,17 @@ func (c *chBackend) clusterCreateTable(ctx context.Context, t table) error {
 		}
 	}
 	return c.syncDistributed(ctx, t, have)
+}
+
+// clusterDropTable drops name's Distributed table, then its local tables,
+// on every server.
+func (c *chBackend) clusterDropTable(ctx context.Context, name string) error {
+	for _, t := range []string{name, localName(name)} {
+		if err := c.conn.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS `%s`.%s ON CLUSTER %s", c.db, t, c.cluster)); err != nil {
+			return fmt.Errorf("drop %s on cluster %s: %w", t, c.cluster, err)
+		}
+	}
+	return nil
 }
 
 // clusterAddColumn adds col to t's local tables on every server, then

@@ -44,10 +44,11 @@ type dialect struct {
 	// of the two.
 	pairKey func(a, b string) (sel, group, order string)
 	// pruneRollups, if set, deletes the rollup rows of kind in rs older
-	// than version. Readers keep the newest anyway, so a failure costs
-	// space, not answers. ClickHouse's ReplacingMergeTree(version) does
-	// this in its merges.
-	pruneRollups func(ctx context.Context, db *sql.DB, kind string, rs []TimeRange, version int64) error
+	// than version that also match also (the sensors recomputed).
+	// Readers keep the newest anyway, so a failure costs space, not
+	// answers. ClickHouse's ReplacingMergeTree(version) does this in its
+	// merges.
+	pruneRollups func(ctx context.Context, db *sql.DB, kind string, rs []TimeRange, version int64, also *where) error
 }
 
 func duckBoolInt(c string) string { return "CAST(" + c + " AS BIGINT)" }
@@ -120,9 +121,16 @@ var duckDialect = dialect{
 		}
 	},
 	table: func(n string) string { return n },
-	pruneRollups: func(ctx context.Context, db *sql.DB, kind string, rs []TimeRange, version int64) error {
+	pruneRollups: func(ctx context.Context, db *sql.DB, kind string, rs []TimeRange, version int64, also *where) error {
 		for _, r := range rs {
-			if _, err := db.ExecContext(ctx, "DELETE FROM rollups WHERE kind = ? AND minute >= ? AND minute < ? AND version < ?", kind, r.From, r.To, version); err != nil {
+			w := &where{}
+			w.add("kind = ?", kind)
+			w.add("minute >= ?", r.From)
+			w.add("minute < ?", r.To)
+			w.add("version < ?", version)
+			w.conds = append(w.conds, also.conds...)
+			w.args = append(w.args, also.args...)
+			if _, err := db.ExecContext(ctx, "DELETE FROM rollups WHERE "+w.String(), w.args...); err != nil {
 				return fmt.Errorf("prune %s rollups: %w", kind, err)
 			}
 		}

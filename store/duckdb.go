@@ -167,6 +167,11 @@ func (d *duckBackend) createTable(ctx context.Context, t table) error {
 	return err
 }
 
+func (d *duckBackend) dropTable(ctx context.Context, name string) error {
+	_, err := d.sqlDB().ExecContext(ctx, "DROP TABLE IF EXISTS "+name)
+	return err
+}
+
 func (d *duckBackend) addColumn(ctx context.Context, t table, c column) error {
 	_, err := d.sqlDB().ExecContext(ctx, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s DEFAULT %s", t.name, c.name, duckTypes[c.kind], zeroOf(c.kind)))
 	return err

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // failingRollups fails every insert into the rollups table, as a
@@ -34,7 +35,7 @@ func FailRollupWrites(s Store, fail bool) {
 func SpoilAnHourRollup(ctx context.Context, s Store) error {
 	q := s.(*engine).querier
 	rk, _ := rollupKindOf(q.d, txTable)
-	rows, err := q.readRollups(ctx, hourKind(rk.name), 0, 0)
+	rows, err := q.readRollups(ctx, rk, hourKind(rk.name), 0, 0)
 	if err != nil {
 		return err
 	}
@@ -49,4 +50,10 @@ func SpoilAnHourRollup(ctx context.Context, s Store) error {
 // and histogram queries (nil: nothing).
 func BetweenRollupQueries(s Store, f func()) {
 	s.(*engine).querier.betweenRollupQueries = f
+}
+
+// SkewRollupClock sets s's rollup version clock off the wall clock by d,
+// as on a sensor whose clock is wrong.
+func SkewRollupClock(s Store, d time.Duration) {
+	s.(*engine).querier.versions.skew.Store(int64(d))
 }

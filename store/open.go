@@ -48,6 +48,9 @@ type schema interface {
 	createTable(ctx context.Context, t table) error
 	// addColumn appends c to t with its kind's zero as default.
 	addColumn(ctx context.Context, t table, c column) error
+	// dropTable drops a table if it exists (in cluster mode its
+	// Distributed and local tables on every server).
+	dropTable(ctx context.Context, name string) error
 	// schemaVersion is the newest applied migration (0: none).
 	schemaVersion(ctx context.Context) (int, error)
 	recordVersion(ctx context.Context, version int) error
@@ -140,5 +143,11 @@ func migrations(s schema) []migration {
 		// 8: pageviews keep what their HTML and stylesheets named
 		// (Pageview.Declared), so stitching groups on the same evidence.
 		{8, func(ctx context.Context) error { return addColumns(ctx, s, pvTable) }},
+		// 9: rollups are kept per sensor and merged at query time. The key
+		// (ClickHouse's sorting and sharding keys) changes, which no ALTER
+		// does on 18.16, so the table is made again: rollups are
+		// recomputed from the records, and readers recompute the minutes
+		// they find missing.
+		{9, func(ctx context.Context) error { return remakeTable(ctx, s, rollupTable) }},
 	}
 }

@@ -14,7 +14,7 @@ import (
 // class and kind.
 //
 // A rollup row is a pure function of the raw rows of one (kind, minute,
-// class): their count, first and last start, minimum and maximum total,
+// class, sensor): their count, first and last start, minimum and maximum total,
 // the exact sums that the breakdown and the counters need, and a histogram
 // of total over RollupEdges. It is recomputed from the raw table, never
 // accumulated, so it is right whatever happened before:
@@ -28,6 +28,13 @@ import (
 //     recomputes the minutes that differ (a crash between insert and
 //     recompute, a store written before rollups existed, a batch in flight).
 //
+// The sensor is part of the key so that where several sensors write into
+// one store (a cluster), each writer recomputes and stores only its own
+// sensor's rows, versioned by its own clock: no sensor's recompute can
+// replace another's, whatever their clocks say, and readers merge the
+// sensors' rows at query time (and one sensor's overview reads its rows
+// alone instead of scanning its records).
+//
 // Counts, sums, counters and histograms on RollupEdges' grid are exact.
 // Percentiles are not: each is the geometric middle of the fine bucket
 // holding the contract's index (see PercentileQuery), clamped to the
@@ -37,7 +44,7 @@ import (
 // rollupGrain is the rollups' time step.
 const rollupGrain = int64(time.Minute)
 
-var rollupTable = table{"rollups", cols(`day:d kind:s minute:i64 class:s version:i64 n:i64 first_ns:i64 last_ns:i64 lo:i64 hi:i64 sums:s hist:s`)}
+var rollupTable = table{"rollups", cols(`day:d kind:s minute:i64 class:s sensor:s version:i64 n:i64 first_ns:i64 last_ns:i64 lo:i64 hi:i64 sums:s hist:s`)}
 
 // rollupKind is one raw table's rollup: the named sums it keeps.
 type rollupKind struct {
@@ -46,6 +53,27 @@ type rollupKind struct {
 	hist  bool     // histogram of total
 	names []string // sums, in select order
 	exprs []string
+	// sensors restricts every read, recompute and prune to these
+	// sensors' records and rows (nil: every sensor).
+	sensors []string
+}
+
+// onlySensors is rk restricted to sensors (nil: every sensor).
+func (rk rollupKind) onlySensors(sensors []string) rollupKind {
+	rk.sensors = sensors
+	return rk
+}
+
+// sensorWhere adds rk's sensor restriction to w.
+func (rk rollupKind) sensorWhere(w *where) {
+	if len(rk.sensors) == 0 {
+		return
+	}
+	args := make([]any, len(rk.sensors))
+	for i, s := range rk.sensors {
+		args[i] = s
+	}
+	w.add("sensor IN ("+marks(len(args))+")", args...)
 }
 
 // rollupKinds lists the kinds in a fixed order: transactions, pageviews,
@@ -113,9 +141,10 @@ func counterFields(c *Counters, kind string) (count *int64, sums map[string]*int
 type rollupKey struct {
 	minute int64
 	class  string
+	sensor string
 }
 
-// rollupRow is one (minute, class) of one kind.
+// rollupRow is one (minute, class, sensor) of one kind.
 type rollupRow struct {
 	version        int64
 	n, first, last int64

@@ -20,7 +20,8 @@ func rangesWhere(rs []TimeRange) *where {
 	return w
 }
 
-// computeRollups aggregates the raw rows of rs by minute and class.
+// computeRollups aggregates the raw rows of rs (of rk's sensors) by
+// minute, class and sensor.
 func (q *querier) computeRollups(ctx context.Context, rk rollupKind, rs []TimeRange) (map[rollupKey]*rollupRow, error) {
 	out := map[rollupKey]*rollupRow{}
 	if len(rs) == 0 {
@@ -29,12 +30,13 @@ func (q *querier) computeRollups(ctx context.Context, rk rollupKind, rs []TimeRa
 	d := q.d
 	tbl := d.table(rk.t.name)
 	w := rangesWhere(rs)
+	rk.sensorWhere(w)
 	m := d.intDiv("start_ns", strconv.FormatInt(rollupGrain, 10))
 	lohi := "0, 0"
 	if rk.hist {
 		lohi = "min(total), max(total)"
 	}
-	sqlText := fmt.Sprintf("SELECT %s AS m, class, count(*), min(start_ns), max(start_ns), %s, %s FROM %s WHERE %s GROUP BY m, class",
+	sqlText := fmt.Sprintf("SELECT %s AS m, class, sensor, count(*), min(start_ns), max(start_ns), %s, %s FROM %s WHERE %s GROUP BY m, class, sensor",
 		m, lohi, strings.Join(rk.exprs, ", "), tbl, w)
 	rows, err := q.db().QueryContext(ctx, sqlText, w.args...)
 	if err != nil {
@@ -44,7 +46,7 @@ func (q *querier) computeRollups(ctx context.Context, rk rollupKind, rs []TimeRa
 	for rows.Next() {
 		var k rollupKey
 		r := &rollupRow{sums: make(map[string]int64, len(rk.names))}
-		dest := []any{&k.minute, &k.class, &r.n, &r.first, &r.last, &r.lo, &r.hi}
+		dest := []any{&k.minute, &k.class, &k.sensor, &r.n, &r.first, &r.last, &r.lo, &r.hi}
 		for i := range vals {
 			dest = append(dest, &vals[i])
 		}
@@ -69,11 +71,11 @@ func (q *querier) computeRollups(ctx context.Context, rk rollupKind, rs []TimeRa
 	if q.betweenRollupQueries != nil {
 		q.betweenRollupQueries()
 	}
-	// The buckets are counted per (minute, class, bucket) and each
-	// (minute, class) returns its pairs as one text: shipping the ~150
-	// rows per minute and class to Go instead cost more than the query.
+	// The buckets are counted per (minute, class, sensor, bucket) and each
+	// (minute, class, sensor) returns its pairs as one text: shipping the
+	// ~150 rows per key to Go instead cost more than the query.
 	guess, fixed := logBucket(d.boolInt, d.ln, d.elem, "total", RollupEdges)
-	sqlText = fmt.Sprintf("SELECT m, class, %s FROM (SELECT m, class, %s AS b, count(*) AS c FROM (SELECT %s AS m, class, total, %s AS b0 FROM %s WHERE %s) GROUP BY m, class, b) GROUP BY m, class",
+	sqlText = fmt.Sprintf("SELECT m, class, sensor, %s FROM (SELECT m, class, sensor, %s AS b, count(*) AS c FROM (SELECT %s AS m, class, sensor, total, %s AS b0 FROM %s WHERE %s) GROUP BY m, class, sensor, b) GROUP BY m, class, sensor",
 		d.pairsText("b", "c"), fixed, m, guess, tbl, w)
 	rows, err = q.db().QueryContext(ctx, sqlText, w.args...)
 	if err != nil {
@@ -83,7 +85,7 @@ func (q *querier) computeRollups(ctx context.Context, rk rollupKind, rs []TimeRa
 	for rows.Next() {
 		var k rollupKey
 		var text string
-		if err := rows.Scan(&k.minute, &k.class, &text); err != nil {
+		if err := rows.Scan(&k.minute, &k.class, &k.sensor, &text); err != nil {
 			return nil, fmt.Errorf("rollup histogram %s scan: %w", rk.t.name, err)
 		}
 		k.minute *= rollupGrain

@@ -11,12 +11,15 @@ import (
 
 // versionClock gives a store's rollup recomputes their versions: the wall
 // clock in ns, strictly increasing where the clock repeats a value.
-type versionClock struct{ last atomic.Int64 }
+type versionClock struct {
+	last atomic.Int64
+	skew atomic.Int64 // ns added to the wall clock: tests play a sensor whose clock is off
+}
 
 func (c *versionClock) next() int64 {
 	for {
 		old := c.last.Load()
-		v := max(time.Now().UnixNano(), old+1)
+		v := max(time.Now().UnixNano()+c.skew.Load(), old+1)
 		if c.last.CompareAndSwap(old, v) {
 			return v
 		}
@@ -24,9 +27,10 @@ func (c *versionClock) next() int64 {
 }
 
 // refreshRollups recomputes the whole minutes rs (aligned to rollupGrain)
-// of t and stores them. gone lists keys whose raw rows no longer exist; they
-// get an empty row so that readers stop counting them.
-func (q *querier) refreshRollups(ctx context.Context, t table, rs []TimeRange, gone []rollupKey) error {
+// of t, the rows of sensors (nil: every sensor), and stores them. gone
+// lists keys whose raw rows no longer exist; they get an empty row so that
+// readers stop counting them.
+func (q *querier) refreshRollups(ctx context.Context, t table, rs []TimeRange, sensors []string, gone []rollupKey) error {
 	if len(rs) == 0 {
 		return nil
 	}
@@ -34,6 +38,7 @@ func (q *querier) refreshRollups(ctx context.Context, t table, rs []TimeRange, g
 	if err != nil {
 		return err
 	}
+	rk = rk.onlySensors(sensors)
 	version := q.versions.next() // before reading: a later insert gets a later recompute
 	_, rows, err := q.computeToStore(ctx, rk, rs)
 	if err != nil {
@@ -61,7 +66,7 @@ func (q *querier) storeRollups(ctx context.Context, rk rollupKind, rs []TimeRang
 	}
 	// A failed prune leaves older rows that readers skip; the hours are
 	// still refreshed, and the failure is returned for the counters.
-	pruneErr := q.pruneRollups(ctx, rk.name, rs, version)
+	pruneErr := q.pruneRollups(ctx, rk, rk.name, rs, version)
 	keys := make([]rollupKey, 0, len(rows))
 	for k := range rows {
 		keys = append(keys, k)
@@ -69,13 +74,15 @@ func (q *querier) storeRollups(ctx context.Context, rk rollupKind, rs []TimeRang
 	return errors.Join(pruneErr, q.refreshHours(ctx, rk, keys))
 }
 
-// pruneRollups deletes the rows of kind in rs older than version, where
-// the engine does not do so itself.
-func (q *querier) pruneRollups(ctx context.Context, kind string, rs []TimeRange, version int64) error {
+// pruneRollups deletes the rows of kind (of rk's sensors) in rs older
+// than version, where the engine does not do so itself.
+func (q *querier) pruneRollups(ctx context.Context, rk rollupKind, kind string, rs []TimeRange, version int64) error {
 	if q.d.pruneRollups == nil {
 		return nil
 	}
-	return q.d.pruneRollups(ctx, q.db(), kind, rs, version)
+	w := &where{}
+	rk.sensorWhere(w)
+	return q.d.pruneRollups(ctx, q.db(), kind, rs, version, w)
 }
 
 // refreshHours recomputes, from their minute rows, the hour rows of the
@@ -101,11 +108,11 @@ func (q *querier) refreshHours(ctx context.Context, rk rollupKind, keys []rollup
 		}
 		run := TimeRange{From: hours[i] * rollupHour, To: (hours[j-1] + 1) * rollupHour}
 		i = j
-		minutes, err := q.readRollups(ctx, rk.name, run.From, run.To)
+		minutes, err := q.readRollups(ctx, rk, rk.name, run.From, run.To)
 		if err != nil {
 			return err
 		}
-		old, err := q.readRollups(ctx, hourKind(rk.name), run.From, run.To)
+		old, err := q.readRollups(ctx, rk, hourKind(rk.name), run.From, run.To)
 		if err != nil {
 			return err
 		}
@@ -114,7 +121,7 @@ func (q *querier) refreshHours(ctx context.Context, rk rollupKind, keys []rollup
 			if r.n == 0 {
 				continue
 			}
-			hk := rollupKey{floorDiv(k.minute, rollupHour) * rollupHour, k.class}
+			hk := rollupKey{minute: floorDiv(k.minute, rollupHour) * rollupHour, class: k.class, sensor: k.sensor}
 			if agg[hk] == nil {
 				agg[hk] = &rollupRow{sums: map[string]int64{}}
 			}
@@ -128,7 +135,7 @@ func (q *querier) refreshHours(ctx context.Context, rk rollupKind, keys []rollup
 		if err := insertRollups(ctx, q.ins, rk, hourKind(rk.name), agg, version); err != nil {
 			return err
 		}
-		if err := q.pruneRollups(ctx, hourKind(rk.name), []TimeRange{run}, version); err != nil {
+		if err := q.pruneRollups(ctx, rk, hourKind(rk.name), []TimeRange{run}, version); err != nil {
 			return err
 		}
 	}
@@ -148,7 +155,10 @@ func insertRollups(ctx context.Context, ins inserter, rk rollupKind, kind string
 		if keys[i].minute != keys[j].minute {
 			return keys[i].minute < keys[j].minute
 		}
-		return keys[i].class < keys[j].class
+		if keys[i].class != keys[j].class {
+			return keys[i].class < keys[j].class
+		}
+		return keys[i].sensor < keys[j].sensor
 	})
 	cs := newColSet(rollupTable, len(rows))
 	for _, k := range keys {
@@ -158,6 +168,7 @@ func insertRollups(ctx context.Context, ins inserter, rk rollupKind, kind string
 		cs.Str(kind)
 		cs.I64(k.minute)
 		cs.Str(k.class)
+		cs.Str(k.sensor)
 		cs.I64(version)
 		for _, v := range []int64{r.n, r.first, r.last, r.lo, r.hi} {
 			cs.I64(v)

@@ -71,9 +71,9 @@ func (q *querier) readTiered(ctx context.Context, rk rollupKind, from, to int64,
 		hTo = floorDiv(to, rollupHour) * rollupHour
 	}
 	if !hours || (to != 0 && hTo <= hFrom) {
-		return q.readRollups(ctx, rk.name, from, to)
+		return q.readRollups(ctx, rk, rk.name, from, to)
 	}
-	rows, err := q.readRollups(ctx, hourKind(rk.name), hFrom, hTo)
+	rows, err := q.readRollups(ctx, rk, hourKind(rk.name), hFrom, hTo)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ func (q *querier) readTiered(ctx context.Context, rk rollupKind, from, to int64,
 		if r.To <= r.From {
 			continue
 		}
-		part, err := q.readRollups(ctx, rk.name, r.From, r.To)
+		part, err := q.readRollups(ctx, rk, rk.name, r.From, r.To)
 		if err != nil {
 			return nil, err
 		}

@@ -11,6 +11,9 @@ import (
 // minutes stored batches touched and recomputes them when its queue is
 // empty (see writer.dirty and rollupDelay).
 
+// sensor is the sensor name the writer's rows carry.
+func (w *writer) sensor() string { return clip(w.opts.Sensor, maxSensorOrPri) }
+
 // markDirty adds the minutes the groups' records fall in.
 func (w *writer) markDirty(groups []recordGroup) {
 	minutes := make([]map[int64]bool, len(groups))
@@ -82,7 +85,9 @@ func (w *writer) refreshDirty() {
 		wg.Go(func() {
 			t0 := time.Now()
 			rs := minuteRuns(starts, 64)
-			err := w.q.refreshRollups(ctx, t, rs, nil)
+			// Only this writer's sensor: another sensor's rows are its
+			// writer's, versioned by its clock.
+			err := w.q.refreshRollups(ctx, t, rs, []string{w.sensor()}, nil)
 			w.opts.Logger.Debug("store: rollups", "table", t.name, "minutes", len(starts), "runs", len(rs), "took", time.Since(t0))
 			if err != nil {
 				emu.Lock()

@@ -59,6 +59,25 @@ func createTables(ctx context.Context, s schema, ts []table) error {
 	return nil
 }
 
+// remakeTable drops t where it exists with other columns than t's (in
+// cluster mode, where its Distributed or its local table does), then
+// creates it. Only for derived tables: their rows are lost.
+func remakeTable(ctx context.Context, s schema, t table) error {
+	for _, name := range []string{t.name, localName(t.name)} {
+		have, err := columnsOf(ctx, s, name)
+		if err != nil {
+			return err
+		}
+		if len(have) > 0 && checkColumns(t, have) != nil {
+			if err := s.dropTable(ctx, t.name); err != nil {
+				return fmt.Errorf("drop %s to make it again: %w", t.name, err)
+			}
+			break
+		}
+	}
+	return createTables(ctx, s, []table{t})
+}
+
 // addColumns adds each column of t the existing table lacks, in order, at
 // the end (where a fresh table has it too, so checkColumns agrees
 // afterwards).

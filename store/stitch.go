@@ -144,22 +144,23 @@ func (s *Stitching) Replace(ctx context.Context, r Replacement) error {
 		return fmt.Errorf("stitch: replace pageviews: %w", err)
 	}
 	// A (minute, class) whose pageviews all went gets an empty rollup.
-	if err := s.q.refreshRollups(ctx, pvTable, minuteRuns(minutes, 64), gone); err != nil {
+	// Every sensor: a stitched pageview may move between sensors' rows.
+	if err := s.q.refreshRollups(ctx, pvTable, minuteRuns(minutes, 64), nil, gone); err != nil {
 		return fmt.Errorf("stitch: pageview rollups: %w", err)
 	}
 	return nil
 }
 
-// pageviewKeys reads the rollup keys (minute, class) of the stored
-// pageviews ids.
+// pageviewKeys reads the rollup keys (minute, class, sensor) of the
+// stored pageviews ids.
 func (s *Stitching) pageviewKeys(ctx context.Context, ids []string) ([]rollupKey, error) {
 	var out []rollupKey
 	for lo := 0; lo < len(ids); lo += maxInList {
 		part := ids[lo:min(lo+maxInList, len(ids))]
-		err := eachRow(ctx, s.q.db(), fmt.Sprintf("SELECT start_ns, class FROM %s WHERE id IN (%s)", s.q.d.table(pvTable.name), marks(len(part))),
+		err := eachRow(ctx, s.q.db(), fmt.Sprintf("SELECT start_ns, class, sensor FROM %s WHERE id IN (%s)", s.q.d.table(pvTable.name), marks(len(part))),
 			anys(part), func(rows *sql.Rows) error {
 				var k rollupKey
-				if err := rows.Scan(&k.minute, &k.class); err != nil {
+				if err := rows.Scan(&k.minute, &k.class, &k.sensor); err != nil {
 					return err
 				}
 				k.minute = floorDiv(k.minute, rollupGrain) * rollupGrain

@@ -91,6 +91,9 @@ func (q *querier) summaryRows(ctx context.Context, kinds []rollupKind, sq Summar
 	g, gctx := errgroup.WithContext(ctx)
 	_, kt, _ := kindTable(k)
 	for i, rk := range kinds {
+		if sq.Sensor != "" {
+			rk = rk.onlySensors([]string{sq.Sensor})
+		}
 		hist := rk.t.name == kt.name && (sq.Edges != nil || len(sq.Qs) > 0)
 		g.Go(func() error {
 			rows := map[rollupKey]*rollupRow{}

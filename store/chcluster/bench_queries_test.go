@@ -89,6 +89,17 @@ func dashboardQueries(w written) []dashQuery {
 			}
 			return want("pageview summary counts", pctCount(sum.Percentiles), w.pvs)
 		}},
+		{"overview summary, one sensor (its rollups)", "summary-sensor", func(ctx context.Context, s store.Store) error {
+			id := benchSensors[0].id
+			sum, err := s.Summary(ctx, sq.SummaryQuery{Kind: sq.Transactions, Range: r, Sensor: id, Edges: webEdges, Qs: webQuantiles, Step: step})
+			if err != nil {
+				return err
+			}
+			if err := want("sensor "+id+" summary transactions", sum.Counters.Transactions, w.bySensor[id]); err != nil {
+				return err
+			}
+			return want("sensor "+id+" summary percentile counts", pctCount(sum.Percentiles), w.bySensor[id])
+		}},
 		{"slo summary, last 6 h", "slo", func(ctx context.Context, s store.Store) error {
 			_, err := s.Summary(ctx, sq.SummaryQuery{Kind: sq.Transactions, Edges: []int64{sq.RollupEdges[0], sq.RollupEdges[800]},
 				Range: sq.TimeRange{From: r.To - int64(6*time.Hour), To: r.To}})

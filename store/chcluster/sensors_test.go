@@ -278,8 +278,10 @@ func TestClusterReopenIdempotent(t *testing.T) {
 
 // A cluster database of schema version 2 (local tables without the
 // columns of versions 3-5; the Distributed tables gone, as after a
-// migration that stopped half way) migrates on Open: every server ends
-// with the fresh layout, and an old row reads back with zeros.
+// migration that stopped half way; rollups one row per minute and class
+// for all sensors, as before version 9) migrates on Open: every server
+// ends with the fresh layout, an old row reads back with zeros, and the
+// old rollup rows are gone.
 func TestClusterMigration(t *testing.T) {
 	c := needCluster(t)
 	ctx := context.Background()
@@ -300,6 +302,18 @@ func TestClusterMigration(t *testing.T) {
 			query(t, c, 0, fmt.Sprintf("ALTER TABLE `%s`.%s_local ON CLUSTER rtmon DROP COLUMN %s", db, tb, cols[j]))
 		}
 		query(t, c, 0, fmt.Sprintf("DROP TABLE `%s`.%s ON CLUSTER rtmon", db, tb))
+	}
+	oldRollups := "day Date, kind String, minute Int64, class String, version Int64, n Int64, first_ns Int64, last_ns Int64, lo Int64, hi Int64, sums String, hist String"
+	for _, q := range []string{
+		fmt.Sprintf("DROP TABLE `%s`.rollups ON CLUSTER rtmon", db),
+		fmt.Sprintf("DROP TABLE `%s`.rollups_local ON CLUSTER rtmon", db),
+		fmt.Sprintf("CREATE TABLE `%[1]s`.rollups_local ON CLUSTER rtmon (%[2]s) ENGINE = ReplicatedReplacingMergeTree("+
+			"'/clickhouse/tables/{shard}/%[1]s/rollups_local', '{replica}', version) PARTITION BY toYYYYMMDD(day) ORDER BY (kind, minute, class)", db, oldRollups),
+		fmt.Sprintf("CREATE TABLE `%[1]s`.rollups ON CLUSTER rtmon (%[2]s) ENGINE = Distributed(rtmon, %[1]s, rollups_local, cityHash64(kind, minute, class))", db, oldRollups),
+		fmt.Sprintf("INSERT INTO `%s`.rollups_local (day, kind, minute, class, version, n, first_ns, last_ns, lo, hi, sums, hist) "+
+			"VALUES ('2026-11-28', 'tx', %d, 'c', 1, 1000, 0, 0, 0, 0, '', '')", db, storetest.T0),
+	} {
+		query(t, c, 0, q)
 	}
 	// Whatever the version of this rtmon, the database is now at 2.
 	query(t, c, 0, fmt.Sprintf("ALTER TABLE `%s`.schema_migrations DELETE WHERE version >= 3", db))
@@ -326,6 +340,11 @@ func TestClusterMigration(t *testing.T) {
 		got := strings.ReplaceAll(schemaOf(t, c, i, db), db, fresh)
 		if got != want {
 			t.Errorf("server %d after migration:\n%s\nwant\n%s", i, got, want)
+		}
+	}
+	for i := range c.Nodes {
+		if n := query(t, c, i, fmt.Sprintf("SELECT count() FROM `%s`.rollups_local WHERE n = 1000", db)); n != "0" {
+			t.Errorf("server %d: %s old rollup rows after migration, want 0", i, n)
 		}
 	}
 	if freshV := versions(t, c, 0, fresh); versions(t, c, 2, db) != freshV {

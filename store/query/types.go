@@ -226,6 +226,9 @@ type SummaryQuery struct {
 	Edges []int64
 	Qs    []float64     // percentiles of total; none = no percentiles
 	Step  time.Duration // series step, a multiple of a minute; 0 = no series
+	// Sensor keeps one sensor's records ("" = every sensor), from its own
+	// rollup rows.
+	Sensor string
 }
 
 // Summary is the overview of one range. Counts, sums, counters and

@@ -1,0 +1,112 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/storetest"
+)
+
+// Several sensors writing the same minutes and classes into one store, one
+// of them with its clock an hour fast and one an hour slow. When a minute's
+// rollup was one row for every sensor, the newest version won: the fast
+// sensor's recompute, made before the others wrote, hid their records from
+// the stored rollups, and every reader had to find and recompute the
+// minutes. Kept per sensor, each writer's rows cover exactly its records:
+// a fresh reader's overview, of all sensors or of one, is answered from the
+// stored rows alone (nothing recomputed) and equals the records' exact
+// answers.
+func TestRollupsPerSensor(t *testing.T) {
+	ch := needCH(t)
+	for _, engine := range []string{"duckdb", "clickhouse"} {
+		t.Run(engine, func(t *testing.T) {
+			url := "duckdb:" + filepath.Join(t.TempDir(), "sensors.duckdb")
+			if engine == "clickhouse" {
+				url = ch.URL(freshDB())
+			}
+			checkRollupsPerSensor(t, url)
+		})
+	}
+}
+
+func checkRollupsPerSensor(t *testing.T, url string) {
+	ctx := context.Background()
+	open := func(sensor string, skew time.Duration) store.Store {
+		s, err := store.Open(ctx, url, store.Options{Sensor: sensor, Rollups: "on", SpillDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		store.SkewRollupClock(s, skew)
+		return s
+	}
+	sensors := []struct {
+		name string
+		skew time.Duration
+	}{{"fe-fast", time.Hour}, {"fe-true", 0}, {"fe-slow", -time.Hour}}
+	writers := make([]store.Store, len(sensors))
+	gens := make([]*storetest.Gen, len(sensors))
+	for i, s := range sensors {
+		writers[i] = open(s.name, s.skew)
+		// The same start and pace: every sensor's records fall in the
+		// same minutes (and across an hour's edge) and classes.
+		gens[i] = storetest.NewGen(uint64(100+i), storetest.T0+int64(59*time.Minute+30*time.Second), int64(200*time.Millisecond))
+	}
+	// Turns: each writer stores a batch and its rollups, then the next;
+	// the fast sensor first, so that its rows are the newest by version.
+	for round := range 3 {
+		for i, w := range writers {
+			if err := w.WriteBatch(ctx, gens[i].Next(400)); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Flush(ctx); err != nil {
+				t.Fatalf("round %d, %s: %v", round, sensors[i].name, err)
+			}
+		}
+	}
+	reader := open("reader", 0)
+	all := store.TimeRange{From: storetest.T0, To: storetest.T0 + 4*int64(time.Hour)}
+	edges := []int64{0, int64(10 * time.Millisecond), int64(100 * time.Millisecond), int64(time.Second), int64(10 * time.Second)}
+	for _, sensor := range []string{"", "fe-fast", "fe-true", "fe-slow"} {
+		for _, kind := range []store.Kind{store.Transactions, store.Pageviews} {
+			t.Run(fmt.Sprintf("%s/%s", sensorLabel(sensor), kind), func(t *testing.T) {
+				sum, err := reader.Summary(ctx, store.SummaryQuery{Kind: kind, Range: all, Sensor: sensor, Edges: edges})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sum.Recomputed != 0 {
+					t.Errorf("%d minutes recomputed: the stored rollups did not account for the records", sum.Recomputed)
+				}
+				raw, err := reader.SensorCounters(ctx, all, "", sensor)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if raw.Transactions == 0 || raw.Pageviews == 0 {
+					t.Fatalf("no records of sensor %q: %+v", sensor, raw)
+				}
+				if sum.Counters != raw {
+					t.Errorf("rollup counters %+v\nwant the records' %+v", sum.Counters, raw)
+				}
+				exact, err := reader.Histogram(ctx, store.HistogramQuery{Kind: kind, Range: all, Sensor: sensor, Edges: edges})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(sum.Histograms, exact) {
+					t.Errorf("rollup histograms %+v\nwant the records' %+v", sum.Histograms, exact)
+				}
+			})
+		}
+	}
+}
+
+func sensorLabel(s string) string {
+	if s == "" {
+		return "all"
+	}
+	return s
+}
