@@ -28,8 +28,8 @@ type Overview struct {
 	Kind      query.Kind `json:"kind"`
 	Component string     `json:"component"`
 	Class     string     `json:"class"`
-	// Sensor: one front end's records only ("" all); read from the
-	// records, as the rollups have no sensor key.
+	// Sensor: one front end's records only ("" all), from its own rollup
+	// rows where the rollups answer.
 	Sensor      string                    `json:"sensor,omitempty"`
 	Range       query.TimeRange           `json:"range"`
 	Span        [2]int64                  `json:"span"` // effective [from, to) of the charts
@@ -145,7 +145,7 @@ func (s *Server) overviewOf(ctx context.Context, st query.Querier, p overviewPar
 	if s.useRollups(ext, p, step) {
 		o.Approx = query.RollupRelError
 		g.Go(func() error {
-			sum, err := st.Summary(gctx, query.SummaryQuery{Kind: p.kind, Range: r, Class: p.class, Edges: histEdges, Qs: quantiles, Step: step})
+			sum, err := st.Summary(gctx, query.SummaryQuery{Kind: p.kind, Range: r, Class: p.class, Sensor: p.sensor, Edges: histEdges, Qs: quantiles, Step: step})
 			if err != nil {
 				return wrap("summary", err)
 			}
@@ -169,12 +169,9 @@ func (s *Server) overviewOf(ctx context.Context, st query.Querier, p overviewPar
 
 // useRollups: the rollups answer the total's distribution over whole
 // minutes, when the store keeps them; below ExactBelow transactions exact
-// answers are cheap enough. They have no sensor key: one sensor's overview
-// is read from its records.
+// answers are cheap enough. They are kept per sensor, so one sensor's
+// overview reads its own rows.
 func (s *Server) useRollups(ext extent, p overviewParams, step time.Duration) bool {
-	if p.sensor != "" {
-		return false
-	}
 	below := s.cfg.ExactBelow
 	if below == 0 {
 		below = 1_000_000

@@ -128,13 +128,20 @@ func TestSensorsAPI(t *testing.T) {
 		}
 		checkSensorOverviewAPI(t, ts.URL, st, sensor, want, "")
 	}
-	// Where the overview reads rollups, one sensor's is read from its
-	// records: the rollups have no sensor key.
-	rolled, _ := newTestServer(t, Config{Store: st, ExactBelow: 1})
+	// Where the overview reads rollups, one sensor's reads its own rows
+	// (the rollups are kept per sensor) and says what the records say.
+	rolled, rts := newTestServer(t, Config{Store: st, ExactBelow: 1})
 	ext := extent{N: all}
 	if !rolled.useRollups(ext, overviewParams{component: "total"}, time.Minute) ||
-		rolled.useRollups(ext, overviewParams{component: "total", sensor: "fe-a"}, time.Minute) {
-		t.Error("the overview of every sensor should read the rollups, one sensor's its records")
+		!rolled.useRollups(ext, overviewParams{component: "total", sensor: "fe-a"}, time.Minute) {
+		t.Error("the overview of every sensor and of one should read the rollups")
+	}
+	for _, sensor := range []string{"fe-a", hostileSensor, ""} {
+		want := n[sensor]
+		if sensor == "" {
+			want = all
+		}
+		checkSensorOverviewAPI(t, rts.URL, st, sensor, want, "")
 	}
 	long := strings.Repeat("s", maxSensorName+1)
 	for _, path := range []string{"/api/search", "/whatif/api", "/api/overview"} {
