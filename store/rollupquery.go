@@ -189,7 +189,7 @@ func (q *querier) verifiedRollups(ctx context.Context, rk rollupKind, from, to i
 	// stored: a UI over a read-only database user still gets its overview
 	// (recomputing again next time).
 	runs := minuteRuns(sortedKeys(staleMinutes), 64)
-	version := q.versions.next()
+	version := q.versions.after(newestVersion(rows))
 	fresh, storable, err := q.computeToStore(ctx, redo, runs)
 	if err != nil {
 		return nil, 0, err

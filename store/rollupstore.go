@@ -5,21 +5,31 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 )
 
 // versionClock gives a store's rollup recomputes their versions: the wall
 // clock in ns, strictly increasing where the clock repeats a value.
+//
+// A recompute takes its version before it reads the records, so that of
+// two recomputes the one that read later wins; and above every version
+// stored for its keys before it read (after), so that it replaces what it
+// found stale even when the row it replaces came from a process whose
+// clock runs ahead (another sensor, a reader, the stitcher).
 type versionClock struct {
 	last atomic.Int64
 	skew atomic.Int64 // ns added to the wall clock: tests play a sensor whose clock is off
 }
 
-func (c *versionClock) next() int64 {
+func (c *versionClock) next() int64 { return c.after(0) }
+
+// after is next, and greater than stored.
+func (c *versionClock) after(stored int64) int64 {
 	for {
 		old := c.last.Load()
-		v := max(time.Now().UnixNano()+c.skew.Load(), old+1)
+		v := max(time.Now().UnixNano()+c.skew.Load(), old+1, stored+1)
 		if c.last.CompareAndSwap(old, v) {
 			return v
 		}
@@ -39,12 +49,44 @@ func (q *querier) refreshRollups(ctx context.Context, t table, rs []TimeRange, s
 		return err
 	}
 	rk = rk.onlySensors(sensors)
-	version := q.versions.next() // before reading: a later insert gets a later recompute
+	stored, err := q.storedVersion(ctx, rk, rs)
+	if err != nil {
+		return err
+	}
+	version := q.versions.after(stored) // before reading: a later insert gets a later recompute
 	_, rows, err := q.computeToStore(ctx, rk, rs)
 	if err != nil {
 		return err
 	}
 	return q.storeRollups(ctx, rk, rs, rows, gone, version)
+}
+
+// storedVersion is the newest version stored for rk's minute rows (of its
+// sensors) in rs; 0 if none.
+func (q *querier) storedVersion(ctx context.Context, rk rollupKind, rs []TimeRange) (int64, error) {
+	w := &where{}
+	w.add("kind = ?", rk.name)
+	conds := make([]string, len(rs))
+	for i, r := range rs {
+		conds[i] = "(minute >= ? AND minute < ?)"
+		w.args = append(w.args, r.From, r.To)
+	}
+	w.conds = append(w.conds, "("+strings.Join(conds, " OR ")+")")
+	rk.sensorWhere(w)
+	var v int64
+	if err := q.db().QueryRowContext(ctx, fmt.Sprintf("SELECT coalesce(max(version), 0) FROM %s WHERE %s", q.d.table(rollupTable.name), w), w.args...).Scan(&v); err != nil {
+		return 0, fmt.Errorf("rollup versions of %s: %w", rk.t.name, err)
+	}
+	return v, nil
+}
+
+// newestVersion is the highest version among rows.
+func newestVersion(rows map[rollupKey]*rollupRow) int64 {
+	var v int64
+	for _, r := range rows {
+		v = max(v, r.version)
+	}
+	return v
 }
 
 // storeRollups writes rows (computed over the whole minutes rs, reading
@@ -100,7 +142,6 @@ func (q *querier) refreshHours(ctx context.Context, rk rollupKind, keys []rollup
 		hours = append(hours, h)
 	}
 	sort.Slice(hours, func(i, j int) bool { return hours[i] < hours[j] })
-	version := q.versions.next() // before reading the minutes, as for them
 	for i := 0; i < len(hours); {
 		j := i + 1
 		for j < len(hours) && hours[j] == hours[j-1]+1 {
@@ -108,11 +149,12 @@ func (q *querier) refreshHours(ctx context.Context, rk rollupKind, keys []rollup
 		}
 		run := TimeRange{From: hours[i] * rollupHour, To: (hours[j-1] + 1) * rollupHour}
 		i = j
-		minutes, err := q.readRollups(ctx, rk, rk.name, run.From, run.To)
+		old, err := q.readRollups(ctx, rk, hourKind(rk.name), run.From, run.To)
 		if err != nil {
 			return err
 		}
-		old, err := q.readRollups(ctx, rk, hourKind(rk.name), run.From, run.To)
+		version := q.versions.after(newestVersion(old)) // before reading the minutes, as for them
+		minutes, err := q.readRollups(ctx, rk, rk.name, run.From, run.To)
 		if err != nil {
 			return err
 		}
