@@ -50,8 +50,8 @@ func BenchmarkClusterDashboard(b *testing.B) {
 		fmt.Printf("dashboard data: %d records (%d tx, %d connections, %d pageviews) by %d sensors in %v: %.0f records/s\n",
 			w.conns+w.txs+w.pvs, w.txs, w.conns, w.pvs, len(benchSensors), elapsed.Round(time.Second), rate)
 		b.ReportMetric(rate, "ingest-records/s")
-		under := 0
-		for _, q := range dashboardQueries(w) {
+		under, kinds := 0, len(dashboardQueries(w))
+		for i, q := range append(dashboardQueries(w), baselineQueries(w)...) {
 			ds, err := timeQuery(c, db, q, reps)
 			if err != nil {
 				b.Errorf("%s: %v", q.name, err)
@@ -61,14 +61,14 @@ func BenchmarkClusterDashboard(b *testing.B) {
 			sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 			p50, p95, mx := ds[len(ds)/2], ds[min(len(ds)-1, len(ds)*95/100)], ds[len(ds)-1]
 			ok := p95 < time.Second
-			if ok {
+			if ok && i < kinds {
 				under++
 			}
 			fmt.Printf("%-38s cold %8.1f ms  p50 %8.1f ms  p95 %8.1f ms  max %8.1f ms  p95<1s %v\n",
 				q.name, ms(cold), ms(p50), ms(p95), ms(mx), ok)
 			b.ReportMetric(ms(p95), q.metric+"-p95-ms")
 		}
-		fmt.Printf("%d of %d query kinds have p95 < 1 s\n", under, len(dashboardQueries(w)))
+		fmt.Printf("%d of %d query kinds the UI sends have p95 < 1 s\n", under, kinds)
 	}
 }
 

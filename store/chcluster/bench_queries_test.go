@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/rtmon/rtmon/store"
 	sq "github.com/rtmon/rtmon/store/query"
 	"github.com/rtmon/rtmon/store/storetest"
@@ -222,6 +224,46 @@ func exactQueries(w written, r sq.TimeRange, step time.Duration) []dashQuery {
 				err = fmt.Errorf("pageview %s: no transactions", w.pvID)
 			}
 			return err
+		}},
+	}
+}
+
+// baselineQueries are no longer sent by the UI: timed to compare with what
+// replaced them, and left out of the p95 tally.
+func baselineQueries(w written) []dashQuery {
+	r := sq.TimeRange{From: storetest.T0, To: storetest.T0 + int64(25*time.Hour)}
+	step := webStep(r)
+	return []dashQuery{
+		{"overview of one sensor read exactly (before schema 9)", "exact-sensor", func(ctx context.Context, s store.Store) error {
+			// What the web's exactOverview sends at once: five scans of
+			// the sensor's records.
+			id := benchSensors[0].id
+			g, gctx := errgroup.WithContext(ctx)
+			var ps []sq.ClassPercentiles
+			g.Go(func() error {
+				_, err := s.Histogram(gctx, sq.HistogramQuery{Range: r, Sensor: id, Component: "total", Edges: webEdges})
+				return err
+			})
+			g.Go(func() (err error) {
+				ps, err = s.Percentiles(gctx, sq.PercentileQuery{Range: r, Sensor: id, Component: "total", Qs: webQuantiles})
+				return err
+			})
+			g.Go(func() error {
+				_, err := s.PercentileSeries(gctx, sq.PercentileQuery{Range: r, Sensor: id, Component: "total", Qs: webQuantiles, Bucket: step})
+				return err
+			})
+			g.Go(func() error {
+				_, err := s.ComponentSums(gctx, sq.SumQuery{Range: r, Sensor: id})
+				return err
+			})
+			g.Go(func() error {
+				_, err := s.SensorCounters(gctx, r, "", id)
+				return err
+			})
+			if err := g.Wait(); err != nil {
+				return err
+			}
+			return want("sensor "+id+" exact percentile counts", pctCount(ps), w.bySensor[id])
 		}},
 	}
 }
