@@ -12,6 +12,7 @@ import (
 
 	"github.com/rtmon/rtmon/reconstruct"
 	"github.com/rtmon/rtmon/store"
+	"github.com/rtmon/rtmon/store/chtest"
 	"github.com/rtmon/rtmon/store/storetest"
 )
 
@@ -30,12 +31,7 @@ func TestMigrationAddsPageviewColumns(t *testing.T) {
 	t.Run("duckdb", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "old.duckdb")
 		checkMigration(t, "duckdb:"+path, func() {
-			db, err := sql.Open("duckdb", path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			for _, q := range []string{
+			execDuck(t, path, []string{
 				"ALTER TABLE pageviews DROP COLUMN declared",
 				"ALTER TABLE pageviews DROP COLUMN sensors",
 				"ALTER TABLE pageviews DROP COLUMN evidence",
@@ -52,23 +48,15 @@ func TestMigrationAddsPageviewColumns(t *testing.T) {
 				"DELETE FROM schema_migrations WHERE version >= 3",
 				fmt.Sprintf("INSERT INTO pageviews (%s) VALUES ('2026-01-01', '', 'oldpv', 0, '', '', 'c', '', '', 'h', '/old', 200, '', %d, %d, 1, 0, 0, 0, 1, 2, 1, 10, 0, 0, 0, 0)",
 					oldPageviewColumns, start, start+1),
-			} {
-				if _, err := db.ExecContext(ctx, q); err != nil {
-					t.Fatalf("%s: %v", q, err)
-				}
-			}
+			})
 		})
 	})
 	t.Run("clickhouse", func(t *testing.T) {
 		srv := needCH(t)
 		db := freshDB()
 		checkMigration(t, srv.URL(db), func() {
-			conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{srv.Addr()}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			for _, q := range []string{
+			conn := openCH(t, srv)
+			execCH(t, conn, []string{
 				fmt.Sprintf("ALTER TABLE `%s`.pageviews DROP COLUMN declared", db),
 				fmt.Sprintf("ALTER TABLE `%s`.pageviews DROP COLUMN sensors", db),
 				fmt.Sprintf("ALTER TABLE `%s`.pageviews DROP COLUMN evidence", db),
@@ -82,27 +70,9 @@ func TestMigrationAddsPageviewColumns(t *testing.T) {
 				fmt.Sprintf("ALTER TABLE `%s`.connections DROP COLUMN alpn", db),
 				fmt.Sprintf("ALTER TABLE `%s`.connections DROP COLUMN sni", db),
 				fmt.Sprintf("ALTER TABLE `%s`.connections DROP COLUMN tls_version", db),
-				// TinyLog has no DELETE: the version table is rebuilt at version 2.
-				fmt.Sprintf("DROP TABLE `%s`.schema_migrations", db),
-				fmt.Sprintf("CREATE TABLE `%s`.schema_migrations (version UInt32, applied DateTime) ENGINE = TinyLog", db),
-			} {
-				if err := conn.Exec(ctx, q); err != nil {
-					t.Fatalf("%s: %v", q, err)
-				}
-			}
-			b, err := conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO `%s`.schema_migrations (version, applied)", db))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, v := range []uint32{1, 2} {
-				if err := b.Append(v, time.Now().UTC().Truncate(time.Second)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := b.Send(); err != nil {
-				t.Fatal(err)
-			}
-			b, err = conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO `%s`.pageviews (%s)", db, oldPageviewColumns))
+			})
+			chSchemaAt(t, conn, db, 2)
+			b, err := conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO `%s`.pageviews (%s)", db, oldPageviewColumns))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -229,59 +199,29 @@ func TestMigrationRemakesRollups(t *testing.T) {
 	t.Run("duckdb", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "old.duckdb")
 		checkRollupMigration(t, "duckdb:"+path, func() {
-			db, err := sql.Open("duckdb", path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			for _, q := range []string{
+			execDuck(t, path, []string{
 				"DROP TABLE rollups",
 				"CREATE TABLE rollups (" + fmt.Sprintf(oldRollupColumns, "DATE NOT NULL", "VARCHAR NOT NULL", "BIGINT NOT NULL") + ")",
 				fmt.Sprintf("INSERT INTO rollups (day, kind, minute, class, version, n, first_ns, last_ns, lo, hi, sums, hist) "+
 					"VALUES ('2026-11-28', 'tx', %d, 'gold', 1, 1000, %d, %d, 1, 1, '', '')", storetest.T0, storetest.T0, storetest.T0),
 				"DELETE FROM schema_migrations WHERE version >= 9",
-			} {
-				if _, err := db.ExecContext(ctx, q); err != nil {
-					t.Fatalf("%s: %v", q, err)
-				}
-			}
+			})
 		})
 	})
 	t.Run("clickhouse", func(t *testing.T) {
 		srv := needCH(t)
 		db := freshDB()
 		checkRollupMigration(t, srv.URL(db), func() {
-			conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{srv.Addr()}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			for _, q := range []string{
+			conn := openCH(t, srv)
+			execCH(t, conn, []string{
 				fmt.Sprintf("DROP TABLE `%s`.rollups", db),
 				fmt.Sprintf("CREATE TABLE `%s`.rollups (%s) ENGINE = ReplacingMergeTree(version) PARTITION BY toYYYYMMDD(day) ORDER BY (kind, minute, class)",
 					db, fmt.Sprintf(oldRollupColumns, "Date", "String", "Int64")),
-				fmt.Sprintf("DROP TABLE `%s`.schema_migrations", db),
-				fmt.Sprintf("CREATE TABLE `%s`.schema_migrations (version UInt32, applied DateTime) ENGINE = TinyLog", db),
-			} {
-				if err := conn.Exec(ctx, q); err != nil {
-					t.Fatalf("%s: %v", q, err)
-				}
-			}
-			b, err := conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO `%s`.schema_migrations (version, applied)", db))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for v := uint32(1); v <= 8; v++ {
-				if err := b.Append(v, time.Now().UTC().Truncate(time.Second)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := b.Send(); err != nil {
-				t.Fatal(err)
-			}
+			})
+			chSchemaAt(t, conn, db, 8)
 			// An INSERT with VALUES hangs 18.16 over the native protocol:
 			// the old row goes as a batch.
-			b, err = conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO `%s`.rollups (day, kind, minute, class, version, n, first_ns, last_ns, lo, hi, sums, hist)", db))
+			b, err := conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO `%s`.rollups (day, kind, minute, class, version, n, first_ns, last_ns, lo, hi, sums, hist)", db))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -350,5 +290,63 @@ func checkRollupMigration(t *testing.T, url string, downgrade func()) {
 	}
 	if sum.Counters != raw || sum.Recomputed != 0 {
 		t.Errorf("after a new batch: counters %+v (%d minutes recomputed)\nwant the records' %+v, none recomputed", sum.Counters, sum.Recomputed, raw)
+	}
+}
+
+// execDuck runs qs on the DuckDB database at path.
+func execDuck(t *testing.T, path string, qs []string) {
+	t.Helper()
+	db, err := sql.Open("duckdb", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range qs {
+		if _, err := db.ExecContext(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// openCH connects to srv natively, closed when the test ends.
+func openCH(t *testing.T, srv *chtest.Server) clickhouse.Conn {
+	t.Helper()
+	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{srv.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// execCH runs qs on conn.
+func execCH(t *testing.T, conn clickhouse.Conn, qs []string) {
+	t.Helper()
+	for _, q := range qs {
+		if err := conn.Exec(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// chSchemaAt makes db's schema version last: its TinyLog version table
+// has no DELETE, so it is made again holding 1..last.
+func chSchemaAt(t *testing.T, conn clickhouse.Conn, db string, last uint32) {
+	t.Helper()
+	execCH(t, conn, []string{
+		fmt.Sprintf("DROP TABLE `%s`.schema_migrations", db),
+		fmt.Sprintf("CREATE TABLE `%s`.schema_migrations (version UInt32, applied DateTime) ENGINE = TinyLog", db),
+	})
+	b, err := conn.PrepareBatch(context.Background(), fmt.Sprintf("INSERT INTO `%s`.schema_migrations (version, applied)", db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := uint32(1); v <= last; v++ {
+		if err := b.Append(v, time.Now().UTC().Truncate(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -149,22 +149,30 @@ func TestRollupRecomputeOutranksFastClock(t *testing.T) {
 			write(open("off", 0))
 			all := store.TimeRange{From: storetest.T0, To: storetest.T0 + 3*int64(time.Hour)}
 			for i, wantRecomputed := range []bool{true, false, false} {
-				reader := open("on", 0)
-				sum, err := reader.Summary(ctx, store.SummaryQuery{Range: all})
-				if err != nil {
-					t.Fatal(err)
-				}
-				raw, err := reader.Counters(ctx, all, "")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if sum.Counters != raw {
-					t.Errorf("read %d: counters %+v\nwant the records' %+v", i, sum.Counters, raw)
-				}
+				sum := summaryOfRecords(t, open("on", 0), store.SummaryQuery{Range: all}, fmt.Sprintf("read %d", i))
 				if (sum.Recomputed > 0) != wantRecomputed {
 					t.Errorf("read %d: %d minutes recomputed, want some: %v", i, sum.Recomputed, wantRecomputed)
 				}
 			}
 		})
 	}
+}
+
+// summaryOfRecords reads s's Summary for sq and checks its counters
+// against the records' (of sq's sensor), saying what it checked as what.
+func summaryOfRecords(t *testing.T, s store.Store, sq store.SummaryQuery, what string) *store.Summary {
+	t.Helper()
+	ctx := context.Background()
+	sum, err := s.Summary(ctx, sq)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	raw, err := s.SensorCounters(ctx, sq.Range, "", sq.Sensor)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if sum.Counters != raw {
+		t.Errorf("%s: counters %+v\nwant the records' %+v", what, sum.Counters, raw)
+	}
+	return sum
 }
