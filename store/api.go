@@ -8,29 +8,30 @@ import "github.com/rtmon/rtmon/store/query"
 // is a query.Querier, and the errors are the same values for errors.Is.
 
 type (
-	Querier          = query.Querier
-	WriterStats      = query.WriterStats
-	TimeRange        = query.TimeRange
-	Kind             = query.Kind
-	HistogramQuery   = query.HistogramQuery
-	ClassHistogram   = query.ClassHistogram
-	PercentileQuery  = query.PercentileQuery
-	ClassPercentiles = query.ClassPercentiles
-	SeriesPoint      = query.SeriesPoint
-	Counters         = query.Counters
-	ClassCounters    = query.ClassCounters
-	TopQuery         = query.TopQuery
-	TopRow           = query.TopRow
-	SearchQuery      = query.SearchQuery
-	SearchResult     = query.SearchResult
-	ConnectionSearch = query.ConnectionSearch
-	ConnectionResult = query.ConnectionResult
-	PageviewDetail   = query.PageviewDetail
-	Extent           = query.Extent
-	SumQuery         = query.SumQuery
-	ComponentSums    = query.ComponentSums
-	SummaryQuery     = query.SummaryQuery
-	Summary          = query.Summary
+	Querier           = query.Querier
+	WriterStats       = query.WriterStats
+	TimeRange         = query.TimeRange
+	Kind              = query.Kind
+	HistogramQuery    = query.HistogramQuery
+	ClassHistogram    = query.ClassHistogram
+	PercentileQuery   = query.PercentileQuery
+	ClassPercentiles  = query.ClassPercentiles
+	SeriesPoint       = query.SeriesPoint
+	Counters          = query.Counters
+	ClassCounters     = query.ClassCounters
+	TopQuery          = query.TopQuery
+	TopRow            = query.TopRow
+	SearchQuery       = query.SearchQuery
+	SearchResult      = query.SearchResult
+	ConnectionSearch  = query.ConnectionSearch
+	ConnectionResult  = query.ConnectionResult
+	PageviewDetail    = query.PageviewDetail
+	Extent            = query.Extent
+	SumQuery          = query.SumQuery
+	ComponentSums     = query.ComponentSums
+	SummaryQuery      = query.SummaryQuery
+	Summary           = query.Summary
+	SensorPercentiles = query.SensorPercentiles
 )
 
 const (

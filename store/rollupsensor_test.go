@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -71,6 +72,7 @@ func checkRollupsPerSensor(t *testing.T, url string) {
 	}
 	reader := open("reader", 0)
 	all := store.TimeRange{From: storetest.T0, To: storetest.T0 + 4*int64(time.Hour)}
+	t.Run("by sensor", func(t *testing.T) { checkBySensor(t, reader, all, []string{"fe-fast", "fe-slow", "fe-true"}) })
 	edges := []int64{0, int64(10 * time.Millisecond), int64(100 * time.Millisecond), int64(time.Second), int64(10 * time.Second)}
 	for _, sensor := range []string{"", "fe-fast", "fe-true", "fe-slow"} {
 		for _, kind := range []store.Kind{store.Transactions, store.Pageviews} {
@@ -101,6 +103,51 @@ func checkRollupsPerSensor(t *testing.T, url string) {
 				}
 			})
 		}
+	}
+}
+
+// checkBySensor: every sensor's percentiles from one read of the rollups
+// (the sensor panel's) are those of that sensor's own overview, and count
+// the sensor's records per class.
+func checkBySensor(t *testing.T, reader store.Store, all store.TimeRange, sensors []string) {
+	ctx := context.Background()
+	qs := []float64{0.5, 0.9, 0.99}
+	sum, err := reader.Summary(ctx, store.SummaryQuery{Range: all, Qs: qs, BySensor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, sp := range sum.BySensor {
+		got = append(got, sp.Sensor)
+		one, err := reader.Summary(ctx, store.SummaryQuery{Range: all, Qs: qs, Sensor: sp.Sensor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(sp.Classes, one.Percentiles) {
+			t.Errorf("sensor %s: by sensor %+v\nits own overview %+v", sp.Sensor, sp.Classes, one.Percentiles)
+		}
+		exact, err := reader.Percentiles(ctx, store.PercentileQuery{Range: all, Sensor: sp.Sensor, Component: "total", Qs: qs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(exact) != len(sp.Classes) {
+			t.Fatalf("sensor %s: %d classes by sensor, %d exact", sp.Sensor, len(sp.Classes), len(exact))
+		}
+		for i, e := range exact {
+			c := sp.Classes[i]
+			if c.Class != e.Class || c.Count != e.Count {
+				t.Errorf("sensor %s: class %s with %d records by sensor, exact %s with %d", sp.Sensor, c.Class, c.Count, e.Class, e.Count)
+				continue
+			}
+			for j, v := range c.Values {
+				if d := math.Abs(float64(v - e.Values[j])); d > max(float64(time.Microsecond), store.RollupRelError*float64(e.Values[j])) {
+					t.Errorf("sensor %s class %s: q%v %d ns by sensor, exact %d", sp.Sensor, c.Class, qs[j], v, e.Values[j])
+				}
+			}
+		}
+	}
+	if !reflect.DeepEqual(got, sensors) {
+		t.Errorf("sensors by sensor %v, want %v", got, sensors)
 	}
 }
 

@@ -30,7 +30,38 @@ func (q *querier) Summary(ctx context.Context, sq SummaryQuery) (*Summary, error
 	}
 	f := summaryFold{sq: sq, kind: k, coarse: coarse, s: s}
 	f.fold(rows)
+	if sq.BySensor && len(sq.Qs) > 0 {
+		s.BySensor = sensorPercentiles(sq, k, rows)
+	}
 	return s, nil
+}
+
+// sensorPercentiles folds each sensor's rows on their own, for the
+// percentiles of its classes.
+func sensorPercentiles(sq SummaryQuery, k Kind, rows map[rollupKey]*rollupRow) []SensorPercentiles {
+	bySensor := map[string]map[rollupKey]*rollupRow{}
+	for key, row := range rows {
+		if bySensor[key.sensor] == nil {
+			bySensor[key.sensor] = map[rollupKey]*rollupRow{}
+		}
+		bySensor[key.sensor][key] = row
+	}
+	sensors := make([]string, 0, len(bySensor))
+	for sensor := range bySensor {
+		sensors = append(sensors, sensor)
+	}
+	sort.Strings(sensors)
+	only := SummaryQuery{Class: sq.Class, Qs: sq.Qs}
+	var out []SensorPercentiles
+	for _, sensor := range sensors {
+		s := &Summary{}
+		f := summaryFold{sq: only, kind: k, s: s}
+		f.fold(bySensor[sensor])
+		if len(s.Percentiles) > 0 {
+			out = append(out, SensorPercentiles{Sensor: sensor, Classes: s.Percentiles})
+		}
+	}
+	return out
 }
 
 // checkSummary validates sq and returns its kind and coarseBuckets(sq.Edges).

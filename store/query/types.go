@@ -229,6 +229,9 @@ type SummaryQuery struct {
 	// Sensor keeps one sensor's records ("" = every sensor), from its own
 	// rollup rows.
 	Sensor string
+	// BySensor also answers Qs per sensor and class (Summary.BySensor):
+	// every sensor's percentiles from one read of the rollups.
+	BySensor bool
 }
 
 // Summary is the overview of one range. Counts, sums, counters and
@@ -246,6 +249,15 @@ type Summary struct {
 	// Recomputed counts the minutes whose rollups were stale and were
 	// recomputed from the records for this answer.
 	Recomputed int
+	// BySensor: with SummaryQuery.BySensor, the percentiles of each
+	// sensor's classes (Class applied), sensors sorted.
+	BySensor []SensorPercentiles
+}
+
+// SensorPercentiles is one sensor's ClassPercentiles.
+type SensorPercentiles struct {
+	Sensor  string
+	Classes []ClassPercentiles
 }
 
 // SensorCounts is one sensor's share of a range: the records it stored of
