@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -142,6 +143,36 @@ func TestSensorsAPI(t *testing.T) {
 			want = all
 		}
 		checkSensorOverviewAPI(t, rts.URL, st, sensor, want, "")
+	}
+	// The panel there reads every sensor's percentiles from one read of
+	// the rollups: the same classes and counts as the exact panel, each
+	// value within the rollups' error, and it says so.
+	var rolledSR SensorsResponse
+	getJSONInto(t, rts.URL+"/api/sensors", &rolledSR)
+	if rolledSR.Approx != query.RollupRelError || sr.Approx != 0 {
+		t.Errorf("approx %v from the rollups, %v exact; want %v and 0", rolledSR.Approx, sr.Approx, query.RollupRelError)
+	}
+	if len(rolledSR.Sensors) != len(sr.Sensors) {
+		t.Fatalf("%d sensors from the rollups, %d exact", len(rolledSR.Sensors), len(sr.Sensors))
+	}
+	for i, row := range rolledSR.Sensors {
+		exact := sr.Sensors[i]
+		if row.SensorCounts != exact.SensorCounts || len(row.Classes) != len(exact.Classes) {
+			t.Errorf("sensor %q from the rollups %+v, exact %+v", row.Sensor, row, exact)
+			continue
+		}
+		for j, c := range row.Classes {
+			e := exact.Classes[j]
+			if c.Class != e.Class || c.Count != e.Count {
+				t.Errorf("sensor %q: class %s (%d) from the rollups, exact %s (%d)", row.Sensor, c.Class, c.Count, e.Class, e.Count)
+				continue
+			}
+			for k, v := range c.Values {
+				if d := math.Abs(float64(v - e.Values[k])); d > max(float64(time.Microsecond), query.RollupRelError*float64(e.Values[k])) {
+					t.Errorf("sensor %q class %s: p%v %d ns from the rollups, exact %d", row.Sensor, c.Class, quantiles[k], v, e.Values[k])
+				}
+			}
+		}
 	}
 	long := strings.Repeat("s", maxSensorName+1)
 	for _, path := range []string{"/api/search", "/whatif/api", "/api/overview"} {

@@ -218,6 +218,21 @@ func exactQueries(w written, r sq.TimeRange, step time.Duration) []dashQuery {
 			}
 			return want("sensor "+id+" percentile counts", pctCount(ps), w.bySensor[id])
 		}},
+		{"sensor panel percentiles, every sensor (rollups)", "sensor-pct-rollups", func(ctx context.Context, s store.Store) error {
+			sum, err := s.Summary(ctx, sq.SummaryQuery{Range: r, Qs: webQuantiles, BySensor: true})
+			if err != nil {
+				return err
+			}
+			if len(sum.BySensor) != len(w.bySensor) {
+				return fmt.Errorf("%d sensors' percentiles, want %d", len(sum.BySensor), len(w.bySensor))
+			}
+			for _, sp := range sum.BySensor {
+				if err := want("sensor "+sp.Sensor+" rollup percentile counts", pctCount(sp.Classes), w.bySensor[sp.Sensor]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
 		{"pageview by id", "pageview", func(ctx context.Context, s store.Store) error {
 			d, err := s.PageviewByID(ctx, w.pvID)
 			if err == nil && len(d.Transactions) == 0 {

@@ -50,6 +50,10 @@ function render(card, r) {
             el('a', { href: link('/whatif/', s.sensor), class: 'sensor-whatif' }, 'what-if')) : []));
       }))),
   );
+  if (r.approx > 0) {
+    card.append(el('p', { class: 'note sensor-approx', dataset: { approx: r.approx } },
+      `Percentiles from each sensor's per-minute histograms: each within ±${(r.approx * 100).toFixed(2)}% of the exact value. Counts are exact.`));
+  }
   if (r.truncated) card.append(el('p', { class: 'note' }, 'Only the most active sensors are shown.'));
   const partial = partialNote(r.missing_shards);
   if (partial) { partial.removeAttribute('id'); card.append(partial); }
