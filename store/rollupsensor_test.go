@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"math"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -130,20 +129,8 @@ func checkBySensor(t *testing.T, reader store.Store, all store.TimeRange, sensor
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(exact) != len(sp.Classes) {
-			t.Fatalf("sensor %s: %d classes by sensor, %d exact", sp.Sensor, len(sp.Classes), len(exact))
-		}
-		for i, e := range exact {
-			c := sp.Classes[i]
-			if c.Class != e.Class || c.Count != e.Count {
-				t.Errorf("sensor %s: class %s with %d records by sensor, exact %s with %d", sp.Sensor, c.Class, c.Count, e.Class, e.Count)
-				continue
-			}
-			for j, v := range c.Values {
-				if d := math.Abs(float64(v - e.Values[j])); d > max(float64(time.Microsecond), store.RollupRelError*float64(e.Values[j])) {
-					t.Errorf("sensor %s class %s: q%v %d ns by sensor, exact %d", sp.Sensor, c.Class, qs[j], v, e.Values[j])
-				}
-			}
+		for _, miss := range storetest.RollupPercentileMisses(sp.Classes, exact, qs) {
+			t.Errorf("sensor %s by sensor: %s", sp.Sensor, miss)
 		}
 	}
 	if !reflect.DeepEqual(got, sensors) {

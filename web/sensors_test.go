@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"fmt"
-	"math"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/rtmon/rtmon/store"
 	"github.com/rtmon/rtmon/store/query"
+	"github.com/rtmon/rtmon/store/storetest"
 	"github.com/rtmon/rtmon/synth"
 )
 
@@ -157,21 +157,11 @@ func TestSensorsAPI(t *testing.T) {
 	}
 	for i, row := range rolledSR.Sensors {
 		exact := sr.Sensors[i]
-		if row.SensorCounts != exact.SensorCounts || len(row.Classes) != len(exact.Classes) {
-			t.Errorf("sensor %q from the rollups %+v, exact %+v", row.Sensor, row, exact)
-			continue
+		if row.SensorCounts != exact.SensorCounts {
+			t.Errorf("sensor %q from the rollups %+v, exact %+v", row.Sensor, row.SensorCounts, exact.SensorCounts)
 		}
-		for j, c := range row.Classes {
-			e := exact.Classes[j]
-			if c.Class != e.Class || c.Count != e.Count {
-				t.Errorf("sensor %q: class %s (%d) from the rollups, exact %s (%d)", row.Sensor, c.Class, c.Count, e.Class, e.Count)
-				continue
-			}
-			for k, v := range c.Values {
-				if d := math.Abs(float64(v - e.Values[k])); d > max(float64(time.Microsecond), query.RollupRelError*float64(e.Values[k])) {
-					t.Errorf("sensor %q class %s: p%v %d ns from the rollups, exact %d", row.Sensor, c.Class, quantiles[k], v, e.Values[k])
-				}
-			}
+		for _, miss := range storetest.RollupPercentileMisses(panelClasses(row), panelClasses(exact), quantiles) {
+			t.Errorf("sensor %q from the rollups: %s", row.Sensor, miss)
 		}
 	}
 	long := strings.Repeat("s", maxSensorName+1)
@@ -281,4 +271,13 @@ func checkSensorOverviewAPI(t *testing.T, base string, st store.Store, sensor st
 	if fmt.Sprint(o.Top["url"]) != fmt.Sprint(nonNil(top)) {
 		t.Errorf("overview sensor=%q: slowest URLs %v, want %v", sensor, o.Top["url"], top)
 	}
+}
+
+// panelClasses is a panel row's classes as the store answers them.
+func panelClasses(row SensorRow) []query.ClassPercentiles {
+	out := make([]query.ClassPercentiles, len(row.Classes))
+	for i, c := range row.Classes {
+		out[i] = query.ClassPercentiles{Class: c.Class, Count: c.Count, Values: c.Values}
+	}
+	return out
 }
