@@ -41,7 +41,7 @@ func SpoilAnHourRollup(ctx context.Context, s Store) error {
 	}
 	for k, r := range rows {
 		r.n++
-		return insertRollups(ctx, q.ins, rk, hourKind(rk.name), map[rollupKey]*rollupRow{k: r}, q.versions.next())
+		return insertRollups(ctx, q.ins, rk, hourKind(rk.name), map[rollupKey]*rollupRow{k: r}, q.versions.after(0))
 	}
 	return errors.New("no hour rollups to spoil")
 }

@@ -176,12 +176,10 @@ func (q *querier) verifiedRollups(ctx context.Context, rk rollupKind, from, to i
 	if len(staleSensors) <= maxInList {
 		redo = rk.onlySensors(slices.Sorted(maps.Keys(staleSensors)))
 	}
-	recomputes := func(k rollupKey) bool {
-		return staleMinutes[k.minute] && (len(redo.sensors) == 0 || staleSensors[k.sensor])
-	}
+	redone := func(sensor string) bool { return len(redo.sensors) == 0 || staleSensors[sensor] }
 	var gone []rollupKey
 	for key := range rows {
-		if recomputes(key) {
+		if staleMinutes[key.minute] && redone(key.sensor) {
 			gone = append(gone, key)
 		}
 	}
@@ -195,7 +193,7 @@ func (q *querier) verifiedRollups(ctx context.Context, rk rollupKind, from, to i
 		return nil, 0, err
 	}
 	maps.DeleteFunc(rows, func(key rollupKey, _ *rollupRow) bool {
-		return inRuns(key.minute, runs) && (len(redo.sensors) == 0 || slices.Contains(redo.sensors, key.sensor))
+		return inRuns(key.minute, runs) && redone(key.sensor)
 	})
 	for key, row := range fresh {
 		if key.minute >= from && (to == 0 || key.minute < to) {

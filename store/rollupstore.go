@@ -23,9 +23,8 @@ type versionClock struct {
 	skew atomic.Int64 // ns added to the wall clock: tests play a sensor whose clock is off
 }
 
-func (c *versionClock) next() int64 { return c.after(0) }
-
-// after is next, and greater than stored.
+// after is the next version: the clock's, past the last one given and
+// greater than stored.
 func (c *versionClock) after(stored int64) int64 {
 	for {
 		old := c.last.Load()

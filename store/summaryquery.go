@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -46,14 +48,9 @@ func sensorPercentiles(sq SummaryQuery, k Kind, rows map[rollupKey]*rollupRow) [
 		}
 		bySensor[key.sensor][key] = row
 	}
-	sensors := make([]string, 0, len(bySensor))
-	for sensor := range bySensor {
-		sensors = append(sensors, sensor)
-	}
-	sort.Strings(sensors)
 	only := SummaryQuery{Class: sq.Class, Qs: sq.Qs}
 	var out []SensorPercentiles
-	for _, sensor := range sensors {
+	for _, sensor := range slices.Sorted(maps.Keys(bySensor)) {
 		s := &Summary{}
 		f := summaryFold{sq: only, kind: k, s: s}
 		f.fold(bySensor[sensor])
