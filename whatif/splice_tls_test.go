@@ -3,6 +3,7 @@ package whatif
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/rtmon/rtmon/reconstruct"
 )
@@ -76,5 +77,34 @@ func TestStandardCandidatesOfferTLSTerminationOnHTTPS(t *testing.T) {
 		if offered != (flags != 0) {
 			t.Errorf("flags %v: SPLICE TERMINATE TLS offered %v among %d candidates", flags, offered, len(cands))
 		}
+	}
+}
+
+// A splicer's connect(2) goes on sending its server SYN on the kernel's
+// timer (0, 1, 2, 3, 4, 5, 7, 11, 19, 35 s, ...) while the backlog stays
+// full: behind a server busy for 30 s it gets in at the SYN 35 s after the
+// first, not at the seventh (7 s) where the replay once let it in.
+func TestSpliceConnectsOnTheKernelTimer(t *testing.T) {
+	ms := func(n int64) int64 { return n * 1_000_000 }
+	q := &queueData{
+		conns: []queueConn{
+			{txs: []int{0}, unit: 0},
+			{txs: []int{1}, unit: 0},
+			{txs: []int{2}, unit: 0, fresh: true, synStart: ms(400), rttServer: ms(1)},
+		},
+		txs: []queueTx{
+			{conn: 0, measured: ms(30_000), service: ms(30_000)},
+			{conn: 1, arrival: ms(10), sent: ms(10), queued: ms(10), measured: ms(30_090), service: ms(100)},
+			{conn: 2, arrival: ms(500), sent: ms(500), queued: ms(500), measured: ms(20), service: ms(20)},
+		},
+	}
+	ch := &queueChange{connDelay: make([]int64, 3), connGone: make([]bool, 3), connSpliced: []bool{false, false, true},
+		connBindsAtHello: make([]bool, 3), connFastSYN: make([]int64, 3), connAttempt: make([]int, 3), txsRemoved: make([]bool, 3)}
+	out := (&Dataset{}).simulate(q, &Options{}, serverShape{workers: 1, backlog: 1}, ch)
+	// The queue holds the second request until 30 s: the SYNs at 0.5 s
+	// up to 19.5 s are dropped (9), the one at 35.5 s gets in.
+	if want := ms(35_000) + ms(20); out.server[2] != want || out.connDrops[2] != 9 {
+		t.Errorf("spliced request: server time %v, %d server SYNs dropped; want %v and 9",
+			time.Duration(out.server[2]), out.connDrops[2], time.Duration(want))
 	}
 }
