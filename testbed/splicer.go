@@ -1,21 +1,25 @@
 package testbed
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
 )
 
 // startSplicer listens on front inside the server namespace and splices
 // every accepted connection to back: the client's handshake is answered at
 // once by the kernel, the server's connection is opened after the accept
-// (its SYN retransmitted by the kernel, 1 s, 2 s, ... if dropped), and bytes
-// are copied both ways until either side closes. Close (via the testbed)
-// stops the listener and every open pair.
+// (its SYN resent by the kernel a second apart five times, then doubling,
+// for about two minutes if dropped), and bytes are copied both ways until
+// either side closes. Close (via the testbed) stops the listener and every
+// open pair.
 func startSplicer(tb *Testbed, front, back netip.AddrPort) error {
 	return startSplicerWith(tb, front, back, nil)
 }
@@ -31,10 +35,13 @@ func startSplicerWith(tb *Testbed, front, back netip.AddrPort, conf *tls.Config)
 		return fmt.Errorf("splicer listen: %w", err)
 	}
 	sp := &splicer{ns: tb.Server.NS, back: back, tls: conf, open: map[net.Conn]bool{}, last: map[netip.Addr]time.Time{}}
+	var stop context.CancelFunc
+	sp.dialCtx, stop = context.WithCancel(context.Background())
 	sp.wg.Add(1)
 	go sp.serve(ln)
 	tb.onClose(func() error {
 		err := ln.Close()
+		stop()
 		sp.mu.Lock()
 		for c := range sp.open {
 			c.Close()
@@ -54,6 +61,8 @@ type splicer struct {
 	back netip.AddrPort
 	tls  *tls.Config // terminate TLS with the client (nil: splice TCP)
 	wg   sync.WaitGroup
+	// dialCtx ends pending connects when the splicer closes.
+	dialCtx context.Context
 
 	mu   sync.Mutex
 	open map[net.Conn]bool // nil: closing
@@ -136,8 +145,13 @@ func (sp *splicer) splice(c net.Conn) {
 		}
 	}
 	err := inNS(sp.ns, func() (err error) {
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: sp.back.Addr().AsSlice(), Port: port}, Timeout: 20 * time.Second}
-		s, err = d.Dial("tcp4", sp.back.String())
+		// No timeout of its own: connect(2) resends the SYN on the
+		// kernel's timer until the server takes it (about two minutes
+		// with the default tcp_syn_retries), which is the splicer the
+		// what-if's SPLICE describes. With a 20 s timeout, a splicer in
+		// front of a server overloaded for a minute dropped requests.
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: sp.back.Addr().AsSlice(), Port: port}}
+		s, err = d.DialContext(sp.dialCtx, "tcp4", sp.back.String())
 		return err
 	})
 	if err != nil || !sp.track(s, true) {
@@ -154,7 +168,17 @@ func (sp *splicer) splice(c net.Conn) {
 	}
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
-		io.Copy(dst, src)
+		_, err := io.Copy(dst, src)
+		if errors.Is(err, syscall.ECONNRESET) {
+			// A reset passes on as a reset, either way, as a splicer
+			// relaying TCP does: the overloaded server resets a connection
+			// whose handshake it forgot, and the client must see what a
+			// client of the server itself sees, not a clean end.
+			if tc, ok := dst.(*net.TCPConn); ok {
+				tc.SetLinger(0)
+			}
+			dst.Close()
+		}
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 			cw.CloseWrite() // a TCP FIN, or TLS close_notify
 		}
