@@ -14,15 +14,28 @@ import (
 // overloadSpec is the overload the what-if is validated under: a prefork
 // server (4 worker processes, 200 ms a request, a listen backlog of 4)
 // and a low class from 40 addresses loading pages four times as often as
-// the high class's highLoads (Linux clients giving up after 7 s).
+// the high class's highLoads (Linux clients giving up after 7 s), in
+// bursts of overloadBurst with as long a pause between them, for as long
+// as the high class loads pages. In a burst the pages ask the server for
+// about 35% more than its workers serve; over a pause it catches up.
 func overloadSpec(name string, site *Site, preforkd string, highLoads int) ValidationSpec {
 	s := DefaultValidationSpec(name, site)
 	s.Prefork = &PreforkOptions{Bin: preforkd, Workers: overloadWorkers, Backlog: 4, Service: 200 * time.Millisecond}
-	s.PerClass, s.LowPerClass, s.LowInterval, s.LowOffset = highLoads, 4*highLoads, 325*time.Millisecond, 0
+	s.PerClass, s.LowInterval, s.LowOffset = highLoads, 325*time.Millisecond, 0
+	s.LowBurst, s.LowPause = overloadBurst, overloadBurst
 	s.ClientSYNRetries = 2
 	s.LowClients = 40
+	span := time.Duration(highLoads) * s.Interval
+	perBurst := int(overloadBurst / s.LowInterval)
+	for at := time.Duration(0); at < span; at += s.LowBurst + s.LowPause {
+		s.LowPerClass += min(perBurst, int((span-at+s.LowInterval-1)/s.LowInterval))
+	}
 	return s
 }
+
+// overloadBurst is how long the low class's overload lasts, and then
+// pauses: 13 s, the whole of the short run's overload before bursts.
+const overloadBurst = 13 * time.Second
 
 // overloadWorkers is the prefork server's pool, which the queue model's
 // fit must find.
@@ -157,3 +170,29 @@ func TestWhatIfOverloadRelief(t *testing.T) {
 }
 
 func abs64(x int64) int64 { return max(x, -x) }
+
+// The overload's low class comes in bursts as long as the pauses between
+// them, as long as the high class loads pages: 40 loads a burst, none in
+// a pause, none after the high class's last.
+func TestOverloadSpecBursts(t *testing.T) {
+	s := overloadSpec("plan", ValidationSite(42), "preforkd", 60)
+	var lows []time.Duration
+	for _, p := range validationPlans(s) {
+		if p.class == ValidateLowClass {
+			lows = append(lows, p.at)
+		}
+	}
+	span := 60 * s.Interval
+	if len(lows) != 120 {
+		t.Errorf("%d low-class loads over %v, want 3 bursts of 40", len(lows), span)
+	}
+	for i, at := range lows {
+		inBurst := at%(2*overloadBurst) < overloadBurst
+		if !inBurst || at >= span || i > 0 && at < lows[i-1] {
+			t.Errorf("low load %d at %v: in a burst %v, before %v, after the last (%v)", i, at, inBurst, span, lows[max(i-1, 0)])
+		}
+	}
+	if short := overloadSpec("short", ValidationSite(42), "preforkd", 15); short.LowPerClass != 40 {
+		t.Errorf("15 high-class loads (%v): %d low ones, want one burst of 40", 15*short.Interval, short.LowPerClass)
+	}
+}

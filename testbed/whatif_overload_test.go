@@ -35,19 +35,20 @@ func TestWhatIfOverloadValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, baseDir := b.run(t, "base", 20, NoSYNDrops, nil)
-	applied, appliedDir := b.run(t, "applied", 20, DropLowClassSYNs, nil)
-	cond, condDir := b.run(t, "rthigh", 20, DropLowClassSYNsWhileRTHigh, func(s *ValidationSpec) {
+	base, baseDir := b.run(t, "base", overloadValidationLoads, NoSYNDrops, nil)
+	applied, appliedDir := b.run(t, "applied", overloadValidationLoads, DropLowClassSYNs, nil)
+	cond, condDir := b.run(t, "rthigh", overloadValidationLoads, DropLowClassSYNsWhileRTHigh, func(s *ValidationSpec) {
 		s.RTHigh = &RTHighDrive{Rtmon: b.rtmon, Classes: b.classes, Above: rtHighAbove}
 	})
-	spliced, splicedDir := b.run(t, "splice", 20, NoSYNDrops, func(s *ValidationSpec) { s.SpliceProxy = true })
-	fast, fastDir := b.run(t, "fastsyn", 20, NoSYNDrops, func(s *ValidationSpec) { s.FastSYN = 200 * time.Millisecond })
+	spliced, splicedDir := b.run(t, "splice", overloadValidationLoads, NoSYNDrops, func(s *ValidationSpec) { s.SpliceProxy = true })
+	fast, fastDir := b.run(t, "fastsyn", overloadValidationLoads, NoSYNDrops, func(s *ValidationSpec) { s.FastSYN = 200 * time.Millisecond })
 	// The same runs again: how far two real runs of one setup differ is
 	// the floor under any prediction's error.
-	base2, _ := b.run(t, "base2", 20, NoSYNDrops, nil)
-	fast2, _ := b.run(t, "fastsyn2", 20, NoSYNDrops, func(s *ValidationSpec) { s.FastSYN = 200 * time.Millisecond })
-	t.Logf("run to run, the same setup twice (the second against the first):\n%s%s",
-		formatRunToRun("no action", base, base2), formatRunToRun("FAST SYN GAP 200ms", fast, fast2))
+	base2, _ := b.run(t, "base2", overloadValidationLoads, NoSYNDrops, nil)
+	spliced2, _ := b.run(t, "splice2", overloadValidationLoads, NoSYNDrops, func(s *ValidationSpec) { s.SpliceProxy = true })
+	fast2, _ := b.run(t, "fastsyn2", overloadValidationLoads, NoSYNDrops, func(s *ValidationSpec) { s.FastSYN = 200 * time.Millisecond })
+	t.Logf("run to run, the same setup twice (the second against the first):\n%s%s%s",
+		formatRunToRun("no action", base, base2), formatRunToRun("SPLICE", spliced, spliced2), formatRunToRun("FAST SYN GAP 200ms", fast, fast2))
 	fastRule, err := whatif.ParseRule("IF IP.SRC == * THEN FAST SYN GAP 200ms")
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +81,12 @@ func TestWhatIfOverloadValidation(t *testing.T) {
 	}
 }
 
+// overloadValidationLoads is the high class's page loads per run: 78 s
+// of loads holding three of the low class's bursts, so that a class's p90
+// is that of six pageviews of the high class and 24 of the low, not two
+// (with 20, two real runs of FAST SYN differed by 109% at the p90).
+const overloadValidationLoads = 60
+
 // formatRunToRun tells how far run b's client-measured median and p90 per
 // class lie from run a's: two real runs of one setup, the noise no
 // prediction can beat.
@@ -103,8 +110,8 @@ func formatRunToRun(setup string, a, b ValidationRun) string {
 // test reports how SYNPROXY really fared, loads that stalled included.
 func TestWhatIfSYNProxyValidation(t *testing.T) {
 	b := newOverloadBench(t)
-	base, baseDir := b.run(t, "base", 20, NoSYNDrops, nil)
-	proxied, proxiedDir := b.run(t, "synproxy", 20, NoSYNDrops, func(s *ValidationSpec) { s.SYNProxy = true })
+	base, baseDir := b.run(t, "base", overloadValidationLoads, NoSYNDrops, nil)
+	proxied, proxiedDir := b.run(t, "synproxy", overloadValidationLoads, NoSYNDrops, func(s *ValidationSpec) { s.SYNProxy = true })
 	for _, class := range []string{ValidateHighClass, ValidateLowClass} {
 		done, _ := classLoads(proxied, class)
 		t.Logf("SYNPROXY %s: %d loads finished, %d stalled past %v, %d reset", class, len(done), stalledLoads(proxied, class),

@@ -197,6 +197,13 @@ type ValidationSpec struct {
 	// from PerClass and Interval (a heavier load generator).
 	LowPerClass int
 	LowInterval time.Duration
+	// LowBurst and LowPause: the low class's stream runs in bursts of
+	// LowBurst, LowPause apart (0: one stream). An overload that comes and
+	// goes, as a flash crowd or a batch job's does, lets a long run repeat
+	// it: an open-loop overload held for a minute has no steady state (its
+	// queue grows until the clients' two-minute timeouts end loads), and a
+	// short one gives a p90 of two pageviews.
+	LowBurst, LowPause time.Duration
 	// LowClients: how many addresses the low class's loads come from, in
 	// turn (0: ValidateLow's five). A rule that exempts a client in the
 	// middle of a page (an address with a SYN in the last 2 s) needs
@@ -475,9 +482,13 @@ func validationPlans(spec ValidationSpec) []validationPlan {
 			validationPlan{time.Duration(i) * spec.Interval, ValidateHighClass, ValidateHigh[i%len(ValidateHigh)], spec.Site.Pages[i%n]})
 	}
 	low := spec.lowClients()
+	perBurst := spec.perClass(ValidateLowClass)
+	if spec.LowBurst > 0 {
+		perBurst = max(int(spec.LowBurst/lowEvery), 1)
+	}
 	for i := range spec.perClass(ValidateLowClass) {
-		plans = append(plans, validationPlan{spec.LowOffset + time.Duration(i)*lowEvery, ValidateLowClass, low[i%len(low)],
-			spec.Site.Pages[(i+n/2)%n]})
+		at := spec.LowOffset + time.Duration(i/perBurst)*(spec.LowBurst+spec.LowPause) + time.Duration(i%perBurst)*lowEvery
+		plans = append(plans, validationPlan{at, ValidateLowClass, low[i%len(low)], spec.Site.Pages[(i+n/2)%n]})
 	}
 	return plans
 }
