@@ -540,8 +540,8 @@ func TestQueueModelPassesUnexplainedThrough(t *testing.T) {
 
 // TestUnexplainedResponseFollowsItsUnit: a response the pool cannot
 // explain keeps its service, and its wait (a half-open wait: it was sent
-// long before the server took it) changes as its unit's other responses'
-// queueing changed from the null replay; a response served beside the
+// long before the server took it) shrinks as its unit's other responses'
+// queueing did from the null replay, or grows by their mean growth; a response served beside the
 // pool (no wait) and any response in the null replay stay as measured.
 func TestUnexplainedResponseFollowsItsUnit(t *testing.T) {
 	ms := func(v int64) int64 { return v * int64(time.Millisecond) }
@@ -567,6 +567,12 @@ func TestUnexplainedResponseFollowsItsUnit(t *testing.T) {
 	}
 	if got := l.unexplainedDelta(0, 3); got != 0 {
 		t.Errorf("response served beside the pool: change %v, want none", time.Duration(got))
+	}
+	// A busier server: the siblings waited 1500 + 3500 ms, 1000 ms more
+	// each on average; the half-open wait grows by that, not five thirds.
+	l.sim.out.server = []int64{ms(1700), ms(3700), ms(1500), ms(50)}
+	if got, want := l.unexplainedDelta(0, 2), ms(1000); got != want {
+		t.Errorf("half-open response on a busier server: server time change %v, want %v", time.Duration(got), time.Duration(want))
 	}
 	l.sim.out = null
 	for _, ti := range []int{2, 3} {
