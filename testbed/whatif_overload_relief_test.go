@@ -124,8 +124,9 @@ func queueValidateOptions() whatif.Options {
 	return o
 }
 
-// TestWhatIfOverloadRelief: the overload with 15 pageviews per class, and
-// the same workload with the low class's SYNs really dropped. The queue
+// TestWhatIfOverloadRelief: the overload with 15 high-class pageviews
+// (and one low-class burst of 40), and the same workload with the low
+// class's SYNs really dropped. The queue
 // model, fitted on the overloaded run, must predict most of the high
 // class's real relief (its predicted median and p90 nearer the applied
 // run's than half the real change, beyond the link's stalls) and the low
