@@ -126,13 +126,13 @@ func queueValidateOptions() whatif.Options {
 
 // TestWhatIfOverloadRelief: the overload with 15 high-class pageviews
 // (and one low-class burst of 40), and the same workload with the low
-// class's SYNs really dropped. The queue
-// model, fitted on the overloaded run, must predict most of the high
-// class's real relief (its predicted median and p90 nearer the applied
-// run's than half the real change, beyond the link's stalls) and the low
-// class's failed pages within 10% of what their clients waited. The full
-// validation (make validate) holds the 10% target to every figure; one
-// short run is too noisy for that (15 pageviews: a p90 of two).
+// class's SYNs really dropped. The queue model, fitted on the overloaded
+// run, must predict most of the high class's real relief (its predicted
+// median and p90 nearer the applied run's than half the real change,
+// beyond the link's stalls) and the low class's failed pages within 10%
+// of what their clients waited. The full validation (make validate) holds
+// the 10% target to every figure; one short run is too noisy for that
+// (15 pageviews: a p90 of two).
 func TestWhatIfOverloadRelief(t *testing.T) {
 	b := newOverloadBench(t)
 	base, baseDir := b.run(t, "base", 15, NoSYNDrops, nil)
