@@ -169,17 +169,17 @@ func (sp *splicer) splice(c net.Conn) {
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
 		_, err := io.Copy(dst, src)
-		if errors.Is(err, syscall.ECONNRESET) {
+		tc, isTCP := dst.(*net.TCPConn)
+		cw, halfCloses := dst.(interface{ CloseWrite() error })
+		switch {
+		case errors.Is(err, syscall.ECONNRESET) && isTCP:
 			// A reset passes on as a reset, either way, as a splicer
 			// relaying TCP does: the overloaded server resets a connection
 			// whose handshake it forgot, and the client must see what a
 			// client of the server itself sees, not a clean end.
-			if tc, ok := dst.(*net.TCPConn); ok {
-				tc.SetLinger(0)
-			}
-			dst.Close()
-		}
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			tc.SetLinger(0)
+			tc.Close()
+		case halfCloses:
 			cw.CloseWrite() // a TCP FIN, or TLS close_notify
 		}
 		done <- struct{}{}
