@@ -40,9 +40,13 @@ type prefork struct {
 	splice bool
 	// limbo: a handshake completing while the accept queue is full is
 	// dropped, as Linux drops it: the connection stays half-open, the
-	// client (connected as far as it knows) resends its request on its
-	// retransmission timer (RTT + max(2 RTT, 200 ms), doubling) until one
-	// copy finds room, and only that copy is acknowledged.
+	// client (connected as far as it knows) resends its request until one
+	// copy finds room, and only that copy is acknowledged. It resends on
+	// the timers of the round trip it measured on the handshake (with
+	// timestamps, from the SYN the SYN/ACK echoes: an appliance's copy of
+	// its first SYN makes the whole wait a round trip): a tail-loss probe
+	// at 2 RTT + 200 ms unless the retransmission timeout, RTT + max(2
+	// RTT, 200 ms), is sooner, then that timeout from the probe, doubling.
 	limbo bool
 	// syncookies: Linux's default (tcp_syncookies 1): a full SYN queue
 	// answers with a cookie, so only a full accept queue drops a SYN.
@@ -136,6 +140,8 @@ func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct
 	}
 	var highDone []pfDone             // the appliance's view: high-class completions
 	settled := make([]bool, len(arr)) // a SYN got in, or the client gave up
+	// sample: the round trip each client measured on its handshake.
+	sample := make([]int64, len(arr))
 	gaveUp := func(i int) {
 		settled[i] = true
 		// The capture holds its SYNs only.
@@ -188,6 +194,10 @@ func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct
 			}
 			settled[i] = true
 			accepted[i] = ev.t
+			sample[i] = arr[i].rtt
+			if ev.kind == 6 {
+				sample[i] += ev.t - arr[i].at
+			}
 			halfOpen++
 			heap.Push(&h, pfEvent{t: ev.t + arr[i].rtt, kind: 1, i: i})
 		case 3: // the splicer's SYN to the server
@@ -209,8 +219,19 @@ func (p prefork) run(arr []pfArrival) ([]*reconstruct.Connection, []*reconstruct
 				established[i] = ev.t
 			}
 			if p.limbo && len(acceptQ) > p.backlog {
-				rto := arr[i].rtt + max(2*arr[i].rtt, int64(200*time.Millisecond))
-				heap.Push(&h, pfEvent{t: ev.t + rto<<ev.n, kind: 4, i: i, n: ev.n + 1})
+				minRTO := int64(200 * time.Millisecond)
+				rto := sample[i] + max(2*sample[i], minRTO)
+				probe := 2*sample[i] + minRTO
+				var wait int64
+				switch {
+				case probe < rto && ev.n == 0:
+					wait = probe
+				case probe < rto:
+					wait = rto << (ev.n - 1)
+				default:
+					wait = rto << ev.n
+				}
+				heap.Push(&h, pfEvent{t: ev.t + wait, kind: 4, i: i, n: ev.n + 1})
 				continue
 			}
 			halfOpen--

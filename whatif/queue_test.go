@@ -97,8 +97,10 @@ func TestQueueModelPredictsDropSYNRelief(t *testing.T) {
 // (SYN cookies or not, a handshake completing into a full accept queue
 // dropped or not). It must predict the harm (both percentiles above the
 // measured ones, as they really are) and be nearer the truth's p90 than
-// the analytic model; its errors are logged (15-50% on the median: the
-// issue's 10% is not met here).
+// the analytic model; on Linux's defaults (SYN cookies, handshakes into a
+// full accept queue dropped) within 30% of the median and 15% of the p90.
+// Its errors are logged (16-37% on the median: the 10% is not met
+// here).
 func TestQueueModelPredictsFastSYN(t *testing.T) {
 	for _, srv := range []prefork{
 		{workers: 4, backlog: 8},
@@ -168,6 +170,12 @@ func checkFastSYNPrediction(t *testing.T, srv prefork) {
 		}
 		if e90 >= l90 {
 			t.Errorf("%s: queue model p90 error %.1f%% is no better than the analytic model's %.1f%%", class, 100*e90, 100*l90)
+		}
+		if srv.syncookies && srv.limbo && (e50 > 0.3 || e90 > 0.15) {
+			// Linux's defaults: without the copies' overflow (limbo) the
+			// model put the median 52-61% over.
+			t.Errorf("%s: on a server set as Linux is by default the queue model is off by %.1f%% (median) and %.1f%% (p90)",
+				class, 100*e50, 100*e90)
 		}
 	}
 }

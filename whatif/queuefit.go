@@ -360,7 +360,8 @@ func (d *Dataset) fitBacklog(q *queueData, o *Options, sh serverShape) (backlog,
 
 // shape is the server the model simulates.
 func (m *QueueModel) shape() serverShape {
-	return serverShape{workers: m.Workers, backlog: m.Backlog, halfOpenSlots: m.HalfOpenSlots, holding: m.HoldsTransfer}
+	return serverShape{workers: m.Workers, backlog: m.Backlog, halfOpenSlots: m.HalfOpenSlots, overflowDrops: m.HalfOpen > 0,
+		holding: m.HoldsTransfer}
 }
 
 // maxUnexplained is the share of responses a fitted pool may leave

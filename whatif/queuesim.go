@@ -42,6 +42,9 @@ type queueOutcome struct {
 	fullAtAccept  []bool
 	queueAtAccept []int
 	waitMax       int // longest queue seen
+	// limbo counts connections whose handshake completed into a full
+	// accept queue (see queueSim.limbo).
+	limbo int
 }
 
 // qEvent is a simulation event.
@@ -109,6 +112,12 @@ type queueSim struct {
 	// the client gave up), so SYNs and copies still scheduled are void;
 	// copying: the front end has started copying its SYN.
 	synDone, copying []bool
+	// rttSample (a replay that changed the traffic): per connection a
+	// FAST SYN copy got in, the round trip its client measured on the
+	// handshake (see limbo); else 0. key: per transaction, its place in the
+	// accept queue when limbo decided it (nil until then).
+	rttSample []int64
+	key       []int64
 	// nullFull and nullQueue are the null replay's fullAtAccept and
 	// queueAtAccept in a replay that changed the traffic (nil in the null
 	// replay itself).
@@ -130,6 +139,10 @@ type serverShape struct {
 	// for a worker fill it (Linux's default: with SYN cookies a full SYN
 	// queue answers with a cookie, and only a full accept queue drops).
 	halfOpenSlots bool
+	// overflowDrops: the server drops a handshake that completes into a
+	// full accept queue, leaving the connection half-open (see limbo), as
+	// Linux does; known when the capture shows such connections.
+	overflowDrops bool
 	// holding: a worker stays busy until the response's last byte is sent
 	// (see QueueModel.HoldsTransfer).
 	holding bool
@@ -164,6 +177,9 @@ func (d *Dataset) newQueueSim(q *queueData, o *Options, sh serverShape, ch *queu
 	s.next = make([]int, len(q.conns))
 	s.bindTries = make([]int, len(q.conns))
 	s.synDone, s.copying = make([]bool, len(q.conns)), make([]bool, len(q.conns))
+	if ch != nil {
+		s.rttSample = make([]int64, len(q.conns))
+	}
 	return s
 }
 
@@ -212,6 +228,10 @@ func (s *queueSim) scheduleNext(ci int, at int64) {
 	s.next[ci]++
 	qt := &s.q.txs[ti]
 	switch {
+	case qt.leftHalfOpen() && s.limboJudged(ci):
+		// The replay moved its handshake: the capture's half-open wait no
+		// longer says when the server took it (limbo decides).
+		s.h.Push(qEvent{t: max(at, qt.sent+s.shift[ci]), kind: qArrive, id: ti})
 	case qt.leftHalfOpen() && s.spliced(ci):
 		// The splicer, not the server, took the client's first copy.
 		s.h.Push(qEvent{t: max(at, qt.sent+s.shift[ci]), kind: qArrive, id: ti})
@@ -331,6 +351,12 @@ func (s *queueSim) syn(ev qEvent) {
 	s.synDone[ev.id] = true
 	wait := ev.t - c.synStart - s.shift[ev.id]
 	s.out.synWait[ev.id] = wait
+	if ev.syn == synCopy && s.rttSample != nil {
+		// The client times its handshake from the SYN the server answered,
+		// by its timestamp: the front end's copies repeat the client's
+		// first SYN, so the whole wait counts as one round trip.
+		s.rttSample[ev.id] = max(c.rtt, 0) + wait
+	}
 	s.hold(ev.t, c.rtt)
 	// The connection's requests come as much later as its handshake did.
 	s.shift[ev.id] += wait - c.synWait
@@ -425,8 +451,11 @@ const spliceLinearRetries = 5
 func (s *queueSim) arrive(ev qEvent) {
 	ti, t := ev.id, ev.t
 	qt := &s.q.txs[ti]
-	halfOpen := qt.leftHalfOpen() && !s.spliced(qt.conn)
+	halfOpen := qt.leftHalfOpen() && !s.spliced(qt.conn) && !s.limboJudged(qt.conn)
 	if halfOpen && !s.halfOpenCopy(ev) {
+		return
+	}
+	if !halfOpen && s.limbo(ev) {
 		return
 	}
 	if ci := qt.conn; s.spliced(ci) && s.bindTries[ci] >= 0 {
@@ -459,6 +488,9 @@ func (s *queueSim) arrive(ev qEvent) {
 	}
 	s.ready[ti] = t
 	switch {
+	case !halfOpen && ev.n > 0:
+		// Out of limbo with the client's resend (limbo noted when the
+		// request was first sent, where its server time runs from).
 	case !halfOpen:
 		s.ready[ti] = t + qt.arrival - qt.accepted()
 		s.arrivedT[ti] = s.ready[ti]
@@ -469,33 +501,6 @@ func (s *queueSim) arrive(ev qEvent) {
 		s.arrivedT[ti] = t - (qt.arrival - qt.sent)
 	}
 	s.serve(ti, t)
-}
-
-// halfOpenCopy decides one copy of a request the capture shows the server
-// took only after a half-open wait (its accept queue full): the copy is
-// taken if the replayed accept queue has room, else the client sends the
-// next on its doubling timer. The copy the server took in the capture
-// (n 0) is an anchor, as an accepted SYN is. It reports whether the
-// request arrives now.
-func (s *queueSim) halfOpenCopy(ev qEvent) bool {
-	qt := &s.q.txs[ev.id]
-	if ev.n == 0 {
-		return true
-	}
-	if ev.n == 1 {
-		s.arrivedT[ev.id] = ev.t
-	}
-	anchor := qt.arrival + s.shift[qt.conn]
-	if ev.t >= anchor || s.backlog == 0 || len(s.waiting) < s.backlog {
-		return true
-	}
-	next := s.arrivedT[ev.id] + qt.rto*(1<<min(ev.n, 20)-1)
-	if next >= anchor {
-		s.h.Push(qEvent{t: anchor, kind: qArrive, id: ev.id})
-	} else {
-		s.h.Push(qEvent{t: next, kind: qArrive, id: ev.id, n: ev.n + 1})
-	}
-	return false
 }
 
 // maxSpliceTries bounds a splicer's dropped server SYNs: connect(2) with
@@ -537,9 +542,9 @@ func (s *queueSim) serve(ti int, t int64) {
 	// workers accept connections in the order their handshakes completed
 	// (the accept queue), which need not be the order their requests came
 	// in; the fit (reconstructService) assumes the same.
-	key := qt.queued + s.shift[qt.conn]
+	key := s.queueKey(ti)
 	at := len(s.waiting)
-	for at > 0 && s.q.txs[s.waiting[at-1]].queued+s.shift[s.q.txs[s.waiting[at-1]].conn] > key {
+	for at > 0 && s.queueKey(s.waiting[at-1]) > key {
 		at--
 	}
 	s.waiting = slices.Insert(s.waiting, at, ti)

@@ -257,7 +257,10 @@ func (a Action) Assumptions() string {
 			"Under the queue server model, where the capture's SYN losses come from a full backlog, the front end " +
 			"instead sends a copy every " + formatDuration(a.Gap) + " until one gets in or the client gives up, and " +
 			"each copy meets the replayed queue: behind a full accept queue the copies take the slots that free and " +
-			"the server gets slower."
+			"the server gets slower. Where the capture shows the server leaving connections half-open (Linux drops " +
+			"a handshake that completes into a full accept queue), a connection a copy got in can meet that too: " +
+			"its client resends the request on timers scaled by the round trip it measured, which the copy made " +
+			"the whole wait."
 	case FastSYNACK:
 		return "Every wait for a lost SYN/ACK (a client SYN retransmission after a SYN/ACK, or a server SYN/ACK " +
 			"retransmission) shrinks to " + formatDuration(a.Gap) + "; the number of attempts is unchanged. " +

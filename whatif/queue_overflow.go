@@ -1,0 +1,115 @@
+package whatif
+
+// The accept queue's overflow: a handshake that completes while the
+// server's accept queue is full leaves the connection half-open, and the
+// client's resent requests decide when the server takes it.
+
+import "time"
+
+// halfOpenCopy decides one copy of a request the capture shows the server
+// took only after a half-open wait (its accept queue full): the copy is
+// taken if the replayed accept queue has room, else the client sends the
+// next on its doubling timer. The copy the server took in the capture
+// (n 0) is an anchor, as an accepted SYN is. It reports whether the
+// request arrives now.
+func (s *queueSim) halfOpenCopy(ev qEvent) bool {
+	qt := &s.q.txs[ev.id]
+	if ev.n == 0 {
+		return true
+	}
+	if ev.n == 1 {
+		s.arrivedT[ev.id] = ev.t
+	}
+	anchor := qt.arrival + s.shift[qt.conn]
+	if ev.t >= anchor || s.backlog == 0 || len(s.waiting) < s.backlog {
+		return true
+	}
+	next := s.arrivedT[ev.id] + qt.rto*(1<<min(ev.n, 20)-1)
+	if next >= anchor {
+		s.h.Push(qEvent{t: anchor, kind: qArrive, id: ev.id})
+	} else {
+		s.h.Push(qEvent{t: next, kind: qArrive, id: ev.id, n: ev.n + 1})
+	}
+	return false
+}
+
+// limbo decides whether the handshake of a connection a FAST SYN copy got
+// in completes into a full accept queue. Linux then drops the client's
+// ACK and its request (a listen overflow) while the client believes it is
+// connected: it sends the request again on its loss-probe and
+// retransmission timers, and the first copy that finds room gets the
+// connection queued. Those timers scale with the round trip the client
+// measured on the handshake, which for an answered copy is the whole wait:
+// a copy taken 1.5 s in, on a 100 ms path, is next tried 3.4 s after the
+// request. (In the testbed's FAST SYN runs, requests whose SYN a copy got
+// in after 200 ms were resent 0.78 s or more later.) Connections whose own
+// SYN got in keep the capture's evidence instead: its half-open waits
+// (halfOpenCopy). Modelling every replayed handshake's overflow anew put
+// chance overflows in place of the measured ones: the high class's p90
+// came out 28% over on average (see docs/whatif.md). The server's own SYN/ACK resends are not
+// modelled: a SYN queue that full answers with cookies, which the server
+// does not resend. It reports whether the request waits.
+func (s *queueSim) limbo(ev qEvent) bool {
+	ti := ev.id
+	qt := &s.q.txs[ti]
+	ci := qt.conn
+	if !s.limboJudged(ci) || qt.pos != 0 {
+		return false
+	}
+	if len(s.waiting) < s.backlog || ev.n >= maxLimboResends {
+		// Queued now, behind those that came before it.
+		if s.key == nil {
+			s.key = make([]int64, len(s.q.txs))
+		}
+		s.key[ti] = ev.t
+		return false
+	}
+	if ev.n == 0 {
+		s.arrivedT[ti] = ev.t + qt.arrival - qt.accepted()
+		s.out.limbo++
+	}
+	next := ev.n + 1
+	s.h.Push(qEvent{t: s.arrivedT[ti] + requestResend(s.rttSample[ci], next), kind: qArrive, id: ti, n: next})
+	return true
+}
+
+// limboJudged: a FAST SYN copy got connection ci in, so limbo (not the
+// capture) decides when the server takes it, on a server the capture
+// shows dropping handshakes that meet a full accept queue.
+func (s *queueSim) limboJudged(ci int) bool {
+	return s.overflowDrops && s.rttSample != nil && s.rttSample[ci] != 0 && s.backlog > 0 && s.q.conns[ci].fresh
+}
+
+// maxLimboResends bounds the resends limbo waits for (Linux's
+// tcp_retries2 is 15; the timers back off to minutes long before).
+const maxLimboResends = 15
+
+// requestResend is when a Linux client sends its unanswered request for
+// the n-th time (n >= 1), after the first send, given the round trip its
+// handshake measured: a tail-loss probe at twice the round trip plus
+// 200 ms (one segment out), unless the retransmission timer (the round
+// trip plus twice it, at least 200 ms more) comes first; then that timer
+// (from the probe, if one was sent), doubling, at most 120 s each.
+func requestResend(rtt int64, n int) int64 {
+	rto := rtt + max(2*rtt, linuxRTOMin)
+	var at int64
+	backoffs := n
+	if pto := 2*rtt + linuxRTOMin; pto < rto {
+		at, backoffs = pto, n-1
+	}
+	for k := range backoffs {
+		at += min(rto<<k, int64(120*time.Second))
+	}
+	return at
+}
+
+// queueKey is transaction ti's place in the accept queue's order: when
+// its connection's handshake completed (as the capture has it, moved by
+// the replay), or when limbo let it in.
+func (s *queueSim) queueKey(ti int) int64 {
+	if s.key != nil && s.key[ti] != 0 {
+		return s.key[ti]
+	}
+	qt := &s.q.txs[ti]
+	return qt.queued + s.shift[qt.conn]
+}

@@ -1,0 +1,84 @@
+package whatif
+
+import (
+	"testing"
+	"time"
+)
+
+// TestRequestResendFollowsLinuxTimers: the resend times of a request the
+// server dropped, as Linux's tail-loss probe and retransmission timer set
+// them from the handshake's round trip. In the testbed's FAST SYN runs
+// (paths of 80-150 ms) a request whose SYN a copy got in after 200 ms was
+// resent no sooner than 0.78 s after it was sent, and one let in after
+// 400 ms 1.19 s after.
+func TestRequestResendFollowsLinuxTimers(t *testing.T) {
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	for _, c := range []struct {
+		rtt  int64
+		n    int
+		want int64
+	}{
+		// A short round trip: the retransmission timer (RTT + 200 ms)
+		// comes before the probe (2 RTT + 200 ms), then doubles.
+		{ms(80), 1, ms(280)},
+		{ms(80), 2, ms(280 + 560)},
+		{ms(80), 3, ms(280 + 560 + 1120)},
+		// A copy taken after 200 ms on an 80 ms path: the probe first.
+		{ms(280), 1, ms(760)},
+		{ms(280), 2, ms(760 + 840)},
+		// After 400 ms on a 100 ms path.
+		{ms(500), 1, ms(1200)},
+		{ms(500), 3, ms(1200 + 1500 + 3000)},
+		// Each backoff stops at 120 s.
+		{ms(50_000), 2, ms(100_200 + 120_000)},
+	} {
+		if got := requestResend(c.rtt, c.n); got != c.want {
+			t.Errorf("requestResend(%v, %d) = %v, want %v", time.Duration(c.rtt), c.n, time.Duration(got), time.Duration(c.want))
+		}
+	}
+}
+
+// TestFastSYNCopyMeetsFullAcceptQueue: one worker and an accept queue of
+// one. A FAST SYN copy gets a connection in at 1.0 s, when the queue has
+// just emptied, and its handshake completes at 1.1 s into a queue that
+// has filled again. On a server that drops such handshakes (as Linux
+// does) the client, which measured 700 ms for its handshake, resends its
+// request at 2.7, 4.8, 9.0 and 17.4 s, and only the last finds room; on a
+// server that queued it anyway it would have been served at 12 s.
+func TestFastSYNCopyMeetsFullAcceptQueue(t *testing.T) {
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	q := &queueData{
+		conns: []queueConn{
+			{txs: []int{0}, unit: 0},
+			{txs: []int{1}, unit: 0},
+			{txs: []int{2}, unit: 0, fresh: true, synStart: ms(400), synAt: []int64{0}, rtt: ms(100)},
+			{txs: []int{3}, unit: 0},
+		},
+		txs: []queueTx{
+			{conn: 0, measured: ms(1000), service: ms(1000)},
+			{conn: 1, arrival: ms(10), sent: ms(10), queued: ms(10), measured: ms(10_990), service: ms(10_000)},
+			{conn: 2, arrival: ms(500), sent: ms(500), queued: ms(500), measured: ms(20), service: ms(20)},
+			{conn: 3, arrival: ms(1050), sent: ms(1050), queued: ms(1050), measured: ms(10_950), service: ms(1000)},
+		},
+	}
+	for _, c := range []struct {
+		overflowDrops bool
+		want          int64
+		limbo         int
+	}{
+		{true, ms(17_400+20) - ms(1100), 1},
+		{false, ms(12_000+20) - ms(1100), 0},
+	} {
+		ch := &queueChange{connDelay: make([]int64, 4), connGone: make([]bool, 4), connSpliced: make([]bool, 4),
+			connBindsAtHello: make([]bool, 4), connFastSYN: []int64{0, 0, ms(200), 0}, connAttempt: make([]int, 4),
+			txsRemoved: make([]bool, 4)}
+		out := (&Dataset{}).simulate(q, &Options{SYNAttempts: 3, SYNTimeout: time.Second}, serverShape{workers: 1, backlog: 1, overflowDrops: c.overflowDrops}, ch)
+		if out.synWait[2] != ms(600) {
+			t.Fatalf("overflow drops %v: the copy got in after %v, want 600ms", c.overflowDrops, time.Duration(out.synWait[2]))
+		}
+		if out.server[2] != c.want || out.limbo != c.limbo {
+			t.Errorf("overflow drops %v: server time %v with %d connections in limbo; want %v and %d", c.overflowDrops,
+				time.Duration(out.server[2]), out.limbo, time.Duration(c.want), c.limbo)
+		}
+	}
+}
