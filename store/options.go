@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Options tune a store. Zero values take the defaults noted; nothing is read
@@ -68,6 +71,9 @@ type Options struct {
 
 // check refuses values that have no meaning.
 func (o *Options) check() error {
+	if err := checkSensorName(o.Sensor); err != nil {
+		return err
+	}
 	switch o.Rollups {
 	case "", "on", "off":
 		return nil
@@ -106,3 +112,15 @@ func (o *Options) defaults() {
 
 // keepRollups: the writer recomputes the rollups of what it stores.
 func (o *Options) keepRollups() bool { return o.Rollups == "on" }
+
+// checkSensorName refuses a sensor name that rows could not carry as it
+// is: longer than the column keeps, or with a comma (a stitched
+// pageview's sensors are a comma-separated list) or a control character.
+func checkSensorName(name string) error {
+	if len(name) > maxSensorOrPri || !utf8.ValidString(name) || strings.ContainsFunc(name, func(r rune) bool {
+		return r == ',' || unicode.IsControl(r)
+	}) {
+		return fmt.Errorf("sensor name %q: want at most %d bytes of text without commas", name, maxSensorOrPri)
+	}
+	return nil
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
@@ -95,7 +96,15 @@ func (q *querier) searchWhere(k Kind, sq SearchQuery) (*where, error) {
 	if sq.ID != "" {
 		w.add("id = ?", sq.ID)
 	}
-	if sq.Sensor != "" {
+	switch {
+	case sq.Sensor == "":
+	case k == Pageviews && !strings.Contains(sq.Sensor, ","):
+		// A stitched pageview is stored once, under its container's
+		// sensor, and lists every sensor that saw part of it: it is each
+		// one's pageview to find. (Distributions and rollups count it once,
+		// under the container's sensor, so that sensors add up.)
+		w.add("(sensor = ? OR "+q.d.strpos+"(concat(',', sensors, ','), ?) > 0)", sq.Sensor, ","+sq.Sensor+",")
+	default:
 		w.add("sensor = ?", sq.Sensor)
 	}
 	if sq.ComponentMin != 0 || sq.ComponentMax != 0 {

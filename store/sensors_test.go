@@ -5,8 +5,10 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/store"
 	"github.com/rtmon/rtmon/store/query"
 	"github.com/rtmon/rtmon/store/storetest"
@@ -49,9 +51,16 @@ func checkSensors(t *testing.T, open func(sensor string, write func(store.Store)
 	ctx := context.Background()
 	refs := map[string]*storetest.Ref{}
 	var last store.Store
+	var stitched string
 	for i, sensor := range []string{"fe-a", "fe-b"} {
 		g := storetest.NewGen(uint64(11+i), storetest.T0+int64(i)*1e11, 1e9)
 		b := g.Next(600 + 400*i)
+		if i == 0 {
+			// A pageview stitched across both front ends, stored under its
+			// container's sensor: a search by either finds it.
+			b.Pageviews[0].Sensors = []string{"fe-a", "fe-b"}
+			stitched = b.Pageviews[0].ID
+		}
 		refs[sensor] = storetest.NewRef()
 		refs[sensor].Add(b)
 		s := open(sensor, func(s store.Store) {
@@ -94,6 +103,15 @@ func checkSensors(t *testing.T, open func(sensor string, write func(store.Store)
 	}
 	if none, err := last.Search(ctx, query.SearchQuery{Sensor: "fe-c"}); err != nil || none.Total != 0 {
 		t.Errorf("sensor fe-c: %d matches, %v; want none", none.Total, err)
+	}
+	// fe-b's pageviews are its own and the one stitched with fe-a; a name
+	// that is part of another, or spans the list's separator, is none.
+	for sensor, want := range map[string]int{"fe-b": len(refs["fe-b"].Pvs) + 1, "fe": 0, "a,fe-b": 0, "fe-a,fe-b": 0} {
+		res, err := last.Search(ctx, query.SearchQuery{Kind: query.Pageviews, Sensor: sensor, Limit: 10000})
+		found := slices.ContainsFunc(res.Pageviews, func(p *pageview.Pageview) bool { return p.ID == stitched })
+		if err != nil || res.Total != int64(want) || found != (want > 0) {
+			t.Errorf("pageviews of sensor %q: %d (stitched one found: %v), %v; want %d", sensor, res.Total, found, err, want)
+		}
 	}
 	// fe-b started later: a range ending at fe-a's first record holds
 	// fe-a alone.
@@ -139,9 +157,12 @@ func checkSensorFilters(t *testing.T, s store.Store, sensor string, ref *storete
 	if res.Total != int64(len(ref.Txs)) || !slices.Equal(ids, want) {
 		t.Errorf("%s: search found %d (%d read), want exactly its %d transactions", sensor, res.Total, len(ids), len(want))
 	}
-	pvs, err := s.Search(ctx, query.SearchQuery{Kind: query.Pageviews, Sensor: sensor, Limit: 10000})
-	if err != nil || pvs.Total != int64(len(ref.Pvs)) {
-		t.Errorf("%s: %d pageviews (%v), want %d", sensor, pvs.Total, err, len(ref.Pvs))
+	if sensor == "fe-a" {
+		// fe-b's are checked with the pageview stitched from both.
+		pvs, err := s.Search(ctx, query.SearchQuery{Kind: query.Pageviews, Sensor: sensor, Limit: 10000})
+		if err != nil || pvs.Total != int64(len(ref.Pvs)) {
+			t.Errorf("%s: %d pageviews (%v), want %d", sensor, pvs.Total, err, len(ref.Pvs))
+		}
 	}
 	conns, err := s.SearchConnections(ctx, query.ConnectionSearch{Sensor: sensor, Limit: 10000})
 	if err != nil || conns.Total != int64(len(ref.Conns)) || len(conns.Connections) != len(ref.Conns) {
@@ -203,4 +224,21 @@ func samePercentiles(a, b []query.ClassPercentiles) bool {
 	return slices.EqualFunc(a, b, func(x, y query.ClassPercentiles) bool {
 		return x.Class == y.Class && x.Count == y.Count && slices.Equal(x.Values, y.Values)
 	})
+}
+
+// TestSensorNameRefused: a name rows could not carry as it is (a comma
+// would split a stitched pageview's sensor list) is refused at open.
+func TestSensorNameRefused(t *testing.T) {
+	for _, name := range []string{"fe-a,fe-b", "fe\n", strings.Repeat("x", 65)} {
+		s, err := store.Open(context.Background(), "duckdb:"+filepath.Join(t.TempDir(), "s.db"), store.Options{Sensor: name})
+		if err == nil {
+			s.Close()
+			t.Errorf("sensor %q: opened, want refused", name)
+		}
+	}
+	s, err := store.Open(context.Background(), "duckdb:"+filepath.Join(t.TempDir(), "s.db"), store.Options{Sensor: "fe-a.dc1:443"})
+	if err != nil {
+		t.Fatalf("sensor fe-a.dc1:443: %v", err)
+	}
+	s.Close()
 }
