@@ -311,41 +311,7 @@ func (s *queueSim) syn(ev qEvent) {
 		if ev.syn == synCopy {
 			return
 		}
-		next := ev.n + 1
-		sched := s.d.synScheduleOf(c.client, c.class, s.o)
-		// A connection admitted late by the rules (moved) already spent
-		// its first attempts at the front end: the client's count goes
-		// on from there, its waits measured from the attempt admitted.
-		a0 := 0
-		if s.ch != nil {
-			a0 = s.ch.connAttempt[ev.id]
-		}
-		sent := sched.attemptsFor(s.o.SYNAttempts)
-		limit := max(sent, c.synLosses+1)
-		switch {
-		case moved:
-			limit = sent
-		case c.gaveUp:
-			limit = len(c.synAt)
-		}
-		if next >= limit {
-			// The client waited out its last SYN's timeout too.
-			wait := sched.waitBefore(limit) - sched.waitBefore(a0)
-			if s.copying[ev.id] {
-				// The front end's copies may still get in meanwhile.
-				s.h.Push(qEvent{t: c.synStart + s.shift[ev.id] + wait, kind: qSYN, id: ev.id, syn: synGiveUp})
-				return
-			}
-			s.giveUp(ev.id, wait)
-			return
-		}
-		var at int64
-		if next < len(c.synAt) && !moved {
-			at = c.synAt[next]
-		} else {
-			at = sched.waitBefore(next) - sched.waitBefore(a0)
-		}
-		s.h.Push(qEvent{t: c.synStart + s.shift[ev.id] + at, kind: qSYN, id: ev.id, n: next})
+		s.resendSYN(ev, moved)
 		return
 	}
 	s.synDone[ev.id] = true
@@ -361,6 +327,47 @@ func (s *queueSim) syn(ev qEvent) {
 	// The connection's requests come as much later as its handshake did.
 	s.shift[ev.id] += wait - c.synWait
 	s.scheduleNext(ev.id, ev.t)
+}
+
+// resendSYN schedules the client's next SYN after ev (its own, dropped),
+// or its giving up when that was its last.
+func (s *queueSim) resendSYN(ev qEvent, moved bool) {
+	c := &s.q.conns[ev.id]
+	next := ev.n + 1
+	sched := s.d.synScheduleOf(c.client, c.class, s.o)
+	// A connection admitted late by the rules (moved) already spent
+	// its first attempts at the front end: the client's count goes
+	// on from there, its waits measured from the attempt admitted.
+	a0 := 0
+	if s.ch != nil {
+		a0 = s.ch.connAttempt[ev.id]
+	}
+	sent := sched.attemptsFor(s.o.SYNAttempts)
+	limit := max(sent, c.synLosses+1)
+	switch {
+	case moved:
+		limit = sent
+	case c.gaveUp:
+		limit = len(c.synAt)
+	}
+	if next >= limit {
+		// The client waited out its last SYN's timeout too.
+		wait := sched.waitBefore(limit) - sched.waitBefore(a0)
+		if s.copying[ev.id] {
+			// The front end's copies may still get in meanwhile.
+			s.h.Push(qEvent{t: c.synStart + s.shift[ev.id] + wait, kind: qSYN, id: ev.id, syn: synGiveUp})
+			return
+		}
+		s.giveUp(ev.id, wait)
+		return
+	}
+	var at int64
+	if next < len(c.synAt) && !moved {
+		at = c.synAt[next]
+	} else {
+		at = sched.waitBefore(next) - sched.waitBefore(a0)
+	}
+	s.h.Push(qEvent{t: c.synStart + s.shift[ev.id] + at, kind: qSYN, id: ev.id, n: next})
 }
 
 // giveUp ends connection ci's handshake: every SYN it and the front end
