@@ -16,34 +16,24 @@ type conn struct {
 	prev, next  *conn // Tracker.lru
 	byClientPos int   // index in Tracker.byClient
 	t           *Tracker
-	clientIsA   bool
-	firstSeq    uint32 // enters the stable id, computed when the record is emitted
-	twin        uint8  // earlier connections with the same id inputs (see Tracker.instant)
-	counted     int64  // this connection's share of Tracker.connBytes
-	rec         Connection
+	counted     int64 // this connection's share of Tracker.connBytes
+	rec         connRec
+
+	// *flowState holds what only a connection carrying data needs; a
+	// connection still in its handshake (a SYN flood's millions) has
+	// none, which halves what it costs (see ensureFlow).
+	*flowState
 
 	c2s, s2c halfStream
 
-	synSeen, synackSeen bool
-	synackSinceSyn      bool
-	clientISN           uint32
-	serverISN           uint32
-	lastSynAck          int64
-	lastSYNSeen         int64 // the latest client SYN copy, duplicates included
-	// wscale: the window scale each side offered in its SYN (client) and
-	// SYN/ACK (server), -1 absent; windows scale only when both did.
-	wscale [2]int8
-	// synackTS: the two latest SYN/ACKs' timestamp values and times, so the
-	// handshake ACK's echo names the one it answers.
-	synackTS [2]struct {
-		at    int64
-		tsval uint32
-		tsecr uint32 // the client SYN's timestamp it echoes
-	}
-	// ownSample: the client's handshake RTT sample was read from its own
-	// timestamps (see handshakeSample), so its retransmission timer is
-	// known, not guessed from the capture point's view.
-	ownSample bool
+	// timer is the client's retransmission timer (see clientTimer);
+	// reqAck (in flowState) the latest complete request the server has not
+	// acknowledged yet: its end offset and capture time, for the client's
+	// next sample.
+	timer clientTimer
+
+	lastSynAck  int64
+	lastSYNSeen int64 // the latest client SYN copy, duplicates included
 	// ackQueued: how much longer the capture point's view of the handshake
 	// took than the client's own sample, the time its handshake ACK (or
 	// SYN) spent queued on the way: the client was connected that much
@@ -51,37 +41,50 @@ type conn struct {
 	ackQueued    int64
 	handshakeRTT int64
 	dataRTT      int64
+	lastSeen     int64
+	finishedAt   int64
 
-	// *flowState holds what only a connection carrying data needs; a
-	// connection still in its handshake (a SYN flood's millions) has
-	// none, which halves what it costs (see ensureFlow).
-	*flowState
+	// Evidence of loss before the capture point (see loss.go).
+	pktLost int // packets the client lost just before the one being processed, less those explained as ACKs
+	pktGap  int // all packets the client lost just before the one being processed
 
+	// synackTS: the two latest SYN/ACKs' timestamp values and times, so the
+	// handshake ACK's echo names the one it answers.
+	synackTS [2]struct {
+		at    int64
+		tsval uint32
+		tsecr uint32 // the client SYN's timestamp it echoes
+	}
+
+	firstSeq  uint32 // enters the stable id, computed when the record is emitted
+	clientISN uint32
+	serverISN uint32
+	ipid      ipidTrack // the client's IPv4 IDs
+	// wscale: the window scale each side offered in its SYN (client) and
+	// SYN/ACK (server), -1 absent; windows scale only when both did.
+	wscale [2]int8
+	twin   uint8 // earlier connections with the same id inputs (see Tracker.instant)
+
+	// The flags last, together, so they take no padding.
+	clientIsA           bool
+	synSeen, synackSeen bool
+	synackSinceSyn      bool
+	// ownSample: the client's handshake RTT sample was read from its own
+	// timestamps (see handshakeSample), so its retransmission timer is
+	// known, not guessed from the capture point's view.
+	ownSample bool
 	// truncated: the snap length cut payload, so parsing gives way to timing
 	// by sequence numbers and direction changes.
 	truncated bool
 	serverFIN bool
 	clientFIN bool
 	rttSaved  bool // the client's RTT went to the tracker's rttCache
-
-	// Evidence of loss before the capture point (see loss.go).
-	ipid    ipidTrack // the client's IPv4 IDs
-	pktLost int       // packets the client lost just before the one being processed, less those explained as ACKs
-	pktGap  int       // all packets the client lost just before the one being processed
-	pktNew  bool      // the packet being processed was sent after all before it (IP IDs)
+	pktNew    bool // the packet being processed was sent after all before it (IP IDs)
 	// pktAckOrCopy: the packet's lost predecessors may have been ACKs or
 	// its own first copy (see explainLost).
 	pktAckOrCopy bool
-	// timer is the client's retransmission timer (see clientTimer);
-	// reqAck (in flowState) the latest complete request the server has not
-	// acknowledged yet: its end offset and capture time, for the client's
-	// next sample.
-	timer     clientTimer
-	hsAckLost bool // the handshake ACK was lost: the first request completed the handshake
-
-	lastSeen   int64
-	done       bool
-	finishedAt int64
+	hsAckLost    bool // the handshake ACK was lost: the first request completed the handshake
+	done         bool
 }
 
 // flowState is the part of a connection that data needs: delivery, parsing,
@@ -113,12 +116,23 @@ type flowState struct {
 	// client answers with an immediate ACK (see noteServerData), -1 none.
 	srvDataAt    int64
 	srvQuickFrom int64
-	srvResent    resentLog // server retransmissions since the client's last packet
 	reqAck       struct{ end, at int64 }
 	// srvAck is the server's highest ACK of the client's stream (an
 	// offset), srvAckNewAt when an ACK last raised it: the client's
 	// retransmission timer restarted as that ACK arrived (rearmedSend).
 	srvAck, srvAckNewAt int64
+	lastResp            prevResp // the latest complete response (see requestSent)
+	// loss: evidence of loss most connections never see, made when some
+	// is (see lossNotes).
+	loss *lossNotes
+}
+
+// lossNotes is the evidence of loss before the capture point that only
+// connections with retransmissions, reordering or lost client packets
+// gather: apart from flowState, so that the others do not carry it. Nil
+// reads as all zero, the values a connection starts with.
+type lossNotes struct {
+	srvResent resentLog // server retransmissions since the client's last packet
 	// aheadOff: a client pure ACK's sequence number said it had sent the
 	// stream up to here (by aheadAt) when the capture had not seen it.
 	aheadOff, aheadAt int64
@@ -126,10 +140,17 @@ type flowState struct {
 	// oooLost: packets the client lost just before the first segment that
 	// arrived ahead of a hole (at offset oooOff): if they outnumber the
 	// segments before it, that segment was itself a retransmission.
-	oooLost  int
-	oooOff   int64
-	oooAt    int64    // when that segment arrived
-	lastResp prevResp // the latest complete response (see requestSent)
+	oooLost int
+	oooOff  int64
+	oooAt   int64 // when that segment arrived
+}
+
+// notes is f's lossNotes, made if it has none yet: for writing.
+func (f *flowState) notes() *lossNotes {
+	if f.loss == nil {
+		f.loss = &lossNotes{}
+	}
+	return f.loss
 }
 
 // ensureFlow gives c its flowState if it has none yet.
@@ -148,56 +169,12 @@ func (c *conn) ensureFlow() {
 func (c *conn) dropPristineFlow() {
 	f := *c.flowState
 	f.reqH.c, f.respH.c = nil, nil
+	if f.loss != nil && *f.loss == (lossNotes{}) {
+		f.loss = nil // as if never made
+	}
 	if reflect.DeepEqual(f, flowState{srvQuickFrom: -1}) {
 		c.flowState = nil
 	}
-}
-
-// txState is a transaction under construction.
-type txState struct {
-	tx           Transaction
-	reqStartOff  int64
-	reqEndOff    int64
-	respStartOff int64
-	respEndOff   int64
-	reqDone      bool
-	respStarted  bool
-	respDone     bool
-	heuristic    bool // timed from sequence numbers, not parsed
-	// h2ID: the HTTP/2 stream of a decrypted connection's transaction
-	// (0 otherwise).
-	h2ID uint32
-
-	// upLost: copies of the request's first segment lost before the
-	// capture point; prev is the connection's latest complete response
-	// when the request started, read when the request is timed (a verdict
-	// on its retransmissions may come later; see requestSent).
-	upLost      int
-	upMulti     bool        // upLost counts rounds of a multi-segment flight
-	upAckOrCopy bool        // the lost packets may have been ACKs: timing must decide
-	timer       clientTimer // the client's retransmission timer when the request started
-	rearmAt     int64       // the server's latest ACK of new client data when the request's copy came (srvAckNewAt)
-	sentBy      int64       // the client had sent the request by then (a later pure ACK's sequence number)
-	resent      bool        // a segment of the request was resent after a loss before the capture point (see deliverClient)
-	prev        prevResp
-	rtx         []pendingRetrans // nil unless retransmissions await a verdict
-}
-
-// prevResp is the connection's latest complete response as a request
-// came: the response itself while the tracker still holds it (a resent
-// copy may yet move its end), then only its end. An idle keep-alive
-// connection so keeps 8 bytes of its last transaction, not all of it.
-type prevResp struct {
-	st   *txState
-	last int64 // st's ResponseLast, once st was handed on
-}
-
-// end is the response's ResponseLast so far (0: none).
-func (p prevResp) end() int64 {
-	if p.st != nil {
-		return p.st.tx.ResponseLast
-	}
-	return p.last
 }
 
 func newConn(t *Tracker, p *capture.Packet) *conn {
@@ -214,7 +191,7 @@ func newConn(t *Tracker, p *capture.Packet) *conn {
 	} else {
 		client, server = netip.AddrPortFrom(p.DstIP, p.DstPort), netip.AddrPortFrom(p.SrcIP, p.SrcPort)
 	}
-	c.rec = Connection{
+	c.rec = connRec{
 		Interface:  p.Interface,
 		Client:     client.Addr(),
 		ClientPort: client.Port(),
@@ -320,7 +297,9 @@ func (c *conn) packet(p *capture.Packet, fromClient bool) {
 	if fromClient {
 		c.fromClient(p)
 		c.pktLost = 0 // it described this packet only
-		c.srvResent = resentLog{}
+		if c.loss != nil {
+			c.loss.srvResent = resentLog{}
+		}
 	} else {
 		c.fromServer(p)
 	}
@@ -402,8 +381,9 @@ func (c *conn) fromClient(p *capture.Packet) {
 		if c.c2s.baseKnown {
 			// A pure ACK whose sequence number is past every byte seen:
 			// the client had sent bytes the capture never got.
-			if off := c.c2s.offset(p.Seq); off > c.c2s.highest && off > c.aheadOff {
-				c.aheadOff, c.aheadAt = off, ts
+			if off := c.c2s.offset(p.Seq); off > c.c2s.highest && (c.loss == nil || off > c.loss.aheadOff) {
+				l := c.notes()
+				l.aheadOff, l.aheadAt = off, ts
 			}
 		}
 		return
@@ -416,7 +396,8 @@ func (c *conn) fromClient(p *capture.Packet) {
 		c.t.cfg.MaxBufferedBytes, c.deliverClient, c.gapClient)
 	c.account(&c.c2s, retrans, reordered)
 	if reordered && !hadHole {
-		c.oooLost, c.oooOff, c.oooAt = c.pktLost, c.c2s.offset(p.Seq), ts
+		l := c.notes()
+		l.oooLost, l.oooOff, l.oooAt = c.pktLost, c.c2s.offset(p.Seq), ts
 	}
 	if c.c2s.finReady() {
 		c.c2s.closed = true
@@ -472,7 +453,7 @@ func (c *conn) fromServer(p *capture.Packet) {
 		c.t.cfg.MaxBufferedBytes, c.deliverServer, c.gapServer)
 	c.account(&c.s2c, retrans, reordered)
 	if retrans > 0 {
-		c.srvResent.add(p)
+		c.notes().srvResent.add(p)
 		c.serverRetransmitted(p, off, off+int64(retrans))
 	}
 	if c.s2c.finReady() {
@@ -560,15 +541,4 @@ func (c *conn) sendMSS() int64 {
 func (c *conn) key() flowKey {
 	k, _ := keyOf(c.rec.Client, c.rec.Server, c.rec.ClientPort, c.rec.ServerPort)
 	return k
-}
-
-// opensConn reports whether st is its connection's first request, the
-// one a fresh connection's setup is timed with: the first transaction,
-// or on HTTP/2, whose streams complete in any order (and are indexed so),
-// the client's first stream: clients number their streams up from 1.
-func (st *txState) opensConn() bool {
-	if st.h2ID != 0 {
-		return st.h2ID == 1
-	}
-	return st.tx.Index == 0
 }

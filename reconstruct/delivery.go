@@ -83,13 +83,14 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 	lost := c.pktLost
 	// A piece that arrives now and whose successors wait buffered since
 	// they overtook it: resent, if it left after them.
-	refill := arrived == ts && c.pktNew && c.c2s.ooo != nil && c.oooOff >= off+int64(wireLen)
+	_, oooOff, oooAt := c.oooNote()
+	refill := arrived == ts && c.pktNew && c.c2s.ooo != nil && oooOff >= off+int64(wireLen)
 	first := arrived
 	if refill {
 		// TCP sends new data in sequence order: the lost first copy left
 		// before the first segment that overtook it, which reached the
 		// capture point at oooAt.
-		first = min(first, c.oooAt)
+		first = min(first, oooAt)
 	}
 	c.c2sLog.add(deliveryPiece{off: off, end: off + int64(wireLen), ts: ts, arrived: first, lost: lost,
 		ackOrCopy: c.pktAckOrCopy, refill: refill})
@@ -118,17 +119,17 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 			if c.pktNew {
 				st.resent = true
 			}
-			if c.oooLost > 0 && off <= c.oooOff && c.oooOff < off+int64(wireLen) {
+			if oooLost, oooOff, _ := c.oooNote(); oooLost > 0 && off <= oooOff && oooOff < off+int64(wireLen) {
 				// The piece that overtook the hole came after lost packets;
 				// those beyond the request's segments before it were
 				// copies of the flight, so this piece was resent too (a
 				// tail probe resends the last segment first).
 				seg := c.sendMSS()
-				before := int((c.oooOff - st.reqStartOff + seg/2) / seg)
-				if rounds := c.oooLost - before; rounds > 0 && arrived == st.tx.RequestFirst {
+				before := int((oooOff - st.reqStartOff + seg/2) / seg)
+				if rounds := oooLost - before; rounds > 0 && arrived == st.tx.RequestFirst {
 					st.upLost, st.upMulti = rounds, true
 				}
-				c.oooLost = 0
+				c.loss.oooLost = 0
 			}
 		case lost > 0 && off > st.reqStartOff && !c.tlsPastEarly(st, off):
 			// A later segment of the request came after lost packets: its

@@ -17,10 +17,10 @@ func (h *requestEvents) MessageStart(m *http1.Message) {
 	start, fallback := c.wireStart(true, m.Start)
 	st.tx.RequestFirst, st.upLost, st.upAckOrCopy = c.c2sLog.at(start, fallback)
 	st.prev, st.timer, st.rearmAt = c.lastResp, c.timer, c.srvAckNewAt
-	if start < c.aheadOff && c.aheadAt < st.tx.RequestFirst {
+	if l := c.loss; l != nil && start < l.aheadOff && l.aheadAt < st.tx.RequestFirst {
 		// A pure ACK had already shown these bytes sent: the copy now
 		// here is a retransmission.
-		st.upLost, st.sentBy = max(st.upLost, 1), c.aheadAt
+		st.upLost, st.sentBy = max(st.upLost, 1), l.aheadAt
 	}
 	st.reqStartOff = start
 	c.addPending(st)

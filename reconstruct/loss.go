@@ -305,7 +305,10 @@ func (r *resentLog) seen(a ackInfo) int {
 // windowOpened) and no ACK of new data is owed, one lost packet was the
 // update that opened it.
 func (c *conn) explainLost(p *capture.Packet, a ackInfo, opened bool) {
-	explained := c.srvResent.seen(a)
+	explained := 0
+	if c.loss != nil {
+		explained = c.loss.srvResent.seen(a)
+	}
 	pure := p.PayloadLen == 0
 	if pure && explained > 0 {
 		explained--
@@ -325,7 +328,9 @@ func (c *conn) explainLost(p *capture.Packet, a ackInfo, opened bool) {
 		if a.off < c.s2c.highest {
 			left = 0
 		}
-		c.lostCarry = min(c.lostCarry+left, maxIPIDGap)
+		if carry := min(c.lostCarry()+left, maxIPIDGap); carry != 0 || c.loss != nil {
+			c.notes().lostCarry = carry
+		}
 		c.pktLost = 0
 		return
 	}
@@ -340,8 +345,28 @@ func (c *conn) explainLost(p *capture.Packet, a ackInfo, opened bool) {
 		left, acks = max(left-max(acks-explained, 0), 0), 0
 	}
 	c.pktAckOrCopy = acks > 0 && left > 0 && left <= acks
-	c.pktLost = left + c.lostCarry
-	c.lostCarry = 0
+	c.pktLost = left + c.lostCarry()
+	if c.loss != nil {
+		c.loss.lostCarry = 0
+	}
+}
+
+// oooNote is what lossNotes says of the client's first segment that
+// arrived ahead of a hole (all zero: none).
+func (c *conn) oooNote() (lost int, off, at int64) {
+	if c.loss == nil {
+		return 0, 0, 0
+	}
+	return c.loss.oooLost, c.loss.oooOff, c.loss.oooAt
+}
+
+// lostCarry is the client's packets lost before pure ACKs that no ACK
+// explained, carried to its next data packet.
+func (c *conn) lostCarry() int {
+	if c.loss == nil {
+		return 0
+	}
+	return c.loss.lostCarry
 }
 
 // windowOpened reports whether client ACK p advertises a window at least

@@ -25,6 +25,11 @@ import (
 // tlsSession is a TLS connection's handshake and turn state.
 type tlsSession struct {
 	wire tlswire.Conn
+	// The connection record's TLS fields, copied into it on emit (see
+	// connRec): only TLS connections carry them.
+	sni, alpn string
+	ttls      int64
+	version   uint16
 	// finished: capture time of the client's Finished (0 before it); from
 	// then on application data is HTTP. serverFinished: of the server's,
 	// when it came after (a full TLS 1.2 handshake: the client waits for
@@ -221,9 +226,9 @@ func (c *conn) tlsEvents(client bool, evs []tlswire.Event) {
 func (c *conn) tlsHello(h tlswire.Handshake) {
 	s := c.tls
 	if ch := h.ClientHello; ch != nil {
-		c.rec.SNI = clipString(ch.ServerName, maxSNI)
+		s.sni = clipString(ch.ServerName, maxSNI)
 		if len(ch.ALPN) == 1 {
-			c.rec.ALPN = clipString(ch.ALPN[0], maxSNI)
+			s.alpn = clipString(ch.ALPN[0], maxSNI)
 		}
 		return
 	}
@@ -231,15 +236,15 @@ func (c *conn) tlsHello(h tlswire.Handshake) {
 	if sh == nil || sh.HelloRetryRequest {
 		return
 	}
-	c.rec.TLSVersion = sh.Version()
+	s.version = sh.Version()
 	if sh.ALPN != "" {
-		c.rec.ALPN = clipString(sh.ALPN, maxSNI)
+		s.alpn = clipString(sh.ALPN, maxSNI)
 	}
 	offered := s.wire.ClientHello != nil && slices.Contains(s.wire.ClientHello.ALPN, "h2")
 	switch {
-	case c.rec.ALPN == "h2":
+	case s.alpn == "h2":
 		c.tlsMultiplexed()
-	case c.rec.ALPN == "" && offered && sh.Version() >= tls13:
+	case s.alpn == "" && offered && sh.Version() >= tls13:
 		s.protoUnsure = true
 	}
 	c.tlsStartDecrypt(sh)
@@ -394,7 +399,7 @@ func (c *conn) tlsServerRecord(r tlswire.Record) {
 		// HTTP/2 server's preface. An HTTP/1 server never speaks first.
 		return
 	}
-	ticketsAfter := c.rec.TLSVersion >= tls13 // TLS 1.3 sends tickets as application data
+	ticketsAfter := c.tls.version >= tls13 // TLS 1.3 sends tickets as application data
 	if ticketsAfter && !s.ticketsDone && c.resp == nil && s.nTickets < maxTickets && r.Len <= ticketMaxLen &&
 		r.StartAt <= s.finished+ticketWindow {
 		s.tickets[s.nTickets] = r
@@ -457,7 +462,7 @@ func (c *conn) tlsReady() int64 {
 // noteTtls sets the connection's Ttls: connected -> done with TLS.
 func (c *conn) noteTtls() {
 	if at := c.connectedAt(); at > 0 {
-		c.rec.Ttls = max(c.tlsReady()-at, 0)
+		c.tls.ttls = max(c.tlsReady()-at, 0)
 	}
 }
 

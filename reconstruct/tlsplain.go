@@ -319,8 +319,8 @@ func (c *conn) tlsPlainProtocol(data []byte) bool {
 			c.rec.Flags |= FlagHTTP2
 			c.t.stats.HTTP2Connections++
 		}
-		if c.rec.ALPN == "" {
-			c.rec.ALPN = "h2"
+		if c.tls.alpn == "" {
+			c.tls.alpn = "h2"
 		}
 		c.tlsH2Start()
 		return true

@@ -497,8 +497,7 @@ func (t *Tracker) finish(c *conn, flags Flags) {
 }
 
 func (t *Tracker) emitConnection(c *conn) {
-	c.finalizeConnection()
-	rec := c.rec
+	rec := c.record()
 	t.sink.Connection(&rec)
 }
 

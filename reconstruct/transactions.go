@@ -36,7 +36,7 @@ func (c *conn) newTx() *txState {
 	}
 	if c.tls != nil {
 		st.tx.Flags |= FlagTLS
-		st.tx.Host = c.rec.SNI
+		st.tx.Host = c.tls.sni
 	}
 	return st
 }
@@ -148,24 +148,60 @@ func (c *conn) end(flags Flags) {
 	c.pending = nil
 }
 
-// finalizeConnection fills the connection's derived fields.
-func (c *conn) finalizeConnection() {
-	r := &c.rec
-	r.ID = c.id()
-	r.RTTClient = c.clientRTT()
-	if len(r.SYNTimes) > 0 {
-		if r.Established > 0 {
-			r.Tconn = max(c.connectedAt()-r.SYNTimes[0], 0)
-		} else {
-			r.Flags |= FlagIncomplete // the handshake never completed
-		}
+// txState is a transaction under construction.
+type txState struct {
+	tx           Transaction
+	reqStartOff  int64
+	reqEndOff    int64
+	respStartOff int64
+	respEndOff   int64
+	reqDone      bool
+	respStarted  bool
+	respDone     bool
+	heuristic    bool // timed from sequence numbers, not parsed
+	// h2ID: the HTTP/2 stream of a decrypted connection's transaction
+	// (0 otherwise).
+	h2ID uint32
+
+	// upLost: copies of the request's first segment lost before the
+	// capture point; prev is the connection's latest complete response
+	// when the request started, read when the request is timed (a verdict
+	// on its retransmissions may come later; see requestSent).
+	upLost      int
+	upMulti     bool        // upLost counts rounds of a multi-segment flight
+	upAckOrCopy bool        // the lost packets may have been ACKs: timing must decide
+	timer       clientTimer // the client's retransmission timer when the request started
+	rearmAt     int64       // the server's latest ACK of new client data when the request's copy came (srvAckNewAt)
+	sentBy      int64       // the client had sent the request by then (a later pure ACK's sequence number)
+	resent      bool        // a segment of the request was resent after a loss before the capture point (see deliverClient)
+	prev        prevResp
+	rtx         []pendingRetrans // nil unless retransmissions await a verdict
+}
+
+// prevResp is the connection's latest complete response as a request
+// came: the response itself while the tracker still holds it (a resent
+// copy may yet move its end), then only its end. An idle keep-alive
+// connection so keeps 8 bytes of its last transaction, not all of it.
+type prevResp struct {
+	st   *txState
+	last int64 // st's ResponseLast, once st was handed on
+}
+
+// end is the response's ResponseLast so far (0: none).
+func (p prevResp) end() int64 {
+	if p.st != nil {
+		return p.st.tx.ResponseLast
 	}
-	r.BytesClient = c.c2s.bytes
-	r.BytesServer = c.s2c.bytes
-	r.RetransBytes = c.c2s.retransBytes + c.s2c.retransBytes
-	r.Transactions = c.nextIndex
-	r.SYNLossGap, r.SYNACKLossGap = handshakeLossGaps(r)
-	if c.handshakeRTT == 0 {
-		r.Flags |= FlagRTTEstimated
+	return p.last
+}
+
+// opensConn reports whether st is its connection's first request, the
+// one a fresh connection's setup is timed with: the first transaction,
+// or on HTTP/2, whose streams complete in any order (and are indexed so),
+// the client's first stream: clients number their streams up from 1.
+func (st *txState) opensConn() bool {
+	if st.h2ID != 0 {
+		return st.h2ID == 1
 	}
+	return st.tx.Index == 0
 }
