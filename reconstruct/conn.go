@@ -13,16 +13,17 @@ import (
 // conn is one tracked TCP connection: handshake bookkeeping, the two
 // reassembled directions, their HTTP parsers and the transactions in flight.
 type conn struct {
-	prev, next  *conn // Tracker.lru
-	byClientPos int   // index in Tracker.byClient
-	t           *Tracker
-	counted     int64 // this connection's share of Tracker.connBytes
-	rec         connRec
+	prev, next *conn // Tracker.lru
+	t          *Tracker
+	counted    int64 // this connection's share of Tracker.connBytes
+	rec        connRec
 
 	// *flowState holds what only a connection carrying data needs; a
 	// connection still in its handshake (a SYN flood's millions) has
-	// none, which halves what it costs (see ensureFlow).
+	// none, which halves what it costs (see ensureFlow). hs is what only
+	// the handshake reads, gone once the connection is established.
 	*flowState
+	hs *handshakeNotes
 
 	c2s, s2c halfStream
 
@@ -32,8 +33,7 @@ type conn struct {
 	// next sample.
 	timer clientTimer
 
-	lastSynAck  int64
-	lastSYNSeen int64 // the latest client SYN copy, duplicates included
+	lastSynAck int64
 	// ackQueued: how much longer the capture point's view of the handshake
 	// took than the client's own sample, the time its handshake ACK (or
 	// SYN) spent queued on the way: the client was connected that much
@@ -41,25 +41,15 @@ type conn struct {
 	ackQueued    int64
 	handshakeRTT int64
 	dataRTT      int64
-	lastSeen     int64
 	finishedAt   int64
 
 	// Evidence of loss before the capture point (see loss.go).
 	pktLost int // packets the client lost just before the one being processed, less those explained as ACKs
 	pktGap  int // all packets the client lost just before the one being processed
 
-	// synackTS: the two latest SYN/ACKs' timestamp values and times, so the
-	// handshake ACK's echo names the one it answers.
-	synackTS [2]struct {
-		at    int64
-		tsval uint32
-		tsecr uint32 // the client SYN's timestamp it echoes
-	}
-
-	firstSeq  uint32 // enters the stable id, computed when the record is emitted
-	clientISN uint32
-	serverISN uint32
-	ipid      ipidTrack // the client's IPv4 IDs
+	firstSeq    uint32    // enters the stable id, computed when the record is emitted
+	byClientPos int32     // index in Tracker.byClient
+	ipid        ipidTrack // the client's IPv4 IDs
 	// wscale: the window scale each side offered in its SYN (client) and
 	// SYN/ACK (server), -1 absent; windows scale only when both did.
 	wscale [2]int8
@@ -252,7 +242,7 @@ func (c *conn) startsNewConnection(p *capture.Packet) bool {
 	if p.Flags&(capture.FlagSYN|capture.FlagACK) != capture.FlagSYN {
 		return false
 	}
-	return !(c.synSeen && p.Seq == c.clientISN && c.rec.Established == 0)
+	return !(c.synSeen && p.Seq == c.clientISN() && c.rec.Established == 0)
 }
 
 func (c *conn) packet(p *capture.Packet, fromClient bool) {
@@ -331,7 +321,7 @@ func (c *conn) resetAcceptable(p *capture.Packet, fromClient bool) bool {
 		return h.near(h.offset(p.Seq))
 	}
 	if !fromClient && c.synSeen && p.Flags&capture.FlagACK != 0 {
-		return p.Ack == c.clientISN+1
+		return p.Ack == c.clientISN()+1
 	}
 	return true // a capture that began mid-connection has nothing to check it by
 }
@@ -341,7 +331,7 @@ func (c *conn) addrs() addrPair { return addrPair{c.rec.Client, c.rec.Server} }
 func (c *conn) fromClient(p *capture.Packet) {
 	ts := p.Timestamp
 	if p.Flags&capture.FlagACK != 0 {
-		if c.synackSeen && c.rec.Established == 0 && p.Ack == c.serverISN+1 {
+		if c.synackSeen && c.rec.Established == 0 && p.Ack == c.serverISN()+1 {
 			c.rec.Established = ts
 			if p.PayloadLen > 0 && c.pktLost > 0 {
 				// The handshake ACK was lost before the capture point and
@@ -361,6 +351,7 @@ func (c *conn) fromClient(p *capture.Packet) {
 				}
 			}
 			c.timer.initRTO = c.t.rtts.initialRTO(c.addrs(), &c.timer, ts)
+			c.hs = nil // read no more (see handshakeNotes)
 		}
 		if !c.s2c.baseKnown {
 			c.s2c.setBase(p.Ack) // mid-stream: the client tells where the server's stream is
@@ -532,7 +523,7 @@ func (c *conn) id() string {
 // advertised, less the timestamp option most stacks send.
 func (c *conn) sendMSS() int64 {
 	if c.rec.MSSServer > 12 {
-		return int64(c.rec.MSSServer - 12)
+		return int64(c.rec.MSSServer) - 12
 	}
 	return 1448
 }

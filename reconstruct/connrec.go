@@ -16,8 +16,8 @@ type connRec struct {
 	LastSeen, Closed        int64
 	SYNLosses, SYNACKLosses int
 	RTTServer               int64
-	MSSClient, MSSServer    int
 	ClientPort, ServerPort  uint16
+	MSSClient, MSSServer    uint16 // as the SYN options carry them
 	Flags                   Flags
 }
 
@@ -54,8 +54,8 @@ func (c *conn) record() Connection {
 		SYNLosses:    r.SYNLosses,
 		SYNACKLosses: r.SYNACKLosses,
 		RTTServer:    r.RTTServer,
-		MSSClient:    r.MSSClient,
-		MSSServer:    r.MSSServer,
+		MSSClient:    int(r.MSSClient),
+		MSSServer:    int(r.MSSServer),
 		Flags:        r.Flags,
 		RTTClient:    rtt,
 		Tconn:        tconn,

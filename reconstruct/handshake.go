@@ -63,20 +63,60 @@ func handshakeLossGaps(c *Connection) (syn, synack int64) {
 
 // openSide takes what a side's first SYN (the client's) or SYN/ACK (the
 // server's) says: its ISN, where its byte stream starts, and its MSS.
-func openSide(p *capture.Packet, seen *bool, isn *uint32, h *halfStream, mss *int) {
+func openSide(p *capture.Packet, seen *bool, isn *uint32, h *halfStream, mss *uint16) {
 	*seen = true
 	*isn = p.Seq
 	h.setBase(p.Seq + 1)
 	if p.MSS > 0 {
-		*mss = int(p.MSS)
+		*mss = p.MSS
 	}
+}
+
+// handshakeNotes is what only the handshake reads: the client's SYN
+// copies and the SYN/ACKs' timestamps up to the handshake ACK, which
+// reads them last. Established connections drop it (a client SYN then
+// opens a new connection, and both streams' bases are known); nil reads
+// as zero, the values a connection starts with.
+type handshakeNotes struct {
+	lastSYNSeen int64 // the latest client SYN copy, duplicates included
+	// synackTS: the two latest SYN/ACKs' timestamp values and times, so the
+	// handshake ACK's echo names the one it answers.
+	synackTS [2]struct {
+		at    int64
+		tsval uint32
+		tsecr uint32 // the client SYN's timestamp it echoes
+	}
+	clientISN, serverISN uint32
+}
+
+// notes is c's handshakeNotes, made if it has none yet: for writing.
+func (c *conn) hsNotes() *handshakeNotes {
+	if c.hs == nil {
+		c.hs = &handshakeNotes{}
+	}
+	return c.hs
+}
+
+func (c *conn) clientISN() uint32 {
+	if c.hs == nil {
+		return 0
+	}
+	return c.hs.clientISN
+}
+
+func (c *conn) serverISN() uint32 {
+	if c.hs == nil {
+		return 0
+	}
+	return c.hs.serverISN
 }
 
 func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 	ts := p.Timestamp
 	if fromClient && p.Flags&capture.FlagACK == 0 {
-		dup := c.synSeen && p.Seq == c.clientISN && ts-c.lastSYNSeen < duplicateSYNGap
-		c.lastSYNSeen = ts
+		hs := c.hsNotes() // a client SYN on an established connection opens another
+		dup := c.synSeen && p.Seq == hs.clientISN && ts-hs.lastSYNSeen < duplicateSYNGap
+		hs.lastSYNSeen = ts
 		if dup {
 			// The same SYN seen again at once (captured twice, or sent
 			// as a flood): no client timer fired, so no loss.
@@ -84,7 +124,7 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 			return
 		}
 		if !c.synSeen {
-			openSide(p, &c.synSeen, &c.clientISN, &c.c2s, &c.rec.MSSClient)
+			openSide(p, &c.synSeen, &hs.clientISN, &c.c2s, &c.rec.MSSClient)
 			c.wscale[0] = p.WindowScale
 		} else if c.synackSinceSyn {
 			c.rec.SYNACKLosses++
@@ -97,7 +137,7 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 	}
 	if !fromClient && p.Flags&capture.FlagACK != 0 {
 		if !c.synackSeen {
-			openSide(p, &c.synackSeen, &c.serverISN, &c.s2c, &c.rec.MSSServer)
+			openSide(p, &c.synackSeen, &c.hsNotes().serverISN, &c.s2c, &c.rec.MSSServer)
 			c.wscale[1] = p.WindowScale
 		}
 		if c.synackSinceSyn {
@@ -109,9 +149,10 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 		c.rec.SYNACKTimes = appendHandshakeTime(c, c.rec.SYNACKTimes, ts)
 		c.synackSinceSyn = true
 		c.lastSynAck = ts
-		if p.HasTimestamps {
-			c.synackTS[0] = c.synackTS[1]
-			c.synackTS[1].at, c.synackTS[1].tsval, c.synackTS[1].tsecr = ts, p.TSVal, p.TSEcr
+		if p.HasTimestamps && c.rec.Established == 0 { // read up to the handshake ACK only
+			hs := c.hsNotes()
+			hs.synackTS[0] = hs.synackTS[1]
+			hs.synackTS[1].at, hs.synackTS[1].tsval, hs.synackTS[1].tsecr = ts, p.TSVal, p.TSEcr
 		}
 	}
 }
@@ -144,7 +185,7 @@ func appendHandshakeTime(c *conn, times []int64, ts int64) []int64 {
 // first to arrive.
 func (c *conn) answeredSynAck(p *capture.Packet) int64 {
 	if p.HasTimestamps {
-		for _, s := range c.synackTS {
+		for _, s := range c.hsNotes().synackTS {
 			if s.at != 0 && s.tsval == p.TSEcr {
 				return s.at
 			}
@@ -168,7 +209,7 @@ func (c *conn) handshakeSample(ack *capture.Packet, seen int64) int64 {
 	}
 	var synTS uint32
 	found := false
-	for _, s := range c.synackTS {
+	for _, s := range c.hsNotes().synackTS {
 		if s.at != 0 && s.tsval == ack.TSEcr {
 			synTS, found = s.tsecr, true
 		}

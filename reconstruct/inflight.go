@@ -35,13 +35,13 @@ func (t *Tracker) InFlight(client netip.Addr) iter.Seq[int64] {
 // connections by client address, for InFlight.
 func (t *Tracker) indexClient(c *conn) {
 	list := t.byClient[c.rec.Client]
-	c.byClientPos = len(list)
+	c.byClientPos = int32(len(list))
 	t.byClient[c.rec.Client] = append(list, c)
 }
 
 func (t *Tracker) unindexClient(c *conn) {
 	list := t.byClient[c.rec.Client]
-	if c.byClientPos >= len(list) || list[c.byClientPos] != c {
+	if int(c.byClientPos) >= len(list) || list[c.byClientPos] != c {
 		return
 	}
 	last := list[len(list)-1]

@@ -408,7 +408,7 @@ func (c *conn) acksOwed(to int64) int {
 // (its MSS less TCP timestamps), 1448 when unknown.
 func (c *conn) clientMSS() int64 {
 	if c.rec.MSSClient > 12 {
-		return int64(c.rec.MSSClient - 12)
+		return int64(c.rec.MSSClient) - 12
 	}
 	return 1448
 }

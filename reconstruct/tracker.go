@@ -344,7 +344,7 @@ func (t *Tracker) Packet(p *capture.Packet) {
 		}
 		c = t.open(key, p)
 	}
-	c.lastSeen = p.Timestamp
+	c.rec.LastSeen = p.Timestamp // (packet sets it too: expiry reads it)
 	t.touch(c)
 	fromClient := fromA == c.clientIsA
 	held := c.reorderHeld()
@@ -458,7 +458,7 @@ func (t *Tracker) expire() {
 	linger := int64(t.cfg.ClosedLinger)
 	for c := t.lru.next; c != &t.lru; {
 		next := c.next
-		age := t.now - c.lastSeen
+		age := t.now - c.rec.LastSeen
 		switch {
 		case c.done && age > linger:
 			t.finish(c, 0)
