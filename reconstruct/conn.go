@@ -81,15 +81,18 @@ type conn struct {
 // transactions in flight, loss evidence and TLS. A connection gets it with
 // its first packet that is not a SYN or SYN/ACK (or when it ends).
 type flowState struct {
-	c2sLog, s2cLog deliveryLog
-	probes         rttProbes
+	c2sLog deliveryLog
+	s2cLog serverLog
+	probes rttProbes
 	// The parsers exist only while a direction is inside a message: idle
 	// keep-alive connections keep just the offsets (see http1.Acquire).
 	reqParser, respParser *http1.Parser
 	reqOff, respOff       int64
-	reqH                  requestEvents
-	respH                 responseEvents
-	curTS                 int64 // capture time of the bytes being parsed
+	// respFirstByte is the capture time of the response message now
+	// starting; it becomes the response's first byte only once the status
+	// line shows it is final (an interim 100 Continue is not the response).
+	respFirstByte int64
+	curTS         int64 // capture time of the bytes being parsed
 
 	pending   []*txState // requests in order, waiting for their responses
 	resp      *txState   // response being received
@@ -149,7 +152,6 @@ func (c *conn) ensureFlow() {
 		return
 	}
 	c.flowState = &flowState{srvQuickFrom: -1}
-	c.reqH.c, c.respH.c = c, c
 }
 
 // dropPristineFlow hands back a flowState that holds nothing ensureFlow
@@ -158,7 +160,6 @@ func (c *conn) ensureFlow() {
 // than a half-open one. Any field off its start value keeps it.
 func (c *conn) dropPristineFlow() {
 	f := *c.flowState
-	f.reqH.c, f.respH.c = nil, nil
 	if f.loss != nil && *f.loss == (lossNotes{}) {
 		f.loss = nil // as if never made
 	}
@@ -397,7 +398,7 @@ func (c *conn) fromClient(p *capture.Packet) {
 		if w := c.tls.keyWaitOf(); w != nil {
 			w.clientFIN = true // the parser closes once the held records are read
 		} else {
-			c.reqP().Close(&c.reqH)
+			c.reqP().Close((*requestEvents)(c))
 		}
 	}
 }
@@ -503,7 +504,7 @@ func (c *conn) closeServerParser() {
 		c.endHeuristicResponse()
 		return
 	}
-	c.respP().Close(&c.respH)
+	c.respP().Close((*responseEvents)(c))
 }
 
 // id is the connection's stable id, made on first use: most connections

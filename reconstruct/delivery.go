@@ -92,7 +92,7 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 		// capture point at oooAt.
 		first = min(first, oooAt)
 	}
-	c.c2sLog.add(deliveryPiece{off: off, end: off + int64(wireLen), ts: ts, arrived: first, lost: lost,
+	c.c2sLog.add(deliveryPiece{off: off, end: off + int64(wireLen), ts: ts, arrived: first, lost: int32(lost),
 		ackOrCopy: c.pktAckOrCopy, refill: refill})
 	c.pktLost = 0 // the losses came before the packet's own bytes, delivered first
 	c.maybeStartTLS(off, captured)
@@ -103,7 +103,7 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 		c.heuristicClientData(ts, off, captured, wireLen)
 		return
 	default:
-		c.feed(c.reqP(), &c.reqH, captured, wireLen)
+		c.feed(c.reqP(), (*requestEvents)(c), captured, wireLen)
 	}
 	if n := len(c.pending); n > 0 {
 		st := c.pending[n-1]
@@ -141,7 +141,7 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 
 func (c *conn) deliverServer(ts, _, off int64, captured []byte, wireLen int) {
 	c.curTS = ts
-	c.s2cLog.add(deliveryPiece{off: off, end: off + int64(wireLen), ts: ts, arrived: ts})
+	c.s2cLog.add(off, off+int64(wireLen), ts)
 	c.probes.sent(off+int64(wireLen), ts)
 	switch {
 	case c.tls != nil:
@@ -149,7 +149,7 @@ func (c *conn) deliverServer(ts, _, off int64, captured []byte, wireLen int) {
 	case c.truncated:
 		c.heuristicServerData(ts, off, captured, wireLen)
 	default:
-		c.feed(c.respP(), &c.respH, captured, wireLen)
+		c.feed(c.respP(), (*responseEvents)(c), captured, wireLen)
 	}
 }
 
@@ -175,7 +175,7 @@ func (c *conn) gapClient(off, n int64) {
 	case c.tls != nil:
 		c.tlsGap(true, n)
 	case !c.truncated:
-		c.reqP().Gap(n, &c.reqH)
+		c.reqP().Gap(n, (*requestEvents)(c))
 		c.releaseIdleParsers()
 	}
 }
@@ -191,7 +191,7 @@ func (c *conn) gapServer(off, n int64) {
 	case c.tls != nil:
 		c.tlsGap(false, n)
 	case !c.truncated:
-		c.respP().Gap(n, &c.respH)
+		c.respP().Gap(n, (*responseEvents)(c))
 		c.releaseIdleParsers()
 	}
 }

@@ -9,10 +9,12 @@ import (
 )
 
 // requestEvents turns the client stream's parser events into transactions.
-type requestEvents struct{ c *conn }
+// It is its conn under another method set, so the parser's handlers take
+// no room of their own.
+type requestEvents conn
 
 func (h *requestEvents) MessageStart(m *http1.Message) {
-	c := h.c
+	c := (*conn)(h)
 	st := c.newTx()
 	start, fallback := c.wireStart(true, m.Start)
 	st.tx.RequestFirst, st.upLost, st.upAckOrCopy = c.c2sLog.at(start, fallback)
@@ -28,7 +30,7 @@ func (h *requestEvents) MessageStart(m *http1.Message) {
 }
 
 func (h *requestEvents) HeadersDone(m *http1.Message) {
-	c := h.c
+	c := (*conn)(h)
 	st := c.currentRequest()
 	if st == nil {
 		return
@@ -48,7 +50,7 @@ func (h *requestEvents) HeadersDone(m *http1.Message) {
 }
 
 func (h *requestEvents) MessageEnd(m *http1.Message) {
-	c := h.c
+	c := (*conn)(h)
 	st := c.currentRequest()
 	if st == nil {
 		return
@@ -64,7 +66,7 @@ func (h *requestEvents) MessageEnd(m *http1.Message) {
 }
 
 func (h *requestEvents) Desync(off int64, reason string) {
-	c := h.c
+	c := (*conn)(h)
 	c.t.stats.ParseDesyncs++
 	if st := c.currentRequest(); st != nil {
 		st.tx.Flags |= FlagParseError
@@ -75,33 +77,29 @@ func (h *requestEvents) Desync(off int64, reason string) {
 	}
 }
 
-// responseEvents pairs the server stream's messages with requests.
-type responseEvents struct {
-	c *conn
-	// firstByte is the capture time of the message now starting; it becomes
-	// the response's first byte only once the status line shows it is final
-	// (an interim 100 Continue is not the response).
-	firstByte int64
-}
+// responseEvents pairs the server stream's messages with requests; like
+// requestEvents, it is its conn.
+type responseEvents conn
 
 func (h *responseEvents) MessageStart(m *http1.Message) {
-	if h.c.decrypting() {
+	c := (*conn)(h)
+	if c.decrypting() {
 		// Parsed as its record completed: the client has the first byte
 		// then, not before (see tlsResponseRecord).
-		h.firstByte = h.c.curTS
+		c.respFirstByte = c.curTS
 		return
 	}
-	h.firstByte = h.c.s2cLog.timeAt(h.c.wireStart(false, m.Start))
+	c.respFirstByte = c.s2cLog.timeAt(c.wireStart(false, m.Start))
 }
 
 func (h *responseEvents) HeadersDone(m *http1.Message) {
+	c := (*conn)(h)
 	if m.Interim {
-		if m.Status == 100 && len(h.c.pending) > 0 {
-			h.c.pending[0].tx.Flags |= FlagContinued // the request it answers (takeRequest)
+		if m.Status == 100 && len(c.pending) > 0 {
+			c.pending[0].tx.Flags |= FlagContinued // the request it answers (takeRequest)
 		}
 		return
 	}
-	c := h.c
 	if m.Status == 101 || m.Method == "CONNECT" && m.Status/100 == 2 {
 		// The response parser went opaque by itself; the client's side of a
 		// tunnel or upgraded protocol is no longer HTTP either.
@@ -110,7 +108,7 @@ func (h *responseEvents) HeadersDone(m *http1.Message) {
 	st := c.takeRequest()
 	st.respStarted = true
 	st.respStartOff = c.wireOff(false, m.Start, false)
-	st.tx.ResponseFirst = h.firstByte
+	st.tx.ResponseFirst = c.respFirstByte
 	st.tx.Status = m.Status
 	st.tx.ContentType = m.ContentType
 	st.tx.ContentEncoding, st.tx.Location = m.ContentEncoding, m.Location
@@ -124,7 +122,8 @@ func (h *responseEvents) HeadersDone(m *http1.Message) {
 // Body keeps the body of a response asked for in HeadersDone, within the
 // per-body and overall bounds.
 func (h *responseEvents) Body(m *http1.Message, data []byte) {
-	st, t := h.c.resp, h.c.t
+	c := (*conn)(h)
+	st, t := c.resp, c.t
 	if st == nil || st.tx.BodyCut {
 		return
 	}
@@ -162,7 +161,7 @@ func appendBody(body, data []byte, contentLength int64, maxBody int) []byte {
 
 // BodyGap marks the body cut: bytes of it were never captured.
 func (h *responseEvents) BodyGap(m *http1.Message, n int64) {
-	if st := h.c.resp; st != nil {
+	if st := (*conn)(h).resp; st != nil {
 		st.tx.BodyCut = true
 	}
 }
@@ -177,7 +176,7 @@ func pageBody(contentType string) bool {
 }
 
 func (h *responseEvents) MessageEnd(m *http1.Message) {
-	c := h.c
+	c := (*conn)(h)
 	if m.Interim || c.resp == nil {
 		return
 	}
@@ -193,7 +192,7 @@ func (h *responseEvents) MessageEnd(m *http1.Message) {
 }
 
 func (h *responseEvents) Desync(off int64, reason string) {
-	c := h.c
+	c := (*conn)(h)
 	c.t.stats.ParseDesyncs++
 	if st := c.resp; st != nil {
 		st.tx.Flags |= FlagParseError

@@ -27,15 +27,15 @@ func (c *conn) clientRTT() int64 {
 // a sample that may include the gap to the segment that triggered the ACK.
 type rttProbes struct {
 	ring [3]struct{ end, ts int64 }
-	head int // next slot to write
-	n    int
 	held struct{ end, ts int64 } // ts 0: none
+	head uint8                   // next slot to write
+	n    uint8
 }
 
 func (r *rttProbes) sent(end, ts int64) {
 	r.ring[r.head].end, r.ring[r.head].ts = end, ts
-	r.head = (r.head + 1) % len(r.ring)
-	if r.n < len(r.ring) {
+	r.head = (r.head + 1) % uint8(len(r.ring))
+	if int(r.n) < len(r.ring) {
 		r.n++
 	}
 	if r.held.ts == 0 {
@@ -50,11 +50,11 @@ func (r *rttProbes) acked(off int64) (int64, bool) {
 	if held.ts != 0 && held.end <= off {
 		r.held.ts = 0
 	}
-	for i := 0; i < r.n; i++ {
-		slot := (r.head - 1 - i + len(r.ring)) % len(r.ring)
+	for i := range int(r.n) {
+		slot := (int(r.head) - 1 - i + len(r.ring)) % len(r.ring)
 		if r.ring[slot].end <= off {
 			ts := r.ring[slot].ts
-			r.n = i // older entries are covered too
+			r.n = uint8(i) // older entries are covered too
 			return ts, true
 		}
 	}

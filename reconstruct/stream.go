@@ -369,7 +369,7 @@ type deliveryPiece struct {
 	// arrived: first capture (ts is its in-order delivery); for a refill,
 	// when its lost first copy would have come (deliverClient).
 	arrived   int64
-	lost      int
+	lost      int32 // bounded by maxIPIDGap twice over (see explainLost)
 	ackOrCopy bool
 	// refill: the piece filled a hole that later pieces had overtaken,
 	// and was sent after them (IP IDs): a resend of a copy lost before
@@ -396,7 +396,7 @@ func (l *deliveryLog) at(off, fallback int64) (ts int64, lost int, ackOrCopy boo
 	if !ok {
 		return fallback, 0, false
 	}
-	return p.ts, p.lost, p.ackOrCopy
+	return p.ts, int(p.lost), p.ackOrCopy
 }
 
 // piece returns the remembered piece holding offset off.
@@ -410,7 +410,32 @@ func (l *deliveryLog) piece(off int64) (deliveryPiece, bool) {
 	return deliveryPiece{}, false
 }
 
+// serverLog is the deliveryLog of the server's stream, whose pieces carry
+// their offsets and capture time only: the loss evidence is the
+// client's, and the server's pieces are timed as they are delivered.
+type serverLog struct {
+	ring [2]struct{ off, end, ts int64 }
+	head int
+}
+
+func (l *serverLog) add(off, end, ts int64) {
+	l.ring[l.head].off, l.ring[l.head].end, l.ring[l.head].ts = off, end, ts
+	l.head = (l.head + 1) % len(l.ring)
+}
+
+// timeAt returns the capture time of the piece holding offset off, or
+// fallback when it is older than the log remembers.
+func (l *serverLog) timeAt(off, fallback int64) int64 {
+	for i := 1; i <= len(l.ring); i++ {
+		e := &l.ring[(l.head-i+len(l.ring))%len(l.ring)]
+		if e.off <= off && off < e.end {
+			return e.ts
+		}
+	}
+	return fallback
+}
+
 // last is the capture time of the newest piece, 0 before any.
-func (l *deliveryLog) last() int64 {
+func (l *serverLog) last() int64 {
 	return l.ring[(l.head-1+len(l.ring))%len(l.ring)].ts
 }

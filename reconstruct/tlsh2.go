@@ -141,7 +141,7 @@ func (c *conn) h2ClientRecordStart(r tlswire.Record) int64 {
 		// IP IDs show a lost first copy: the send is requestSent's to
 		// estimate. (A piece that overtook a hole owes its IP ID gap to
 		// the hole, whose filling is the resend.)
-		c.noteH2Resent(h2ResentRecord{at: at, lost: pc.lost, ackOrCopy: pc.ackOrCopy, rearmAt: c.srvAckNewAt,
+		c.noteH2Resent(h2ResentRecord{at: at, lost: int(pc.lost), ackOrCopy: pc.ackOrCopy, rearmAt: c.srvAckNewAt,
 			prev: c.lastResp, timer: c.timer})
 	}
 	return at

@@ -151,7 +151,7 @@ func (c *conn) tlsTryKey(last bool) {
 		c.tlsEvents(w.client[i], w.events[i:i+1])
 	}
 	if w.clientFIN {
-		c.reqP().Close(&c.reqH)
+		c.reqP().Close((*requestEvents)(c))
 	}
 	if w.serverFIN {
 		c.closeServerParser()

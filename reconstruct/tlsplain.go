@@ -299,11 +299,11 @@ func (c *conn) tlsPlainHTTP(client bool, r tlswire.Record, data []byte) {
 	}
 	if client {
 		p.spans[0].push(r, len(data))
-		c.feed(c.reqP(), &c.reqH, data, len(data))
+		c.feed(c.reqP(), (*requestEvents)(c), data, len(data))
 		return
 	}
 	p.spans[1].push(r, len(data))
-	c.feed(c.respP(), &c.respH, data, len(data))
+	c.feed(c.respP(), (*responseEvents)(c), data, len(data))
 }
 
 // tlsPlainProtocol settles from the client's first plaintext what TLS 1.3

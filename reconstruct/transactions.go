@@ -110,7 +110,7 @@ func (c *conn) end(flags Flags) {
 	}
 	if !c.c2s.closed {
 		c.c2s.closed = true
-		c.reqP().Close(&c.reqH)
+		c.reqP().Close((*requestEvents)(c))
 	}
 	if !c.s2c.closed {
 		c.closeServerStream()
