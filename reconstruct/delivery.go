@@ -76,6 +76,9 @@ func (c *conn) clientAck(a ackInfo) {
 		st.tx.ResponseAcked = ts
 		c.emit(st)
 	}
+	if len(c.awaiting) == 0 {
+		c.awaiting = nil // the emptied slice would keep its array
+	}
 }
 
 func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen int) {

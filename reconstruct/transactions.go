@@ -63,6 +63,9 @@ func (c *conn) takeRequest() *txState {
 	}
 	st := c.pending[0]
 	c.pending = slices.Delete(c.pending, 0, 1)
+	if len(c.pending) == 0 {
+		c.pending = nil // an idle keep-alive connection holds no array
+	}
 	return st
 }
 
