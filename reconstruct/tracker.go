@@ -207,16 +207,16 @@ type Stats struct {
 
 // What an open connection is counted at against MaxMemory besides its
 // buffers, by the state it holds: the heap measured with
-// bench.ConnMemory (100k open: 939 B with a handshake only, 1,611 B idle
-// keep-alive, 3,195 B mid-response), rounded up to the allocator's size
+// bench.ConnMemory (100k open: 683 B with a handshake only, 1,147 B idle
+// keep-alive, 2,739 B mid-response), rounded up to the allocator's size
 // classes. A flat figure would shed a SYN flood twice as early as its
 // memory requires and let responses in flight overrun the bound by half.
 const (
 	// ConnectionMemory is the least an open connection is counted at:
 	// the connection itself, its table and index entries.
-	ConnectionMemory = 1 << 10
+	ConnectionMemory = 704
 	// flowMemory: a connection that carried data (its flowState).
-	flowMemory = 768
+	flowMemory = 480
 	// parserMemory: an HTTP/1 parser held inside a message.
 	parserMemory = 768
 	// txMemory: a transaction in flight (request pending, response
