@@ -60,12 +60,9 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b 
 // Parser parses one direction of one connection. It is not safe for
 // concurrent use.
 type Parser struct {
-	kind Kind
-	max  int
-	st   state
-	next state // state after the current message ends (stIdle or stOpaque)
-	off  int64
-	msg  Message
+	max int
+	off int64
+	msg Message
 
 	// Header section. While one spans Feed calls its bytes [hdrStart, off)
 	// are in hdr; otherwise it is parsed in place from the Feed's data.
@@ -74,20 +71,26 @@ type Parser struct {
 	hdrStart  int64
 	scan      int         // next index to scan for LF, relative to hdrStart
 	lineStart int         // start of the current header line, relative to hdrStart
-	prefixOK  bool        // start of the start line looks right
-	started   bool        // MessageStart was called for the current message
-	tentative bool        // candidate found while hunting (known methods only)
 	vals      [nVals]span // extracted values, relative to hdrStart
 	fr        framing
-
-	atLineStart bool // hunting: the next byte begins a line
 
 	remain    int64 // body or chunk bytes left
 	chunkLine int   // bytes in the current chunk-size line
 	digits    int   // hex digits in the current chunk size
 	trLen     int   // bytes in the current trailer line
-	trCR      bool  // the current trailer line starts with CR
 	trTotal   int   // bytes in the trailer section
+
+	// The byte-sized fields together, so they take no padding (a parser
+	// is held per connection inside a message).
+	kind      Kind
+	st        state
+	next      state // state after the current message ends (stIdle or stOpaque)
+	prefixOK  bool  // start of the start line looks right
+	started   bool  // MessageStart was called for the current message
+	tentative bool  // candidate found while hunting (known methods only)
+
+	atLineStart bool // hunting: the next byte begins a line
+	trCR        bool // the current trailer line starts with CR
 
 	methods [MaxPendingMethods]uint8
 	mHead   int
