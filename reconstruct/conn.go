@@ -98,11 +98,8 @@ type flowState struct {
 	resp      *txState   // response being received
 	awaiting  []*txState // complete responses waiting for the client's ACK
 	nextIndex int
-	// tls: the client's first bytes were a ClientHello (see tls.go);
-	// plain: its records are being decrypted (see tlsplain.go). Not in
-	// tlsSession, whose size keyless connections are counted at.
+	// tls: the client's first bytes were a ClientHello (see tls.go).
 	tls     *tlsSession
-	plain   *tlsPlain
 	lastAck int64 // client's highest acknowledged server offset
 	// srvDataAt is the capture time of the server's latest new data;
 	// srvQuickFrom the offset where its data resumed after a silence the

@@ -25,6 +25,10 @@ import (
 // tlsSession is a TLS connection's handshake and turn state.
 type tlsSession struct {
 	wire tlswire.Conn
+	// plain: the records are being decrypted (see tlsplain.go; read
+	// through conn.plainOf). A pointer: keyless sessions are counted
+	// without its size.
+	plain *tlsPlain
 	// The connection record's TLS fields, copied into it on emit (see
 	// connRec): only TLS connections carry them.
 	sni, alpn string
@@ -199,7 +203,7 @@ func (c *conn) tlsEvents(client bool, evs []tlswire.Event) {
 			if client && c.tlsEarlyRecord(ev) {
 				continue
 			}
-			if c.plain != nil && c.tlsPlainRecord(client, ev.Record, ev.Body) {
+			if c.plainOf() != nil && c.tlsPlainRecord(client, ev.Record, ev.Body) {
 				continue
 			}
 			if client {

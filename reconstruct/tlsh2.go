@@ -51,7 +51,7 @@ func (c *conn) tlsH2Start() {
 		}
 		cfg.Reserve = t.tlsH2Reserve
 	}
-	c.plain.h2 = http2wire.New(cfg)
+	c.plainOf().h2 = http2wire.New(cfg)
 }
 
 // wantH2Body asks for the bodies HTTP/1 keeps (responseEvents.HeadersDone).
@@ -71,7 +71,7 @@ func (t *Tracker) tlsH2Reserve(n int) int {
 
 // tlsH2Feed feeds record r's plaintext to the HTTP/2 parser.
 func (c *conn) tlsH2Feed(client bool, r tlswire.Record, data []byte) {
-	p := c.plain
+	p := c.plainOf()
 	dir := http2wire.ServerToClient
 	if client {
 		dir = http2wire.ClientToServer
@@ -148,7 +148,7 @@ func (c *conn) h2ClientRecordStart(r tlswire.Record) int64 {
 }
 
 func (c *conn) noteH2Resent(e h2ResentRecord) {
-	p := c.plain
+	p := c.plainOf()
 	p.h2Resent[p.h2Next] = e
 	p.h2Next = (p.h2Next + 1) % len(p.h2Resent)
 }
@@ -156,7 +156,7 @@ func (c *conn) noteH2Resent(e h2ResentRecord) {
 // h2RequestLoss gives st the loss evidence of the record its request began
 // in (fed at at), as an HTTP/1 request gets its own (requestEvents).
 func (c *conn) h2RequestLoss(st *txState, at int64) {
-	for _, e := range c.plain.h2Resent {
+	for _, e := range c.plainOf().h2Resent {
 		if (e.lost > 0 || e.refill) && e.at == at {
 			st.upLost, st.upAckOrCopy, st.rearmAt = e.lost, e.ackOrCopy, e.rearmAt
 			if e.lost > 0 {
@@ -171,7 +171,7 @@ func (c *conn) h2RequestLoss(st *txState, at int64) {
 // tlsH2Close ends the HTTP/2 parser: the streams still open are emitted,
 // incomplete.
 func (c *conn) tlsH2Close() {
-	if p := c.plain; p != nil && p.h2 != nil {
+	if p := c.plainOf(); p != nil && p.h2 != nil {
 		c.h2Events(p.h2.Close(c.curTS))
 		p.h2 = nil
 	}
@@ -190,7 +190,7 @@ func (c *conn) h2Events(evs []http2wire.Event) {
 
 // h2Stream turns a completed stream into a transaction.
 func (c *conn) h2Stream(s *http2wire.Stream) {
-	p := c.plain
+	p := c.plainOf()
 	st := c.newTx()
 	st.h2ID = s.ID
 	tx, rq, rs := &st.tx, &s.Request, &s.Response
@@ -248,7 +248,7 @@ func (c *conn) h2Stream(s *http2wire.Stream) {
 // beacon 204 ms long under 2% loss on the HTTPS testbed, 80 ms on the
 // client's wire). The latest record when rs's is no longer remembered.
 func (c *conn) h2ResponseEnd(rs *http2wire.Response) int64 {
-	p := c.plain
+	p := c.plainOf()
 	if rs.Ended {
 		if end, ok := p.spans[1].endOf(rs.EndAt); ok {
 			return end
@@ -264,7 +264,7 @@ var tlsPlainSize = int(unsafe.Sizeof(tlsPlain{})) + 512
 // tlsPlainHeld is what a decrypted connection holds beyond its record
 // buffers, for the memory count.
 func (c *conn) tlsPlainHeld() int {
-	p := c.plain
+	p := c.plainOf()
 	if p == nil {
 		return 0
 	}

@@ -134,7 +134,7 @@ func (c *conn) tlsTryKey(last bool) {
 	sess, err := tlsdecrypt.NewSession(c.t.cfg.KeyLog, w.params)
 	switch {
 	case err == nil:
-		c.plain = &tlsPlain{sess: sess}
+		c.tls.plain = &tlsPlain{sess: sess}
 		c.t.stats.TLSDecrypted++
 		c.t.stats.TLSKeyLate++
 	case !last && errors.Is(err, tlsdecrypt.ErrNoSecret):

@@ -129,36 +129,45 @@ func (r *spanRing) wireAt(p int64, end bool, fallback int64) (int64, int64) {
 // wireOff maps an offset the HTTP parser of a direction reported to the
 // stream offset it stands for: itself unless the connection is decrypted.
 func (c *conn) wireOff(client bool, p int64, end bool) int64 {
-	if c.plain == nil {
+	if c.plainOf() == nil {
 		return p
 	}
 	if client {
-		return c.plain.spans[0].wire(p, end)
+		return c.plainOf().spans[0].wire(p, end)
 	}
-	return c.plain.spans[1].wire(p, end)
+	return c.plainOf().spans[1].wire(p, end)
 }
 
 // wireStart maps the start of a message a direction's parser reported:
 // its stream offset, and the time to take when the delivery log no longer
 // holds that offset.
 func (c *conn) wireStart(client bool, p int64) (off, fallback int64) {
-	if c.plain == nil {
+	if c.plainOf() == nil {
 		return p, c.curTS
 	}
 	if client {
-		return c.plain.spans[0].wireAt(p, false, c.curTS)
+		return c.plainOf().spans[0].wireAt(p, false, c.curTS)
 	}
-	return c.plain.spans[1].wireAt(p, false, c.curTS)
+	return c.plainOf().spans[1].wireAt(p, false, c.curTS)
 }
 
 // decrypting reports whether the connection's HTTP is read decrypted.
-func (c *conn) decrypting() bool { return c.plain != nil }
+func (c *conn) decrypting() bool { return c.plainOf() != nil }
+
+// plainOf is the connection's decryption state, nil unless its records
+// are being decrypted.
+func (c *conn) plainOf() *tlsPlain {
+	if c.tls == nil {
+		return nil
+	}
+	return c.tls.plain
+}
 
 // tlsStartDecrypt looks the connection up in the key log once the
 // ServerHello has said how it is protected.
 func (c *conn) tlsStartDecrypt(sh *tlswire.ServerHello) {
 	s, kl := c.tls, c.t.cfg.KeyLog
-	if kl == nil || c.plain != nil {
+	if kl == nil || c.plainOf() != nil {
 		return
 	}
 	ch := s.wire.ClientHello
@@ -184,7 +193,7 @@ func (c *conn) tlsStartDecrypt(sh *tlswire.ServerHello) {
 		c.tlsKeepBodies(false)
 		return
 	}
-	c.plain = &tlsPlain{sess: sess}
+	c.tls.plain = &tlsPlain{sess: sess}
 	c.t.stats.TLSDecrypted++
 }
 
@@ -199,14 +208,14 @@ func (c *conn) tlsKeepBodies(on bool) {
 // from here on. failed: something broke it (counted).
 func (c *conn) tlsStopDecrypt(failed bool) {
 	s := c.tls
-	if c.plain == nil {
+	if c.plainOf() == nil {
 		return
 	}
 	if failed {
 		c.t.stats.TLSDecryptErrors++
 	}
 	c.tlsH2Close()
-	c.plain = nil
+	c.tls.plain = nil
 	c.tlsKeepBodies(false)
 	// The parsers' state is the plaintext's; keyless turns carry on with
 	// the transactions they left.
@@ -220,7 +229,7 @@ func (c *conn) tlsStopDecrypt(failed bool) {
 // it: the response being received or, between a parsed request and its
 // response, that request (keyless timing takes it as the turn's).
 func (c *conn) tlsPlainHole() {
-	if c.plain == nil {
+	if c.plainOf() == nil {
 		return
 	}
 	if st := c.resp; st != nil {
@@ -241,7 +250,7 @@ func (c *conn) tlsPlainRecord(client bool, r tlswire.Record, body []byte) bool {
 	}
 	if !r.Encrypted {
 		if r.Type == tlswire.TypeChangeCipherSpec {
-			c.plain.sess.ChangeCipherSpec(dir)
+			c.plainOf().sess.ChangeCipherSpec(dir)
 		}
 		return false
 	}
@@ -250,7 +259,7 @@ func (c *conn) tlsPlainRecord(client bool, r tlswire.Record, body []byte) bool {
 		c.tlsStopDecrypt(true)
 		return false
 	}
-	pt, err := c.plain.sess.Decrypt(dir, r.Type, r.Version, body)
+	pt, err := c.plainOf().sess.Decrypt(dir, r.Type, r.Version, body)
 	switch {
 	case errors.Is(err, tlsdecrypt.ErrEarlyData) && s.isEarly(r):
 		// Early data the key log has no secret for, or that the server
@@ -283,7 +292,7 @@ var h2Preface = []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
 
 // tlsPlainHTTP feeds the plaintext of record r to a direction's parser.
 func (c *conn) tlsPlainHTTP(client bool, r tlswire.Record, data []byte) {
-	p := c.plain
+	p := c.plainOf()
 	if client && !p.httpSeen {
 		p.httpSeen = true
 		if !c.tlsPlainProtocol(data) {
@@ -337,10 +346,10 @@ func (c *conn) tlsPlainProtocol(data []byte) bool {
 // tlsPlainEnd counts, at the connection's end, a TLS connection timed
 // keyless although a key log was given.
 func (c *conn) tlsPlainEnd() {
-	if c.plain != nil {
+	if c.plainOf() != nil {
 		c.tlsH2Close()
 	}
-	if c.t.cfg.KeyLog != nil && c.tls != nil && c.plain == nil {
+	if c.t.cfg.KeyLog != nil && c.tls != nil && c.plainOf() == nil {
 		c.t.stats.TLSKeyless++
 	}
 }
