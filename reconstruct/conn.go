@@ -2,6 +2,8 @@ package reconstruct
 
 import (
 	"bytes"
+	"encoding/binary"
+	"encoding/hex"
 	"net/netip"
 	"reflect"
 	"strconv"
@@ -504,17 +506,23 @@ func (c *conn) closeServerParser() {
 	c.respP().Close((*responseEvents)(c))
 }
 
-// id is the connection's stable id, made on first use: most connections
-// need it only once, when their first record goes out.
+// id is the connection's stable id. Its hash is made on first use (most
+// connections need it only once, when their first record goes out) and
+// kept; the string is spelled out for each record, so an idle connection
+// holds 8 bytes of it, not a string.
 func (c *conn) id() string {
-	if c.rec.ID == "" {
-		c.rec.ID = connectionID(c.t.cfg.IDKey, netip.AddrPortFrom(c.rec.Client, c.rec.ClientPort),
+	if !c.rec.idMade {
+		c.rec.idHash = connectionHash(c.t.cfg.IDKey, netip.AddrPortFrom(c.rec.Client, c.rec.ClientPort),
 			netip.AddrPortFrom(c.rec.Server, c.rec.ServerPort), c.rec.FirstSeen, c.firstSeq)
-		if c.twin > 0 {
-			c.rec.ID += "." + strconv.Itoa(int(c.twin))
-		}
+		c.rec.idMade = true
 	}
-	return c.rec.ID
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], c.rec.idHash)
+	id := hex.EncodeToString(b[:])
+	if c.twin > 0 {
+		id += "." + strconv.Itoa(int(c.twin))
+	}
+	return id
 }
 
 // sendMSS is the client's payload per full segment: the MSS the server

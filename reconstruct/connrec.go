@@ -8,7 +8,7 @@ import "net/netip"
 // only TLS connections have) are filled in when the record is emitted,
 // so every open connection does not carry them (issue 15).
 type connRec struct {
-	ID                      string
+	idHash                  uint64 // see conn.id
 	Client, Server          netip.Addr
 	SYNTimes, SYNACKTimes   []int64
 	Interface               int
@@ -19,13 +19,14 @@ type connRec struct {
 	ClientPort, ServerPort  uint16
 	MSSClient, MSSServer    uint16 // as the SYN options carry them
 	Flags                   Flags
+	idMade                  bool // idHash is made
 }
 
 // record is the connection's Connection record, its derived fields
 // filled in.
 func (c *conn) record() Connection {
 	r := &c.rec
-	r.ID = c.id()
+	id := c.id()
 	rtt := c.clientRTT()
 	var tconn int64
 	if len(r.SYNTimes) > 0 {
@@ -39,7 +40,7 @@ func (c *conn) record() Connection {
 		r.Flags |= FlagRTTEstimated
 	}
 	out := Connection{
-		ID:           r.ID,
+		ID:           id,
 		Interface:    r.Interface,
 		Client:       r.Client,
 		ClientPort:   r.ClientPort,

@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"hash"
 	"hash/fnv"
@@ -507,12 +506,12 @@ func (t *Tracker) emitTransaction(tx *Transaction) {
 	t.sink.Transaction(tx)
 }
 
-// connectionID is stable across re-ingests of the same capture: it depends
-// only on the endpoints, the connection's first packet time and that
-// packet's sequence number (which tells apart two SYNs with different ISNs
-// captured in the same instant). With a key (Config.IDKey) it is keyed,
-// and as long (16 hex digits).
-func connectionID(key []byte, client, server netip.AddrPort, first int64, seq uint32) string {
+// connectionHash makes a connection's id (see conn.id), stable across
+// re-ingests of the same capture: it depends only on the endpoints, the
+// connection's first packet time and that packet's sequence number (which
+// tells apart two SYNs with different ISNs captured in the same instant).
+// With a key (Config.IDKey) it is keyed, and as long (16 hex digits).
+func connectionHash(key []byte, client, server netip.AddrPort, first int64, seq uint32) uint64 {
 	var h hash.Hash = fnv.New64a()
 	if key != nil {
 		h = hmac.New(sha256.New, key)
@@ -526,7 +525,7 @@ func connectionID(key []byte, client, server netip.AddrPort, first int64, seq ui
 	h.Write(ts[:])
 	binary.BigEndian.PutUint32(ts[:4], seq)
 	h.Write(ts[:4])
-	return hex.EncodeToString(h.Sum(nil)[:8])
+	return binary.BigEndian.Uint64(h.Sum(nil)[:8])
 }
 
 // progressEvery is how many packets ReadFrom processes between calls of its
