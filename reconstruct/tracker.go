@@ -206,8 +206,8 @@ type Stats struct {
 
 // What an open connection is counted at against MaxMemory besides its
 // buffers, by the state it holds: the heap measured with
-// bench.ConnMemory (100k open: 683 B with a handshake only, 1,115 B idle
-// keep-alive, 2,643 B mid-response), rounded up to the allocator's size
+// bench.ConnMemory (100k open: 683 B with a handshake only, 1,099 B idle
+// keep-alive, 2,579 B mid-response), rounded up to the allocator's size
 // classes. A flat figure would shed a SYN flood twice as early as its
 // memory requires and let responses in flight overrun the bound by half.
 const (
@@ -217,7 +217,7 @@ const (
 	// flowMemory: a connection that carried data (its flowState).
 	flowMemory = 448
 	// parserMemory: an HTTP/1 parser held inside a message.
-	parserMemory = 704
+	parserMemory = 640
 	// txMemory: a transaction in flight (request pending, response
 	// arriving, or waiting for the client's ACK).
 	txMemory = 768

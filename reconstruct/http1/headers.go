@@ -13,7 +13,10 @@ type framing struct {
 	cl                                              int64
 }
 
-type span struct{ a, b int }
+// span is a value's bytes [a, b) in a header section, which the header
+// limit (at most math.MaxInt32, see headerLimit) bounds: int32 halves the
+// spans a held parser carries.
+type span struct{ a, b int32 }
 
 // Indexes into the value spans.
 const (
@@ -55,7 +58,7 @@ func (p *Parser) urlSpan(first []byte) {
 	for b > a && first[b-1] == ' ' {
 		b--
 	}
-	p.vals[vURL] = span{a, b}
+	p.vals[vURL] = span{int32(a), int32(b)}
 }
 
 // headerLine applies the header line buf[ls:nl] (LF excluded) as soon as
@@ -127,11 +130,11 @@ func (p *Parser) values(buf []byte) {
 	m, vals := &p.msg, &p.vals
 	total := 0
 	for i := range vals {
-		if n := vals[i].b - vals[i].a; n > valLimits[i] {
-			vals[i].b = vals[i].a + valLimits[i]
+		if n := int(vals[i].b - vals[i].a); n > valLimits[i] {
+			vals[i].b = vals[i].a + int32(valLimits[i])
 			m.Truncated = true
 		}
-		total += vals[i].b - vals[i].a
+		total += int(vals[i].b - vals[i].a)
 	}
 	if total == 0 {
 		return
@@ -146,7 +149,7 @@ func (p *Parser) values(buf []byte) {
 	dst := [nVals]*string{&m.URL, &m.Host, &m.Referer, &m.UserAgent, &m.Accept, &m.ContentType,
 		&m.ContentEncoding, &m.Location, &m.SecFetchDest, &m.SecFetchMode}
 	for i, s := range vals {
-		n := s.b - s.a
+		n := int(s.b - s.a)
 		*dst[i] = all[pos : pos+n]
 		pos += n
 	}
@@ -154,7 +157,7 @@ func (p *Parser) values(buf []byte) {
 
 func setOnce(s *span, a, b int) {
 	if s.a == 0 && s.b == 0 {
-		*s = span{a, b}
+		*s = span{int32(a), int32(b)}
 	}
 }
 

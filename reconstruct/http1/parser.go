@@ -169,11 +169,14 @@ func NewParser(kind Kind, maxHeaderBytes int) *Parser {
 	return &Parser{kind: kind, max: headerLimit(maxHeaderBytes)}
 }
 
+// headerLimit is the header limit maxHeaderBytes asks for, at most
+// math.MaxInt32 (2 GiB of header, far past any sane limit) so that value
+// spans fit an int32.
 func headerLimit(maxHeaderBytes int) int {
 	if maxHeaderBytes <= 0 {
 		return DefaultMaxHeaderBytes
 	}
-	return max(maxHeaderBytes, MinMaxHeaderBytes)
+	return min(max(maxHeaderBytes, MinMaxHeaderBytes), math.MaxInt32)
 }
 
 // Offset is the stream offset of the next byte the parser expects.
