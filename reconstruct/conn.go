@@ -43,11 +43,9 @@ type conn struct {
 	ackQueued    int64
 	handshakeRTT int64
 	dataRTT      int64
-	finishedAt   int64
 
 	// Evidence of loss before the capture point (see loss.go).
 	pktLost int // packets the client lost just before the one being processed, less those explained as ACKs
-	pktGap  int // all packets the client lost just before the one being processed
 
 	firstSeq    uint32    // enters the stable id, computed when the record is emitted
 	byClientPos int32     // index in Tracker.byClient
@@ -56,6 +54,9 @@ type conn struct {
 	// SYN/ACK (server), -1 absent; windows scale only when both did.
 	wscale [2]int8
 	twin   uint8 // earlier connections with the same id inputs (see Tracker.instant)
+	// pktGap: all packets the client lost just before the one being
+	// processed (an IP ID step: less than maxIPIDGap).
+	pktGap int8
 
 	// The flags last, together, so they take no padding.
 	clientIsA           bool
@@ -77,6 +78,7 @@ type conn struct {
 	pktAckOrCopy bool
 	hsAckLost    bool // the handshake ACK was lost: the first request completed the handshake
 	done         bool
+	recorded     bool // the connection's record went out
 }
 
 // flowState is the part of a connection that data needs: delivery, parsing,
@@ -255,7 +257,7 @@ func (c *conn) packet(p *capture.Packet, fromClient bool) {
 	if fromClient && p.SrcIP.Is4() {
 		completes := c.rec.Established == 0 && p.PayloadLen > 0 && p.Flags&capture.FlagACK != 0
 		c.pktLost = c.ipid.step(p.IPID, completes)
-		c.pktGap = c.pktLost
+		c.pktGap = int8(c.pktLost)
 		c.pktNew = c.ipid.sent()
 	}
 	if p.Flags&capture.FlagSYN != 0 {

@@ -32,16 +32,16 @@ import (
 // between) or random IDs soon show steps that are not one and are ignored.
 type ipidTrack struct {
 	last  uint16
-	seen  bool
 	steps uint16 // steps of exactly one
 	gaps  uint16 // steps of 2..maxIPIDGap
-	wild  bool   // a step no per-connection counter makes: untrusted for good
-	back  bool   // the last packet was older than one before it (reordered)
 	// jumpFrom is the ID before the step that made the numbering wild,
 	// while packets from inside that step may still arrive: then the step
 	// was reordering (a burst overtaken on the way), not another numbering.
 	jumpFrom uint16
 	jumped   bool
+	seen     bool
+	wild     bool // a step no per-connection counter makes: untrusted for good
+	back     bool // the last packet was older than one before it (reordered)
 }
 
 // sent reports whether the last packet was sent after every one before it,
@@ -521,7 +521,7 @@ func (c *conn) judgeRetrans(st *txState, a ackInfo) {
 	// client's IP IDs show as many lost packets right before this ACK,
 	// every one of them arrived: the copies were all spurious (their
 	// answers, D-SACKs too, were lost).
-	allAnswered := dup >= 0 && c.pktGap >= dup+1
+	allAnswered := dup >= 0 && int(c.pktGap) >= dup+1
 	kept := st.rtx[:0]
 	for i, r := range st.rtx {
 		older := dup >= 0 && i < dup && r.from < st.rtx[dup].to && r.to > st.rtx[dup].from
@@ -529,7 +529,7 @@ func (c *conn) judgeRetrans(st *txState, a ackInfo) {
 		case i == dup, i < dup && allAnswered:
 			c.settleRetrans(st, r, true)
 		case older, a.off >= r.to:
-			c.settleRetrans(st, r, r.answered(a, rtt, c.pktGap, c.acksOwed(r.to)))
+			c.settleRetrans(st, r, r.answered(a, rtt, int(c.pktGap), c.acksOwed(r.to)))
 		default:
 			kept = append(kept, r)
 		}

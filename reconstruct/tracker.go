@@ -206,8 +206,8 @@ type Stats struct {
 
 // What an open connection is counted at against MaxMemory besides its
 // buffers, by the state it holds: the heap measured with
-// bench.ConnMemory (100k open: 683 B with a handshake only, 1,099 B idle
-// keep-alive, 2,579 B mid-response), rounded up to the allocator's size
+// bench.ConnMemory (100k open: 651 B with a handshake only, 1,067 B idle
+// keep-alive, 2,547 B mid-response), rounded up to the allocator's size
 // classes. A flat figure would shed a SYN flood twice as early as its
 // memory requires and let responses in flight overrun the bound by half.
 const (
@@ -215,7 +215,7 @@ const (
 	// the connection itself, its table and index entries.
 	ConnectionMemory = 704
 	// flowMemory: a connection that carried data (its flowState).
-	flowMemory = 448
+	flowMemory = 416
 	// parserMemory: an HTTP/1 parser held inside a message.
 	parserMemory = 640
 	// txMemory: a transaction in flight (request pending, response
@@ -350,8 +350,8 @@ func (t *Tracker) Packet(p *capture.Packet) {
 	c.packet(p, fromClient)
 	t.reorderBytes += c.reorderHeld() - held
 	t.recount(c)
-	if c.done && c.finishedAt == 0 {
-		c.finishedAt = p.Timestamp
+	if c.done && !c.recorded {
+		c.recorded = true
 		t.emitConnection(c)
 	}
 	t.shed(c)
@@ -481,8 +481,8 @@ func (t *Tracker) finish(c *conn, flags Flags) {
 	if !c.done {
 		c.end(flags)
 	}
-	if c.finishedAt == 0 {
-		c.finishedAt = t.now
+	if !c.recorded {
+		c.recorded = true
 		t.emitConnection(c)
 	}
 	c.prev.next, c.next.prev = c.next, c.prev
