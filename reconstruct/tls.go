@@ -64,6 +64,13 @@ type tlsSession struct {
 	tickets     [maxTickets]tlswire.Record
 	nTickets    int
 	ticketsDone bool
+	// lateTickets: how many of the records held (the last ones) came past
+	// the window. A busy server may write its tickets only with its first
+	// answer (nginx 53 ms after the Finished, right before a 100
+	// Continue): small records on the first turn are held past the window
+	// too, and are tickets only if the interim follows them; otherwise
+	// they are the response's first records, as without the hold.
+	lateTickets int
 	// counted: what the tracker's memory count holds for this session.
 	counted int
 	// keyWait: the records held for a key line not read yet (see
@@ -404,14 +411,34 @@ func (c *conn) tlsServerRecord(r tlswire.Record) {
 		return
 	}
 	ticketsAfter := c.tls.version >= tls13 // TLS 1.3 sends tickets as application data
+	late := r.StartAt > s.finished+ticketWindow
 	if ticketsAfter && !s.ticketsDone && c.resp == nil && s.nTickets < maxTickets && r.Len <= ticketMaxLen &&
-		r.StartAt <= s.finished+ticketWindow {
+		(!late || s.finished > 0 && !s.multiplexed && !s.protoUnsure) {
+		// Past the window only for an interim that may follow (see
+		// lateTickets): unless one does, the records are the response's.
+		if late {
+			s.lateTickets++
+		}
 		s.tickets[s.nTickets] = r
 		s.nTickets++
 		return
 	}
-	s.ticketsDone = true
+	if !s.ticketsDone {
+		c.tlsLateTicketsAnswer()
+		s.ticketsDone = true
+	}
 	c.tlsResponseRecord(r)
+}
+
+// tlsLateTicketsAnswer hands the records held past the ticket window to
+// the response, as they would have gone had they not been held: no
+// interim followed them, so they were the response's first records.
+func (c *conn) tlsLateTicketsAnswer() {
+	s := c.tls
+	for _, r := range s.tickets[s.nTickets-s.lateTickets : s.nTickets] {
+		c.tlsResponseRecord(r)
+	}
+	s.lateTickets = 0
 }
 
 // tlsResponseRecord adds server record r to the response being received,
@@ -435,7 +462,10 @@ func (c *conn) tlsTurnEnds() {
 		s.hasInterim = false
 		c.tlsResponseRecord(s.interim)
 	}
-	if !s.ticketsDone && s.nTickets > 0 && c.resp == nil && len(c.pending) > 0 {
+	switch {
+	case !s.ticketsDone && s.lateTickets > 0 && c.resp == nil && len(c.pending) > 0:
+		c.tlsLateTicketsAnswer()
+	case !s.ticketsDone && s.nTickets > 0 && c.resp == nil && len(c.pending) > 0:
 		c.tlsResponseRecord(s.tickets[s.nTickets-1])
 	}
 	if s.finished > 0 && len(c.pending) > 0 && !s.protoUnsure && !s.multiplexed {

@@ -297,3 +297,81 @@ func TestKeylessHTTPSBodyAfterTickets(t *testing.T) {
 		}
 	}
 }
+
+// A busy server may write its TLS 1.3 session tickets only with its first
+// answer, long after the client's Finished: nginx sent them 53 ms late,
+// right before a 100 Continue, and the tickets and the interim were taken
+// for a response of their own (two transactions on the HTTPS testbed).
+// Small records that come past the ticket window are held until what
+// follows tells: an interim (they were tickets), or anything else (they
+// were the response's first records, as for a POST without Expect whose
+// response opens with a small record).
+func TestKeylessHTTPSContinueAfterLateTickets(t *testing.T) {
+	ticket := func() []byte {
+		b := make([]byte, 5+298)
+		b[0], b[1], b[2], b[3], b[4] = 23, 3, 3, 1, 42 // 298 bytes of application data
+		return b
+	}
+	for _, expect := range []bool{true, false} {
+		writes := recordPostSession(t, tls.VersionTLS13, nil, nil, expect, 5000)
+		var hs []tlsWrite
+		var headW, body, interim, resp []byte
+		for _, w := range writes {
+			switch {
+			case w.phase == 0:
+				hs = append(hs, w)
+			case w.phase < 0:
+			case w.fromClient && headW == nil:
+				headW = w.b
+			case w.fromClient:
+				body = append(body, w.b...)
+			case expect && interim == nil:
+				interim = w.b
+			default:
+				resp = append(resp, w.b...)
+			}
+		}
+		var head, bodyLast, respFirst, respLast int64
+		out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+			o := synth.DefaultConnOptions()
+			o.ClientRTT = 2 * D
+			c := w.ConnWith(client, netip.AddrPortFrom(server.Addr(), 443), 7800, 9800, o)
+			tt := scriptTLS(c, hs, 300*us, 0)
+			fin := tt.finished
+			head = fin + 400*us
+			c.Client(head, headW)
+			late := fin + 53*ms
+			if expect {
+				c.Server(late, ticket())
+				c.Server(late+100*us, ticket())
+				c.Server(late+300*us, interim)
+				bodyLast = late + 300*us + 2*D
+				c.Client(bodyLast, body)
+				times := c.ServerMSS(bodyLast+20*ms, resp, 1448, 20*us)
+				respFirst, respLast = recordDoneAt(resp, 0, times), times[len(times)-1]
+			} else {
+				// The body right behind the head; the response opens
+				// with a small record of its own, past the window.
+				bodyLast = head + 100*us
+				if len(body) > 0 {
+					c.Client(bodyLast, body)
+				} else {
+					bodyLast = head
+				}
+				c.Server(late, ticket())
+				respFirst = late
+				times := c.ServerMSS(late+200*us, resp, 1448, 20*us)
+				respLast = times[len(times)-1]
+			}
+			c.ClientAck(respLast + 2*D)
+			c.ClientFIN(respLast + 3*D)
+			c.ServerFIN(respLast + 3*D + 100*us)
+			c.ClientAck(respLast + 5*D)
+		})
+		tx := one(t, fmt.Sprintf("expect %v: transaction", expect), out.txs)
+		got := []int64{tx.RequestFirst, tx.RequestLast, tx.ResponseFirst, tx.ResponseLast}
+		if want := []int64{head, bodyLast, respFirst, respLast}; !slices.Equal(got, want) || (tx.Flags&reconstruct.FlagContinued != 0) != expect {
+			t.Errorf("expect %v: request first/last, response first/last %v, want %v; flags %v", expect, durs(sub(got)), durs(sub(want)), tx.Flags.Names())
+		}
+	}
+}
