@@ -44,9 +44,6 @@ type conn struct {
 	handshakeRTT int64
 	dataRTT      int64
 
-	// Evidence of loss before the capture point (see loss.go).
-	pktLost int // packets the client lost just before the one being processed, less those explained as ACKs
-
 	firstSeq    uint32    // enters the stable id, computed when the record is emitted
 	byClientPos int32     // index in Tracker.byClient
 	ipid        ipidTrack // the client's IPv4 IDs
@@ -57,6 +54,10 @@ type conn struct {
 	// pktGap: all packets the client lost just before the one being
 	// processed (an IP ID step: less than maxIPIDGap).
 	pktGap int8
+	// pktLost: packets the client lost just before the one being
+	// processed, less those explained as ACKs (see loss.go). At most
+	// maxIPIDGap plus a carried maxIPIDGap (explainLost), so a byte.
+	pktLost int8
 
 	// The flags last, together, so they take no padding.
 	clientIsA           bool
@@ -184,13 +185,13 @@ func newConn(t *Tracker, p *capture.Packet) *conn {
 		client, server = netip.AddrPortFrom(p.DstIP, p.DstPort), netip.AddrPortFrom(p.SrcIP, p.SrcPort)
 	}
 	c.rec = connRec{
-		Interface:  p.Interface,
-		Client:     client.Addr(),
+		Interface:  int32(p.Interface),
 		ClientPort: client.Port(),
-		Server:     server.Addr(),
 		ServerPort: server.Port(),
 		FirstSeen:  p.Timestamp,
 	}
+	c.rec.client, c.rec.clientKind = packAddr(client.Addr())
+	c.rec.server, c.rec.serverKind = packAddr(server.Addr())
 	if p.Flags&(capture.FlagSYN|capture.FlagACK) != capture.FlagSYN {
 		c.rec.Flags |= FlagMidStream
 	}
@@ -256,8 +257,8 @@ func (c *conn) packet(p *capture.Packet, fromClient bool) {
 	c.pktLost, c.pktGap, c.pktNew, c.pktAckOrCopy = 0, 0, false, false
 	if fromClient && p.SrcIP.Is4() {
 		completes := c.rec.Established == 0 && p.PayloadLen > 0 && p.Flags&capture.FlagACK != 0
-		c.pktLost = c.ipid.step(p.IPID, completes)
-		c.pktGap = int8(c.pktLost)
+		c.pktLost = int8(c.ipid.step(p.IPID, completes))
+		c.pktGap = c.pktLost
 		c.pktNew = c.ipid.sent()
 	}
 	if p.Flags&capture.FlagSYN != 0 {
@@ -328,7 +329,7 @@ func (c *conn) resetAcceptable(p *capture.Packet, fromClient bool) bool {
 	return true // a capture that began mid-connection has nothing to check it by
 }
 
-func (c *conn) addrs() addrPair { return addrPair{c.rec.Client, c.rec.Server} }
+func (c *conn) addrs() addrPair { return addrPair{c.rec.Client(), c.rec.Server()} }
 
 func (c *conn) fromClient(p *capture.Packet) {
 	ts := p.Timestamp
@@ -390,7 +391,7 @@ func (c *conn) fromClient(p *capture.Packet) {
 	c.account(&c.c2s, retrans, reordered)
 	if reordered && !hadHole {
 		l := c.notes()
-		l.oooLost, l.oooOff, l.oooAt = c.pktLost, c.c2s.offset(p.Seq), ts
+		l.oooLost, l.oooOff, l.oooAt = int(c.pktLost), c.c2s.offset(p.Seq), ts
 	}
 	if c.c2s.finReady() {
 		c.c2s.closed = true
@@ -514,8 +515,8 @@ func (c *conn) closeServerParser() {
 // holds 8 bytes of it, not a string.
 func (c *conn) id() string {
 	if !c.rec.idMade {
-		c.rec.idHash = connectionHash(c.t.cfg.IDKey, netip.AddrPortFrom(c.rec.Client, c.rec.ClientPort),
-			netip.AddrPortFrom(c.rec.Server, c.rec.ServerPort), c.rec.FirstSeen, c.firstSeq)
+		c.rec.idHash = connectionHash(c.t.cfg.IDKey, netip.AddrPortFrom(c.rec.Client(), c.rec.ClientPort),
+			netip.AddrPortFrom(c.rec.Server(), c.rec.ServerPort), c.rec.FirstSeen, c.firstSeq)
 		c.rec.idMade = true
 	}
 	var b [8]byte
@@ -538,6 +539,6 @@ func (c *conn) sendMSS() int64 {
 
 // key is the table key, rebuilt from the record instead of stored twice.
 func (c *conn) key() flowKey {
-	k, _ := keyOf(c.rec.Client, c.rec.Server, c.rec.ClientPort, c.rec.ServerPort)
+	k, _ := keyOf(c.rec.Client(), c.rec.Server(), c.rec.ClientPort, c.rec.ServerPort)
 	return k
 }

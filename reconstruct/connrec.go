@@ -8,19 +8,58 @@ import "net/netip"
 // only TLS connections have) are filled in when the record is emitted,
 // so every open connection does not carry them (issue 15).
 type connRec struct {
-	idHash                  uint64 // see conn.id
-	Client, Server          netip.Addr
-	SYNTimes, SYNACKTimes   []int64
-	Interface               int
-	Established, FirstSeen  int64
-	LastSeen, Closed        int64
-	SYNLosses, SYNACKLosses int
-	RTTServer               int64
+	idHash uint64 // see conn.id
+	// The addresses as 16 bytes and a kind (see packAddr): netip.Addr
+	// would add a zone pointer each, which the capture never sets.
+	client, server         [16]byte
+	SYNTimes, SYNACKTimes  []int64
+	Established, FirstSeen int64
+	LastSeen, Closed       int64
+	RTTServer              int64
+	// Interface and the SYN counts as int32: an interface index, and
+	// counts bounded by the SYNs a connection keeps.
+	Interface               int32
+	SYNLosses, SYNACKLosses int32
 	ClientPort, ServerPort  uint16
 	MSSClient, MSSServer    uint16 // as the SYN options carry them
 	Flags                   Flags
+	clientKind, serverKind  uint8
 	idMade                  bool // idHash is made
 }
+
+// Address kinds in connRec: none (the zero Addr), IPv4, IPv6 (which
+// includes IPv4-mapped IPv6, kept apart from IPv4 as netip.Addr does).
+const (
+	addrNone uint8 = iota
+	addrV4
+	addrV6
+)
+
+// packAddr is a as connRec keeps it. The zone is dropped: addresses
+// decoded from packets have none.
+func packAddr(a netip.Addr) ([16]byte, uint8) {
+	switch {
+	case a.Is4():
+		return a.As16(), addrV4
+	case a.IsValid():
+		return a.As16(), addrV6
+	}
+	return [16]byte{}, addrNone
+}
+
+func unpackAddr(b [16]byte, kind uint8) netip.Addr {
+	switch kind {
+	case addrV4:
+		return netip.AddrFrom16(b).Unmap()
+	case addrV6:
+		return netip.AddrFrom16(b)
+	}
+	return netip.Addr{}
+}
+
+// Client and Server are the connection's addresses.
+func (r *connRec) Client() netip.Addr { return unpackAddr(r.client, r.clientKind) }
+func (r *connRec) Server() netip.Addr { return unpackAddr(r.server, r.serverKind) }
 
 // record is the connection's Connection record, its derived fields
 // filled in.
@@ -41,10 +80,10 @@ func (c *conn) record() Connection {
 	}
 	out := Connection{
 		ID:           id,
-		Interface:    r.Interface,
-		Client:       r.Client,
+		Interface:    int(r.Interface),
+		Client:       r.Client(),
 		ClientPort:   r.ClientPort,
-		Server:       r.Server,
+		Server:       r.Server(),
 		ServerPort:   r.ServerPort,
 		SYNTimes:     r.SYNTimes,
 		SYNACKTimes:  r.SYNACKTimes,
@@ -52,8 +91,8 @@ func (c *conn) record() Connection {
 		FirstSeen:    r.FirstSeen,
 		LastSeen:     r.LastSeen,
 		Closed:       r.Closed,
-		SYNLosses:    r.SYNLosses,
-		SYNACKLosses: r.SYNACKLosses,
+		SYNLosses:    int(r.SYNLosses),
+		SYNACKLosses: int(r.SYNACKLosses),
 		RTTServer:    r.RTTServer,
 		MSSClient:    int(r.MSSClient),
 		MSSServer:    int(r.MSSServer),

@@ -1,6 +1,7 @@
 package reconstruct
 
 import (
+	"math"
 	"time"
 
 	"github.com/rtmon/rtmon/capture"
@@ -127,9 +128,9 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 			openSide(p, &c.synSeen, &hs.clientISN, &c.c2s, &c.rec.MSSClient)
 			c.wscale[0] = p.WindowScale
 		} else if c.synackSinceSyn {
-			c.rec.SYNACKLosses++
+			inc32(&c.rec.SYNACKLosses)
 		} else {
-			c.rec.SYNLosses++
+			inc32(&c.rec.SYNLosses)
 		}
 		c.rec.SYNTimes = appendHandshakeTime(c, c.rec.SYNTimes, ts)
 		c.synackSinceSyn = false
@@ -142,7 +143,7 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 		}
 		if c.synackSinceSyn {
 			// The server retransmitted its SYN/ACK: the first never got an answer.
-			c.rec.SYNACKLosses++
+			inc32(&c.rec.SYNACKLosses)
 		} else if n := len(c.rec.SYNTimes); n > 0 {
 			c.rec.RTTServer = ts - c.rec.SYNTimes[n-1]
 		}
@@ -161,6 +162,14 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 // same ISN, is the same SYN again; no retransmission timer fires sooner
 // (Linux: 1 s, at least 200 ms).
 const duplicateSYNGap = int64(time.Millisecond)
+
+// inc32 counts one more SYN loss, saturating: 2^31 of them at least 1 ms
+// apart (duplicateSYNGap) take 24 days, but the count never turns negative.
+func inc32(n *int32) {
+	if *n < math.MaxInt32 {
+		*n++
+	}
+}
 
 // maxHandshakeTimes bounds the SYN and SYN/ACK times a connection keeps:
 // Linux sends at most 7 SYNs by default (tcp_syn_retries 6), other

@@ -34,13 +34,13 @@ func (t *Tracker) InFlight(client netip.Addr) iter.Seq[int64] {
 // indexClient and unindexClient keep Tracker.byClient, the open
 // connections by client address, for InFlight.
 func (t *Tracker) indexClient(c *conn) {
-	list := t.byClient[c.rec.Client]
+	list := t.byClient[c.rec.Client()]
 	c.byClientPos = int32(len(list))
-	t.byClient[c.rec.Client] = append(list, c)
+	t.byClient[c.rec.Client()] = append(list, c)
 }
 
 func (t *Tracker) unindexClient(c *conn) {
-	list := t.byClient[c.rec.Client]
+	list := t.byClient[c.rec.Client()]
 	if int(c.byClientPos) >= len(list) || list[c.byClientPos] != c {
 		return
 	}
@@ -48,10 +48,10 @@ func (t *Tracker) unindexClient(c *conn) {
 	list[c.byClientPos], last.byClientPos = last, c.byClientPos
 	list[len(list)-1] = nil
 	if list = list[:len(list)-1]; len(list) == 0 {
-		delete(t.byClient, c.rec.Client)
+		delete(t.byClient, c.rec.Client())
 		return
 	}
-	t.byClient[c.rec.Client] = list
+	t.byClient[c.rec.Client()] = list
 }
 
 // inFlightSince is the earliest capture time at which a transaction c has

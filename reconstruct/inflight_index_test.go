@@ -25,7 +25,7 @@ func TestClientIndexFollowsTheTable(t *testing.T) {
 		for addr, list := range tr.byClient {
 			for pos, c := range list {
 				n++
-				if c.rec.Client != addr || int(c.byClientPos) != pos || tr.conns[c.key()] != c {
+				if c.rec.Client() != addr || int(c.byClientPos) != pos || tr.conns[c.key()] != c {
 					t.Fatalf("packet %d: index entry %s #%d out of step with the table", i, addr, pos)
 				}
 			}

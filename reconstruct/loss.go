@@ -317,11 +317,12 @@ func (c *conn) explainLost(p *capture.Packet, a ackInfo, opened bool) {
 	if c.s2c.baseKnown {
 		acks = c.acksOwed(a.off)
 	}
-	if opened && acks == 0 && c.pktLost > explained {
+	lost := int(c.pktLost)
+	if opened && acks == 0 && lost > explained {
 		explained++
 	}
 	if pure {
-		left := max(c.pktLost-explained-acks, 0)
+		left := max(lost-explained-acks, 0)
 		// Carried only from a quiet moment: the ACK covers all the server
 		// sent. Packets lost amid a transfer are ACKs (duplicate ACKs of a
 		// recovery, window updates), not a request.
@@ -339,13 +340,13 @@ func (c *conn) explainLost(p *capture.Packet, a ackInfo, opened bool) {
 	// acknowledgement): only the timing can tell (requestSent). Unless the
 	// client acknowledged that data at once, on its own (noteServerData):
 	// then the ACKs were sent, and lost.
-	left := max(c.pktLost-explained, 0)
+	left := max(lost-explained, 0)
 	if acks > 0 && c.quickAcked(a.off) {
 		// An answer to a retransmission is the same ACK.
 		left, acks = max(left-max(acks-explained, 0), 0), 0
 	}
 	c.pktAckOrCopy = acks > 0 && left > 0 && left <= acks
-	c.pktLost = left + c.lostCarry()
+	c.pktLost = int8(left + c.lostCarry())
 	if c.loss != nil {
 		c.loss.lostCarry = 0
 	}

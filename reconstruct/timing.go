@@ -55,9 +55,9 @@ func (c *conn) emitTimed(st *txState) {
 	r := &c.rec
 	tx.ConnectionID = c.id()
 	tx.ID = tx.ConnectionID + "-" + strconv.Itoa(tx.Index)
-	tx.Interface = r.Interface
-	tx.Client, tx.ClientPort = r.Client, r.ClientPort
-	tx.Server, tx.ServerPort = r.Server, r.ServerPort
+	tx.Interface = int(r.Interface)
+	tx.Client, tx.ClientPort = r.Client(), r.ClientPort
+	tx.Server, tx.ServerPort = r.Server(), r.ServerPort
 	rtt := c.clientRTT()
 	half := rtt / 2
 	back := rtt - half // so that Tserver gets the whole rtt

@@ -206,14 +206,14 @@ type Stats struct {
 
 // What an open connection is counted at against MaxMemory besides its
 // buffers, by the state it holds: the heap measured with
-// bench.ConnMemory (100k open: 651 B with a handshake only, 1,067 B idle
-// keep-alive, 2,547 B mid-response), rounded up to the allocator's size
+// bench.ConnMemory (100k open: 619 B with a handshake only, 1,035 B idle
+// keep-alive, 2,515 B mid-response), rounded up to the allocator's size
 // classes. A flat figure would shed a SYN flood twice as early as its
 // memory requires and let responses in flight overrun the bound by half.
 const (
 	// ConnectionMemory is the least an open connection is counted at:
 	// the connection itself, its table and index entries.
-	ConnectionMemory = 704
+	ConnectionMemory = 672
 	// flowMemory: a connection that carried data (its flowState).
 	flowMemory = 416
 	// parserMemory: an HTTP/1 parser held inside a message.
