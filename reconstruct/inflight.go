@@ -20,38 +20,70 @@ import (
 // are not listed. It walks the client's open connections only.
 func (t *Tracker) InFlight(client netip.Addr) iter.Seq[int64] {
 	return func(yield func(int64) bool) {
+		if c, ok := t.byClient1[client]; ok {
+			t.yieldInFlight(c, yield)
+			return
+		}
 		for _, c := range t.byClient[client] {
-			if c.done {
-				continue
-			}
-			if since, ok := c.inFlightSince(t.now); ok && !yield(since) {
+			if !t.yieldInFlight(c, yield) {
 				return
 			}
 		}
 	}
 }
 
-// indexClient and unindexClient keep Tracker.byClient, the open
-// connections by client address, for InFlight.
+// yieldInFlight yields when c's earliest transaction not delivered began,
+// if it has one; false if yield asked to stop.
+func (t *Tracker) yieldInFlight(c *conn, yield func(int64) bool) bool {
+	if c.done {
+		return true
+	}
+	if since, ok := c.inFlightSince(t.now); ok {
+		return yield(since)
+	}
+	return true
+}
+
+// indexClient and unindexClient keep the open connections by client
+// address, for InFlight: in Tracker.byClient1 while a client has one (most
+// do: no slice and its array for each), in Tracker.byClient, in the order
+// they opened but for swaps on removal, while it has more.
 func (t *Tracker) indexClient(c *conn) {
-	list := t.byClient[c.rec.Client()]
-	c.byClientPos = int32(len(list))
-	t.byClient[c.rec.Client()] = append(list, c)
+	a := c.rec.Client()
+	if list, ok := t.byClient[a]; ok {
+		c.byClientPos = int32(len(list))
+		t.byClient[a] = append(list, c)
+		return
+	}
+	if first, ok := t.byClient1[a]; ok {
+		delete(t.byClient1, a)
+		c.byClientPos = 1
+		t.byClient[a] = []*conn{first, c}
+		return
+	}
+	c.byClientPos = 0
+	t.byClient1[a] = c
 }
 
 func (t *Tracker) unindexClient(c *conn) {
-	list := t.byClient[c.rec.Client()]
+	a := c.rec.Client()
+	if t.byClient1[a] == c {
+		delete(t.byClient1, a)
+		return
+	}
+	list := t.byClient[a]
 	if int(c.byClientPos) >= len(list) || list[c.byClientPos] != c {
 		return
 	}
 	last := list[len(list)-1]
 	list[c.byClientPos], last.byClientPos = last, c.byClientPos
 	list[len(list)-1] = nil
-	if list = list[:len(list)-1]; len(list) == 0 {
-		delete(t.byClient, c.rec.Client())
+	if list = list[:len(list)-1]; len(list) == 1 {
+		delete(t.byClient, a)
+		t.byClient1[a] = list[0] // its byClientPos is 0 already
 		return
 	}
-	t.byClient[c.rec.Client()] = list
+	t.byClient[a] = list
 }
 
 // inFlightSince is the earliest capture time at which a transaction c has

@@ -11,7 +11,8 @@ import (
 // TestClientIndexFollowsTheTable opens connections from a few clients
 // into a table so small that evictions end them in an order unrelated to
 // the index's, and checks after every packet that the index by client
-// holds exactly the open connections.
+// holds exactly the open connections, a client's single connection
+// apart from the lists of those with more.
 func TestClientIndexFollowsTheTable(t *testing.T) {
 	tr := NewTracker(Config{MaxConnections: 8}, discardSink{})
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -22,7 +23,16 @@ func TestClientIndexFollowsTheTable(t *testing.T) {
 			SrcPort: uint16(40000 + rng.IntN(20)), DstPort: 80, Seq: rng.Uint32(), Flags: capture.FlagSYN, WindowScale: -1}
 		tr.Packet(&p)
 		n := 0
+		for addr, c := range tr.byClient1 {
+			n++
+			if c.rec.Client() != addr || c.byClientPos != 0 || tr.conns[c.key()] != c || tr.byClient[addr] != nil {
+				t.Fatalf("packet %d: single index entry %s out of step with the table", i, addr)
+			}
+		}
 		for addr, list := range tr.byClient {
+			if len(list) < 2 {
+				t.Fatalf("packet %d: %s has %d connections in the multiple index", i, addr, len(list))
+			}
 			for pos, c := range list {
 				n++
 				if c.rec.Client() != addr || int(c.byClientPos) != pos || tr.conns[c.key()] != c {
@@ -35,8 +45,8 @@ func TestClientIndexFollowsTheTable(t *testing.T) {
 		}
 	}
 	tr.Flush()
-	if len(tr.byClient) != 0 {
-		t.Errorf("%d clients still indexed after Flush", len(tr.byClient))
+	if len(tr.byClient)+len(tr.byClient1) != 0 {
+		t.Errorf("%d clients still indexed after Flush", len(tr.byClient)+len(tr.byClient1))
 	}
 }
 

@@ -206,14 +206,14 @@ type Stats struct {
 
 // What an open connection is counted at against MaxMemory besides its
 // buffers, by the state it holds: the heap measured with
-// bench.ConnMemory (100k open: 619 B with a handshake only, 1,035 B idle
-// keep-alive, 2,515 B mid-response), rounded up to the allocator's size
+// bench.ConnMemory (100k open: 590 B with a handshake only, 1,006 B idle
+// keep-alive, 2,486 B mid-response), rounded up to the allocator's size
 // classes. A flat figure would shed a SYN flood twice as early as its
 // memory requires and let responses in flight overrun the bound by half.
 const (
 	// ConnectionMemory is the least an open connection is counted at:
 	// the connection itself, its table and index entries.
-	ConnectionMemory = 672
+	ConnectionMemory = 640
 	// flowMemory: a connection that carried data (its flowState).
 	flowMemory = 416
 	// parserMemory: an HTTP/1 parser held inside a message.
@@ -251,8 +251,10 @@ type Tracker struct {
 	cfg   Config
 	sink  Sink
 	conns map[flowKey]*conn
-	// byClient indexes the open connections by client address (InFlight).
-	byClient map[netip.Addr][]*conn
+	// byClient1 and byClient index the open connections by client
+	// address (InFlight): clients with one, and with more (see indexClient).
+	byClient1 map[netip.Addr]*conn
+	byClient  map[netip.Addr][]*conn
 	// lru is an intrusive list ordered by last activity: expiry and eviction
 	// take from its head without scanning the table.
 	lru       conn
@@ -291,7 +293,8 @@ type instantKey struct {
 
 // NewTracker returns a tracker that emits records to sink.
 func NewTracker(cfg Config, sink Sink) *Tracker {
-	t := &Tracker{cfg: cfg.withDefaults(), sink: sink, conns: make(map[flowKey]*conn), byClient: make(map[netip.Addr][]*conn)}
+	t := &Tracker{cfg: cfg.withDefaults(), sink: sink, conns: make(map[flowKey]*conn), byClient: make(map[netip.Addr][]*conn),
+		byClient1: make(map[netip.Addr]*conn)}
 	t.rtts.limit = t.cfg.MaxConnections
 	t.headers.Max = t.cfg.MaxHeaderBudget
 	t.lru.prev, t.lru.next = &t.lru, &t.lru
