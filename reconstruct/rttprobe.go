@@ -1,5 +1,7 @@
 package reconstruct
 
+import "math"
+
 // The client's round trip, timed from the server's segments to the ACKs
 // that cover them.
 
@@ -25,19 +27,19 @@ func (c *conn) clientRTT() int64 {
 // entries are gone before their ACKs come back; one segment is then timed
 // until its ACK arrives (as TCP senders time one segment per round trip),
 // a sample that may include the gap to the segment that triggered the ACK.
+//
+// The ring is a shift, newest first, and keeps for each segment how far
+// its end falls short of math.MaxInt64: the zero value, an empty or
+// forgotten slot, is then covered by no ACK, with no count or head to
+// keep, and the probes take 64 B.
 type rttProbes struct {
-	ring [3]struct{ end, ts int64 }
-	held struct{ end, ts int64 } // ts 0: none
-	head uint8                   // next slot to write
-	n    uint8
+	ring [3]struct{ short, ts int64 } // end = math.MaxInt64 - short
+	held struct{ end, ts int64 }      // ts 0: none
 }
 
 func (r *rttProbes) sent(end, ts int64) {
-	r.ring[r.head].end, r.ring[r.head].ts = end, ts
-	r.head = (r.head + 1) % uint8(len(r.ring))
-	if int(r.n) < len(r.ring) {
-		r.n++
-	}
+	copy(r.ring[1:], r.ring[:2])
+	r.ring[0].short, r.ring[0].ts = math.MaxInt64-end, ts
 	if r.held.ts == 0 {
 		r.held.end, r.held.ts = end, ts
 	}
@@ -50,11 +52,10 @@ func (r *rttProbes) acked(off int64) (int64, bool) {
 	if held.ts != 0 && held.end <= off {
 		r.held.ts = 0
 	}
-	for i := range int(r.n) {
-		slot := (int(r.head) - 1 - i + len(r.ring)) % len(r.ring)
-		if r.ring[slot].end <= off {
-			ts := r.ring[slot].ts
-			r.n = uint8(i) // older entries are covered too
+	for i := range r.ring {
+		if math.MaxInt64-r.ring[i].short <= off {
+			ts := r.ring[i].ts
+			clear(r.ring[i:]) // older entries are covered too
 			return ts, true
 		}
 	}
@@ -64,4 +65,4 @@ func (r *rttProbes) acked(off int64) (int64, bool) {
 	return 0, false
 }
 
-func (r *rttProbes) reset() { r.n, r.held.ts = 0, 0 }
+func (r *rttProbes) reset() { r.ring, r.held.ts = [3]struct{ short, ts int64 }{}, 0 }

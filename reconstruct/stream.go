@@ -358,28 +358,35 @@ func (h *halfStream) finReady() bool {
 // for multiplexed HTTP/2 whose streams are timed by their own records,
 // when each piece first reached the capture point (before its delivery
 // when it overtook a hole) and whether it filled a hole as a resend.
+//
+// Two pieces, the newer second: a shift replaces a ring's head. The fields
+// lie in parallel arrays, lost as an int8 (conn.pktLost), so the log takes
+// 72 B and flowState fits the 384 B size class.
 type deliveryLog struct {
-	ring [2]deliveryPiece
-	head int
+	off, end, ts [2]int64
+	// arrived: first capture (ts is its in-order delivery); for a refill,
+	// when its lost first copy would have come (deliverClient).
+	arrived   [2]int64
+	lost      [2]int8
+	ackOrCopy [2]bool
+	// refill: the piece filled a hole that later pieces had overtaken,
+	// and was sent after them (IP IDs): a resend of a copy lost before
+	// the capture point.
+	refill [2]bool
 }
 
 // deliveryPiece is one piece of a deliveryLog.
 type deliveryPiece struct {
-	off, end, ts int64
-	// arrived: first capture (ts is its in-order delivery); for a refill,
-	// when its lost first copy would have come (deliverClient).
-	arrived   int64
-	lost      int32 // bounded by maxIPIDGap twice over (see explainLost)
-	ackOrCopy bool
-	// refill: the piece filled a hole that later pieces had overtaken,
-	// and was sent after them (IP IDs): a resend of a copy lost before
-	// the capture point.
-	refill bool
+	off, end, ts, arrived int64
+	lost                  int8
+	ackOrCopy, refill     bool
 }
 
 func (l *deliveryLog) add(p deliveryPiece) {
-	l.ring[l.head] = p
-	l.head = (l.head + 1) % len(l.ring)
+	l.off[0], l.end[0], l.ts[0], l.arrived[0] = l.off[1], l.end[1], l.ts[1], l.arrived[1]
+	l.lost[0], l.ackOrCopy[0], l.refill[0] = l.lost[1], l.ackOrCopy[1], l.refill[1]
+	l.off[1], l.end[1], l.ts[1], l.arrived[1] = p.off, p.end, p.ts, p.arrived
+	l.lost[1], l.ackOrCopy[1], l.refill[1] = p.lost, p.ackOrCopy, p.refill
 }
 
 // timeAt returns the capture time of the piece holding offset off, or
@@ -399,12 +406,12 @@ func (l *deliveryLog) at(off, fallback int64) (ts int64, lost int, ackOrCopy boo
 	return p.ts, int(p.lost), p.ackOrCopy
 }
 
-// piece returns the remembered piece holding offset off.
+// piece returns the remembered piece holding offset off, the newer first.
 func (l *deliveryLog) piece(off int64) (deliveryPiece, bool) {
-	for i := 1; i <= len(l.ring); i++ {
-		e := &l.ring[(l.head-i+len(l.ring))%len(l.ring)]
-		if e.off <= off && off < e.end {
-			return *e, true
+	for i := 1; i >= 0; i-- {
+		if l.off[i] <= off && off < l.end[i] {
+			return deliveryPiece{off: l.off[i], end: l.end[i], ts: l.ts[i], arrived: l.arrived[i],
+				lost: l.lost[i], ackOrCopy: l.ackOrCopy[i], refill: l.refill[i]}, true
 		}
 	}
 	return deliveryPiece{}, false
@@ -413,22 +420,21 @@ func (l *deliveryLog) piece(off int64) (deliveryPiece, bool) {
 // serverLog is the deliveryLog of the server's stream, whose pieces carry
 // their offsets and capture time only: the loss evidence is the
 // client's, and the server's pieces are timed as they are delivered.
+// Also two pieces, the newer second.
 type serverLog struct {
 	ring [2]struct{ off, end, ts int64 }
-	head int
 }
 
 func (l *serverLog) add(off, end, ts int64) {
-	l.ring[l.head].off, l.ring[l.head].end, l.ring[l.head].ts = off, end, ts
-	l.head = (l.head + 1) % len(l.ring)
+	l.ring[0] = l.ring[1]
+	l.ring[1].off, l.ring[1].end, l.ring[1].ts = off, end, ts
 }
 
 // timeAt returns the capture time of the piece holding offset off, or
 // fallback when it is older than the log remembers.
 func (l *serverLog) timeAt(off, fallback int64) int64 {
-	for i := 1; i <= len(l.ring); i++ {
-		e := &l.ring[(l.head-i+len(l.ring))%len(l.ring)]
-		if e.off <= off && off < e.end {
+	for i := 1; i >= 0; i-- {
+		if e := &l.ring[i]; e.off <= off && off < e.end {
 			return e.ts
 		}
 	}
@@ -437,5 +443,5 @@ func (l *serverLog) timeAt(off, fallback int64) int64 {
 
 // last is the capture time of the newest piece, 0 before any.
 func (l *serverLog) last() int64 {
-	return l.ring[(l.head-1+len(l.ring))%len(l.ring)].ts
+	return l.ring[1].ts
 }
