@@ -38,7 +38,7 @@ type rttProbes struct {
 }
 
 func (r *rttProbes) sent(end, ts int64) {
-	copy(r.ring[1:], r.ring[:2])
+	r.ring[2], r.ring[1] = r.ring[1], r.ring[0]
 	r.ring[0].short, r.ring[0].ts = math.MaxInt64-end, ts
 	if r.held.ts == 0 {
 		r.held.end, r.held.ts = end, ts
@@ -55,7 +55,9 @@ func (r *rttProbes) acked(off int64) (int64, bool) {
 	for i := range r.ring {
 		if math.MaxInt64-r.ring[i].short <= off {
 			ts := r.ring[i].ts
-			clear(r.ring[i:]) // older entries are covered too
+			for j := i; j < len(r.ring); j++ {
+				r.ring[j].short = 0 // older entries are covered too
+			}
 			return ts, true
 		}
 	}
@@ -65,4 +67,6 @@ func (r *rttProbes) acked(off int64) (int64, bool) {
 	return 0, false
 }
 
-func (r *rttProbes) reset() { r.ring, r.held.ts = [3]struct{ short, ts int64 }{}, 0 }
+func (r *rttProbes) reset() {
+	r.ring[0].short, r.ring[1].short, r.ring[2].short, r.held.ts = 0, 0, 0, 0
+}
