@@ -225,6 +225,36 @@ func TestKeylessHTTPSPipeliningFlagged(t *testing.T) {
 	}
 }
 
+// postWrites splits a recorded POST session: the handshake's writes, the
+// request head, the body (all later client writes), the interim if the
+// client asked for one, and the response.
+func postWrites(writes []tlsWrite, expect bool) (hs []tlsWrite, head, body, interim, resp []byte) {
+	for _, w := range writes {
+		switch {
+		case w.phase == 0:
+			hs = append(hs, w)
+		case w.phase < 0:
+		case w.fromClient && head == nil:
+			head = w.b
+		case w.fromClient:
+			body = append(body, w.b...)
+		case expect && interim == nil:
+			interim = w.b
+		default:
+			resp = append(resp, w.b...)
+		}
+	}
+	return hs, head, body, interim, resp
+}
+
+// ticket is a TLS 1.3 record of 298 bytes of application data, a session
+// ticket's size.
+func ticket() []byte {
+	b := make([]byte, 5+298)
+	b[0], b[1], b[2], b[3], b[4] = 23, 3, 3, 1, 42
+	return b
+}
+
 // OpenSSL (nginx) sends two session tickets as the client's TLS 1.3
 // Finished reaches it: one may pass before a request's head, one after.
 // A body in several records then comes partly before they can have
@@ -234,32 +264,8 @@ func TestKeylessHTTPSPipeliningFlagged(t *testing.T) {
 // head to the body's last record, answered by the final response (seen
 // on the HTTPS testbed: a 100 KB POST made eight transactions).
 func TestKeylessHTTPSBodyAfterTickets(t *testing.T) {
-	ticket := func() []byte {
-		b := make([]byte, 5+298)
-		b[0], b[1], b[2], b[3], b[4] = 23, 3, 3, 1, 42 // 298 bytes of application data
-		return b
-	}
 	for _, expect := range []bool{false, true} {
-		writes := recordPostSession(t, tls.VersionTLS13, nil, nil, expect, 40000)
-		// The exchange's writes: the head, the body (all later client
-		// writes), the interim if any, the response.
-		var hs []tlsWrite
-		var headW, body, interim, resp []byte
-		for _, w := range writes {
-			switch {
-			case w.phase == 0:
-				hs = append(hs, w)
-			case w.phase < 0:
-			case w.fromClient && headW == nil:
-				headW = w.b
-			case w.fromClient:
-				body = append(body, w.b...)
-			case expect && interim == nil:
-				interim = w.b
-			default:
-				resp = append(resp, w.b...)
-			}
-		}
+		hs, headW, body, interim, resp := postWrites(recordPostSession(t, tls.VersionTLS13, nil, nil, expect, 40000), expect)
 		var head, bodyLast, respFirst, respLast int64
 		out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
 			o := synth.DefaultConnOptions()
@@ -307,30 +313,8 @@ func TestKeylessHTTPSBodyAfterTickets(t *testing.T) {
 // were the response's first records, as for a POST without Expect whose
 // response opens with a small record).
 func TestKeylessHTTPSContinueAfterLateTickets(t *testing.T) {
-	ticket := func() []byte {
-		b := make([]byte, 5+298)
-		b[0], b[1], b[2], b[3], b[4] = 23, 3, 3, 1, 42 // 298 bytes of application data
-		return b
-	}
 	for _, expect := range []bool{true, false} {
-		writes := recordPostSession(t, tls.VersionTLS13, nil, nil, expect, 5000)
-		var hs []tlsWrite
-		var headW, body, interim, resp []byte
-		for _, w := range writes {
-			switch {
-			case w.phase == 0:
-				hs = append(hs, w)
-			case w.phase < 0:
-			case w.fromClient && headW == nil:
-				headW = w.b
-			case w.fromClient:
-				body = append(body, w.b...)
-			case expect && interim == nil:
-				interim = w.b
-			default:
-				resp = append(resp, w.b...)
-			}
-		}
+		hs, headW, body, interim, resp := postWrites(recordPostSession(t, tls.VersionTLS13, nil, nil, expect, 5000), expect)
 		var head, bodyLast, respFirst, respLast int64
 		out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
 			o := synth.DefaultConnOptions()
