@@ -247,6 +247,26 @@ func postWrites(writes []tlsWrite, expect bool) (hs []tlsWrite, head, body, inte
 	return hs, head, body, interim, resp
 }
 
+// closeAfter ends c after the response's last byte at last: the client
+// acknowledges it, then both sides close.
+func closeAfter(c *synth.Conn, last int64) {
+	c.ClientAck(last + 2*D)
+	c.ClientFIN(last + 3*D)
+	c.ServerFIN(last + 3*D + 100*us)
+	c.ClientAck(last + 5*D)
+}
+
+// checkPost: one transaction, its request first/last and response
+// first/last as want, flagged continued for an Expect POST only.
+func checkPost(t *testing.T, txs []*reconstruct.Transaction, expect bool, want []int64) {
+	t.Helper()
+	tx := one(t, fmt.Sprintf("expect %v: transaction", expect), txs)
+	got := []int64{tx.RequestFirst, tx.RequestLast, tx.ResponseFirst, tx.ResponseLast}
+	if !slices.Equal(got, want) || (tx.Flags&reconstruct.FlagContinued != 0) != expect {
+		t.Errorf("expect %v: request first/last, response first/last %v, want %v; flags %v", expect, durs(sub(got)), durs(sub(want)), tx.Flags.Names())
+	}
+}
+
 // ticket is a TLS 1.3 record of 298 bytes of application data, a session
 // ticket's size.
 func ticket() []byte {
@@ -291,16 +311,9 @@ func TestKeylessHTTPSBodyAfterTickets(t *testing.T) {
 			}
 			times := c.ServerMSS(bodyLast+20*ms, resp, 1448, 20*us)
 			respFirst, respLast = recordDoneAt(resp, 0, times), times[len(times)-1]
-			c.ClientAck(respLast + 2*D)
-			c.ClientFIN(respLast + 3*D)
-			c.ServerFIN(respLast + 3*D + 100*us)
-			c.ClientAck(respLast + 5*D)
+			closeAfter(c, respLast)
 		})
-		tx := one(t, fmt.Sprintf("expect %v: transaction", expect), out.txs)
-		got := []int64{tx.RequestFirst, tx.RequestLast, tx.ResponseFirst, tx.ResponseLast}
-		if want := []int64{head, bodyLast, respFirst, respLast}; !slices.Equal(got, want) || (tx.Flags&reconstruct.FlagContinued != 0) != expect {
-			t.Errorf("expect %v: request first/last, response first/last %v, want %v; flags %v", expect, durs(sub(got)), durs(sub(want)), tx.Flags.Names())
-		}
+		checkPost(t, out.txs, expect, []int64{head, bodyLast, respFirst, respLast})
 	}
 }
 
@@ -347,15 +360,8 @@ func TestKeylessHTTPSContinueAfterLateTickets(t *testing.T) {
 				times := c.ServerMSS(late+200*us, resp, 1448, 20*us)
 				respLast = times[len(times)-1]
 			}
-			c.ClientAck(respLast + 2*D)
-			c.ClientFIN(respLast + 3*D)
-			c.ServerFIN(respLast + 3*D + 100*us)
-			c.ClientAck(respLast + 5*D)
+			closeAfter(c, respLast)
 		})
-		tx := one(t, fmt.Sprintf("expect %v: transaction", expect), out.txs)
-		got := []int64{tx.RequestFirst, tx.RequestLast, tx.ResponseFirst, tx.ResponseLast}
-		if want := []int64{head, bodyLast, respFirst, respLast}; !slices.Equal(got, want) || (tx.Flags&reconstruct.FlagContinued != 0) != expect {
-			t.Errorf("expect %v: request first/last, response first/last %v, want %v; flags %v", expect, durs(sub(got)), durs(sub(want)), tx.Flags.Names())
-		}
+		checkPost(t, out.txs, expect, []int64{head, bodyLast, respFirst, respLast})
 	}
 }
