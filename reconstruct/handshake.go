@@ -193,8 +193,8 @@ func appendHandshakeTime(c *conn, times []int64, ts int64) []int64 {
 // the answer to the client's retransmitted SYN); the client answers the
 // first to arrive.
 func (c *conn) answeredSynAck(p *capture.Packet) int64 {
-	if p.HasTimestamps {
-		for _, s := range c.hsNotes().synackTS {
+	if p.HasTimestamps && c.hs != nil {
+		for _, s := range c.hs.synackTS {
 			if s.at != 0 && s.tsval == p.TSEcr {
 				return s.at
 			}
@@ -213,12 +213,12 @@ func (c *conn) answeredSynAck(p *capture.Packet) int64 {
 // queues make (a clock of another rate) leaves seen; a difference within
 // the clock's tick keeps seen's precision.
 func (c *conn) handshakeSample(ack *capture.Packet, seen int64) int64 {
-	if !ack.HasTimestamps || seen <= 0 {
+	if !ack.HasTimestamps || seen <= 0 || c.hs == nil {
 		return seen
 	}
 	var synTS uint32
 	found := false
-	for _, s := range c.hsNotes().synackTS {
+	for _, s := range c.hs.synackTS {
 		if s.at != 0 && s.tsval == ack.TSEcr {
 			synTS, found = s.tsecr, true
 		}

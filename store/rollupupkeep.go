@@ -12,7 +12,7 @@ import (
 // empty (see writer.dirty and rollupDelay).
 
 // sensor is the sensor name the writer's rows carry.
-func (w *writer) sensor() string { return clip(w.opts.Sensor, maxSensorOrPri) }
+func (w *writer) sensor() string { return w.opts.Sensor } // Open refused longer ones (checkSensorName)
 
 // markDirty adds the minutes the groups' records fall in.
 func (w *writer) markDirty(groups []recordGroup) {

@@ -77,7 +77,9 @@ func (s *queueSim) limbo(ev qEvent) bool {
 // capture) decides when the server takes it, on a server the capture
 // shows dropping handshakes that meet a full accept queue.
 func (s *queueSim) limboJudged(ci int) bool {
-	return s.overflowDrops && s.rttSample != nil && s.rttSample[ci] != 0 && s.backlog > 0 && s.q.conns[ci].fresh
+	// A sample is set only where a copy got in: a fresh connection, a
+	// modelled backlog (see fastGap).
+	return s.overflowDrops && s.rttSample != nil && s.rttSample[ci] != 0
 }
 
 // maxLimboResends bounds the resends limbo waits for (Linux's
