@@ -395,7 +395,8 @@ func TestBrowserDrilldownHistoryAndLinks(t *testing.T) {
 		tb.eval(fmt.Sprintf(`(() => { const s = document.getElementById(%q); s.value = %q; s.dispatchEvent(new Event('change')); return true; })()`, id, v), nil)
 	}
 	rows := func(n int, note string) string {
-		return fmt.Sprintf(`document.querySelectorAll('#percentiles tbody tr').length === %d && document.getElementById('range-note').textContent.includes(%q)`, n, note)
+		// data-rendered: the charts of this view are drawn too, not only its table.
+		return fmt.Sprintf(`!!document.querySelector('#overview[data-rendered="1"]') && document.querySelectorAll('#percentiles tbody tr').length === %d && document.getElementById('range-note').textContent.includes(%q)`, n, note)
 	}
 	change("class", "premium")
 	tb.waitFor(`location.search === '?class=premium' && `+rows(1, "class premium"), 20*time.Second)

@@ -146,8 +146,14 @@ function card(id, title, ...content) {
   return el('section', { class: 'card', id }, el('h2', {}, title), ...content);
 }
 
+let renderGen = 0;
+
 function render(body, o, meta) {
   clear(body);
+  // Until this render's charts are drawn, the page is not rendered: a
+  // reader (or a test) waiting for data-rendered sees only whole views.
+  const gen = ++renderGen;
+  delete body.dataset.rendered;
   const classes = meta.classes.length ? meta.classes : o.classes;
   const shown = o.percentiles.map((p) => p.class);
   const q = o.quantiles;
@@ -205,6 +211,7 @@ function render(body, o, meta) {
 
   // Charts size themselves to their box, so draw after layout.
   requestAnimationFrame(() => {
+    if (gen !== renderGen) return; // a later render replaced these boxes
     if (o.histograms.length) {
       charts.histogram(histBox, o.histograms, classes, pickBuckets(o, histBox));
       charts.cdf(cdfBox, o.histograms, classes, pickBuckets(o, cdfBox));
