@@ -64,10 +64,11 @@ test: deps ui
 	$(MAKE) fuzz
 
 # The what-if checked against real runs with each action applied,
-# including the overload ones (minutes; the six-action validation and a
-# shortened overload, TestWhatIfOverloadRelief, also run in make test).
+# including the overload ones, each overload setup three times (about
+# 40 minutes; the six-action validation and a shortened overload,
+# TestWhatIfOverloadRelief, also run in make test).
 validate: deps ui
-	$(GO) test -count=1 -tags validate -timeout 75m -v -run 'TestWhatIfOverloadValidation|TestWhatIfSYNProxyValidation|TestWhatIfValidation' ./testbed/
+	$(GO) test -count=1 -tags validate -timeout 120m -v -run 'TestWhatIfOverloadValidation|TestWhatIfSYNProxyValidation|TestWhatIfValidation' ./testbed/
 
 # Every fuzz target runs briefly on top of its committed seed corpus (the
 # seeds, past findings included, also run in every plain `go test`). A new

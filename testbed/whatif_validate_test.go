@@ -272,6 +272,35 @@ func judgeValidation(t *testing.T, name string, rule whatif.Rule, base, applied 
 
 // judgeValidationWith is judgeValidation with the replay's options.
 func judgeValidationWith(t *testing.T, name string, rule whatif.Rule, base, applied ValidationRun, baseDir, appliedDir string, opts whatif.Options) (rows []ValidationRow, misses []string) {
+	for _, j := range predictValidation(t, name, rule, base, applied, baseDir, appliedDir, opts) {
+		rows = append(rows, j.row)
+		misses = append(misses, j.miss(name)...)
+	}
+	return rows, misses
+}
+
+// judgedRow is one class's prediction against one applied run, with the
+// link's stalls during the loads compared (the allowance beyond the
+// tolerance).
+type judgedRow struct {
+	row   ValidationRow
+	allow time.Duration
+}
+
+// miss says how the prediction missed, or nothing.
+func (j judgedRow) miss(name string) []string {
+	r := j.row
+	if withinValidation(r.Predicted.P50, r.Truth.P50, j.allow) && withinValidation(r.Predicted.P90, r.Truth.P90, j.allow) {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s %s: predicted p50 %v p90 %v, measured %v %v: errors %+.1f%% %+.1f%%, want within %.0f%% + %v of link stalls",
+		name, r.Class, ms(r.Predicted.P50), ms(r.Predicted.P90), ms(r.Truth.P50), ms(r.Truth.P90),
+		100*r.ErrP50(), 100*r.ErrP90(), 100*validateTolerance, j.allow)}
+}
+
+// predictValidation replays the baseline's records under rule and sets the
+// prediction per class beside what the applied run's clients measured.
+func predictValidation(t *testing.T, name string, rule whatif.Rule, base, applied ValidationRun, baseDir, appliedDir string, opts whatif.Options) []judgedRow {
 	ds, err := whatif.Load(baseDir)
 	if err != nil {
 		t.Fatal(err)
@@ -284,6 +313,7 @@ func judgeValidationWith(t *testing.T, name string, rule whatif.Rule, base, appl
 		Class string `json:"class"`
 		Total int64  `json:"total_ns"`
 	}](t, filepath.Join(appliedDir, "pageviews.jsonl"))
+	var out []judgedRow
 	for _, class := range []string{ValidateHighClass, ValidateLowClass} {
 		cr := res.Class(class)
 		if cr == nil {
@@ -302,7 +332,6 @@ func judgeValidationWith(t *testing.T, name string, rule whatif.Rule, base, appl
 			Baseline:  whatif.NewDistribution(baseTruth, whatif.DefaultEdges),
 			Predicted: cr.Predicted, Truth: whatif.NewDistribution(truth, whatif.DefaultEdges),
 			Rtmon: whatif.NewDistribution(rt, whatif.DefaultEdges)}
-		rows = append(rows, row)
 		t.Logf("%s %s: baseline rtmon p50 %v p90 %v (clients %v %v); predicted %v %v (n %d, affected %d, failed %d); "+
 			"applied clients %v %v, rtmon %v %v (n %d); link stalls up to %v (base) %v (applied)", name, class,
 			ms(cr.Measured.P50), ms(cr.Measured.P90), ms(row.Baseline.P50), ms(row.Baseline.P90),
@@ -315,14 +344,9 @@ func judgeValidationWith(t *testing.T, name string, rule whatif.Rule, base, appl
 			t.Errorf("%s %s: rtmon found %d pageviews and %d transactions outside them in the baseline, the clients made %d page loads (%d failed, %d reset)",
 				name, class, cr.Pageviews, cr.Transactions, n, failed, reset)
 		}
-		allow := baseStall + appliedStall
-		if !withinValidation(cr.Predicted.P50, row.Truth.P50, allow) || !withinValidation(cr.Predicted.P90, row.Truth.P90, allow) {
-			misses = append(misses, fmt.Sprintf("%s %s: predicted p50 %v p90 %v, measured %v %v: errors %+.1f%% %+.1f%%, want within %.0f%% + %v of link stalls",
-				name, class, ms(cr.Predicted.P50), ms(cr.Predicted.P90), ms(row.Truth.P50), ms(row.Truth.P90),
-				100*row.ErrP50(), 100*row.ErrP90(), 100*validateTolerance, allow))
-		}
+		out = append(out, judgedRow{row: row, allow: baseStall + appliedStall})
 	}
-	return rows, misses
+	return out
 }
 
 // resetLoads counts the loads of r a reset set aside (of class, or of
