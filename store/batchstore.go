@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -24,9 +25,10 @@ type recordItem struct {
 
 // recordGroup is one table's records of a batch.
 type recordGroup struct {
-	t     table
-	items []recordItem
-	row   func(c *colSet, i int) // appends record i's row
+	t      table
+	items  []recordItem
+	row    func(c *colSet, i int) // appends record i's row
+	client func(i int) netip.Addr // record i's client: its shard in cluster mode
 }
 
 // groupResult is what storing one group did.
@@ -36,7 +38,11 @@ type groupResult struct {
 }
 
 // store dedups and inserts one batch; it returns how many were duplicates.
-func (w *writer) store(ctx context.Context, b *Batch) (int, error) {
+func (w *writer) store(ctx context.Context, b *Batch) (int, error) { return w.storeBatch(ctx, b, -1) }
+
+// storeBatch is store; in cluster mode shard tryHeld is tried although
+// its rows are held (b is its held queue's head).
+func (w *writer) storeBatch(ctx context.Context, b *Batch, tryHeld int) (int, error) {
 	groups := recordGroups(b, w.sensor(), w.txClasses(b))
 	if w.opts.keepRollups() {
 		// Before the insert, not after: readers recompute the minutes
@@ -44,6 +50,9 @@ func (w *writer) store(ctx context.Context, b *Batch) (int, error) {
 		// rollups or in a minute they recompute. A failed insert leaves
 		// its minutes noted, which costs one needless recompute.
 		w.markDirty(groups)
+	}
+	if w.shards != nil {
+		return w.storeSharded(ctx, b, groups, tryHeld)
 	}
 	// The three tables are independent: dedup and insert them in parallel,
 	// which lets the server's insert work use both cores.
@@ -103,9 +112,12 @@ func (w *writer) txClasses(b *Batch) []string {
 // recordGroups splits b into its tables' groups.
 func recordGroups(b *Batch, sensor string, txClass []string) []recordGroup {
 	groups := []recordGroup{
-		{t: pvTable, items: make([]recordItem, len(b.Pageviews)), row: func(c *colSet, i int) { pvRow(c, sensor, b.Pageviews[i]) }},
-		{t: txTable, items: make([]recordItem, len(b.Transactions)), row: func(c *colSet, i int) { txRow(c, sensor, txClass[i], b.Transactions[i]) }},
-		{t: connTable, items: make([]recordItem, len(b.Connections)), row: func(c *colSet, i int) { connRow(c, sensor, b.Connections[i]) }},
+		{t: pvTable, items: make([]recordItem, len(b.Pageviews)), row: func(c *colSet, i int) { pvRow(c, sensor, b.Pageviews[i]) },
+			client: func(i int) netip.Addr { return b.Pageviews[i].Client }},
+		{t: txTable, items: make([]recordItem, len(b.Transactions)), row: func(c *colSet, i int) { txRow(c, sensor, txClass[i], b.Transactions[i]) },
+			client: func(i int) netip.Addr { return b.Transactions[i].Client }},
+		{t: connTable, items: make([]recordItem, len(b.Connections)), row: func(c *colSet, i int) { connRow(c, sensor, b.Connections[i]) },
+			client: func(i int) netip.Addr { return b.Connections[i].Client }},
 	}
 	for i, p := range b.Pageviews {
 		groups[0].items[i] = recordItem{clip(p.ID, maxID), p.Start, i}
@@ -120,35 +132,43 @@ func recordGroups(b *Batch, sensor string, txClass []string) []recordGroup {
 }
 
 func (w *writer) storeGroup(ctx context.Context, g *recordGroup) groupResult {
-	keep, dups, err := w.dedup(ctx, g)
+	keep, dups, err := dedupItems(ctx, g, g.items, w.existing)
 	if err != nil {
 		return groupResult{err: err}
 	}
-	if err := w.insertGroup(ctx, g, keep); err != nil {
+	if err := insertItems(ctx, g, keep, w.ins.chunkRows(len(keep)), w.ins.insert); err != nil {
 		return groupResult{err: err}
 	}
 	return groupResult{dups: dups}
 }
 
-// dedup drops the items whose id is stored already or repeats within the
-// batch.
-func (w *writer) dedup(ctx context.Context, g *recordGroup) (keep []recordItem, dups int, err error) {
-	ids := make(map[string]bool, len(g.items))
-	lo, hi := g.items[0].start, g.items[0].start
-	for _, it := range g.items {
+// existingFunc finds which of ids are stored with start_ns in [lo, hi].
+type existingFunc func(ctx context.Context, t table, lo, hi int64, ids map[string]bool) (map[string]bool, error)
+
+func (w *writer) existing(ctx context.Context, t table, lo, hi int64, ids map[string]bool) (map[string]bool, error) {
+	t0 := time.Now()
+	have, err := w.q.existingIDs(ctx, t, lo, hi, ids)
+	w.opts.Logger.Debug("store: dedup", "table", t.name, "ids", len(ids), "took", time.Since(t0))
+	return have, err
+}
+
+// dedupItems drops the items whose id is stored already or repeats within
+// the batch.
+func dedupItems(ctx context.Context, g *recordGroup, items []recordItem, existing existingFunc) (keep []recordItem, dups int, err error) {
+	ids := make(map[string]bool, len(items))
+	lo, hi := items[0].start, items[0].start
+	for _, it := range items {
 		ids[it.id] = true
 		lo, hi = min(lo, it.start), max(hi, it.start)
 	}
-	t0 := time.Now()
-	have, err := w.q.existingIDs(ctx, g.t, lo, hi, ids)
-	w.opts.Logger.Debug("store: dedup", "table", g.t.name, "ids", len(ids), "took", time.Since(t0))
+	have, err := existing(ctx, g.t, lo, hi, ids)
 	if err != nil {
 		return nil, 0, fmt.Errorf("dedup %s: %w", g.t.name, err)
 	}
 	// ids doubles as the seen-set: an id is kept once, then marked false
 	// so a repeat within the batch is dropped.
-	keep = make([]recordItem, 0, len(g.items))
-	for _, it := range g.items {
+	keep = make([]recordItem, 0, len(items))
+	for _, it := range items {
 		if have[it.id] || !ids[it.id] {
 			dups++
 			continue
@@ -159,13 +179,14 @@ func (w *writer) dedup(ctx context.Context, g *recordGroup) (keep []recordItem, 
 	return keep, dups, nil
 }
 
-// insertGroup inserts keep, split into concurrent inserts where the engine
-// says so: the server's per-insert work (sort, compress, write a part) is
-// single threaded, the client's encoding too.
-func (w *writer) insertGroup(ctx context.Context, g *recordGroup, keep []recordItem) error {
+// insertItems inserts keep, split into concurrent inserts of chunk rows
+// where the engine says so (chunk > 0): the server's per-insert work
+// (sort, compress, write a part) is single threaded, the client's
+// encoding too.
+func insertItems(ctx context.Context, g *recordGroup, keep []recordItem, chunk int, insert func(context.Context, *colSet) error) error {
 	size := len(keep)
-	if n := w.ins.chunkRows(len(keep)); n > 0 {
-		size = n
+	if chunk > 0 {
+		size = chunk
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -178,10 +199,7 @@ func (w *writer) insertGroup(ctx context.Context, g *recordGroup, keep []recordI
 				g.row(cs, it.i)
 			}
 			cs.done()
-			t0 := time.Now()
-			err := w.ins.insert(ctx, cs)
-			w.opts.Logger.Debug("store: insert", "table", g.t.name, "rows", cs.n, "took", time.Since(t0))
-			if err != nil {
+			if err := insert(ctx, cs); err != nil {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("insert %d %s: %w", cs.n, g.t.name, err))
 				mu.Unlock()

@@ -44,8 +44,14 @@ type chBackend struct {
 // INSERT back into large parts (min_insert_block_size_rows), and starts
 // parsing the first block while the next is encoded.
 func (c *chBackend) insert(ctx context.Context, cs *colSet) error {
+	return insertCH(ctx, c.conn, c.db, cs.t.name, cs)
+}
+
+// insertCH inserts cs into db.name over conn (name: cs's table, or in
+// cluster mode its shard-local table).
+func insertCH(ctx context.Context, conn chdriver.Conn, db, name string, cs *colSet) error {
 	t := cs.t
-	b, err := c.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO `%s`.%s (%s)", c.db, t.name, strings.Join(t.names(), ", ")))
+	b, err := conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO `%s`.%s (%s)", db, name, strings.Join(t.names(), ", ")))
 	if err != nil {
 		return fmt.Errorf("prepare: %w", err)
 	}

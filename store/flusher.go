@@ -18,8 +18,11 @@ func (w *writer) run() {
 	var nextTry time.Time
 	for {
 		var retry <-chan time.Time
-		if backoff > 0 {
-			retry = time.After(time.Until(nextTry))
+		w.mu.Lock()
+		heldNext := w.heldNext
+		w.mu.Unlock()
+		if wake := nextWake(backoff, nextTry, heldNext); !wake.IsZero() {
+			retry = time.After(time.Until(wake))
 		}
 		select {
 		case <-w.stop:
@@ -34,6 +37,9 @@ func (w *writer) run() {
 			w.enqueueLocked()
 		}
 		w.mu.Unlock()
+		if !heldNext.IsZero() && !time.Now().Before(heldNext) {
+			w.drainHeld()
+		}
 		if backoff > 0 && time.Now().Before(nextTry) {
 			continue
 		}
@@ -70,6 +76,12 @@ func (w *writer) drain(backoff time.Duration) time.Duration {
 
 		w.mu.Lock()
 		w.busy = false
+		if sf := (*shardFailure)(nil); errors.As(err, &sf) && sf.progress() {
+			w.holdLocked(p, sf, took)
+			w.mu.Unlock()
+			backoff = 0
+			continue
+		}
 		if errors.Is(err, errBadSpill) {
 			w.setAsideLocked(p, err)
 			w.mu.Unlock()
@@ -86,6 +98,17 @@ func (w *writer) drain(backoff time.Duration) time.Duration {
 		w.storedLocked(p, dups, took)
 		w.mu.Unlock()
 		backoff = 0
+	}
+}
+
+// nextWake is when the flusher must retry without a kick: the queue's
+// backoff or the held queues' (zero: neither).
+func nextWake(backoff time.Duration, nextTry, heldNext time.Time) time.Time {
+	switch {
+	case backoff > 0 && (heldNext.IsZero() || nextTry.Before(heldNext)):
+		return nextTry
+	default:
+		return heldNext
 	}
 }
 

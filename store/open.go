@@ -73,8 +73,19 @@ func open(ctx context.Context, b backend, opts Options) (Store, error) {
 	}
 	opts.BatchRows = b.batchRows(opts.BatchRows)
 	q := &querier{pool: b.sqlDB, d: b.dialect(), ins: b, keepRollups: opts.keepRollups(), versions: &versionClock{}}
-	w, err := newWriter(b, q, opts, b.hangs())
+	shards := opts.shards
+	if c, ok := b.(*chBackend); ok && c.cluster != "" {
+		r, err := newShardRouter(ctx, c)
+		if err != nil {
+			return fail(err)
+		}
+		shards = r
+	}
+	w, err := newWriter(b, q, opts, b.hangs(), shards)
 	if err != nil {
+		if shards != nil {
+			shards.close()
+		}
 		return fail(err)
 	}
 	q.onRollupError = w.countRollupError

@@ -67,6 +67,8 @@ type Options struct {
 	// background retention passes (Warn) and the writer's per-batch
 	// timings (Debug). Default slog.Default().
 	Logger *slog.Logger
+	// shards replaces cluster mode's shard router (tests).
+	shards shardSink
 }
 
 // check refuses values that have no meaning.

@@ -222,8 +222,13 @@ func (q *querier) Classes(ctx context.Context, r TimeRange) ([]string, error) {
 
 // existingIDs is shared: both engines answer it with one bound range query.
 func (q *querier) existingIDs(ctx context.Context, t table, lo, hi int64, ids map[string]bool) (map[string]bool, error) {
+	return existingIDsIn(ctx, q.db(), q.d.table(t.name), lo, hi, ids)
+}
+
+// existingIDsIn answers existingIDs from table (quoted) over db.
+func existingIDsIn(ctx context.Context, db *sql.DB, table string, lo, hi int64, ids map[string]bool) (map[string]bool, error) {
 	have := map[string]bool{}
-	err := eachRow(ctx, q.db(), fmt.Sprintf("SELECT id FROM %s WHERE start_ns >= ? AND start_ns <= ?", q.d.table(t.name)), []any{lo, hi},
+	err := eachRow(ctx, db, fmt.Sprintf("SELECT id FROM %s WHERE start_ns >= ? AND start_ns <= ?", table), []any{lo, hi},
 		func(rows *sql.Rows) error {
 			var id string
 			if err := rows.Scan(&id); err != nil {

@@ -40,14 +40,34 @@ func (w *writer) markDirty(groups []recordGroup) {
 	}
 }
 
+// mergeDirtyLocked adds minutes to those due for a recompute.
+func (w *writer) mergeDirtyLocked(minutes map[string]map[int64]bool) {
+	if len(w.dirty) == 0 {
+		w.dirtySince = time.Now()
+	}
+	mergeMinutes(w.dirty, minutes)
+}
+
+func mergeMinutes(into, from map[string]map[int64]bool) {
+	for t, ms := range from {
+		if into[t] == nil {
+			into[t] = map[int64]bool{}
+		}
+		for m := range ms {
+			into[t][m] = true
+		}
+	}
+}
+
 // pendingMinutes lists the starts (ns) of the minutes of table in [from,
 // to) (to 0: no bound) that hold records whose rollups are not stored
-// yet: noted and not recomputed, or being recomputed.
+// yet: noted and not recomputed, being recomputed, or deferred until a
+// held shard's records are stored.
 func (w *writer) pendingMinutes(table string, from, to int64) []int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []int64
-	for _, set := range []map[int64]bool{w.dirty[table], w.inRefresh[table]} {
+	for _, set := range []map[int64]bool{w.dirty[table], w.inRefresh[table], w.deferred[table]} {
 		for m := range set {
 			if s := m * rollupGrain; s >= from && (to == 0 || s < to) {
 				out = append(out, s)
@@ -97,10 +117,19 @@ func (w *writer) refreshDirty() {
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err := errors.Join(errs...)
+	if err != nil {
 		w.countRollupError(err)
 	}
 	w.mu.Lock()
+	if err != nil && w.holdingLocked() {
+		// A shard's records wait: the recompute read without them (or
+		// failed for its absence). Due again once they are stored.
+		if w.deferred == nil {
+			w.deferred = map[string]map[int64]bool{}
+		}
+		mergeMinutes(w.deferred, dirty)
+	}
 	w.refreshing = false
 	w.inRefresh = nil
 	w.cond.Broadcast()

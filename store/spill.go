@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -45,24 +46,34 @@ func (w *writer) queueLeftovers() error {
 
 // spillNewestLocked writes the newest in-memory batches to disk until the
 // memory bound holds again.
+// Held batches (cluster mode) go first: their shard is down, and they
+// are the ones that will wait longest.
 func (w *writer) spillNewestLocked() {
+	if !w.spillHeldLocked() {
+		return
+	}
 	for i := len(w.queue) - 1; i >= 1 && w.memRow > w.opts.MaxBufferRows; i-- {
 		// Entry 0 may be in the flusher's hands; never touch it.
-		p := w.queue[i]
-		if p.b == nil {
-			continue
-		}
-		if err := w.spillLocked(p); err != nil {
-			// A full disk: keep the batch in memory and hold writers
-			// back (waitForRoomLocked) rather than lose anything.
-			w.spillFailed = true
-			w.spillNoSpace = isNoSpace(err)
-			w.stats.SpillFailures++
-			w.stats.LastError = err.Error()
-			w.opts.Logger.Warn("store: spilling failed; writers wait for the engine", "err", err)
+		if p := w.queue[i]; p.b != nil && !w.spillOrMarkLocked(p) {
 			return
 		}
 	}
+}
+
+// spillOrMarkLocked spills p; on failure (a full disk) it keeps the batch
+// in memory, holds writers back (waitForRoomLocked) rather than lose
+// anything, and reports false.
+func (w *writer) spillOrMarkLocked(p *pending) bool {
+	err := w.spillLocked(p)
+	if err == nil {
+		return true
+	}
+	w.spillFailed = true
+	w.spillNoSpace = isNoSpace(err)
+	w.stats.SpillFailures++
+	w.stats.LastError = err.Error()
+	w.opts.Logger.Warn("store: spilling failed; writers wait for the engine", "err", err)
+	return false
 }
 
 func (w *writer) spillLocked(p *pending) error {
@@ -109,6 +120,12 @@ func (w *writer) spillLocked(p *pending) error {
 // counted lost. Retrying it would wedge the writer forever.
 func (w *writer) setAsideLocked(p *pending, err error) {
 	w.queue = w.queue[1:]
+	w.setAsideFileLocked(p, err)
+}
+
+// setAsideFileLocked renames p's file *.corrupt and counts its records
+// lost; p is out of its queue.
+func (w *writer) setAsideFileLocked(p *pending, err error) {
 	if rerr := os.Rename(p.path, p.path+".corrupt"); rerr != nil {
 		os.Remove(p.path)
 	}
@@ -144,7 +161,11 @@ func (w *writer) spillRest(ferr error) error {
 	var files []string
 	lost := 0
 	rows := 0
-	for _, p := range w.queue {
+	entries := slices.Clone(w.queue)
+	for _, h := range w.held {
+		entries = append(entries, h...)
+	}
+	for _, p := range entries {
 		if p.b != nil && w.spillDir() != "" {
 			if err := w.spillLocked(p); err != nil {
 				w.stats.SpillFailures++

@@ -101,11 +101,25 @@ type writer struct {
 	kick       chan struct{}
 	done       chan struct{}
 	stop       chan struct{}
+	// shards: cluster mode stores rows per shard (shardheld.go); held
+	// are each shard's rows that wait for it, heldErr why, and the
+	// flusher retries them at heldNext. deferred: rollup minutes whose
+	// recompute failed while rows were held, due once none are.
+	shards      shardSink
+	held        [][]*pending
+	heldErr     []error
+	heldBackoff time.Duration
+	heldNext    time.Time
+	deferred    map[string]map[int64]bool
 }
 
-func newWriter(ins inserter, q *querier, opts Options, hangs bool) (*writer, error) {
+func newWriter(ins inserter, q *querier, opts Options, hangs bool, shards shardSink) (*writer, error) {
 	w := &writer{ins: ins, q: q, opts: opts, hangs: hangs, cur: &Batch{}, classOf: map[netip.Addr]string{}, dirty: map[string]map[int64]bool{},
-		kick: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{})}
+		kick: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{}), shards: shards}
+	if shards != nil {
+		w.held = make([][]*pending, shards.shardCount())
+		w.heldErr = make([]error, shards.shardCount())
+	}
 	w.cond = sync.NewCond(&w.mu)
 	w.stream.chunk = min(streamChunk, opts.BatchRows)
 	if err := w.queueLeftovers(); err != nil {
@@ -177,7 +191,7 @@ func (w *writer) waitForRoomLocked(ctx context.Context) error {
 		})
 		defer stop()
 	}
-	for w.memRow >= w.opts.MaxBufferRows && (!w.canSpillLocked() || (!w.hangs && w.err == nil)) {
+	for w.memRow >= w.opts.MaxBufferRows && (!w.canSpillLocked() || (!w.hangs && !w.failingLocked())) {
 		if ctx.Err() != nil {
 			return fmt.Errorf("store: buffer full (%d records), the engine behind and no room to spill: %w", w.memRow, ctx.Err())
 		}
@@ -186,7 +200,7 @@ func (w *writer) waitForRoomLocked(ctx context.Context) error {
 		}
 		w.cond.Wait()
 	}
-	if !w.canSpillLocked() || w.memRow < w.opts.MaxBufferRows || w.err != nil || w.stalled {
+	if !w.canSpillLocked() || w.memRow < w.opts.MaxBufferRows || w.failingLocked() || w.stalled {
 		return nil
 	}
 	grace := max(w.opts.MaxAge, 2*w.lastStore)
@@ -200,7 +214,7 @@ func (w *writer) waitForRoomLocked(ctx context.Context) error {
 		w.mu.Unlock()
 	})
 	defer wake.Stop()
-	for w.memRow >= w.opts.MaxBufferRows && w.err == nil && !w.stalled && ctx.Err() == nil && !w.closed {
+	for w.memRow >= w.opts.MaxBufferRows && !w.failingLocked() && !w.stalled && ctx.Err() == nil && !w.closed {
 		if !time.Now().Before(deadline) {
 			w.stalled = true
 			break
@@ -307,7 +321,7 @@ func (w *writer) enqueueLocked() {
 	w.memRow += b.Len()
 	// Over the bound while healthy, waitForRoomLocked keeps the overshoot
 	// to about one batch; spill only when the engine fails or is stalled.
-	if w.canSpillLocked() && w.memRow > w.opts.MaxBufferRows && (w.err != nil || w.stalled) {
+	if w.canSpillLocked() && w.memRow > w.opts.MaxBufferRows && (w.failingLocked() || w.stalled) {
 		w.spillNewestLocked()
 	}
 	w.signal()
@@ -334,12 +348,15 @@ func (w *writer) flush(ctx context.Context) error {
 	defer w.mu.Unlock()
 	w.flushing++
 	defer func() { w.flushing-- }()
-	for len(w.queue) > 0 || len(w.dirty) > 0 || w.refreshing {
+	for len(w.queue) > 0 || w.holdingLocked() || len(w.dirty) > 0 || w.refreshing {
 		if ctx.Err() != nil {
-			if len(w.queue) == 0 {
+			if len(w.queue) == 0 && !w.holdingLocked() {
 				return nil // stored; readers recompute the rollups
 			}
-			return fmt.Errorf("store flush: %d records still queued (last error: %v): %w", w.stats.Queued, w.err, ctx.Err())
+			var held WriterStats
+			w.heldStatsLocked(&held)
+			return fmt.Errorf("store flush: %d records still queued (%d held for shards %v; last error: %v): %w",
+				w.stats.Queued, held.HeldRecords, held.HeldShards, w.lastErrLocked(), ctx.Err())
 		}
 		if len(w.queue) == 0 && !w.refreshing {
 			w.signal() // the flusher recomputes when it wakes with an empty queue
@@ -367,8 +384,12 @@ func (w *writer) close() error {
 	cancel()
 	close(w.stop)
 	<-w.done
+	var serr error
+	if w.shards != nil {
+		serr = w.shards.close()
+	}
 	if ferr == nil {
-		return nil
+		return serr
 	}
 	return w.spillRest(ferr)
 }
@@ -380,7 +401,8 @@ func (w *writer) Stats() WriterStats {
 	defer w.mu.Unlock()
 	st := w.stats
 	st.Queued += int64(staged)
-	st.Failing = w.err != nil
+	st.Failing = w.failingLocked()
+	w.heldStatsLocked(&st)
 	st.SpillFailing = w.spillFailed
 	st.DiskFull = (w.err != nil && w.storeNoSpace) || (w.spillFailed && w.spillNoSpace)
 	st.BatchRows = w.opts.BatchRows

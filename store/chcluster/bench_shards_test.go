@@ -36,11 +36,11 @@ type shardRun struct {
 
 // BenchmarkClusterShards measures the ingest rate of a 1 x 2 and a 2 x 2
 // cluster (issue #16): RTMON_BENCH_TX transactions (default 1,000,000,
-// with their connections and pageviews) ingested by a store through the
-// Distributed tables (rollups off: the insert path alone), then the same
-// rows copied out in Native format and sent by clickhouse-client's own
-// INSERT through the Distributed tables of an empty database of the same
-// cluster, the physical ceiling of that path. The 1-shard cluster is
+// with their connections and pageviews) ingested by a store (each shard's
+// rows to its local tables; rollups off: the insert path alone), then the
+// same rows copied out in Native format and sent by clickhouse-client's
+// own INSERT through the Distributed tables of an empty database of the
+// same cluster, the server's own native path. The 1-shard cluster is
 // stopped before the 2-shard one runs, so they do not share the CPU.
 func BenchmarkClusterShards(b *testing.B) {
 	ctx := context.Background()

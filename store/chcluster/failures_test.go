@@ -130,8 +130,9 @@ func waitStats(t *testing.T, s store.Store, what string, cond func(store.WriterS
 // brief is the stats a log line needs (LastError holds server stack
 // traces).
 func brief(st store.WriterStats) string {
-	return fmt.Sprintf("written %d, duplicates %d, queued %d, spill files %d, replayed %d, retries %d, lost %d, failing %v, shards down %v",
-		st.Written, st.Duplicates, st.Queued, st.SpilledFiles, st.ReplayedFiles, st.Retries, st.LostRecords, st.Failing, st.ShardsDown)
+	return fmt.Sprintf("written %d, duplicates %d, queued %d, spill files %d, replayed %d, retries %d, lost %d, failing %v, shards down %v, held %d for shards %v",
+		st.Written, st.Duplicates, st.Queued, st.SpilledFiles, st.ReplayedFiles, st.Retries, st.LostRecords, st.Failing, st.ShardsDown,
+		st.HeldRecords, st.HeldShards)
 }
 
 // checkNoLoss: the writer counted nothing lost and set no spill file aside.
@@ -242,10 +243,11 @@ func TestClusterFailReplica(t *testing.T) {
 	checkStoredOnce(t, c, db, in)
 }
 
-// A whole shard down: inserts fail, the writer spills, strict reads fail
-// and partial reads answer from shard 1 naming shard 2. The store is closed
-// during the outage (what it holds goes to spill files) and the next Open,
-// with the shard back, replays them.
+// A whole shard down: its records are held and spill while shard 1 keeps
+// taking its own; strict reads fail and partial reads answer from shard 1
+// naming shard 2. The store is closed during the outage (what it holds
+// goes to spill files) and the next Open, with the shard back, replays
+// them.
 func TestClusterFailShard(t *testing.T) {
 	c := needCluster(t)
 	t.Cleanup(func() { repairCluster(t, c) })
@@ -258,13 +260,22 @@ func TestClusterFailShard(t *testing.T) {
 
 	c.StopNode(2)
 	c.StopNode(3)
-	st := waitStats(t, s, "writer spills for the shard down", func(st store.WriterStats) bool {
-		return st.Failing && st.SpilledFiles > 0 && slices.Equal(st.ShardsDown, []int{2})
+	st := waitStats(t, s, "writer holds and spills shard 2's records", func(st store.WriterStats) bool {
+		return st.Failing && st.SpilledFiles > 0 && slices.Equal(st.ShardsDown, []int{2}) && slices.Equal(st.HeldShards, []int{2})
 	})
 	t.Logf("shard 2 down: %s", brief(st))
+	// Shard 1 keeps taking its records: more than the memory bound of
+	// them after the writer held shard 2's.
+	from := localCount(t, c, 0, db)
+	waitFor(t, "shard 1 takes records with shard 2 down", func() (bool, string) {
+		n := localCount(t, c, 0, db)
+		return n > from+2000, fmt.Sprintf("shard 1 holds %d transactions, had %d", n, from)
+	})
+	in.pause(t)
+	// Once what is not held is stored, shard 1's count stands still.
+	waitStats(t, s, "only shard 2's records wait", func(st store.WriterStats) bool { return st.Queued == st.HeldRecords })
 	checkPartialRead(t, c, db, s)
 
-	in.pause(t)
 	err := s.Close()
 	if err == nil || !strings.Contains(err.Error(), "the next Open replays them") {
 		t.Fatalf("Close with a shard down = %v, want the records left in spill files", err)
@@ -315,13 +326,21 @@ func checkPartialRead(t *testing.T, c *chcluster.Cluster, db string, s store.Sto
 	if m := sp.MissingShards(); !slices.Equal(m, []int{2}) {
 		t.Errorf("partial summary names shards %v missing, want [2]", m)
 	}
-	// Shard 1 takes no insert while shard 2 is down: the writer's dedup
-	// reads fail before any insert, so its count is stable.
-	local := query(t, c, 0, fmt.Sprintf("SELECT count() FROM `%s`.transactions_local", db))
-	n, _ := strconv.ParseInt(local, 10, 64)
-	if got.Transactions != n || n == 0 {
-		t.Errorf("partial read counts %d transactions, shard 1 holds %s", got.Transactions, local)
+	// Ingest is paused and only shard 2's records wait: shard 1's count
+	// stands still.
+	if n := localCount(t, c, 0, db); got.Transactions != n || n == 0 {
+		t.Errorf("partial read counts %d transactions, shard 1 holds %d", got.Transactions, n)
 	}
+}
+
+// localCount is how many transactions server node's local table holds.
+func localCount(t *testing.T, c *chcluster.Cluster, node int, db string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(query(t, c, node, fmt.Sprintf("SELECT count() FROM `%s`.transactions_local", db)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // ZooKeeper down: the replicated tables turn read-only, inserts fail and

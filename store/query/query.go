@@ -90,4 +90,9 @@ type WriterStats struct {
 	// all failed the last probe (a few seconds old at most): their records
 	// wait in the writer, and reads under WithPartial answer without them.
 	ShardsDown []int
+	// HeldShards lists the shards (1-based) that failed to take their
+	// records while others took theirs; HeldRecords of theirs wait, in
+	// memory and spill files (counted in Queued), retried until stored.
+	HeldShards  []int
+	HeldRecords int64
 }
