@@ -146,6 +146,7 @@ var writerMetrics = []metric[query.WriterStats]{
 	newMetric(counter, "store_retries_total", "Failed store insert attempts.", nil, func(s query.WriterStats) int64 { return s.Retries }),
 	newMetric(gauge, "store_insert_failing", "1 while the oldest queued batch fails to store and is retried (the last error is on /healthz and in the UI).", nil, func(s query.WriterStats) int64 { return b2i(s.Failing) }),
 	newMetric(gauge, "store_shards_down", "ClickHouse cluster shards none of whose replicas accept connections: their records wait to be stored and the UI's answers leave them out.", nil, func(s query.WriterStats) int64 { return int64(len(s.ShardsDown)) }),
+	newMetric(gauge, "store_held_records", "Records of ClickHouse cluster shards that failed to take them while the others took theirs: held in memory and spill files (within store_backlog_records) until their shard is back.", nil, func(s query.WriterStats) int64 { return s.HeldRecords }),
 	newMetric(gauge, "store_disk_full", "1 while storing or spilling fails for lack of disk space.", nil, func(s query.WriterStats) int64 { return b2i(s.DiskFull) }),
 	newMetric(gauge, "store_spill_failing", "1 while spilling fails: a full memory buffer then holds writers back (backpressure).", nil, func(s query.WriterStats) int64 { return b2i(s.SpillFailing) }),
 	newMetric(counter, "store_spill_failures_total", "Batches that could not be written to a spill file.", nil, func(s query.WriterStats) int64 { return s.SpillFailures }),
@@ -171,6 +172,9 @@ func storeState(s query.WriterStats) string {
 		return "disk full"
 	case len(s.ShardsDown) > 0:
 		return shardsText(s.ShardsDown) + " down"
+	case len(s.HeldShards) > 0:
+		// Reachable but refusing inserts (a replica read-only, a full disk).
+		return shardsText(s.HeldShards) + " not taking records"
 	case s.Failing:
 		return "failing"
 	case s.SpillFailing:

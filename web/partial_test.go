@@ -23,6 +23,9 @@ type shardDown struct {
 func (s shardDown) Stats() query.WriterStats {
 	st := s.Querier.Stats()
 	st.ShardsDown = s.down
+	if len(s.down) > 0 {
+		st.HeldShards, st.HeldRecords = s.down, 1234
+	}
 	return st
 }
 
@@ -79,8 +82,9 @@ func TestPartialAnswersNameMissingShards(t *testing.T) {
 	if len(sr.MissingShards) != 1 || sr.MissingShards[0] != 2 || sr.Total != all.Total {
 		t.Errorf("search: missing %v, %d matches; want shard 2 named and the %d the others hold", sr.MissingShards, sr.Total, all.Total)
 	}
-	if body := string(readAll(t, get(t, ts.URL+"/metrics"))); !strings.Contains(body, "rtmon_store_shards_down 1") {
-		t.Error("/metrics lacks rtmon_store_shards_down 1")
+	if body := string(readAll(t, get(t, ts.URL+"/metrics"))); !strings.Contains(body, "rtmon_store_shards_down 1") ||
+		!strings.Contains(body, "rtmon_store_held_records 1234") {
+		t.Error("/metrics lacks rtmon_store_shards_down 1 or rtmon_store_held_records 1234")
 	}
 
 	// Every shard up: complete answers, nothing named.
@@ -110,5 +114,23 @@ func TestPartialAnswersNameMissingShards(t *testing.T) {
 	}
 	if resp := get(t, ts.URL+"/api/overview?last=bogus"); resp.StatusCode == http.StatusOK {
 		t.Error("a bad range still answered")
+	}
+}
+
+// The status names a shard that is reachable but refuses its records
+// (held by the writer) apart from one that is down.
+func TestStoreStateNamesHeldShards(t *testing.T) {
+	for _, c := range []struct {
+		st   query.WriterStats
+		want string
+	}{
+		{query.WriterStats{ShardsDown: []int{2}, HeldShards: []int{2}, Failing: true}, "shard 2 down"},
+		{query.WriterStats{HeldShards: []int{1, 2}, Failing: true}, "shards 1, 2 not taking records"},
+		{query.WriterStats{Failing: true}, "failing"},
+		{query.WriterStats{}, ""},
+	} {
+		if got := storeState(c.st); got != c.want {
+			t.Errorf("storeState(%+v) = %q, want %q", c.st, got, c.want)
+		}
 	}
 }
