@@ -128,7 +128,12 @@ func (r *shardRouter) storeShard(ctx context.Context, s int, groups []recordGrou
 			errs = append(errs, err)
 			continue
 		}
-		if err := conn.Ping(ctx); err != nil {
+		// A short ping first: a hung server must not hold the flusher (and
+		// every other shard's rows) for the whole insert timeout.
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		err = conn.Ping(pctx)
+		cancel()
+		if err != nil {
 			errs = append(errs, fmt.Errorf("replica %s: %w", rep.addr, err))
 			continue
 		}
