@@ -348,9 +348,17 @@ func checkHTTPSScenario(t *testing.T, r *chromiumHTTPSRun, conns map[uint16]*TLS
 		if lost == 0 {
 			t.Error("the lossy link lost no frame")
 		}
-	case "syn-drops", "synack-loss":
-		if resent == 0 || r.nftDrops+int(r.bridge.HookDrops[ToClient]) == 0 {
-			t.Errorf("no SYN resent (%d) or nothing dropped (%d, %d): the run tests no handshake loss", resent, r.nftDrops, r.bridge.HookDrops[ToClient])
+	case "syn-drops":
+		if resent == 0 || r.nftDrops == 0 {
+			t.Errorf("no SYN resent (%d) or none dropped (%d): the run tests no handshake loss", resent, r.nftDrops)
+		}
+	case "synack-loss":
+		// Either end may resend first: the client its SYN on its timer,
+		// or the server its SYN/ACK on its own (both 1 s; on a busy
+		// machine the server's fired first and the client never resent).
+		// The loss on the link is what the scenario needs.
+		if r.bridge.HookDrops[ToClient] == 0 {
+			t.Errorf("no SYN/ACK lost on the link: the run tests no handshake loss")
 		}
 	}
 }
