@@ -355,11 +355,18 @@ func (w *writer) flush(ctx context.Context) error {
 			}
 			var held WriterStats
 			w.heldStatsLocked(&held)
-			return fmt.Errorf("store flush: %d records still queued (%d held for shards %v; last error: %v): %w",
-				w.stats.Queued, held.HeldRecords, held.HeldShards, w.lastErrLocked(), ctx.Err())
+			heldText := ""
+			if held.HeldRecords > 0 {
+				heldText = fmt.Sprintf("%d held for shards %v; ", held.HeldRecords, held.HeldShards)
+			}
+			return fmt.Errorf("store flush: %d records still queued (%slast error: %v): %w",
+				w.stats.Queued, heldText, w.lastErrLocked(), ctx.Err())
 		}
-		if len(w.queue) == 0 && !w.refreshing {
-			w.signal() // the flusher recomputes when it wakes with an empty queue
+		if len(w.queue) == 0 && !w.refreshing && len(w.dirty) > 0 {
+			// The flusher recomputes when it wakes with an empty queue.
+			// Held records alone are retried on their own timer: a kick
+			// here would only spin the two goroutines.
+			w.signal()
 		}
 		w.cond.Wait()
 	}
