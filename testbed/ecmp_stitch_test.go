@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,18 +9,24 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/rtmon/rtmon/store/chcluster"
 )
 
 // TestTwoSensorsECMPPageviews is issue #16's proof with two capture points:
 // Chromium loads pages whose connections the router's ECMP splits over two
-// front ends, a sensor at each stores its records into one store, and the
-// pageviews `rtmon stitch` makes are checked against the client's wire
-// truth as the single-sensor scenarios check theirs (compareWithRtmon),
-// and must name both sensors where the page's connections took both.
-// Before stitching, some page must be split: each sensor alone holds only
-// part of it (ecmpSetup checks that).
+// front ends, a sensor at each stores its records into one ClickHouse
+// cluster (2 shards x 2 replicas, each sensor through a server of its own
+// shard, as one sensor per front end would), and the pageviews `rtmon
+// stitch` makes are checked against the client's wire truth as the
+// single-sensor scenarios check theirs (compareWithRtmon), and must name
+// both sensors where the page's connections took both. Before stitching,
+// some page must be split: each sensor alone holds only part of it
+// (ecmpSetup checks that). TestECMPFrontEnds does the same into DuckDB,
+// without the stitching.
 func TestTwoSensorsECMPPageviews(t *testing.T) {
-	r := ecmpSetup(t)
+	c := startTestCluster(t)
+	r := ecmpSetup(t, [2]string{c.URL(0, "ecmp"), c.URL(2, "ecmp")})
 	ctx, bin, run, split, db, one, srv := r.ctx, r.bin, r.run, r.split, r.db, r.one, r.srv
 
 	from, to := ecmpSpan(run.res.Truth)
@@ -126,6 +133,20 @@ func logAgainstOne(t *testing.T, r *ecmpRun, after *stored, oneDir string) {
 			p, time.Duration(p.Wire.Total), len(p.Wire.InLoad), len(p.Wire.AfterLoad), time.Duration(one.Total), one.Objects,
 			derefInt(one.AfterLoad), one.Evidence, time.Duration(st.Total), st.Objects, derefInt(st.AfterLoad), st.Evidence)
 	}
+}
+
+// startTestCluster starts a 2 x 2 ClickHouse cluster with its ZooKeeper
+// (store/chcluster) for the test, stopped when it ends.
+func startTestCluster(t *testing.T) *chcluster.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(testContext(t), 10*time.Minute)
+	defer cancel()
+	c, err := chcluster.Start(ctx, t.TempDir(), chcluster.Options{})
+	if err != nil {
+		t.Fatalf("clickhouse cluster: %v", err)
+	}
+	t.Cleanup(c.Stop)
+	return c
 }
 
 func derefInt(p *int) int {

@@ -40,7 +40,8 @@ type ecmpRun struct {
 // (the client's capture) meets the single-sensor bounds on this very run.
 // TestTwoSensorsECMPPageviews (ecmp_stitch_test.go) adds the stitching.
 func TestECMPFrontEnds(t *testing.T) {
-	ecmpSetup(t)
+	db := "duckdb:" + filepath.Join(t.TempDir(), "rtmon.db")
+	ecmpSetup(t, [2]string{db, db})
 }
 
 // ecmpSetupResult is a run analyzed: each sensor's records in one store
@@ -50,15 +51,17 @@ type ecmpSetupResult struct {
 	bin    string
 	run    *ecmpRun
 	split  int
-	db     string      // store URL
+	db     string      // store URL (the first sensor's)
 	one    string      // analyze --out of the client's capture
 	srv    *ClientWire // both front ends' captures
 	before *stored
 }
 
 // ecmpSetup builds the testbed, runs the loads until ECMP splits pages,
-// checks the one-sensor reference and stores each sensor's records.
-func ecmpSetup(t *testing.T) *ecmpSetupResult {
+// checks the one-sensor reference and stores each sensor's records, the
+// front end i's sensor into stores[i] (one store, or servers of one
+// cluster).
+func ecmpSetup(t *testing.T, stores [2]string) *ecmpSetupResult {
 	t.Helper()
 	needChromium(t)
 	bin, err := buildRtmon()
@@ -70,7 +73,7 @@ func ecmpSetup(t *testing.T) *ecmpSetupResult {
 	run, split := splitECMPRun(ctx, t, e)
 	keepECMP(t, run)
 	r := &ecmpSetupResult{ctx: ctx, bin: bin, run: run, split: split, one: t.TempDir(),
-		db:  "duckdb:" + filepath.Join(t.TempDir(), "rtmon.db"),
+		db:  stores[0],
 		srv: &ClientWire{Conns: slices.Concat(run.frontW[0].Conns, run.frontW[1].Conns)}}
 	// The reference: one sensor that sees every connection, judged as the
 	// single-sensor scenarios are.
@@ -79,7 +82,7 @@ func ecmpSetup(t *testing.T) *ecmpSetupResult {
 		compareWithRtmon(t, Scenario{}, run.res, r.srv, &LinkDelays{}, r.one).report(t, "one sensor, every connection", true)
 	})
 	for i, path := range run.fronts {
-		rtmonCmd(ctx, t, bin, "analyze", "--store", r.db, "--sensor", ecmpSensors[i], path)
+		rtmonCmd(ctx, t, bin, "analyze", "--store", stores[i], "--sensor", ecmpSensors[i], path)
 	}
 	r.before = readStored(ctx, t, r.db)
 	checkSplitBeforeStitch(t, run, r.before, split)
