@@ -31,16 +31,8 @@ type recordGroup struct {
 	client func(i int) netip.Addr // record i's client: its shard in cluster mode
 }
 
-// groupResult is what storing one group did.
-type groupResult struct {
-	dups int
-	err  error
-}
-
-// store dedups and inserts one batch; it returns how many were duplicates.
-func (w *writer) store(ctx context.Context, b *Batch) (int, error) { return w.storeBatch(ctx, b, -1) }
-
-// storeBatch is store; in cluster mode shard tryHeld is tried although
+// storeBatch dedups and inserts one batch; it returns how many were
+// duplicates. In cluster mode shard tryHeld (-1: none) is tried although
 // its rows are held (b is its held queue's head).
 func (w *writer) storeBatch(ctx context.Context, b *Batch, tryHeld int) (int, error) {
 	groups := recordGroups(b, w.sensor(), w.txClasses(b))
@@ -56,21 +48,12 @@ func (w *writer) storeBatch(ctx context.Context, b *Batch, tryHeld int) (int, er
 	}
 	// The three tables are independent: dedup and insert them in parallel,
 	// which lets the server's insert work use both cores.
-	results := make([]groupResult, len(groups))
-	var wg sync.WaitGroup
+	items := make([][]recordItem, len(groups))
 	for gi := range groups {
-		if len(groups[gi].items) > 0 {
-			wg.Go(func() { results[gi] = w.storeGroup(ctx, &groups[gi]) })
-		}
+		items[gi] = groups[gi].items
 	}
-	wg.Wait()
-	dups := 0
-	var errs []error
-	for _, r := range results {
-		dups += r.dups
-		errs = append(errs, r.err)
-	}
-	if err := errors.Join(errs...); err != nil {
+	dups, err := storeGroups(ctx, groups, items, w.existing, w.ins.insert, w.ins.chunkRows)
+	if err != nil {
 		return 0, err
 	}
 	return dups, nil
@@ -131,17 +114,6 @@ func recordGroups(b *Batch, sensor string, txClass []string) []recordGroup {
 	return groups
 }
 
-func (w *writer) storeGroup(ctx context.Context, g *recordGroup) groupResult {
-	keep, dups, err := dedupItems(ctx, g, g.items, w.existing)
-	if err != nil {
-		return groupResult{err: err}
-	}
-	if err := insertItems(ctx, g, keep, w.ins.chunkRows(len(keep)), w.ins.insert); err != nil {
-		return groupResult{err: err}
-	}
-	return groupResult{dups: dups}
-}
-
 // existingFunc finds which of ids are stored with start_ns in [lo, hi].
 type existingFunc func(ctx context.Context, t table, lo, hi int64, ids map[string]bool) (map[string]bool, error)
 
@@ -180,13 +152,13 @@ func dedupItems(ctx context.Context, g *recordGroup, items []recordItem, existin
 }
 
 // insertItems inserts keep, split into concurrent inserts of chunk rows
-// where the engine says so (chunk > 0): the server's per-insert work
+// where the engine says so (chunk(n) > 0): the server's per-insert work
 // (sort, compress, write a part) is single threaded, the client's
 // encoding too.
-func insertItems(ctx context.Context, g *recordGroup, keep []recordItem, chunk int, insert func(context.Context, *colSet) error) error {
+func insertItems(ctx context.Context, g *recordGroup, keep []recordItem, chunk func(int) int, insert func(context.Context, *colSet) error) error {
 	size := len(keep)
-	if chunk > 0 {
-		size = chunk
+	if n := chunk(len(keep)); n > 0 {
+		size = n
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex

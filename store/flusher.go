@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 )
 
@@ -69,7 +68,7 @@ func (w *writer) drain(backoff time.Duration) time.Duration {
 		w.busy = true
 		w.mu.Unlock()
 
-		dups, took, err := w.storePending(p)
+		dups, took, err := w.storePending(p, -1)
 		if err != nil && !errors.Is(err, errBadSpill) {
 			err = w.heal(err)
 		}
@@ -116,7 +115,8 @@ func nextWake(backoff time.Duration, nextTry, heldNext time.Time) time.Time {
 var errBadSpill = errors.New("unreadable spill file")
 
 // storePending stores one queue entry, from memory or its spill file.
-func (w *writer) storePending(p *pending) (dups int, took time.Duration, err error) {
+// tryHeld as in storeBatch (-1: none).
+func (w *writer) storePending(p *pending, tryHeld int) (dups int, took time.Duration, err error) {
 	b := p.b
 	if b == nil {
 		if b, err = loadSpill(p.path); err != nil {
@@ -126,7 +126,7 @@ func (w *writer) storePending(p *pending) (dups int, took time.Duration, err err
 	t0 := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	dups, err = w.store(ctx, b)
+	dups, err = w.storeBatch(ctx, b, tryHeld)
 	return dups, time.Since(t0), err
 }
 
@@ -171,21 +171,20 @@ func (w *writer) failedLocked(err error) {
 // storedLocked removes the stored head entry p from the queue.
 func (w *writer) storedLocked(p *pending, dups int, took time.Duration) {
 	w.queue = w.queue[1:]
-	if p.b != nil {
-		w.memRow -= p.n
-	} else {
-		os.Remove(p.path)
-		w.stats.SpilledFiles--
-		w.stats.SpillBytes -= p.size
-		w.stats.ReplayedFiles++
-	}
+	w.releaseLocked(p)
+	w.countStoredLocked(p.n, dups)
 	w.err = nil
 	w.storeNoSpace = false
 	w.stalled = false
 	w.spillFailed = false // room may be back: the next spill will tell
 	w.lastStore = took
-	w.stats.Queued -= int64(p.n)
-	w.stats.Written += int64(p.n - dups)
-	w.stats.Duplicates += int64(dups)
 	w.cond.Broadcast()
+}
+
+// countStoredLocked counts n queued records stored, dups of them dropped
+// as already stored.
+func (w *writer) countStoredLocked(n, dups int) {
+	w.stats.Queued -= int64(n)
+	w.stats.Written += int64(n - dups)
+	w.stats.Duplicates += int64(dups)
 }

@@ -145,14 +145,11 @@ func (w *writer) holdLocked(p *pending, f *shardFailure, took time.Duration) {
 			w.stats.LastError = err.Error()
 		}
 	}
-	stored := p.n - held
+	w.countStoredLocked(p.n-held, f.dups)
 	w.err = nil
 	w.storeNoSpace = false
 	w.stalled = false
 	w.lastStore = took
-	w.stats.Queued -= int64(stored)
-	w.stats.Written += int64(stored - f.dups)
-	w.stats.Duplicates += int64(f.dups)
 	if w.heldNext.IsZero() {
 		w.heldBackoff = 100 * time.Millisecond
 		w.heldNext = time.Now().Add(w.heldBackoff)
@@ -190,7 +187,7 @@ func (w *writer) drainHeld() {
 			}
 			hp := w.held[s][0]
 			w.mu.Unlock()
-			dups, err := w.storeHeld(hp, s)
+			dups, _, err := w.storePending(hp, s)
 			w.mu.Lock()
 			if errors.Is(err, errBadSpill) {
 				w.held[s] = w.held[s][1:]
@@ -208,9 +205,7 @@ func (w *writer) drainHeld() {
 			}
 			w.held[s] = w.held[s][1:]
 			w.releaseLocked(hp)
-			w.stats.Queued -= int64(hp.n)
-			w.stats.Written += int64(hp.n - dups)
-			w.stats.Duplicates += int64(dups)
+			w.countStoredLocked(hp.n, dups)
 			if len(w.held[s]) == 0 {
 				w.heldErr[s] = nil
 				w.opts.Logger.Info("store: a shard takes its records again; its held records are stored", "shard", s+1)
@@ -232,20 +227,6 @@ func (w *writer) drainHeld() {
 		w.deferred = nil
 	}
 	w.cond.Broadcast()
-}
-
-// storeHeld stores held entry hp of shard s.
-func (w *writer) storeHeld(hp *pending, s int) (int, error) {
-	b := hp.b
-	if b == nil {
-		var err error
-		if b, err = loadSpill(hp.path); err != nil {
-			return 0, fmt.Errorf("%w: %w", errBadSpill, err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	return w.storeBatch(ctx, b, s)
 }
 
 // lastErrLocked is the main queue's error, else a held shard's.

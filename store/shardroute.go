@@ -143,7 +143,7 @@ func (r *shardRouter) storeShard(ctx context.Context, s int, groups []recordGrou
 		insert := func(ctx context.Context, cs *colSet) error {
 			return insertCH(ctx, conn, r.db, localName(cs.t.name), cs)
 		}
-		dups, err := storeGroups(ctx, groups, items, existing, insert)
+		dups, err := storeGroups(ctx, groups, items, existing, insert, noChunks)
 		if err != nil {
 			return 0, fmt.Errorf("shard %d (replica %s): %w", s+1, rep.addr, err)
 		}
@@ -152,10 +152,13 @@ func (r *shardRouter) storeShard(ctx context.Context, s int, groups []recordGrou
 	return 0, fmt.Errorf("shard %d: no replica answers: %w", s+1, errors.Join(errs...))
 }
 
+// noChunks: one insert per table and shard (see chBackend.chunkRows).
+func noChunks(int) int { return 0 }
+
 // storeGroups dedups and inserts each group's items, the tables in
-// parallel.
+// parallel; chunk splits a table's inserts (insertItems).
 func storeGroups(ctx context.Context, groups []recordGroup, items [][]recordItem,
-	existing existingFunc, insert func(context.Context, *colSet) error) (int, error) {
+	existing existingFunc, insert func(context.Context, *colSet) error, chunk func(int) int) (int, error) {
 	dups := make([]int, len(groups))
 	errs := make([]error, len(groups))
 	var wg sync.WaitGroup
@@ -166,7 +169,7 @@ func storeGroups(ctx context.Context, groups []recordGroup, items [][]recordItem
 		wg.Go(func() {
 			keep, d, err := dedupItems(ctx, &groups[gi], items[gi], existing)
 			if err == nil {
-				err = insertItems(ctx, &groups[gi], keep, 0, insert)
+				err = insertItems(ctx, &groups[gi], keep, chunk, insert)
 			}
 			dups[gi], errs[gi] = d, err
 		})
