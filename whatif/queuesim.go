@@ -72,6 +72,7 @@ const (
 	qHalfOpen
 	qSYN
 	qArrive
+	qJoin // a splicer's handshake completes: after every SYN of the instant
 )
 
 func (a qEvent) Before(b qEvent) bool {
@@ -209,6 +210,9 @@ func (s *queueSim) step() {
 		s.syn(ev)
 	case qArrive:
 		s.arrive(ev)
+	case qJoin:
+		s.join(ev)
+
 	case qDone:
 		s.done(ev.id, ev.t)
 	case qFree:
@@ -450,6 +454,61 @@ func spliceRetry(n int) int64 {
 	return int64(time.Second) << (n - spliceLinearRetries)
 }
 
+// spliceRetryAt is when a splicer whose n-th server SYN was dropped at t
+// sends the next: spliceRetry later, when the kernel's timer wheel fires.
+// Linux files a timer a second or more away in a bucket of 8 or 64
+// jiffies (32 or 256 ms at the usual HZ=250) and fires the whole bucket
+// at once, so the splicer's SYNs that were dropped within those 32 ms come
+// again together (measured on Linux 6.18: connect(2)'s SYNs 1.012 s, then
+// 1.024 s apart).
+func spliceRetryAt(t int64, n int) int64 {
+	d := spliceRetry(n)
+	jiffies := d / int64(linuxJiffy)
+	var gran int64
+	switch {
+	case jiffies < 64:
+		gran = int64(linuxJiffy)
+	case jiffies < 512:
+		gran = 8 * int64(linuxJiffy)
+	case jiffies < 4096:
+		gran = 64 * int64(linuxJiffy)
+	default:
+		gran = 512 * int64(linuxJiffy)
+	}
+	at := t + d
+	return (at + gran - 1) / gran * gran
+}
+
+// linuxJiffy is a kernel tick at HZ=250, Debian's and most distributions'.
+const linuxJiffy = 4 * time.Millisecond
+
+// join completes the handshake of a splicer's connection whose SYN the
+// server took: the connection joins the accept queue, or, the queue full
+// (other SYNs of the same instant took the room first: the kernel checks
+// the queue at each SYN, and queues the connection only at its ACK), it is
+// left half-open. The splicer, connected as it sees it, sends the request
+// and sends it again on its retransmission timer until one copy finds
+// room (in the overload validation 5% of the splicer's connections waited
+// so, 0.4-1.6 s). Without this the replay had the SYNs of a bucket of
+// retries (spliceRetryAt) dropped one after another as each took the room:
+// connections with two or more dropped SYNs came out 2.5 times as many
+// as the real splicer's.
+func (s *queueSim) join(ev qEvent) {
+	ti := ev.id
+	if !s.full() || ev.n >= maxLimboResends {
+		s.serve(ti, ev.t)
+		return
+	}
+	rtt := max(s.q.conns[s.q.txs[ti].conn].rttServer, 0)
+	first := ev.t
+	if ev.n == 0 {
+		s.out.limbo++
+	} else {
+		first -= requestResend(rtt, ev.n)
+	}
+	s.h.Push(qEvent{t: first + requestResend(rtt, ev.n+1), kind: qJoin, id: ti, n: ev.n + 1})
+}
+
 // spliceLinearRetries is how many retries connect(2) sends a second apart:
 // Linux's default tcp_syn_linear_timeouts (4) plus the one its check
 // (more retransmissions than the setting) lets through.
@@ -479,18 +538,19 @@ func (s *queueSim) arrive(ev qEvent) {
 			s.bindTries[ci]++
 			s.out.drops++
 			s.out.connDrops[ci]++
-			s.h.Push(qEvent{t: t + spliceRetry(s.bindTries[ci]), kind: qArrive, id: ti})
+			s.h.Push(qEvent{t: spliceRetryAt(t, s.bindTries[ci]), kind: qArrive, id: ti})
 			return
 		}
 		if s.bindTries[ci] == 0 {
 			s.arrivedT[ti] = t + lead
 		}
 		s.bindTries[ci] = -1
-		s.hold(t, s.q.conns[ci].rttServer)
+		rtt := max(s.q.conns[ci].rttServer, 0)
+		s.hold(t, rtt)
 		// Bound at the ClientHello, the request follows the TLS handshake
 		// through the splice; the worker that accepted waits for it.
 		s.ready[ti] = t + lead
-		s.serve(ti, t)
+		s.h.Push(qEvent{t: t + rtt, kind: qJoin, id: ti})
 		return
 	}
 	s.ready[ti] = t

@@ -274,8 +274,12 @@ func (a Action) Assumptions() string {
 			"when the request has come (delayed binding): the request waits for that handshake, one server-side " +
 			"RTT (a LAN hop) plus the SYN waits the server caused the client (less the FAST SYN saving when FAST " +
 			"SYN also applies), which move from Tconn into Tserver. It is a splicer that sends its SYN to the " +
-			"server again until the server takes it, as connect(2) does; the kernel's SYNPROXY sends one, and in " +
-			"front of an overloaded listener four loads in ten stalled behind it. " + spliceTLSAssumption(a.TerminateTLS)
+			"server again until the server takes it, as connect(2) does on Linux (a second apart five times, then " +
+			"doubling, each on the kernel's next 32 ms timer tick, so SYNs dropped together come again together); " +
+			"the kernel's SYNPROXY sends one, and in front of an overloaded listener four loads in ten stalled " +
+			"behind it. Under the queue server model, a splicer's handshake that completes into a full accept " +
+			"queue (other SYNs of the same instant took the room) leaves the connection half-open, and its " +
+			"request gets in on the splicer's retransmission timer (200 ms, doubling). " + spliceTLSAssumption(a.TerminateTLS)
 	case DropSYN:
 		return "While the condition holds, the first SYN of a new unit (pageview) of the matching clients is " +
 			"dropped; the client retransmits on its own schedule, learned from the capture's SYN retransmissions " +
