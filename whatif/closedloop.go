@@ -53,7 +53,7 @@ func (d *Dataset) newClosedLoop(rules []Rule, o *Options, qf *queueFit) *closedL
 		connSpliced: make([]bool, len(q.conns)), connBindsAtHello: make([]bool, len(q.conns)), connFastSYN: make([]int64, len(q.conns)), connAttempt: make([]int, len(q.conns)),
 		txsRemoved: make([]bool, len(q.txs))}
 	l.sim = d.newQueueSim(q, o, qf.model.shape(), l.ch)
-	l.sim.nullFull, l.sim.nullQueue = qf.null.fullAtAccept, qf.null.queueAtAccept
+	l.sim.nullQueue, l.sim.nullDropQueue = qf.null.queueAtAccept, qf.null.queueAtDrop
 	for ci := range q.conns {
 		if ui := q.conns[ci].unit; ui >= 0 {
 			l.unitConns[ui] = append(l.unitConns[ui], ci)
