@@ -305,6 +305,9 @@ func predictValidation(t *testing.T, name string, rule whatif.Rule, base, applie
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The RT_HIGH drive reads rtmon live, which reports a pageview 7 s
+	// after its end.
+	opts.ReportDelay = ds.LiveReportDelay()
 	res, err := ds.Evaluate([]whatif.Rule{rule}, opts)
 	if err != nil {
 		t.Fatal(err)

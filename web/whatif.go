@@ -223,6 +223,9 @@ func (h *whatIfHandler) answer(c *gin.Context) (*WhatIfResponse, error) {
 		return nil, err
 	}
 	resp.Range, resp.Loaded, resp.Notes = data.rng, data.loaded, append([]string{}, data.notes...)
+	// The front end acts on rtmon's live measurement, which reports a
+	// pageview only when its idle gap has passed (7 s after its end).
+	opts.ReportDelay = data.ds.LiveReportDelay()
 	resp.MissingShards = data.missing
 	resp.Units, resp.Unit = data.ds.Units(), data.ds.UnitName()
 	resp.SYNSchedules = data.ds.SYNSchedules(opts)

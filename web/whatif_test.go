@@ -154,7 +154,8 @@ func TestWhatIfAPIIsEvaluateOverTheStoredRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := whatif.Options{Priorities: premiumHigh, Edges: histEdges}
+	// The page judges the rules on what rtmon live would have reported.
+	opts := whatif.Options{Priorities: premiumHigh, Edges: histEdges, ReportDelay: ds.LiveReportDelay()}
 	want, err := ds.Evaluate(rules, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -568,7 +569,7 @@ func TestWhatIfReadsConnectionsInBulk(t *testing.T) {
 		t.Fatal(err)
 	}
 	rules, _ := whatif.ParseRules(fastSYN)
-	want, err := ds.Evaluate(rules, whatif.Options{Priorities: premiumHigh, Edges: histEdges})
+	want, err := ds.Evaluate(rules, whatif.Options{Priorities: premiumHigh, Edges: histEdges, ReportDelay: ds.LiveReportDelay()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -597,7 +598,7 @@ func TestWhatIfQueueModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := ds.Evaluate(rules, whatif.Options{Priorities: premiumHigh, Edges: histEdges, ServerModel: whatif.ServerQueue})
+	want, err := ds.Evaluate(rules, whatif.Options{Priorities: premiumHigh, Edges: histEdges, ServerModel: whatif.ServerQueue, ReportDelay: ds.LiveReportDelay()})
 	if err != nil {
 		t.Fatal(err)
 	}

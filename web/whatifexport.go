@@ -92,7 +92,8 @@ func (h *whatIfHandler) exportRules(c *gin.Context) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	opts := whatif.Options{Priorities: resp.Priorities, Edges: histEdges, ServerModel: resp.ServerModel}
+	opts := whatif.Options{Priorities: resp.Priorities, Edges: histEdges, ServerModel: resp.ServerModel,
+		ReportDelay: data.ds.LiveReportDelay()}
 	if e.Result, err = data.ds.Evaluate(e.Rules, opts); err != nil {
 		return nil, "", fmt.Errorf("whatif export: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rtmon/rtmon/pageview"
 	"github.com/rtmon/rtmon/reconstruct"
@@ -297,6 +298,18 @@ func (d *Dataset) UnitName() string {
 }
 
 func (d *Dataset) isPageview(u *unit) bool { return d.pageviews && !u.standalone }
+
+// LiveReportDelay is how long after a unit ends rtmon live reports it:
+// a pageview when its idle gap has passed with no new object and the
+// records that might still join it have settled (pageview.DefaultIdleGap
+// plus DefaultSettle, 7 s), a transaction at once. It is the
+// Options.ReportDelay of a front end driven by rtmon's live RT conditions.
+func (d *Dataset) LiveReportDelay() time.Duration {
+	if pv, _ := d.UnitCounts(); pv > 0 {
+		return pageview.DefaultIdleGap + pageview.DefaultSettle
+	}
+	return 0
+}
 
 // LoadModel returns the load model fitted on the capture.
 func (d *Dataset) LoadModel() LoadModel { return d.model }

@@ -58,6 +58,13 @@ type Options struct {
 	// WindowSamples bounds each window to its most recent completions
 	// (default 4096, at most 65536).
 	WindowSamples int
+	// ReportDelay is how long after a unit completes the conditions see
+	// it: the delay of the measurement that drives the front end (0: at
+	// once; at most 10 min). rtmon live reports a pageview only when its
+	// idle gap has passed (Dataset.LiveReportDelay, 7 s), so a front end
+	// acting on rtmon's RT_HIGH acts that much behind the pages it
+	// measures.
+	ReportDelay time.Duration
 	// Stat: Median (default) or Mean of the window. An empty window makes
 	// every RT comparison false: no evidence, no action.
 	Stat Stat
@@ -108,6 +115,7 @@ func (o Options) withDefaults() (Options, error) {
 	if err := cmp.Or(
 		defaultIn(&o.Window, 30*time.Second, time.Second, time.Hour, "window %v outside 1s..1h"),
 		defaultIn(&o.WindowSamples, 4096, 1, 65536, "window samples %d outside 1..65536"),
+		defaultIn(&o.ReportDelay, 0, 0, 10*time.Minute, "report delay %v outside 0..10m"),
 	); err != nil {
 		return o, err
 	}
@@ -272,6 +280,10 @@ type Result struct {
 	// when it is ServerQueue.
 	ServerModel ServerModel `json:"server_model"`
 	Queue       *QueueModel `json:"queue,omitempty"`
+	// Window and ReportDelay: the conditions' sliding window, and how long
+	// after a unit completed they saw it (Options).
+	Window      time.Duration `json:"window_ns"`
+	ReportDelay time.Duration `json:"report_delay_ns"`
 }
 
 // Class returns the named class's result, nil if absent.
@@ -328,7 +340,8 @@ func (d *Dataset) Evaluate(rules []Rule, opts Options) (*Result, error) {
 		}
 		delta = next
 	}
-	res := &Result{Unit: d.UnitName(), Passes: passes, LoadModel: model, Units: units, ServerModel: o.ServerModel}
+	res := &Result{Unit: d.UnitName(), Passes: passes, LoadModel: model, Units: units, ServerModel: o.ServerModel,
+		Window: o.Window, ReportDelay: o.ReportDelay}
 	if qf != nil {
 		m := qf.model
 		res.Queue = &m

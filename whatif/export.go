@@ -153,6 +153,8 @@ func unitTotal(r *Result) int {
 }
 
 func writeModel(c func(string, ...any), r *Result) {
+	c("Conditions: RT over the units completed in the last %s, each seen %s after it completed (the measurement's delay)",
+		ReadableDuration(int64(r.Window)), ReadableDuration(int64(r.ReportDelay)))
 	if q := r.Queue; r.ServerModel == ServerQueue && q != nil {
 		c("Model: fitted queueing server, %d workers, backlog %d; null replay within %.1f%%; %d replay pass(es)",
 			q.Workers, q.Backlog, 100*q.Worst, r.Passes)

@@ -331,6 +331,43 @@ func TestSlidingWindowCondition(t *testing.T) {
 	}
 }
 
+// A front end driven by rtmon's live measurement sees a pageview only
+// when rtmon reports it (its idle gap later): a low unit arriving a second
+// after the slow high pageview completed is spared with a report delay of
+// 2 s, and one arriving 4 s after is not; the window still keeps the
+// pageview for 10 s from its completion.
+func TestReportDelayDelaysConditions(t *testing.T) {
+	var b builder
+	b.add(spec{id: "h", client: "10.4.0.1", class: "premium", syns: []int64{0}, synacks: []int64{30 * us}, est: 100 * ms,
+		rtt: 100 * ms, proc: 3800 * ms})
+	var lows []*reconstruct.Transaction
+	for i, at := range []int64{5 * sec, 8 * sec, 20 * sec} {
+		lows = append(lows, b.add(spec{id: "l" + strconv.Itoa(i), client: "198.51.100.1", class: "others",
+			syns: []int64{at, at + 3*sec}, synacks: []int64{at + 3*sec + 30*us}, est: at + 3*sec + 130*ms, rtt: 100 * ms, proc: 10 * ms}))
+	}
+	d := b.dataset(t, nil)
+	for _, c := range []struct {
+		delay    time.Duration
+		affected []bool
+	}{
+		{0, []bool{true, true, false}},
+		{2 * time.Second, []bool{false, true, false}},
+		{20 * time.Second, []bool{false, false, false}},
+	} {
+		o := Options{Window: 10 * time.Second, ReportDelay: c.delay, Priorities: map[string]Priority{"premium": High, "others": Low}}
+		res := eval(t, d, "IF RT_HIGH > 3s AND CLASS == others THEN FAST SYN GAP 500ms", o)
+		for i, want := range c.affected {
+			if u := unitByID(t, res, lows[i].ID); (u.Measured != u.Predicted) != want {
+				t.Errorf("report delay %v, low %d: measured %v predicted %v, want affected %v", c.delay, i,
+					time.Duration(u.Measured), time.Duration(u.Predicted), want)
+			}
+		}
+	}
+	if _, err := d.Evaluate(nil, Options{ReportDelay: -time.Second}); err == nil {
+		t.Error("a negative report delay was taken")
+	}
+}
+
 func TestDistribution(t *testing.T) {
 	d := NewDistribution([]int64{5, 1, 2, 3, 4, 6, 7, 8, 9, 10}, []int64{0, 3, 6})
 	if d.N != 10 || d.P50 != 5 || d.P90 != 9 || d.P99 != 10 || d.Mean != 5 {

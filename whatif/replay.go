@@ -105,6 +105,8 @@ func (r *replayer) win(key string) *window {
 	return w
 }
 
+// complete adds a unit that completed at t with response time v to the
+// windows (the caller has waited Options.ReportDelay since).
 func (r *replayer) complete(class string, t, v int64) {
 	lim := r.o.WindowSamples
 	r.win("*").push(t, v, lim)
@@ -160,7 +162,7 @@ func (d *Dataset) replay(rules []Rule, o *Options, model LoadModel, delta *loadD
 		}
 		u := &d.units[ev.unit]
 		if ev.done {
-			r.complete(u.class, ev.t, ev.value)
+			r.complete(u.class, ev.t-int64(r.o.ReportDelay), ev.value)
 			continue
 		}
 		if !r.arrive(ev, out, st, &h) {
@@ -169,7 +171,7 @@ func (d *Dataset) replay(rules []Rule, o *Options, model LoadModel, delta *loadD
 		s := &st[ev.unit]
 		p := s.delay + d.predict(u, &s.act, model, delta, qd, s.delay)
 		out[ev.unit] = UnitResult{ID: u.id, Class: u.class, Start: u.start, Measured: u.total, Predicted: p, Delay: s.delay}
-		h.Push(event{t: u.start + p, done: true, unit: ev.unit, value: p})
+		h.Push(event{t: u.start + p + int64(r.o.ReportDelay), done: true, unit: ev.unit, value: p})
 	}
 	return out, st
 }
@@ -201,7 +203,7 @@ func (r *replayer) arrive(ev event, out []UnitResult, st []unitState, h *minheap
 			s.failed, s.act = true, act
 			out[ev.unit] = UnitResult{ID: u.id, Class: u.class, Start: u.start, Measured: u.total,
 				Predicted: wait, Delay: wait, Failed: true}
-			h.Push(event{t: u.start + wait, done: true, unit: ev.unit, value: wait})
+			h.Push(event{t: u.start + wait + int64(o.ReportDelay), done: true, unit: ev.unit, value: wait})
 			return false
 		}
 		h.Push(event{t: u.start + sched.waitBefore(ev.attempt+1), unit: ev.unit, attempt: ev.attempt + 1})

@@ -33,6 +33,7 @@ type whatifOptions struct {
 	classesFile string
 	format      string
 	window      time.Duration
+	reportDelay string
 	stat        string
 	synTimeout  time.Duration
 	synAttempts int
@@ -84,6 +85,7 @@ Rules: IF <cond> THEN <action>[, <action>], one per line, # comments, e.g.
 	f.StringVar(&o.format, "format", "text", "output: text or json")
 	f.DurationVar(&o.window, "window", 30*time.Second, "sliding window of the RT conditions")
 	f.StringVar(&o.stat, "stat", "median", "window statistic: median or mean")
+	f.StringVar(&o.reportDelay, "report-delay", "live", "how long after a unit ends the conditions see it: live (as rtmon live reports it: a pageview 7s after its end, when its idle gap has passed and its records settled; a transaction at once) or a duration (0: at once)")
 	f.DurationVar(&o.synTimeout, "syn-timeout", 0, "every client's initial SYN retransmission timeout, doubling (e.g. 3s classic, 1s Linux); default: each client's schedule learned from the capture")
 	f.IntVar(&o.synAttempts, "syn-attempts", 3, "SYNs a client sends before its connection fails")
 	f.StringVar(&o.serverModel, "server-model", "linear", "how the server answers changed load: linear (server time scales with concurrency; SYN losses stay as measured) or queue (a worker pool and backlog fitted on the capture: queueing and SYN drops at a full queue follow the load)")
@@ -124,6 +126,18 @@ func (o whatifOptions) options() (whatif.Options, error) {
 		opts.Priorities[name] = prio
 	}
 	return opts, nil
+}
+
+// reportDelayFor is --report-delay for the dataset d.
+func (o whatifOptions) reportDelayFor(d *whatif.Dataset) (time.Duration, error) {
+	if o.reportDelay == "" || o.reportDelay == "live" {
+		return d.LiveReportDelay(), nil
+	}
+	v, err := time.ParseDuration(o.reportDelay)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("--report-delay %q: want live or a duration of 0 or more", o.reportDelay)
+	}
+	return v, nil
 }
 
 func readBounded(path string, limit int64) ([]byte, error) {
@@ -203,6 +217,9 @@ func runWhatif(ctx context.Context, stdout io.Writer, o whatifOptions) error {
 	if err != nil {
 		return err
 	}
+	if opts.ReportDelay, err = o.reportDelayFor(d); err != nil {
+		return err
+	}
 	rep := whatifReport{Units: d.Units(), LoadModel: d.LoadModel(), Priorities: opts.Priorities,
 		Unit: d.UnitName(), SYNSchedules: d.SYNSchedules(opts), ServerModel: whatif.ServerLinear}
 	if opts.ServerModel == whatif.ServerQueue {
@@ -278,7 +295,8 @@ func writeWhatifText(w io.Writer, rep *whatifReport) {
 	}
 	classes := rep.Measured
 	if rep.Result != nil {
-		fmt.Fprintln(w, "\nrules:")
+		fmt.Fprintf(w, "\nrules (RT over the last %s, each unit seen %s after it ended):\n",
+			dur(int64(rep.Result.Window)), dur(int64(rep.Result.ReportDelay)))
 		for _, r := range rep.Result.Rules {
 			fmt.Fprintln(w, "  "+r)
 		}

@@ -286,3 +286,31 @@ func whatifJSON(t *testing.T, args ...string) *whatif.Result {
 	}
 	return rep.Result
 }
+
+// --report-delay: live is rtmon's own (a pageview's idle gap, none for
+// transactions), a duration overrides it, anything else is refused.
+func TestWhatifReportDelay(t *testing.T) {
+	dir := analyzedRecords(t)
+	d, err := whatif.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := time.Duration(0)
+	if wantUnit(t, dir) == "pageview" {
+		live = 7 * time.Second
+	}
+	for _, c := range []struct {
+		flag string
+		want time.Duration
+		bad  bool
+	}{{"live", live, false}, {"", live, false}, {"0", 0, false}, {"2s", 2 * time.Second, false}, {"-1s", 0, true}, {"soon", 0, true}} {
+		got, err := whatifOptions{reportDelay: c.flag}.reportDelayFor(d)
+		if (err != nil) != c.bad || got != c.want {
+			t.Errorf("--report-delay %q: %v, %v; want %v (error %v)", c.flag, got, err, c.want, c.bad)
+		}
+	}
+	if _, err := runCmd(t, "whatif", "--records", dir, "--report-delay", "soon", "--rule", "IF RT_HIGH > 1s THEN DROP SYN"); err == nil ||
+		!strings.Contains(err.Error(), "--report-delay") {
+		t.Errorf("a bad --report-delay: %v", err)
+	}
+}
