@@ -301,19 +301,26 @@ func TestDropSYNLoadModel(t *testing.T) {
 	}
 }
 
-func TestSlidingWindowCondition(t *testing.T) {
+// slowHighThenLows is a high-class (premium) pageview of 4 s, completing
+// at about 4 s, and low-class (others) transactions starting at ats, each
+// with a 3 s SYN loss.
+func slowHighThenLows(t *testing.T, ats ...int64) (*Dataset, []*reconstruct.Transaction) {
+	t.Helper()
 	var b builder
-	// The high class's only pageview takes 4 s and completes at ~4 s.
 	b.add(spec{id: "h", client: "10.4.0.1", class: "premium", syns: []int64{0}, synacks: []int64{30 * us}, est: 100 * ms,
 		rtt: 100 * ms, proc: 3800 * ms})
-	// Low-priority transactions with a 3 s SYN loss each, before, during and
-	// after the 10 s window in which RT_HIGH = 4 s.
 	var lows []*reconstruct.Transaction
-	for i, at := range []int64{1 * sec, 5 * sec, 20 * sec} {
+	for i, at := range ats {
 		lows = append(lows, b.add(spec{id: "l" + strconv.Itoa(i), client: "198.51.100.1", class: "others",
 			syns: []int64{at, at + 3*sec}, synacks: []int64{at + 3*sec + 30*us}, est: at + 3*sec + 130*ms, rtt: 100 * ms, proc: 10 * ms}))
 	}
-	d := b.dataset(t, nil)
+	return b.dataset(t, nil), lows
+}
+
+func TestSlidingWindowCondition(t *testing.T) {
+	// Low-priority transactions before, during and after the 10 s window
+	// in which RT_HIGH = 4 s.
+	d, lows := slowHighThenLows(t, 1*sec, 5*sec, 20*sec)
 	o := Options{Window: 10 * time.Second, Priorities: map[string]Priority{"premium": High, "others": Low}}
 	res := eval(t, d, "IF RT_HIGH > 3s AND CLASS == others THEN FAST SYN GAP 500ms", o)
 	for i, want := range []int64{0, 2500 * ms, 0} {
@@ -337,15 +344,7 @@ func TestSlidingWindowCondition(t *testing.T) {
 // 2 s, and one arriving 4 s after is not; the window still keeps the
 // pageview for 10 s from its completion.
 func TestReportDelayDelaysConditions(t *testing.T) {
-	var b builder
-	b.add(spec{id: "h", client: "10.4.0.1", class: "premium", syns: []int64{0}, synacks: []int64{30 * us}, est: 100 * ms,
-		rtt: 100 * ms, proc: 3800 * ms})
-	var lows []*reconstruct.Transaction
-	for i, at := range []int64{5 * sec, 8 * sec, 20 * sec} {
-		lows = append(lows, b.add(spec{id: "l" + strconv.Itoa(i), client: "198.51.100.1", class: "others",
-			syns: []int64{at, at + 3*sec}, synacks: []int64{at + 3*sec + 30*us}, est: at + 3*sec + 130*ms, rtt: 100 * ms, proc: 10 * ms}))
-	}
-	d := b.dataset(t, nil)
+	d, lows := slowHighThenLows(t, 5*sec, 8*sec, 20*sec)
 	for _, c := range []struct {
 		delay    time.Duration
 		affected []bool
