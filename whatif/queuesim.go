@@ -40,7 +40,6 @@ type queueOutcome struct {
 	// per connection; queueAtDrop: when each SYN it dropped came.
 	queueAtAccept []int
 	queueAtDrop   [][]int
-	waitMax       int // longest queue seen
 	// limbo counts connections whose handshake completed into a full
 	// accept queue (see queueSim.limbo).
 	limbo int
@@ -214,7 +213,6 @@ func (s *queueSim) step() {
 		s.arrive(ev)
 	case qJoin:
 		s.join(ev)
-
 	case qDone:
 		s.done(ev.id, ev.t)
 	case qFree:
@@ -501,7 +499,6 @@ func (s *queueSim) serve(ti int, t int64) {
 		at--
 	}
 	s.waiting = slices.Insert(s.waiting, at, ti)
-	s.out.waitMax = max(s.out.waitMax, len(s.waiting))
 }
 
 func (s *queueSim) done(ti int, t int64) {
