@@ -120,6 +120,10 @@ type WhatIfResponse struct {
 	// queue); Queue is the fitted queueing server when it is queue.
 	ServerModel whatif.ServerModel `json:"server_model"`
 	Queue       *whatif.QueueModel `json:"queue,omitempty"`
+	// Window and ReportDelay (ns): the RT conditions' sliding window, and
+	// how long after a unit ended they saw it (rtmon live's report delay).
+	Window      int64 `json:"window_ns"`
+	ReportDelay int64 `json:"report_delay_ns"`
 }
 
 // WhatIfParseError locates a rule syntax error (1-based; 0 when the error
@@ -278,6 +282,7 @@ func (resp *WhatIfResponse) evaluate(ds *whatif.Dataset, rules []whatif.Rule, cl
 	resp.Rules = nonNil(res.Rules)
 	resp.Classes, resp.LoadModel, resp.Passes = res.Classes, res.LoadModel, res.Passes
 	resp.ServerModel, resp.Queue = res.ServerModel, res.Queue
+	resp.Window, resp.ReportDelay = int64(res.Window), int64(res.ReportDelay)
 	resp.Class = class
 	if resp.Class != "" && !slices.Contains(ds.Classes(), resp.Class) {
 		return badRequest{fmt.Errorf("class %q has no records in this range", resp.Class)}

@@ -399,6 +399,7 @@ func TestBrowserWhatIf(t *testing.T) {
 		Assume   map[string]string
 		Rules    string
 		SYN      string
+		Summary  string
 	}
 	tb.eval(`(() => {
 	  const q = (s) => [...document.querySelectorAll(s)];
@@ -414,6 +415,7 @@ func TestBrowserWhatIf(t *testing.T) {
 	    Assume: Object.fromEntries(q('dl.assumptions dd').map((d) => [d.dataset.action, d.textContent])),
 	    Rules: document.getElementById('rules').value,
 	    SYN: document.getElementById('whatif-syn-schedules').textContent,
+	    Summary: document.getElementById('whatif-summary').textContent,
 	  };
 	})()`, &shown)
 	if len(shown.Series) != len(api.Classes) || len(api.Classes) != 2 || shown.Canvases != len(api.Classes) {
@@ -440,6 +442,12 @@ func TestBrowserWhatIf(t *testing.T) {
 	}
 	if shown.Rules != fastSYN {
 		t.Errorf("textarea %q", shown.Rules)
+	}
+	// The window and the report delay the prediction assumed: pageviews,
+	// which rtmon live reports 7 s after they end.
+	if api.Window != int64(30*time.Second) || api.ReportDelay != int64(7*time.Second) ||
+		!strings.Contains(shown.Summary, "RT conditions over 30.0 s, each unit seen 7.00 s after it ended") {
+		t.Errorf("window %v, report delay %v; summary %q", time.Duration(api.Window), time.Duration(api.ReportDelay), shown.Summary)
 	}
 	// Every class's SYN schedule, as the API says where it came from.
 	for _, s := range api.SYNSchedules {

@@ -105,7 +105,8 @@ function render(box, res, textarea) {
     `${fmtInt(res.units)} units replayed (${res.unit}) · ${fmtInt(l.transactions)} transactions, ${fmtInt(l.pageviews)} pageviews, `
     + `${fmtInt(l.connections)} connections read · ${res.range.From ? fmtTime(res.range.From) : 'start'} – ${res.range.To ? fmtTime(res.range.To) : 'end'} UTC`
     + (res.queue ? '' : ` · load model: server time ${fmtDur(m.intercept_ns)} + ${fmtDur(m.slope_ns)} × concurrency (${fmtInt(m.samples)} samples)`)
-    + ` · ${res.passes} replay pass${res.passes === 1 ? '' : 'es'}`));
+    + ` · ${res.passes} replay pass${res.passes === 1 ? '' : 'es'}`
+    + (res.window_ns ? ` · RT conditions over ${fmtDur(res.window_ns)}, each unit seen ${fmtDur(res.report_delay_ns)} after it ended (as rtmon live reports it)` : '')));
   if (res.queue) box.append(queueFit(res.queue));
   box.append(el('section', { class: 'card wide', id: 'whatif-rules' }, el('h2', {}, 'Rules evaluated'),
     res.rules.length ? el('ol', { class: 'rules-list' }, res.rules.map((r) => el('li', {}, el('code', {}, r))))
