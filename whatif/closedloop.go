@@ -101,7 +101,7 @@ func (l *closedLoop) finish(ui int) {
 		// The server dropped every SYN the client sent: it gave up.
 		s.failed, l.out[ui].Failed = true, true
 	}
-	l.h.Push(event{t: u.start + p + int64(l.r.o.ReportDelay), done: true, unit: ui, value: p})
+	l.h.Push(l.r.completion(ui, u.start+p, p))
 }
 
 // unexplainedDelta is the change of server time of ti, a response the
@@ -213,7 +213,7 @@ func (l *closedLoop) run() {
 			sim.step()
 		case tr == m && l.h[0].done:
 			ev := l.h.Pop()
-			l.r.complete(d.units[ev.unit].class, ev.t-int64(l.r.o.ReportDelay), ev.value)
+			l.r.complete(d.units[ev.unit].class, ev)
 		case tr == m:
 			if ev := l.h.Pop(); l.r.arrive(ev, l.out, l.st, &l.h) {
 				l.admit(ev.unit, ev.attempt)

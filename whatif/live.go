@@ -2,7 +2,7 @@ package whatif
 
 // Live evaluation of the rules' conditions: what a front end applying them
 // would see on the traffic rtmon is watching now. It drives the replay's own
-// windows (replayer.complete and replayer.metric, replay.go), so a condition
+// windows (replayer.add and replayer.metric, replay.go), so a condition
 // turns on and off live exactly where the what-if would judge it so.
 
 import (
@@ -80,7 +80,7 @@ func (l *LiveRules) Observe(at int64, class string, rt int64) []Flip {
 		}
 		at = l.newest
 	}
-	l.r.complete(class, at, rt)
+	l.r.add(class, at, rt)
 	if !l.named[class] {
 		// Nobody reads this class's own window: keep memory to the
 		// windows the rules read, whatever classes the traffic has.

@@ -57,11 +57,7 @@ func (s *queueSim) limbo(ev qEvent) bool {
 		return false
 	}
 	if len(s.waiting) < s.backlog || ev.n >= maxLimboResends {
-		// Queued now, behind those that came before it.
-		if s.key == nil {
-			s.key = make([]int64, len(s.q.txs))
-		}
-		s.key[ti] = ev.t
+		s.queuedAt(ti, ev.t)
 		return false
 	}
 	if ev.n == 0 {
@@ -103,6 +99,15 @@ func requestResend(rtt int64, n int) int64 {
 		at += min(rto<<k, int64(120*time.Second))
 	}
 	return at
+}
+
+// queuedAt puts transaction ti in the accept queue's order at t, behind
+// those queued before it (see queueKey).
+func (s *queueSim) queuedAt(ti int, t int64) {
+	if s.key == nil {
+		s.key = make([]int64, len(s.q.txs))
+	}
+	s.key[ti] = t
 }
 
 // queueKey is transaction ti's place in the accept queue's order: when

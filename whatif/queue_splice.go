@@ -83,6 +83,10 @@ const linuxJiffy = 4 * time.Millisecond
 func (s *queueSim) join(ev qEvent) {
 	ti := ev.id
 	if !s.full() || ev.n >= maxLimboResends {
+		// In the accept queue's order from now: its captured handshake,
+		// seconds of dropped SYNs earlier, would put it ahead of those
+		// that got in meanwhile.
+		s.queuedAt(ti, ev.t)
 		s.serve(ti, ev.t)
 		return
 	}

@@ -105,9 +105,20 @@ func (r *replayer) win(key string) *window {
 	return w
 }
 
-// complete adds a unit that completed at t with response time v to the
-// windows (the caller has waited Options.ReportDelay since).
-func (r *replayer) complete(class string, t, v int64) {
+// completion is unit ui's completion at end with response time v, as
+// the windows receive it: Options.ReportDelay later (complete).
+func (r *replayer) completion(ui int, end, v int64) event {
+	return event{t: end + int64(r.o.ReportDelay), done: true, unit: ui, value: v}
+}
+
+// complete adds a unit of class, its completion ev (completion), to the
+// windows, at the time it completed.
+func (r *replayer) complete(class string, ev event) {
+	r.add(class, ev.t-int64(r.o.ReportDelay), ev.value)
+}
+
+// add adds a unit of class that completed at t after v to the windows.
+func (r *replayer) add(class string, t, v int64) {
 	lim := r.o.WindowSamples
 	r.win("*").push(t, v, lim)
 	r.win(string(priorityOf(r.o, class))).push(t, v, lim)
@@ -162,7 +173,7 @@ func (d *Dataset) replay(rules []Rule, o *Options, model LoadModel, delta *loadD
 		}
 		u := &d.units[ev.unit]
 		if ev.done {
-			r.complete(u.class, ev.t-int64(r.o.ReportDelay), ev.value)
+			r.complete(u.class, ev)
 			continue
 		}
 		if !r.arrive(ev, out, st, &h) {
@@ -171,7 +182,7 @@ func (d *Dataset) replay(rules []Rule, o *Options, model LoadModel, delta *loadD
 		s := &st[ev.unit]
 		p := s.delay + d.predict(u, &s.act, model, delta, qd, s.delay)
 		out[ev.unit] = UnitResult{ID: u.id, Class: u.class, Start: u.start, Measured: u.total, Predicted: p, Delay: s.delay}
-		h.Push(event{t: u.start + p + int64(r.o.ReportDelay), done: true, unit: ev.unit, value: p})
+		h.Push(r.completion(ev.unit, u.start+p, p))
 	}
 	return out, st
 }
@@ -203,7 +214,7 @@ func (r *replayer) arrive(ev event, out []UnitResult, st []unitState, h *minheap
 			s.failed, s.act = true, act
 			out[ev.unit] = UnitResult{ID: u.id, Class: u.class, Start: u.start, Measured: u.total,
 				Predicted: wait, Delay: wait, Failed: true}
-			h.Push(event{t: u.start + wait + int64(o.ReportDelay), done: true, unit: ev.unit, value: wait})
+			h.Push(r.completion(ev.unit, u.start+wait, wait))
 			return false
 		}
 		h.Push(event{t: u.start + sched.waitBefore(ev.attempt+1), unit: ev.unit, attempt: ev.attempt + 1})
