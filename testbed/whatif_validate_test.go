@@ -2,6 +2,7 @@ package testbed
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -257,7 +258,48 @@ func runAnalyzedValidation(t *testing.T, ctx context.Context, bin, classes strin
 	if b, err := exec.CommandContext(ctx, bin, append(args, r.Capture)...).CombinedOutput(); err != nil {
 		t.Fatalf("rtmon analyze %s: %v\n%s", spec.Name, err, b)
 	}
+	if *keepDir != "" {
+		if err := keepRecords(filepath.Join(*keepDir, "whatif-"+spec.Name), out, r); err != nil {
+			t.Error(err)
+		}
+	}
 	return r, out
+}
+
+// keepRecords copies a run's records (rtmon analyze --out) into dir with
+// truth.json, what its clients measured per class (the loads judged, in
+// ns), so a model can be judged again offline on the same runs: two real
+// runs of one setup differ too much for a model change to be judged on
+// fresh runs alone.
+func keepRecords(dir, records string, r ValidationRun) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("keep records: %w", err)
+	}
+	files, err := filepath.Glob(filepath.Join(records, "*.jsonl"))
+	if err != nil {
+		return fmt.Errorf("keep records: %w", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644)
+		}
+		if err != nil {
+			return fmt.Errorf("keep records: %w", err)
+		}
+	}
+	truth := map[string][]int64{}
+	for _, class := range []string{ValidateHighClass, ValidateLowClass} {
+		truth[class], _ = classLoads(r, class)
+	}
+	b, err := json.Marshal(truth)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "truth.json"), b, 0o644)
+	}
+	if err != nil {
+		return fmt.Errorf("keep records: truth: %w", err)
+	}
+	return nil
 }
 
 // judgeValidation compares, per class, the prediction from the baseline's
