@@ -33,22 +33,22 @@ func (s *queueSim) halfOpenCopy(ev qEvent) bool {
 	return false
 }
 
-// limbo decides whether the handshake of a connection a FAST SYN copy got
-// in completes into a full accept queue. Linux then drops the client's
-// ACK and its request (a listen overflow) while the client believes it is
-// connected: it sends the request again on its loss-probe and
-// retransmission timers, and the first copy that finds room gets the
-// connection queued. Those timers scale with the round trip the client
-// measured on the handshake, which for an answered copy is the whole wait:
-// a copy taken 1.5 s in, on a 100 ms path, is next tried 3.4 s after the
-// request. (In the testbed's FAST SYN runs, requests whose SYN a copy got
-// in after 200 ms were resent 0.78 s or more later.) Connections whose own
-// SYN got in keep the capture's evidence instead: its half-open waits
-// (halfOpenCopy). Modelling every replayed handshake's overflow anew put
-// chance overflows in place of the measured ones: the high class's p90
-// came out 28% over on average (see docs/whatif.md). The server's own SYN/ACK resends are not
-// modelled: a SYN queue that full answers with cookies, which the server
-// does not resend. It reports whether the request waits.
+// limbo decides whether the handshake of a connection the model let in
+// (a FAST SYN copy, or a SYN whose fate the capture does not decide: one
+// the rules moved or copied, or a later one than the capture's) completes
+// into a full accept queue. Linux then drops the client's ACK and its
+// request (a listen overflow) while the client believes it is connected:
+// it sends the request again on its loss-probe and retransmission timers,
+// and the first copy that finds room gets the connection queued. Those
+// timers scale with the round trip the client measured on the handshake,
+// which for an answered copy is the whole wait: a copy taken 1.5 s in, on
+// a 100 ms path, is next tried 3.4 s after the request. (In the testbed's
+// FAST SYN runs, requests whose SYN a copy got in after 200 ms were
+// resent 0.78 s or more later.) Connections whose SYN got in as the
+// capture has it keep the capture's evidence instead: its half-open waits
+// (halfOpenCopy). The server's own SYN/ACK resends are not modelled: a
+// SYN queue that full answers with cookies, which the server does not
+// resend. It reports whether the request waits.
 func (s *queueSim) limbo(ev qEvent) bool {
 	ti := ev.id
 	qt := &s.q.txs[ti]
@@ -69,12 +69,12 @@ func (s *queueSim) limbo(ev qEvent) bool {
 	return true
 }
 
-// limboJudged: a FAST SYN copy got connection ci in, so limbo (not the
+// limboJudged: the model let connection ci in, so limbo (not the
 // capture) decides when the server takes it, on a server the capture
 // shows dropping handshakes that meet a full accept queue.
 func (s *queueSim) limboJudged(ci int) bool {
-	// A sample is set only where a copy got in: a fresh connection, a
-	// modelled backlog (see fastGap).
+	// A sample is set only where the model let a fresh connection in
+	// (see syn).
 	return s.overflowDrops && s.rttSample != nil && s.rttSample[ci] != 0
 }
 

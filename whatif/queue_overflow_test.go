@@ -82,3 +82,60 @@ func TestFastSYNCopyMeetsFullAcceptQueue(t *testing.T) {
 		}
 	}
 }
+
+// A handshake the replay let in where the capture does not say when (its
+// connection moved by the rules) completes a round trip after its SYN,
+// into a full accept queue: left half-open, its request gets in on the
+// client's resend, behind a request that came meanwhile. One the capture
+// decides keeps the capture's evidence: it was queued at once.
+func TestJudgedHandshakeMeetsFullAcceptQueue(t *testing.T) {
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	q := &queueData{
+		conns: []queueConn{
+			{txs: []int{0}, unit: 0},
+			{txs: []int{1}, unit: 0, fresh: true, synStart: ms(100), synAt: []int64{0}, rtt: ms(100)},
+			{txs: []int{2}, unit: 0},
+			{txs: []int{3}, unit: 0},
+		},
+		txs: []queueTx{
+			{conn: 0, measured: ms(1000), service: ms(1000)},
+			{conn: 1, arrival: ms(200), sent: ms(200), queued: ms(200), measured: ms(920), service: ms(20)},
+			// Fills the queue before the handshake completes.
+			{conn: 2, arrival: ms(180), sent: ms(180), queued: ms(180), measured: ms(920), service: ms(100)},
+			// Comes while the half-open connection waits for its resend.
+			{conn: 3, arrival: ms(1050), sent: ms(1050), queued: ms(1050), measured: ms(150), service: ms(100)},
+		},
+		dataTxs: 4,
+	}
+	for _, c := range []struct {
+		name    string
+		delay   int64
+		server  int64
+		limbo   int
+		maxWait int // requests waiting at once
+	}{
+		// Its SYN at 150 ms finds room; its ACK at 250 ms does not. The
+		// resends (Linux: 300 ms, then 600 ms more) find the queue full
+		// at 550 ms and free at 1,150 ms, after the request of 1,050 ms.
+		{"moved 50 ms", ms(50), ms(1220) - ms(250), 1, 1},
+		{"as captured", 0, ms(1120) - ms(200), 0, 2},
+	} {
+		ch := &queueChange{connDelay: []int64{0, c.delay, 0, 0}, connGone: make([]bool, 4), connSpliced: make([]bool, 4),
+			connBindsAtHello: make([]bool, 4), connFastSYN: make([]int64, 4), connAttempt: make([]int, 4), txsRemoved: make([]bool, 4)}
+		s := (&Dataset{}).newQueueSim(q, &Options{SYNAttempts: 3, SYNTimeout: time.Second}, serverShape{workers: 1, backlog: 1, overflowDrops: true}, ch)
+		s.nullQueue, s.nullDropQueue = make([]int, 4), make([][]int, 4)
+		for ci := range q.conns {
+			s.start(ci)
+		}
+		for len(s.h) > 0 {
+			s.step()
+			if len(s.waiting) > c.maxWait {
+				t.Fatalf("%s: %d requests wait on a backlog of 1, want at most %d", c.name, len(s.waiting), c.maxWait)
+			}
+		}
+		if s.out.server[1] != c.server || s.out.limbo != c.limbo {
+			t.Errorf("%s: server time %v, %d left half-open; want %v and %d", c.name,
+				time.Duration(s.out.server[1]), s.out.limbo, time.Duration(c.server), c.limbo)
+		}
+	}
+}
