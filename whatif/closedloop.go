@@ -53,7 +53,7 @@ func (d *Dataset) newClosedLoop(rules []Rule, o *Options, qf *queueFit) *closedL
 		connSpliced: make([]bool, len(q.conns)), connBindsAtHello: make([]bool, len(q.conns)), connFastSYN: make([]int64, len(q.conns)), connAttempt: make([]int, len(q.conns)),
 		txsRemoved: make([]bool, len(q.txs))}
 	l.sim = d.newQueueSim(q, o, qf.model.shape(), l.ch)
-	l.sim.nullQueue, l.sim.nullDropQueue = qf.null.queueAtAccept, qf.null.queueAtDrop
+	l.sim.nullQueue, l.sim.nullDropQueue, l.sim.nullDone = qf.null.queueAtAccept, qf.null.queueAtDrop, qf.null.doneAt
 	for ci := range q.conns {
 		if ui := q.conns[ci].unit; ui >= 0 {
 			l.unitConns[ui] = append(l.unitConns[ui], ci)
@@ -167,6 +167,10 @@ func (l *closedLoop) admit(ui, attempt int) {
 			// The connection whose SYNs the rules dropped goes on
 			// counting the client's attempts.
 			ch.connAttempt[ci] = attempt
+		}
+		if cont := l.gateOf(ui, ci); cont >= 0 {
+			l.sim.gate(ci, cont)
+			continue
 		}
 		l.sim.start(ci)
 	}

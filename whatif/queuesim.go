@@ -43,6 +43,8 @@ type queueOutcome struct {
 	// limbo counts connections whose handshake completed into a full
 	// accept queue (see queueSim.limbo).
 	limbo int
+	// doneAt: when each transaction left the server.
+	doneAt []int64
 }
 
 // qEvent is a simulation event.
@@ -127,6 +129,11 @@ type queueSim struct {
 	// server and each connection whose every SYN was dropped.
 	onDone func(ti int)
 	onFail func(ci int)
+	// gated: per container transaction, the connections its pageview's
+	// client opened only once it had the container (see release);
+	// nullDone: the null replay's doneAt.
+	gated    map[int][]int
+	nullDone []int64
 }
 
 // serverShape is the simulated server: its worker pool and listen
@@ -167,7 +174,7 @@ func (d *Dataset) simulate(q *queueData, o *Options, sh serverShape, ch *queueCh
 func (d *Dataset) newQueueSim(q *queueData, o *Options, sh serverShape, ch *queueChange) *queueSim {
 	s := &queueSim{d: d, q: q, o: o, serverShape: sh, ch: ch}
 	s.out = queueOutcome{server: make([]int64, len(q.txs)), synWait: make([]int64, len(q.conns)), failed: make([]bool, len(q.conns)),
-		connDrops: make([]int, len(q.conns)), queueAtAccept: make([]int, len(q.conns)), queueAtDrop: make([][]int, len(q.conns))}
+		connDrops: make([]int, len(q.conns)), queueAtAccept: make([]int, len(q.conns)), queueAtDrop: make([][]int, len(q.conns)), doneAt: make([]int64, len(q.txs))}
 	for i := range s.out.server {
 		s.out.server[i] = -1
 	}
@@ -274,7 +281,7 @@ func (s *queueSim) syn(ev qEvent) {
 		return
 	}
 	if ev.syn == synGiveUp {
-		s.giveUp(ev.id, ev.t-c.synStart-s.shift[ev.id])
+		s.giveUp(ev.id, ev.t-c.synStart-s.shift[ev.id], ev.t)
 		return
 	}
 	full := s.full()
@@ -388,7 +395,7 @@ func (s *queueSim) resendSYN(ev qEvent, moved bool) {
 			s.h.Push(qEvent{t: c.synStart + s.shift[ev.id] + wait, kind: qSYN, id: ev.id, syn: synGiveUp})
 			return
 		}
-		s.giveUp(ev.id, wait)
+		s.giveUp(ev.id, wait, ev.t)
 		return
 	}
 	var at int64
@@ -402,7 +409,12 @@ func (s *queueSim) resendSYN(ev qEvent, moved bool) {
 
 // giveUp ends connection ci's handshake: every SYN it and the front end
 // sent was dropped, and the client gave up after waiting wait.
-func (s *queueSim) giveUp(ci int, wait int64) {
+func (s *queueSim) giveUp(ci int, wait, now int64) {
+	for _, ti := range s.q.conns[ci].txs {
+		// Its pageview's other connections go as captured (the unit
+		// failed; they hold the server as the capture had them).
+		s.release(ti, now, 0)
+	}
 	s.synDone[ci] = true
 	s.out.failed[ci] = true
 	s.out.synWait[ci] = wait
@@ -528,8 +540,12 @@ func (s *queueSim) done(ti int, t int64) {
 			s.free(t)
 		}
 	}
+	s.out.doneAt[ti] = t
 	if s.next[qt.conn] == qt.pos+1 {
 		s.scheduleNext(qt.conn, t)
+	}
+	if s.gated != nil {
+		s.release(ti, t, t-s.nullDone[ti])
 	}
 	if s.onDone != nil {
 		s.onDone(ti)
