@@ -118,9 +118,17 @@ func fitOverload(t *testing.T, baseDir string) {
 	}
 }
 
+// queueValidateOptions replay the overload with the queue model and the
+// clients' SYN schedules learned from the baseline, as rtmon whatif does
+// by default. The overload's clients run the kernel's linear SYN timeouts
+// (their SYNs 1.01-1.03 s apart, up to six of them in the 7 s that
+// tcp_syn_retries 2 allows), which the learned schedule finds; the
+// doubling 1 s of validateOptions put the replay's retries at 1, 3 and 7
+// s, and its clients gave up after three.
 func queueValidateOptions() whatif.Options {
 	o := validateOptions
 	o.ServerModel = whatif.ServerQueue
+	o.SYNTimeout = 0
 	return o
 }
 
