@@ -78,3 +78,29 @@ func TestGateOfHoldsOnlyConnectionsOpenedAfterTheContainer(t *testing.T) {
 		t.Errorf("no container seen: connection 2 waits for %d, want none", got)
 	}
 }
+
+// A pageview whose container's every SYN the server dropped ends when its
+// client gave up, admission delay included; its embedded objects, never
+// asked for, add nothing. One whose container got in is not failed.
+func TestFailedPageviewEndsWhenItsClientGaveUp(t *testing.T) {
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	d := &Dataset{
+		txs:   []txInfo{{tx: &reconstruct.Transaction{}}, {tx: &reconstruct.Transaction{}}},
+		units: []unit{{start: ms(1000), container: 0, txs: []int{0, 1}}},
+	}
+	q := &queueData{
+		conns:   []queueConn{{txs: []int{0}, fresh: true, synStart: ms(1010)}, {txs: []int{1}, fresh: true, synStart: ms(2500)}},
+		txs:     []queueTx{{conn: 0}, {conn: 1}},
+		dataTxs: 2,
+	}
+	l := &closedLoop{d: d, q: q, st: []unitState{{delay: ms(2030)}},
+		sim: &queueSim{out: queueOutcome{failed: []bool{true, false}, synWait: []int64{ms(5075), 0}}}}
+	if got, failed := l.gaveUp(0); !failed || got != ms(2030+10+5075) {
+		t.Errorf("gave up after %v (failed %v), want 7.115s: the front end's 2.03 s, 10 ms to its first SYN, 5.075 s of the server's drops",
+			time.Duration(got), failed)
+	}
+	l.sim.out.failed[0] = false
+	if _, failed := l.gaveUp(0); failed {
+		t.Errorf("container connection got in: the pageview did not fail")
+	}
+}
