@@ -109,7 +109,7 @@ func (h *responseEvents) HeadersDone(m *http1.Message) {
 	st.respStarted = true
 	st.respStartOff = c.wireOff(false, m.Start, false)
 	st.tx.ResponseFirst = c.respFirstByte
-	st.tx.Status = m.Status
+	st.tx.Status = int32(m.Status)
 	st.tx.ContentType = m.ContentType
 	st.tx.ContentEncoding, st.tx.Location = m.ContentEncoding, m.Location
 	if m.HeaderTooLarge {
@@ -229,7 +229,7 @@ func (c *conn) heuristicClientData(ts, off int64, captured []byte, wireLen int) 
 
 func (c *conn) heuristicServerData(ts, off int64, captured []byte, wireLen int) {
 	if st := c.turnResponse(ts, off, off+int64(wireLen), ts); st != nil && c.tls == nil {
-		st.tx.Status = statusLine(captured)
+		st.tx.Status = int32(statusLine(captured))
 		st.tx.Flags |= FlagTruncatedPayload
 	}
 }

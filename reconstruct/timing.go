@@ -53,15 +53,9 @@ func (c *conn) handedOn(st *txState) {
 func (c *conn) emitTimed(st *txState) {
 	tx := &st.tx
 	r := &c.rec
-	tx.ConnectionID = c.id()
-	tx.ID = tx.ConnectionID + "-" + strconv.Itoa(tx.Index)
-	tx.Interface = int(r.Interface)
-	tx.Client, tx.ClientPort = r.Client(), r.ClientPort
-	tx.Server, tx.ServerPort = r.Server(), r.ServerPort
 	rtt := c.clientRTT()
 	half := rtt / 2
 	back := rtt - half // so that Tserver gets the whole rtt
-	tx.RTTClient = rtt
 	if c.handshakeRTT == 0 {
 		tx.Flags |= FlagRTTEstimated
 	}
@@ -145,10 +139,34 @@ func (c *conn) emitTimed(st *txState) {
 	b2 = min(max(b2, b0), b3)
 	bT = min(max(bT, b1, b0), b2) // = connected without TLS
 	b1 = min(max(b1, b0), bT)
-	tx.Start, tx.End = b0, end
-	tx.Tconn, tx.Ttls, tx.Trequest, tx.Tserver, tx.Ttransfer = b1-b0, bT-b1, b2-bT, b3-b2, end-b3
-	tx.Total = end - b0
-	c.t.emitTransaction(tx)
+	c.t.emitTransaction(c.transaction(st, rtt, [6]int64{b0, b1, bT, b2, b3, end}))
+}
+
+// transaction is st's Transaction record, for the sink to own: what st
+// kept, the connection's ids and endpoints, and the client-side phase
+// boundaries b (start, connected, TLS done, request sent, first and last
+// response byte received) with the client's RTT.
+func (c *conn) transaction(st *txState, rtt int64, b [6]int64) *Transaction {
+	in, r := &st.tx, &c.rec
+	id := c.id()
+	out := &Transaction{
+		ID: id + "-" + strconv.Itoa(int(in.Index)), ConnectionID: id, Index: int(in.Index),
+		Interface: int(r.Interface), Client: r.Client(), ClientPort: r.ClientPort, BodyCut: in.BodyCut,
+		Server: r.Server(), ServerPort: r.ServerPort, Flags: in.Flags,
+		RequestFirst: in.RequestFirst, RequestLast: in.RequestLast,
+		ResponseFirst: in.ResponseFirst, ResponseLast: in.ResponseLast,
+		ResponseAcked: in.ResponseAcked, RequestAcked: in.RequestAcked,
+		Start: b[0], End: b[5],
+		Tconn: b[1] - b[0], Ttls: b[2] - b[1], Trequest: b[3] - b[2], Tserver: b[4] - b[3], Ttransfer: b[5] - b[4],
+		Total: b[5] - b[0], RTTClient: rtt,
+		RetransBytes: in.RetransBytes, RequestBytes: in.RequestBytes, ResponseBytes: in.ResponseBytes,
+		BodyBytes: in.BodyBytes, Method: in.Method, Host: in.Host, URL: in.URL, Status: int(in.Status),
+		ContentType: in.ContentType, Referer: in.Referer, UserAgent: in.UserAgent, Accept: in.Accept,
+		HoleBytes: in.HoleBytes, SecFetchDest: in.SecFetchDest, Location: in.Location,
+		ContentEncoding: in.ContentEncoding, Body: in.Body,
+	}
+	in.Body = nil // the sink's now: a later request's prev must not keep it
+	return out
 }
 
 // connectedAt is the capture time that stands for the client's connect: its

@@ -231,7 +231,7 @@ func (c *conn) h2Stream(s *http2wire.Stream) {
 		return
 	}
 	st.respStarted = true
-	tx.Status = max(rs.Status, 0)
+	tx.Status = int32(max(rs.Status, 0))
 	tx.ContentType = rs.ContentType
 	tx.ContentEncoding, tx.Location = rs.ContentEncoding, rs.Location
 	tx.ResponseFirst = first

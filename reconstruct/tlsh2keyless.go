@@ -1,6 +1,7 @@
 package reconstruct
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/rtmon/rtmon/reconstruct/tlsdecrypt"
@@ -212,7 +213,7 @@ func (c *conn) tlsH2Merge(held []*txState) []*txState {
 		return held // the client had the answers before: a turn of its own
 	}
 	// The turn before goes on, its answer under way again.
-	first := slices.MaxFunc(done, func(a, b *txState) int { return a.tx.Index - b.tx.Index })
+	first := slices.MaxFunc(done, func(a, b *txState) int { return cmp.Compare(a.tx.Index, b.tx.Index) })
 	if later.respStarted {
 		first.tx.ResponseLast, first.respEndOff = later.tx.ResponseLast, later.respEndOff
 		first.tx.ResponseBytes = first.respEndOff - first.respStartOff
@@ -220,7 +221,7 @@ func (c *conn) tlsH2Merge(held []*txState) []*txState {
 	first.respDone, first.tx.ResponseAcked = false, 0
 	first.tx.Flags = (first.tx.Flags | later.tx.Flags) &^ (FlagTurnsAmbiguous | FlagNoResponse | FlagNoAck)
 	c.resp, c.pending, c.lastResp = first, nil, first.prev
-	c.nextIndex = first.tx.Index + 1
+	c.nextIndex = int(first.tx.Index) + 1
 	gone := func(st *txState) bool { return st == first }
 	c.awaiting = slices.DeleteFunc(c.awaiting, gone)
 	return slices.DeleteFunc(held, gone)
@@ -249,10 +250,10 @@ func (c *conn) tlsH2Renumber(held []*txState) {
 		all = append(all, c.resp)
 	}
 	all = slices.DeleteFunc(all, c.tlsIsPreface)
-	slices.SortFunc(all, func(a, b *txState) int { return a.tx.Index - b.tx.Index })
+	slices.SortFunc(all, func(a, b *txState) int { return cmp.Compare(a.tx.Index, b.tx.Index) })
 	all = slices.Compact(all)
 	for i, st := range all {
-		st.tx.Index = i
+		st.tx.Index = int32(i)
 	}
 	c.nextIndex = len(all)
 }

@@ -219,8 +219,9 @@ const (
 	// parserMemory: an HTTP/1 parser held inside a message.
 	parserMemory = 640
 	// txMemory: a transaction in flight (request pending, response
-	// arriving, or waiting for the client's ACK).
-	txMemory = 768
+	// arriving, or waiting for the client's ACK): its txState (448 B)
+	// and the header values it keeps (one string, ~128 B).
+	txMemory = 576
 )
 
 // flowKey identifies a connection independently of direction: the endpoint

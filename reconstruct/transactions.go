@@ -29,7 +29,7 @@ func (c *conn) requestsAcked(off, ts int64) {
 
 func (c *conn) newTx() *txState {
 	st := &txState{}
-	st.tx.Index = c.nextIndex
+	st.tx.Index = int32(c.nextIndex)
 	c.nextIndex++
 	if c.truncated {
 		st.tx.Flags |= FlagTruncatedPayload
@@ -151,9 +151,34 @@ func (c *conn) end(flags Flags) {
 	c.pending = nil
 }
 
+// txRec is what a transaction in flight keeps of its Transaction record:
+// the fields its packets set, under their record names. The rest (ids,
+// endpoints, the client-side times) is derived when it is emitted
+// (conn.transaction), so a transaction in flight does not carry a whole
+// 512-byte record (issue 15).
+type txRec struct {
+	Method, Host, URL, Referer      string
+	UserAgent, Accept, SecFetchDest string
+	ContentType, ContentEncoding    string
+	Location                        string
+	Body                            []byte
+
+	RequestFirst, RequestLast   int64
+	ResponseFirst, ResponseLast int64
+	ResponseAcked, RequestAcked int64
+	RetransBytes, RequestBytes  int64
+	ResponseBytes, BodyBytes    int64
+	HoleBytes                   int64
+	// Index and Status as int32: a connection's count of transactions
+	// and a status code fit, and the four small fields share 16 bytes.
+	Index, Status int32
+	Flags         Flags
+	BodyCut       bool
+}
+
 // txState is a transaction under construction.
 type txState struct {
-	tx           Transaction
+	tx           txRec
 	reqStartOff  int64
 	reqEndOff    int64
 	respStartOff int64
