@@ -216,8 +216,10 @@ const (
 	ConnectionMemory = 640
 	// flowMemory: a connection that carried data (its flowState).
 	flowMemory = 384
-	// parserMemory: an HTTP/1 parser held inside a message.
-	parserMemory = 640
+	// parserMemory: an HTTP/1 parser held inside a message (its header
+	// scratch is held only inside a header section, and its buffer is
+	// counted by the header budget).
+	parserMemory = 384
 	// txMemory: a transaction in flight (request pending, response
 	// arriving, or waiting for the client's ACK): its txState (448 B)
 	// and the header values it keeps (one string, ~128 B).

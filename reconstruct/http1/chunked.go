@@ -121,7 +121,7 @@ func (p *Parser) chunkExt(data []byte) (int, string) {
 	if j < 0 {
 		j = len(data)
 	}
-	p.chunkLine += j
+	p.chunkLine += int32(min(j, maxChunkLine+1)) // the check below sees the same
 	if p.chunkLine > maxChunkLine {
 		return 0, ReasonChunkLine
 	}
@@ -167,13 +167,13 @@ func (p *Parser) trailer(data []byte) (n int, lost string, ended bool) {
 	if j >= 0 {
 		step++ // the LF
 	}
-	if p.trTotal+step > p.max {
+	if int(p.trTotal)+step > int(p.max) {
 		// Fail at the first byte past the limit, wherever the Feed
 		// boundaries fall, so the events do not depend on segmenting.
-		return p.max - p.trTotal, ReasonTrailerTooBig, false
+		return int(p.max - p.trTotal), ReasonTrailerTooBig, false
 	}
-	p.trLen += seg
-	p.trTotal += step
+	p.trLen += int32(seg)
+	p.trTotal += int32(step)
 	if j < 0 {
 		return seg, "", false
 	}

@@ -154,8 +154,8 @@ func TestHeaderTooLarge(t *testing.T) {
 	r := &recorder{}
 	for i := 0; i < len(in); i++ {
 		p.Feed([]byte{in[i]}, r)
-		if len(p.hdr) > limit || cap(p.hdr) > 4*limit {
-			t.Fatalf("header buffer %d/%d at byte %d", len(p.hdr), cap(p.hdr), i)
+		if len(p.heldHdr()) > limit || cap(p.heldHdr()) > 4*limit {
+			t.Fatalf("header buffer %d/%d at byte %d", len(p.heldHdr()), cap(p.heldHdr()), i)
 		}
 	}
 	sameEvents(t, "byte by byte", r.ev, want)
@@ -223,8 +223,8 @@ func TestHuntDoesNotBufferUnbounded(t *testing.T) {
 	long := "GET /" + strings.Repeat("x", 100000)
 	for i := 0; i < len(long); i += 7 {
 		p.Feed([]byte(long[i:min(i+7, len(long))]), r)
-		if len(p.hdr) > 512 {
-			t.Fatalf("buffered %d", len(p.hdr))
+		if len(p.heldHdr()) > 512 {
+			t.Fatalf("buffered %d", len(p.heldHdr()))
 		}
 	}
 	p.Feed([]byte("\r\n"+getB), r)

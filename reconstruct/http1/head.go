@@ -15,10 +15,11 @@ const (
 // headStep advances a header section. The section's bytes are hdr followed
 // by data; when hdr is empty they are parsed in place.
 func (p *Parser) headStep(data []byte, h Handler) int {
-	if len(p.hdr) == 0 {
+	hs, limit := p.hs, int(p.max)
+	if len(hs.hdr) == 0 {
 		buf := data
-		if len(buf) > p.max {
-			buf = buf[:p.max]
+		if len(buf) > limit {
+			buf = buf[:limit]
 		}
 		r, end := p.scanHead(buf, h)
 		switch r {
@@ -27,45 +28,45 @@ func (p *Parser) headStep(data []byte, h Handler) int {
 			return end
 		case hsFail:
 			p.failHead(h)
-			p.off = p.hdrStart + 1
+			p.off = hs.hdrStart + 1
 			return 1
 		}
-		if len(buf) == p.max || !p.budget.take(len(buf)) {
+		if len(buf) == limit || !p.budget.take(len(buf)) {
 			if p.overLimit(buf, h) {
 				return len(buf)
 			}
-			p.off = p.hdrStart + 1
+			p.off = hs.hdrStart + 1
 			return 1
 		}
-		if p.hdrp == nil {
-			p.hdrp = bufPool.Get().(*[]byte)
-			p.hdr = (*p.hdrp)[:0]
+		if hs.hdrp == nil {
+			hs.hdrp = bufPool.Get().(*[]byte)
+			hs.hdr = (*hs.hdrp)[:0]
 		}
-		p.hdr = append(p.hdr, buf...)
+		hs.hdr = append(hs.hdr, buf...)
 		p.off += int64(len(buf))
 		return len(buf)
 	}
-	old := len(p.hdr)
-	k := min(len(data), p.max-old)
+	old := len(hs.hdr)
+	k := min(len(data), limit-old)
 	spent := false // the budget, not this parser's limit, cut k
 	if free := p.budget.free(); k > free {
 		k, spent = free, true
 	}
 	p.budget.take(k)
-	p.hdr = append(p.hdr, data[:k]...)
-	r, end := p.scanHead(p.hdr, h)
+	hs.hdr = append(hs.hdr, data[:k]...)
+	r, end := p.scanHead(hs.hdr, h)
 	switch r {
 	case hsDone:
-		p.headersDone(p.hdr[:end], h)
+		p.headersDone(hs.hdr[:end], h)
 		return end - old
 	case hsFail:
 		p.failHead(h)
 		p.replayHdr(h)
 		return k
 	}
-	if len(p.hdr) == p.max || spent {
+	if len(hs.hdr) == limit || spent {
 		p.budget.refuse(spent)
-		if !p.overLimit(p.hdr, h) {
+		if !p.overLimit(hs.hdr, h) {
 			p.replayHdr(h)
 		}
 		return k
@@ -79,9 +80,9 @@ func (p *Parser) headStep(data []byte, h Handler) int {
 func (p *Parser) failHead(h Handler) {
 	if !p.tentative {
 		if p.kind == Request {
-			h.Desync(p.hdrStart, ReasonBadRequestLine)
+			h.Desync(p.hs.hdrStart, ReasonBadRequestLine)
 		} else {
-			h.Desync(p.hdrStart, ReasonBadStatusLine)
+			h.Desync(p.hs.hdrStart, ReasonBadStatusLine)
 		}
 	}
 	p.hunt(false)
@@ -92,10 +93,11 @@ func (p *Parser) failHead(h Handler) {
 // than the header limit and each is replayed at most once per failed
 // candidate, so hunting stays linear.
 func (p *Parser) replayHdr(h Handler) {
-	buf, bp := p.hdr, p.hdrp
-	p.hdr, p.hdrp = nil, nil
+	hs := p.hs
+	buf, bp := hs.hdr, hs.hdrp
+	hs.hdr, hs.hdrp = nil, nil
 	p.budget.give(len(buf))
-	p.off = p.hdrStart + 1
+	p.off = hs.hdrStart + 1
 	p.Feed(buf[1:], h)
 	*bp = buf[:0]
 	bufPool.Put(bp)
@@ -120,7 +122,7 @@ func (p *Parser) overLimit(buf []byte, h Handler) bool {
 	p.values(buf)
 	p.msg.HeaderTooLarge = true
 	p.msg.Incomplete = true
-	p.off = p.hdrStart + int64(len(buf))
+	p.off = p.hs.hdrStart + int64(len(buf))
 	p.end(h)
 	h.Desync(p.off, ReasonHeaderTooLarge)
 	p.releaseHdr()
@@ -131,6 +133,7 @@ func (p *Parser) overLimit(buf []byte, h Handler) bool {
 // scanHead looks for the end of the header section in buf (the section's
 // bytes so far), validating the start line when it completes.
 func (p *Parser) scanHead(buf []byte, h Handler) (headResult, int) {
+	hs := p.hs
 	if !p.prefixOK {
 		switch p.checkPrefix(buf) {
 		case hsFail:
@@ -141,12 +144,12 @@ func (p *Parser) scanHead(buf []byte, h Handler) (headResult, int) {
 		p.prefixOK = true
 	}
 	for {
-		j := bytes.IndexByte(buf[p.scan:], '\n')
+		j := bytes.IndexByte(buf[hs.scan:], '\n')
 		if j < 0 {
-			p.scan = len(buf)
+			hs.scan = len(buf)
 			return hsMore, 0
 		}
-		nl := p.scan + j
+		nl := hs.scan + j
 		if !p.started {
 			if !p.validStartLine(buf[:nl]) {
 				return hsFail, 0
@@ -155,13 +158,13 @@ func (p *Parser) scanHead(buf []byte, h Handler) (headResult, int) {
 			if p.kind == Request {
 				p.urlSpan(buf[:nl])
 			}
-		} else if nl == p.lineStart || (nl == p.lineStart+1 && buf[p.lineStart] == '\r') {
+		} else if nl == hs.lineStart || (nl == hs.lineStart+1 && buf[hs.lineStart] == '\r') {
 			return hsDone, nl + 1
 		} else {
-			p.headerLine(buf, p.lineStart, nl)
+			p.headerLine(buf, hs.lineStart, nl)
 		}
-		p.lineStart = nl + 1
-		p.scan = nl + 1
+		hs.lineStart = nl + 1
+		hs.scan = nl + 1
 	}
 }
 
@@ -268,7 +271,7 @@ func (p *Parser) validStartLine(line []byte) bool {
 // calls MessageStart.
 func (p *Parser) startMessage(line []byte, h Handler) {
 	line = trimCR(line)
-	p.msg = Message{Kind: p.kind, Start: p.hdrStart, ContentLength: -1}
+	p.msg = Message{Kind: p.kind, Start: p.hs.hdrStart, ContentLength: -1}
 	m := &p.msg
 	p.started = true
 	p.tentative = false
@@ -282,10 +285,7 @@ func (p *Parser) startMessage(line []byte, h Handler) {
 			if p.mN == 0 {
 				m.NoRequest = true
 			} else {
-				c := p.methods[p.mHead]
-				p.mHead = (p.mHead + 1) % len(p.methods)
-				p.mN--
-				if c != mOther {
+				if c := p.popMethod(); c != mOther {
 					m.Method = knownMethods[c-1]
 				}
 			}

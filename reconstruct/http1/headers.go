@@ -58,13 +58,13 @@ func (p *Parser) urlSpan(first []byte) {
 	for b > a && first[b-1] == ' ' {
 		b--
 	}
-	p.vals[vURL] = span{int32(a), int32(b)}
+	p.hs.vals[vURL] = span{int32(a), int32(b)}
 }
 
 // headerLine applies the header line buf[ls:nl] (LF excluded) as soon as
 // scanHead finds it, so header bytes are scanned once.
 func (p *Parser) headerLine(buf []byte, ls, nl int) {
-	m, fr, vals := &p.msg, &p.fr, &p.vals
+	m, fr, vals := &p.msg, &p.hs.fr, &p.hs.vals
 	line := trimCR(buf[ls:nl])
 	c := bytes.IndexByte(line, ':')
 	if c <= 0 || line[0] == ' ' || line[0] == '\t' {
@@ -127,7 +127,7 @@ var keptHeaders = [...]struct {
 // values builds the extracted strings from the header section's bytes
 // (buf starts at the message start). All of them share one allocation.
 func (p *Parser) values(buf []byte) {
-	m, vals := &p.msg, &p.vals
+	m, vals := &p.msg, &p.hs.vals
 	total := 0
 	for i := range vals {
 		if n := int(vals[i].b - vals[i].a); n > valLimits[i] {
@@ -235,8 +235,8 @@ func eqFold(b []byte, s string) bool {
 func (p *Parser) headersDone(buf []byte, h Handler) {
 	m := &p.msg
 	p.values(buf)
-	fr := &p.fr
-	m.HeaderEnd = p.hdrStart + int64(len(buf))
+	fr := p.hs.fr // a copy: the scratch goes back now
+	m.HeaderEnd = p.hs.hdrStart + int64(len(buf))
 	p.off = m.HeaderEnd
 	p.releaseHdr()
 	if fr.clSeen && !fr.clBad {

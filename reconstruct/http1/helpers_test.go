@@ -127,3 +127,11 @@ func sameEvents(t testing.TB, what string, got, want []event) {
 		t.Fatalf("%s: events differ\n got: %v\nwant: %v", what, got, want)
 	}
 }
+
+// heldHdr is the header bytes p buffers now (nil outside a section).
+func (p *Parser) heldHdr() []byte {
+	if p.hs == nil {
+		return nil
+	}
+	return p.hs.hdr
+}

@@ -76,7 +76,6 @@ const (
 //   - MessageEnd: additionally End, BodyLen, BodyWire, Hole, Incomplete,
 //     HeaderTooLarge.
 type Message struct {
-	Kind      Kind
 	Start     int64 // offset of the message's first byte
 	HeaderEnd int64 // offset just past the blank line ending the headers; 0 if never reached
 	End       int64 // offset just past the message's last byte (set at MessageEnd)
@@ -96,26 +95,15 @@ type Message struct {
 	// browsers send to secure origins only.
 	SecFetchDest string
 	SecFetchMode string
-	// ExpectContinue: "Expect: 100-continue"; the client may wait for an
-	// interim 100 response before sending the body.
-	ExpectContinue bool
 
 	// Response side.
 	Status          int
 	ContentType     string
 	ContentEncoding string
 	Location        string // a redirect's target as sent, cut to MaxURLLen
-	// Interim: a 1xx response other than 101; the final response follows.
-	Interim bool
-	// NoRequest: a final response for which no request method was pushed;
-	// it was framed as if answering GET.
-	NoRequest bool
 
 	// Both.
 	Proto string // "HTTP/1.0", "HTTP/1.1" ("" if the start line was cut by the header limit)
-	// KeepAlive: another HTTP message may follow this one on the connection,
-	// per version, Connection header and framing.
-	KeepAlive bool
 	// ContentLength is the Content-Length header value, -1 if absent or invalid.
 	ContentLength int64
 	// BodyLen is the body length: payload bytes for chunked bodies, else
@@ -127,6 +115,21 @@ type Message struct {
 	// Hole counts bytes within [Start, End) that were never captured.
 	Hole int64
 
+	// The kind and the flags last, together, so that they take no padding
+	// (a parser holds its message while inside it).
+	Kind Kind
+	// ExpectContinue (request): "Expect: 100-continue"; the client may
+	// wait for an interim 100 response before sending the body.
+	ExpectContinue bool
+	// Interim (response): a 1xx response other than 101; the final
+	// response follows.
+	Interim bool
+	// NoRequest (response): a final response for which no request method
+	// was pushed; it was framed as if answering GET.
+	NoRequest bool
+	// KeepAlive: another HTTP message may follow this one on the connection,
+	// per version, Connection header and framing.
+	KeepAlive      bool
 	Chunked        bool // Transfer-Encoding: chunked
 	CloseDelimited bool // response body ends when the server closes
 	// HeaderTooLarge: the header section exceeded the parser's limit; the

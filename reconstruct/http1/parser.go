@@ -60,25 +60,35 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b 
 // Parser parses one direction of one connection. It is not safe for
 // concurrent use.
 type Parser struct {
-	max int
-	off int64
-	msg Message
+	off    int64
+	remain int64 // body or chunk bytes left
+	msg    Message
 
-	// Header section. While one spans Feed calls its bytes [hdrStart, off)
-	// are in hdr; otherwise it is parsed in place from the Feed's data.
-	hdr       []byte
-	hdrp      *[]byte
-	hdrStart  int64
-	scan      int         // next index to scan for LF, relative to hdrStart
-	lineStart int         // start of the current header line, relative to hdrStart
-	vals      [nVals]span // extracted values, relative to hdrStart
-	fr        framing
+	// hs is the header section's scratch, held only while the parser is
+	// in one (see headState): a parser inside a body, the state a
+	// connection waits in while a response streams, does not carry it.
+	hs *headState
 
-	remain    int64 // body or chunk bytes left
-	chunkLine int   // bytes in the current chunk-size line
-	digits    int   // hex digits in the current chunk size
-	trLen     int   // bytes in the current trailer line
-	trTotal   int   // bytes in the trailer section
+	// body receives the current message's body when its handler asked for
+	// it (Message.WantBody); nil otherwise.
+	body BodyReceiver
+
+	budget *HeaderBudget // nil: only max bounds the header buffer
+
+	// int32: the header limit is at most math.MaxInt32 (headerLimit), and
+	// the chunk-size line and trailer counts stay within it or
+	// maxChunkLine.
+	max       int32
+	chunkLine int32 // bytes in the current chunk-size line
+	digits    int32 // hex digits in the current chunk size
+	trLen     int32 // bytes in the current trailer line
+	trTotal   int32 // bytes in the trailer section
+
+	// methods is the request-method FIFO, two 4-bit method codes a byte
+	// (see PushRequestMethod): half the bytes of one code a byte.
+	methods [MaxPendingMethods / 2]uint8
+	mHead   uint8
+	mN      uint8
 
 	// The byte-sized fields together, so they take no padding (a parser
 	// is held per connection inside a message).
@@ -91,17 +101,24 @@ type Parser struct {
 
 	atLineStart bool // hunting: the next byte begins a line
 	trCR        bool // the current trailer line starts with CR
-
-	methods [MaxPendingMethods]uint8
-	mHead   int
-	mN      int
-
-	// body receives the current message's body when its handler asked for
-	// it (Message.WantBody); nil otherwise.
-	body BodyReceiver
-
-	budget *HeaderBudget // nil: only max bounds the header buffer
 }
+
+// headState is what parsing a header section needs besides the message.
+// While a section spans Feed calls its bytes [hdrStart, off) are in hdr;
+// otherwise it is parsed in place from the Feed's data. A parser takes
+// one from headPool as a section begins and hands it back as the section
+// ends (releaseHdr).
+type headState struct {
+	hdr       []byte
+	hdrp      *[]byte
+	hdrStart  int64
+	scan      int         // next index to scan for LF, relative to hdrStart
+	lineStart int         // start of the current header line, relative to hdrStart
+	vals      [nVals]span // extracted values, relative to hdrStart
+	fr        framing
+}
+
+var headPool = sync.Pool{New: func() any { return new(headState) }}
 
 // HeaderBudget bounds the header bytes that the parsers sharing it hold
 // together while header sections span segments: thousands of connections
@@ -172,11 +189,11 @@ func NewParser(kind Kind, maxHeaderBytes int) *Parser {
 // headerLimit is the header limit maxHeaderBytes asks for, at most
 // math.MaxInt32 (2 GiB of header, far past any sane limit) so that value
 // spans fit an int32.
-func headerLimit(maxHeaderBytes int) int {
+func headerLimit(maxHeaderBytes int) int32 {
 	if maxHeaderBytes <= 0 {
 		return DefaultMaxHeaderBytes
 	}
-	return min(max(maxHeaderBytes, MinMaxHeaderBytes), math.MaxInt32)
+	return int32(min(max(maxHeaderBytes, MinMaxHeaderBytes), math.MaxInt32))
 }
 
 // Offset is the stream offset of the next byte the parser expects.
@@ -189,7 +206,7 @@ func (p *Parser) Offset() int64 { return p.off }
 // MaxPendingMethods; further pushes are dropped (their responses then get
 // NoRequest). Interim responses do not consume an entry.
 func (p *Parser) PushRequestMethod(method string) {
-	if p.mN == len(p.methods) {
+	if p.mN == MaxPendingMethods {
 		return
 	}
 	var c uint8 = mOther
@@ -199,8 +216,20 @@ func (p *Parser) PushRequestMethod(method string) {
 			break
 		}
 	}
-	p.methods[(p.mHead+p.mN)%len(p.methods)] = c
+	i := (int(p.mHead) + int(p.mN)) % MaxPendingMethods
+	p.methods[i/2] |= c << (4 * (i % 2)) // its nibble was cleared when popped
 	p.mN++
+}
+
+// popMethod takes the oldest method code from the FIFO, which must not
+// be empty.
+func (p *Parser) popMethod() uint8 {
+	i := int(p.mHead)
+	c := p.methods[i/2] >> (4 * (i % 2)) & 0xf
+	p.methods[i/2] &^= 0xf << (4 * (i % 2))
+	p.mHead = uint8((i + 1) % MaxPendingMethods)
+	p.mN--
+	return c
 }
 
 // SwitchToOpaque makes the rest of the stream opaque once the current
@@ -248,7 +277,7 @@ func (p *Parser) Gap(n int64, h Handler) {
 			return
 		case stHead:
 			if p.started {
-				p.values(p.hdr) // what the complete lines gave
+				p.values(p.hs.hdr) // what the complete lines gave
 				p.msg.Incomplete = true
 				p.end(h)
 			}
@@ -304,7 +333,7 @@ func (p *Parser) Close(h Handler) {
 		p.end(h)
 	case stHead:
 		if p.started {
-			p.values(p.hdr)
+			p.values(p.hs.hdr)
 			p.msg.Incomplete = true
 			p.end(h)
 		}
@@ -406,19 +435,31 @@ func (p *Parser) candidateByte(c byte) bool {
 
 func (p *Parser) beginHead(tentative bool) {
 	p.st = stHead
-	p.hdrStart = p.off
-	p.scan, p.lineStart = 0, 0
+	if p.hs == nil {
+		p.hs = headPool.Get().(*headState)
+	}
+	hs := p.hs
+	hs.hdrStart = p.off
+	hs.scan, hs.lineStart = 0, 0
 	p.prefixOK, p.started, p.tentative = false, false, tentative
-	p.vals, p.fr = [nVals]span{}, framing{}
+	hs.vals, hs.fr = [nVals]span{}, framing{}
 }
 
+// releaseHdr hands back the header section's buffer and scratch: the
+// parser is leaving the section.
 func (p *Parser) releaseHdr() {
-	if p.hdrp != nil {
-		p.budget.give(len(p.hdr))
-		*p.hdrp = p.hdr[:0]
-		bufPool.Put(p.hdrp)
-		p.hdrp, p.hdr = nil, nil
+	hs := p.hs
+	if hs == nil {
+		return
 	}
+	if hs.hdrp != nil {
+		p.budget.give(len(hs.hdr))
+		*hs.hdrp = hs.hdr[:0]
+		bufPool.Put(hs.hdrp)
+	}
+	*hs = headState{}
+	headPool.Put(hs)
+	p.hs = nil
 }
 
 // end finishes the current message at p.off.

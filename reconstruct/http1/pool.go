@@ -19,7 +19,7 @@ func Acquire(kind Kind, maxHeaderBytes int, off int64) *Parser {
 // Idle reports whether the parser is between messages, in sync, with no
 // request methods pending: Release then loses nothing but the offset.
 func (p *Parser) Idle() bool {
-	return p.st == stIdle && p.next == stIdle && p.mN == 0 && p.hdrp == nil
+	return p.st == stIdle && p.next == stIdle && p.mN == 0 && (p.hs == nil || p.hs.hdrp == nil)
 }
 
 // Release returns the parser to the pool; the caller must not use it again.
