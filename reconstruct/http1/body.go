@@ -16,7 +16,7 @@ type BodyReceiver interface {
 // takes the handler as the body's receiver if it asked.
 func (p *Parser) headersDoneWithBody(h Handler) {
 	p.msg.WantBody = false
-	h.HeadersDone(&p.msg)
+	p.headersDoneEvent(h)
 	p.body = nil
 	if p.msg.WantBody {
 		p.body, _ = h.(BodyReceiver)
@@ -25,12 +25,16 @@ func (p *Parser) headersDoneWithBody(h Handler) {
 
 func (p *Parser) bodyData(data []byte) {
 	if p.body != nil && len(data) > 0 {
-		p.body.Body(&p.msg, data)
+		m := p.message()
+		p.body.Body(m, data)
+		p.done(m)
 	}
 }
 
 func (p *Parser) bodyGap(n int64) {
 	if p.body != nil && n > 0 {
-		p.body.BodyGap(&p.msg, n)
+		m := p.message()
+		p.body.BodyGap(m, n)
+		p.done(m)
 	}
 }

@@ -271,22 +271,22 @@ func (p *Parser) validStartLine(line []byte) bool {
 // calls MessageStart.
 func (p *Parser) startMessage(line []byte, h Handler) {
 	line = trimCR(line)
-	p.msg = Message{Kind: p.kind, Start: p.hs.hdrStart, ContentLength: -1}
+	p.msg = msgState{Kind: p.kind, Start: p.hs.hdrStart, ContentLength: -1}
 	m := &p.msg
 	p.started = true
 	p.tentative = false
 	if p.kind == Response {
 		if line[7] >= '0' && line[7] <= '9' {
-			m.Proto = protos[line[7]-'0']
+			m.proto = line[7] - '0' + 1
 		}
-		m.Status = int(line[9]-'0')*100 + int(line[10]-'0')*10 + int(line[11]-'0')
+		m.Status = int32(line[9]-'0')*100 + int32(line[10]-'0')*10 + int32(line[11]-'0')
 		m.Interim = m.Status >= 100 && m.Status < 200 && m.Status != 101
 		if !m.Interim {
 			if p.mN == 0 {
 				m.NoRequest = true
 			} else {
 				if c := p.popMethod(); c != mOther {
-					m.Method = knownMethods[c-1]
+					m.method = knownMethods[c-1]
 				}
 			}
 		}
@@ -295,12 +295,12 @@ func (p *Parser) startMessage(line []byte, h Handler) {
 		if sp < 0 {
 			sp = len(line)
 		}
-		m.Method = internMethod(line[:sp])
+		m.method = internMethod(line[:sp])
 		if n := len(line); n >= 9 && string(line[n-9:n-1]) == " HTTP/1." && line[n-1] >= '0' && line[n-1] <= '9' {
-			m.Proto = protos[line[n-1]-'0']
+			m.proto = line[n-1] - '0' + 1
 		}
 	}
-	h.MessageStart(m)
+	p.messageStart(h)
 }
 
 func internMethod(b []byte) string {

@@ -144,14 +144,11 @@ func (p *Parser) values(buf []byte) {
 	for _, s := range vals {
 		sb.Write(buf[s.a:s.b])
 	}
-	all := sb.String()
+	m.vals = sb.String()
 	pos := 0
-	dst := [nVals]*string{&m.URL, &m.Host, &m.Referer, &m.UserAgent, &m.Accept, &m.ContentType,
-		&m.ContentEncoding, &m.Location, &m.SecFetchDest, &m.SecFetchMode}
 	for i, s := range vals {
-		n := int(s.b - s.a)
-		*dst[i] = all[pos : pos+n]
-		pos += n
+		pos += int(s.b - s.a)
+		m.ends[i] = uint16(pos) // at most 2*MaxURLLen + 8*MaxValueLen in all
 	}
 }
 
@@ -242,7 +239,7 @@ func (p *Parser) headersDone(buf []byte, h Handler) {
 	if fr.clSeen && !fr.clBad {
 		m.ContentLength = fr.cl
 	}
-	if m.Proto == "HTTP/1.0" {
+	if m.proto == 1 { // HTTP/1.0
 		m.KeepAlive = fr.connKeep && !fr.connClose
 	} else {
 		m.KeepAlive = !fr.connClose
@@ -251,18 +248,18 @@ func (p *Parser) headersDone(buf []byte, h Handler) {
 		switch {
 		case m.Interim:
 			m.KeepAlive = true
-			h.HeadersDone(m)
+			p.headersDoneEvent(h)
 			p.end(h)
 			return
-		case m.Status == 101 || (m.Method == "CONNECT" && m.Status/100 == 2):
+		case m.Status == 101 || (m.method == "CONNECT" && m.Status/100 == 2):
 			// The connection now carries another protocol or a tunnel.
 			m.KeepAlive = false
 			p.next = stOpaque
-			h.HeadersDone(m)
+			p.headersDoneEvent(h)
 			p.end(h)
 			return
-		case m.Method == "HEAD" || m.Status == 204 || m.Status == 304:
-			h.HeadersDone(m)
+		case m.method == "HEAD" || m.Status == 204 || m.Status == 304:
+			p.headersDoneEvent(h)
 			p.end(h)
 			return
 		}
@@ -284,12 +281,12 @@ func (p *Parser) headersDone(buf []byte, h Handler) {
 		p.st = stUntilClose
 		return
 	case fr.te:
-		h.HeadersDone(m)
+		p.headersDoneEvent(h)
 		p.lose(h, ReasonRequestTE)
 		p.atLineStart = true
 		return
 	case fr.clBad:
-		h.HeadersDone(m)
+		p.headersDoneEvent(h)
 		if fr.clSeen {
 			p.lose(h, ReasonCLConflict)
 		} else {
@@ -313,6 +310,6 @@ func (p *Parser) headersDone(buf []byte, h Handler) {
 		p.st = stUntilClose
 		return
 	}
-	h.HeadersDone(m) // a request without a body
+	p.headersDoneEvent(h) // a request without a body
 	p.end(h)
 }

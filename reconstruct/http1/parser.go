@@ -62,7 +62,7 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b 
 type Parser struct {
 	off    int64
 	remain int64 // body or chunk bytes left
-	msg    Message
+	msg    msgState
 
 	// hs is the header section's scratch, held only while the parser is
 	// in one (see headState): a parser inside a body, the state a
@@ -475,7 +475,7 @@ func (p *Parser) end(h Handler) {
 	p.started = false
 	p.st = p.next
 	p.body = nil
-	h.MessageEnd(m)
+	p.messageEnd(h)
 }
 
 // lose ends the current message as Incomplete at p.off, reports a desync
