@@ -47,11 +47,11 @@ func (c *conn) responseCopy(st *txState, p *capture.Packet, from, to int64, tail
 func (c *conn) clientAck(a ackInfo) {
 	ts, off := a.ts, a.off
 	for _, st := range c.awaiting {
-		if len(st.rtx) > 0 {
+		if st.rtx != nil {
 			c.judgeRetrans(st, a)
 		}
 	}
-	if c.resp != nil && len(c.resp.rtx) > 0 {
+	if c.resp != nil && c.resp.rtx != nil {
 		c.judgeRetrans(c.resp, a)
 	}
 	if off > c.s2c.next && off <= c.s2c.highest+1 {
@@ -130,7 +130,7 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 				seg := c.sendMSS()
 				before := int((oooOff - st.reqStartOff + seg/2) / seg)
 				if rounds := oooLost - before; rounds > 0 && arrived == st.tx.RequestFirst {
-					st.upLost, st.upMulti = rounds, true
+					st.upLost, st.upMulti = int8(rounds), true // rounds <= oooLost, an int8's
 				}
 				c.loss.oooLost = 0
 			}

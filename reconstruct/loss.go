@@ -489,11 +489,12 @@ type pendingRetrans struct {
 const maxPendingRetrans = 4
 
 func (c *conn) addRetrans(st *txState, r pendingRetrans) {
-	if len(st.rtx) >= maxPendingRetrans {
-		c.settleRetrans(st, st.rtx[0], false)
-		st.rtx = append(st.rtx[:0], st.rtx[1:]...)
+	l := st.retrans()
+	if len(l) >= maxPendingRetrans {
+		c.settleRetrans(st, l[0], false)
+		l = append(l[:0], l[1:]...)
 	}
-	st.rtx = append(st.rtx, r)
+	st.setRetrans(append(l, r))
 }
 
 // judgeRetrans gives a verdict on st's pending copies that ACK a settles. A
@@ -505,11 +506,12 @@ func (c *conn) addRetrans(st *txState, r pendingRetrans) {
 // unless the ACK shows the client had the bytes before it arrived.
 func (c *conn) judgeRetrans(st *txState, a ackInfo) {
 	rtt := c.clientRTT()
+	rtx := st.retrans()
 	dup := -1
 	if a.dsackTo > a.dsackFrom {
 		for pass := 0; pass < 2 && dup < 0; pass++ {
-			for i := len(st.rtx) - 1; i >= 0; i-- {
-				r := &st.rtx[i]
+			for i := len(rtx) - 1; i >= 0; i-- {
+				r := &rtx[i]
 				if r.from < a.dsackTo && r.to > a.dsackFrom && (pass == 1 || a.ts-r.at >= rtt/2) {
 					dup = i
 					break
@@ -523,9 +525,9 @@ func (c *conn) judgeRetrans(st *txState, a ackInfo) {
 	// every one of them arrived: the copies were all spurious (their
 	// answers, D-SACKs too, were lost).
 	allAnswered := dup >= 0 && int(c.pktGap) >= dup+1
-	kept := st.rtx[:0]
-	for i, r := range st.rtx {
-		older := dup >= 0 && i < dup && r.from < st.rtx[dup].to && r.to > st.rtx[dup].from
+	kept := rtx[:0]
+	for i, r := range rtx {
+		older := dup >= 0 && i < dup && r.from < rtx[dup].to && r.to > rtx[dup].from
 		switch {
 		case i == dup, i < dup && allAnswered:
 			c.settleRetrans(st, r, true)
@@ -535,10 +537,7 @@ func (c *conn) judgeRetrans(st *txState, a ackInfo) {
 			kept = append(kept, r)
 		}
 	}
-	if len(kept) == 0 {
-		kept = nil
-	}
-	st.rtx = kept
+	st.setRetrans(kept)
 }
 
 // answered judges a copy on an ACK without a D-SACK for it: spurious when
@@ -570,7 +569,7 @@ func (r pendingRetrans) answered(a ackInfo, rtt int64, lostBefore, owed int) (sp
 // settleUnanswered judges the copies of st's response that no ACK
 // settled: with no word from the client, it is assumed to have needed them.
 func (c *conn) settleUnanswered(st *txState) {
-	for _, r := range st.rtx {
+	for _, r := range st.retrans() {
 		c.settleRetrans(st, r, false)
 	}
 	st.rtx = nil

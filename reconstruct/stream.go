@@ -398,12 +398,12 @@ func (l *deliveryLog) timeAt(off, fallback int64) int64 {
 
 // at is timeAt that also returns the packets lost just before that piece,
 // and whether they may have been ACKs rather than copies of it.
-func (l *deliveryLog) at(off, fallback int64) (ts int64, lost int, ackOrCopy bool) {
+func (l *deliveryLog) at(off, fallback int64) (ts int64, lost int8, ackOrCopy bool) {
 	p, ok := l.piece(off)
 	if !ok {
 		return fallback, 0, false
 	}
-	return p.ts, int(p.lost), p.ackOrCopy
+	return p.ts, p.lost, p.ackOrCopy
 }
 
 // piece returns the remembered piece holding offset off, the newer first.

@@ -236,7 +236,7 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 	ackOrCopy := st.upAckOrCopy && st.sentBy == 0
 	ok = false
 	var wait, spread int64
-	k := st.upLost
+	k := int(st.upLost)
 	for ; k >= 1; k-- {
 		wait, spread = timer.lostWait(k, st.upMulti)
 		sent = st.tx.RequestFirst - wait

@@ -158,7 +158,7 @@ func (c *conn) noteH2Resent(e h2ResentRecord) {
 func (c *conn) h2RequestLoss(st *txState, at int64) {
 	for _, e := range c.plainOf().h2Resent {
 		if (e.lost > 0 || e.refill) && e.at == at {
-			st.upLost, st.upAckOrCopy, st.rearmAt = e.lost, e.ackOrCopy, e.rearmAt
+			st.upLost, st.upAckOrCopy, st.rearmAt = int8(e.lost), e.ackOrCopy, e.rearmAt // e.lost is a pktLost
 			if e.lost > 0 {
 				st.prev, st.timer = e.prev, e.timer
 			}

@@ -221,9 +221,9 @@ const (
 	// counted by the header budget).
 	parserMemory = 240
 	// txMemory: a transaction in flight (request pending, response
-	// arriving, or waiting for the client's ACK): its txState (448 B)
+	// arriving, or waiting for the client's ACK): its txState (416 B)
 	// and the header values it keeps (one string, ~128 B).
-	txMemory = 576
+	txMemory = 544
 )
 
 // flowKey identifies a connection independently of direction: the endpoint

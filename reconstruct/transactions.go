@@ -176,34 +176,62 @@ type txRec struct {
 	BodyCut       bool
 }
 
-// txState is a transaction under construction.
+// txState is a transaction under construction. Its fields are ordered
+// so that it fits the 416-byte size class (issue 15).
 type txState struct {
 	tx           txRec
 	reqStartOff  int64
 	reqEndOff    int64
 	respStartOff int64
 	respEndOff   int64
-	reqDone      bool
-	respStarted  bool
-	respDone     bool
-	heuristic    bool // timed from sequence numbers, not parsed
+
+	// timer, rearmAt, prev, sentBy and upLost time a request whose first
+	// copy was lost before the capture point (see requestSent): prev is
+	// the connection's latest complete response when the request started,
+	// read when the request is timed (a verdict on its retransmissions
+	// may come later).
+	timer   clientTimer // the client's retransmission timer when the request started
+	rearmAt int64       // the server's latest ACK of new client data when the request's copy came (srvAckNewAt)
+	sentBy  int64       // the client had sent the request by then (a later pure ACK's sequence number)
+	prev    prevResp
+	// rtx is behind a pointer, nil unless retransmissions await a
+	// verdict (see retrans): most responses never have one.
+	rtx *[]pendingRetrans
+
 	// h2ID: the HTTP/2 stream of a decrypted connection's transaction
 	// (0 otherwise).
 	h2ID uint32
-
 	// upLost: copies of the request's first segment lost before the
-	// capture point; prev is the connection's latest complete response
-	// when the request started, read when the request is timed (a verdict
-	// on its retransmissions may come later; see requestSent).
-	upLost      int
-	upMulti     bool        // upLost counts rounds of a multi-segment flight
-	upAckOrCopy bool        // the lost packets may have been ACKs: timing must decide
-	timer       clientTimer // the client's retransmission timer when the request started
-	rearmAt     int64       // the server's latest ACK of new client data when the request's copy came (srvAckNewAt)
-	sentBy      int64       // the client had sent the request by then (a later pure ACK's sequence number)
-	resent      bool        // a segment of the request was resent after a loss before the capture point (see deliverClient)
-	prev        prevResp
-	rtx         []pendingRetrans // nil unless retransmissions await a verdict
+	// capture point (a conn.pktLost, so an int8).
+	upLost      int8
+	upMulti     bool // upLost counts rounds of a multi-segment flight
+	upAckOrCopy bool // the lost packets may have been ACKs: timing must decide
+	resent      bool // a segment of the request was resent after a loss before the capture point (see deliverClient)
+	reqDone     bool
+	respStarted bool
+	respDone    bool
+	heuristic   bool // timed from sequence numbers, not parsed
+}
+
+// retrans is st's retransmissions awaiting a verdict.
+func (st *txState) retrans() []pendingRetrans {
+	if st.rtx == nil {
+		return nil
+	}
+	return *st.rtx
+}
+
+// setRetrans makes l st's retransmissions awaiting a verdict.
+func (st *txState) setRetrans(l []pendingRetrans) {
+	switch {
+	case len(l) == 0:
+		st.rtx = nil
+	case st.rtx == nil:
+		st.rtx = new([]pendingRetrans)
+		*st.rtx = l
+	default:
+		*st.rtx = l
+	}
 }
 
 // prevResp is the connection's latest complete response as a request
