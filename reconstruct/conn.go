@@ -138,6 +138,18 @@ type lossNotes struct {
 	oooLost int
 	oooOff  int64
 	oooAt   int64 // when that segment arrived
+	// retransBytes: the bytes both directions carried again, for
+	// Connection.RetransBytes (here, not in each halfStream, as only
+	// lossy connections have any).
+	retransBytes int64
+}
+
+// retransBytes is what the connection's segments carried again.
+func (c *conn) retransBytes() int64 {
+	if c.flowState == nil || c.loss == nil {
+		return 0
+	}
+	return c.loss.retransBytes
 }
 
 // notes is f's lossNotes, made if it has none yet: for writing.
@@ -349,7 +361,7 @@ func (c *conn) fromClient(p *capture.Packet) {
 				}
 			} else {
 				c.handshakeRTT = ts - c.answeredSynAck(p)
-				if len(c.rec.SYNTimes) > 0 { // a capture that began after the SYN has no sample
+				if len(c.rec.synTimes()) > 0 { // a capture that began after the SYN has no sample
 					c.timer.sample(c.handshakeSample(p, ts-c.answeredSyn()))
 				}
 			}
@@ -479,7 +491,7 @@ func (c *conn) account(h *halfStream, retrans int, reordered bool) {
 		c.t.stats.OutOfWindow++
 	case retrans > 0:
 		c.t.stats.RetransSegments++
-		h.retransBytes += int64(retrans)
+		c.notes().retransBytes += int64(retrans)
 	}
 }
 

@@ -2,6 +2,7 @@ package reconstruct
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/rtmon/rtmon/capture"
@@ -132,7 +133,7 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 		} else {
 			inc32(&c.rec.SYNLosses)
 		}
-		c.rec.SYNTimes = appendHandshakeTime(c, c.rec.SYNTimes, ts)
+		c.addSYNTime(ts)
 		c.synackSinceSyn = false
 		return
 	}
@@ -144,10 +145,10 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 		if c.synackSinceSyn {
 			// The server retransmitted its SYN/ACK: the first never got an answer.
 			inc32(&c.rec.SYNACKLosses)
-		} else if n := len(c.rec.SYNTimes); n > 0 {
-			c.rec.RTTServer = ts - c.rec.SYNTimes[n-1]
+		} else if n := c.rec.nSYN; n > 0 {
+			c.rec.RTTServer = ts - c.rec.hsTimes[n-1]
 		}
-		c.rec.SYNACKTimes = appendHandshakeTime(c, c.rec.SYNACKTimes, ts)
+		c.addSYNACKTime(ts)
 		c.synackSinceSyn = true
 		c.lastSynAck = ts
 		if p.HasTimestamps && c.rec.Established == 0 { // read up to the handshake ACK only
@@ -178,13 +179,25 @@ func inc32(n *int32) {
 // times it let go.
 const maxHandshakeTimes = 16
 
-func appendHandshakeTime(c *conn, times []int64, ts int64) []int64 {
-	if len(times) < maxHandshakeTimes {
-		return append(times, ts)
+func (c *conn) addSYNTime(ts int64) {
+	r := &c.rec
+	if r.nSYN < maxHandshakeTimes {
+		r.hsTimes = slices.Insert(r.hsTimes, int(r.nSYN), ts)
+		r.nSYN++
+		return
 	}
 	c.t.stats.HandshakeTimesDropped++
-	times[len(times)-1] = ts // the newest stays last: RTT and timing read it
-	return times
+	r.hsTimes[r.nSYN-1] = ts // the newest stays last: RTT and timing read it
+}
+
+func (c *conn) addSYNACKTime(ts int64) {
+	r := &c.rec
+	if len(r.hsTimes)-int(r.nSYN) < maxHandshakeTimes {
+		r.hsTimes = append(r.hsTimes, ts)
+		return
+	}
+	c.t.stats.HandshakeTimesDropped++
+	r.hsTimes[len(r.hsTimes)-1] = ts // the newest stays last
 }
 
 // answeredSynAck is the capture time of the SYN/ACK a handshake ACK
@@ -235,7 +248,7 @@ func (c *conn) handshakeSample(ack *capture.Packet, seen int64) int64 {
 	// for a later SYN; other stacks echo the newest. The capture's view
 	// from either SYN bounds the sample: shorter than both, the ACK
 	// queued on its way.
-	fromLast := ack.Timestamp - c.rec.SYNTimes[len(c.rec.SYNTimes)-1]
+	fromLast := ack.Timestamp - c.rec.hsTimes[c.rec.nSYN-1]
 	tick := 2 * int64(time.Millisecond)
 	if q := min(seen, fromLast) - own; q > tick {
 		c.ackQueued = q
@@ -252,10 +265,11 @@ func (c *conn) handshakeSample(ack *capture.Packet, seen int64) int64 {
 // that SYN (so after a lost SYN/ACK the sample spans the SYN timeout).
 func (c *conn) answeredSyn() int64 {
 	r := &c.rec
-	answered := r.SYNTimes[len(r.SYNTimes)-1]
-	if len(r.SYNACKTimes) > 0 {
-		for _, syn := range r.SYNTimes {
-			if syn <= r.SYNACKTimes[0] {
+	syns := r.synTimes()
+	answered := syns[len(syns)-1]
+	if acks := r.synackTimes(); len(acks) > 0 {
+		for _, syn := range syns {
+			if syn <= acks[0] {
 				answered = syn
 			}
 		}

@@ -96,8 +96,8 @@ func (c *conn) inFlightSince(now int64) (int64, bool) {
 		}
 	}
 	first := int64(0)
-	if len(c.rec.SYNTimes) > 0 {
-		first = c.rec.SYNTimes[0]
+	if len(c.rec.synTimes()) > 0 {
+		first = c.rec.synTimes()[0]
 	}
 	txSince := func(st *txState) {
 		if st == nil || strings.HasPrefix(st.tx.ContentType, "text/event-stream") {
@@ -133,7 +133,7 @@ func (c *conn) inFlightSince(now int64) (int64, bool) {
 		// whose SYNs stopped long ago was given up: the tracker keeps it
 		// until IdleTimeout, but no transaction will come of it.
 		at := c.connectedAt()
-		if at == 0 && now-c.rec.SYNTimes[len(c.rec.SYNTimes)-1] <= nextSYNWithin(c.rec.SYNTimes) || at > 0 && now-at <= preconnectIdle {
+		if at == 0 && now-c.rec.synTimes()[len(c.rec.synTimes())-1] <= nextSYNWithin(c.rec.synTimes()) || at > 0 && now-at <= preconnectIdle {
 			note(first)
 		}
 	}

@@ -53,8 +53,7 @@ type halfStream struct {
 	// windowSlack is not this stream's.
 	edge int64
 
-	bytes        int64
-	retransBytes int64
+	bytes int64
 }
 
 // reorderBuffer holds out-of-order segments by offset, one per offset:

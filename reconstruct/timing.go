@@ -79,7 +79,7 @@ func (c *conn) emitTimed(st *txState) {
 		}
 	}
 	connected := c.connectedAt()
-	freshConn := hasRequest && st.opensConn() && len(r.SYNTimes) > 0
+	freshConn := hasRequest && st.opensConn() && len(r.synTimes()) > 0
 	if freshConn && connected > 0 && to > 0 && connected >= from-estimateSlack/8 && connected <= to+estimateSlack/8 {
 		// An estimate that cannot be told from the connect: the client
 		// sent as it connected, as clients that connect to send do.
@@ -109,7 +109,7 @@ func (c *conn) emitTimed(st *txState) {
 			// acknowledges the SYN/ACK.
 			connected = sent
 		}
-		b0, b1 = r.SYNTimes[0]-half, connected-half
+		b0, b1 = r.synTimes()[0]-half, connected-half
 		bT = c.tlsDoneFor(st, b1, half)
 		b2 = tx.RequestLast - half
 	case hasRequest:
@@ -232,7 +232,7 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 	// timer is known, so a copy later than one wait after connecting was
 	// sent later (a spare connection), not as the client connected.
 	weak := c.ipid.steps < 3 && st.sentBy == 0 && !c.ownSample
-	fresh := st.opensConn() && len(c.rec.SYNTimes) > 0
+	fresh := st.opensConn() && len(c.rec.synTimes()) > 0
 	ackOrCopy := st.upAckOrCopy && st.sentBy == 0
 	ok = false
 	var wait, spread int64

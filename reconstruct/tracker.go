@@ -212,8 +212,9 @@ type Stats struct {
 // memory requires and let responses in flight overrun the bound by half.
 const (
 	// ConnectionMemory is the least an open connection is counted at:
-	// the connection itself, its table and index entries.
-	ConnectionMemory = 640
+	// the connection itself (416 B), its handshake times, its table and
+	// index entries.
+	ConnectionMemory = 576
 	// flowMemory: a connection that carried data (its flowState).
 	flowMemory = 384
 	// parserMemory: an HTTP/1 parser held inside a message (its header
