@@ -166,8 +166,8 @@ func TestOpenConnections(t *testing.T) {
 // after GC with 50,000 open (not timed), under a bound for each state:
 // issue 15's 1 KiB for a handshake only and an idle keep-alive
 // connection. A connection mid-response (a parser and a transaction in
-// flight) does not meet it yet: 1,734 B with 50k open (2,454 B before
-// the issue's last round), held here so that it does not grow back.
+// flight) does not meet it yet: 1,734 B (2,454 B before the issue's last
+// round), held here so that it does not grow back.
 func TestConnMemoryBound(t *testing.T) {
 	bound := map[ConnState]float64{Handshake: 1024, Idle: 1024, MidResponse: 1792}
 	for _, s := range []ConnState{Handshake, Idle, MidResponse} {

@@ -206,8 +206,8 @@ type Stats struct {
 
 // What an open connection is counted at against MaxMemory besides its
 // buffers, by the state it holds: the heap measured with
-// bench.ConnMemory (100k open: 590 B with a handshake only, 974 B idle
-// keep-alive, 2,454 B mid-response), rounded up to the allocator's size
+// bench.ConnMemory (100k open: 558 B with a handshake only, 942 B idle
+// keep-alive, 1,734 B mid-response), rounded up to the allocator's size
 // classes. A flat figure would shed a SYN flood twice as early as its
 // memory requires and let responses in flight overrun the bound by half.
 const (
