@@ -220,7 +220,7 @@ const (
 	// parserMemory: an HTTP/1 parser held inside a message (its header
 	// scratch is held only inside a header section, and its buffer is
 	// counted by the header budget).
-	parserMemory = 240
+	parserMemory = 224
 	// txMemory: a transaction in flight (request pending, response
 	// arriving, or waiting for the client's ACK): its txState (416 B)
 	// and the header values it keeps (one string, ~128 B).

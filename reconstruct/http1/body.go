@@ -17,24 +17,33 @@ type BodyReceiver interface {
 func (p *Parser) headersDoneWithBody(h Handler) {
 	p.msg.WantBody = false
 	p.headersDoneEvent(h)
-	p.body = nil
-	if p.msg.WantBody {
-		p.body, _ = h.(BodyReceiver)
-	}
+	_, ok := h.(BodyReceiver)
+	p.wantBody = p.msg.WantBody && ok
 }
 
-func (p *Parser) bodyData(data []byte) {
-	if p.body != nil && len(data) > 0 {
+// receiver is h as the current message's body receiver, nil unless it
+// asked for the body. The parser keeps a flag, not the receiver: the
+// handler comes with every Feed and Gap (16 bytes less on a held parser).
+func (p *Parser) receiver(h Handler) BodyReceiver {
+	if !p.wantBody {
+		return nil
+	}
+	r, _ := h.(BodyReceiver)
+	return r
+}
+
+func (p *Parser) bodyData(data []byte, h Handler) {
+	if r := p.receiver(h); r != nil && len(data) > 0 {
 		m := p.message()
-		p.body.Body(m, data)
+		r.Body(m, data)
 		p.done(m)
 	}
 }
 
-func (p *Parser) bodyGap(n int64) {
-	if p.body != nil && n > 0 {
+func (p *Parser) bodyGap(n int64, h Handler) {
+	if r := p.receiver(h); r != nil && n > 0 {
 		m := p.message()
-		p.body.BodyGap(m, n)
+		r.BodyGap(m, n)
 		p.done(m)
 	}
 }

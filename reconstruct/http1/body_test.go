@@ -102,8 +102,8 @@ func TestBodyGapAndOptIn(t *testing.T) {
 	p = newP(Response, 0, "GET")
 	rec := &recorder{}
 	p.Feed(in, rec)
-	if p.body != nil || len(rec.ends()) != 1 {
-		t.Fatalf("body receiver %v, ends %d", p.body, len(rec.ends()))
+	if p.wantBody || len(rec.ends()) != 1 {
+		t.Fatalf("body wanted %v, ends %d", p.wantBody, len(rec.ends()))
 	}
 }
 

@@ -31,7 +31,7 @@ func (p *Parser) chunkStep(data []byte, h Handler) int {
 		ended := false
 		switch p.st {
 		case stChunkData:
-			n = p.chunkData(data[i:])
+			n = p.chunkData(data[i:], h)
 		case stChunkSize:
 			n, lost = p.chunkSize(data[i:])
 		case stChunkExt:
@@ -66,9 +66,9 @@ func (p *Parser) chunkStep(data []byte, h Handler) int {
 // position and return how many they consumed; a loss of sync names its
 // reason, the bytes before it consumed.
 
-func (p *Parser) chunkData(data []byte) int {
+func (p *Parser) chunkData(data []byte, h Handler) int {
 	n := min(int64(len(data)), p.remain)
-	p.bodyData(data[:n])
+	p.bodyData(data[:n], h)
 	p.remain -= n
 	p.msg.BodyLen += n
 	if p.remain == 0 {

@@ -69,10 +69,6 @@ type Parser struct {
 	// connection waits in while a response streams, does not carry it.
 	hs *headState
 
-	// body receives the current message's body when its handler asked for
-	// it (Message.WantBody); nil otherwise.
-	body BodyReceiver
-
 	budget *HeaderBudget // nil: only max bounds the header buffer
 
 	// int32: the header limit is at most math.MaxInt32 (headerLimit), and
@@ -101,6 +97,9 @@ type Parser struct {
 
 	atLineStart bool // hunting: the next byte begins a line
 	trCR        bool // the current trailer line starts with CR
+	// wantBody: the current message's handler asked for its body
+	// (Message.WantBody) and receives it (see receiver).
+	wantBody bool
 }
 
 // headState is what parsing a header section needs besides the message.
@@ -287,12 +286,12 @@ func (p *Parser) Gap(n int64, h Handler) {
 			p.releaseHdr()
 			p.hunt(true)
 		case stBody:
-			n -= p.holeInBody(n)
+			n -= p.holeInBody(n, h)
 			if p.remain == 0 {
 				p.end(h)
 			}
 		case stChunkData:
-			k := p.holeInBody(n)
+			k := p.holeInBody(n, h)
 			p.msg.BodyLen += k
 			n -= k
 			if p.remain == 0 {
@@ -302,7 +301,7 @@ func (p *Parser) Gap(n int64, h Handler) {
 			p.lose(h, ReasonGap)
 			p.atLineStart = true
 		case stUntilClose:
-			p.bodyGap(n)
+			p.bodyGap(n, h)
 			p.msg.Hole += n
 			p.off += n
 			return
@@ -315,9 +314,9 @@ func (p *Parser) Gap(n int64, h Handler) {
 
 // holeInBody advances over the part of an n-byte gap that falls in the
 // body bytes still expected (p.remain) and returns its length.
-func (p *Parser) holeInBody(n int64) int64 {
+func (p *Parser) holeInBody(n int64, h Handler) int64 {
 	k := min(n, p.remain)
-	p.bodyGap(k)
+	p.bodyGap(k, h)
 	p.remain -= k
 	p.msg.Hole += k
 	p.off += k
@@ -366,7 +365,7 @@ func (p *Parser) step(data []byte, h Handler) int {
 		return p.headStep(data, h)
 	case stBody:
 		n := min(int64(len(data)), p.remain)
-		p.bodyData(data[:n])
+		p.bodyData(data[:n], h)
 		p.remain -= n
 		p.off += n
 		if p.remain == 0 {
@@ -376,7 +375,7 @@ func (p *Parser) step(data []byte, h Handler) int {
 	case stChunkSize, stChunkExt, stChunkSizeLF, stChunkData, stChunkDataEnd, stChunkDataLF, stTrailer:
 		return p.chunkStep(data, h)
 	case stUntilClose:
-		p.bodyData(data)
+		p.bodyData(data, h)
 		p.off += int64(len(data))
 		return len(data)
 	default: // stOpaque, stClosed
@@ -474,7 +473,7 @@ func (p *Parser) end(h Handler) {
 	}
 	p.started = false
 	p.st = p.next
-	p.body = nil
+	p.wantBody = false
 	p.messageEnd(h)
 }
 
