@@ -35,15 +35,14 @@ func (h *requestEvents) HeadersDone(m *http1.Message) {
 	if st == nil {
 		return
 	}
-	st.tx.Method = m.Method
-	st.tx.URL = c.t.redact(m.URL)
+	v := st.tx.reqVals()
+	v[reqMethod], v[reqURL] = m.Method, c.t.redact(m.URL)
 	if m.Host != "" || c.tls == nil { // a decrypted request without Host keeps the SNI name
-		st.tx.Host = m.Host
+		v[reqHost] = m.Host
 	}
-	st.tx.Referer = c.t.redact(m.Referer)
-	st.tx.UserAgent = m.UserAgent
-	st.tx.Accept = m.Accept
-	st.tx.SecFetchDest = m.SecFetchDest
+	v[reqReferer], v[reqUserAgent] = c.t.redact(m.Referer), m.UserAgent
+	v[reqAccept], v[reqFetchDest] = m.Accept, m.SecFetchDest
+	st.tx.setReq(v)
 	if m.HeaderTooLarge {
 		st.tx.Flags |= FlagHeaderTooLarge
 	}
@@ -218,7 +217,9 @@ func (c *conn) heuristicClientData(ts, off int64, captured []byte, wireLen int) 
 		st.tx.RequestFirst = ts
 		st.reqStartOff = off
 		if method, url, ok := requestLine(captured); ok {
-			st.tx.Method, st.tx.URL = method, c.t.redact(url)
+			v := st.tx.reqVals()
+			v[reqMethod], v[reqURL] = method, c.t.redact(url)
+			st.tx.setReq(v)
 		}
 		c.addPending(st)
 	}

@@ -197,11 +197,13 @@ func (c *conn) h2Stream(s *http2wire.Stream) {
 	tx.Flags |= FlagHTTP2
 	st.prev, st.timer = c.lastResp, c.timer // a resent request's are as it came (h2RequestLoss)
 	if rq.Seen {
-		tx.Method, tx.URL, tx.UserAgent = rq.Method, c.t.redact(rq.Path), rq.UserAgent
-		tx.Referer, tx.Accept, tx.SecFetchDest = c.t.redact(rq.Referer), rq.Accept, rq.SecFetchDest
+		v := tx.reqVals()
+		v[reqMethod], v[reqURL], v[reqUserAgent] = rq.Method, c.t.redact(rq.Path), rq.UserAgent
+		v[reqReferer], v[reqAccept], v[reqFetchDest] = c.t.redact(rq.Referer), rq.Accept, rq.SecFetchDest
 		if rq.Authority != "" {
-			tx.Host = rq.Authority
+			v[reqHost] = rq.Authority
 		}
+		tx.setReq(v)
 		tx.RequestFirst = rq.StartAt
 		tx.RequestLast = max(rq.EndAt, rq.StartAt)
 		c.h2RequestLoss(st, rq.StartAt)

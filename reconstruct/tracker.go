@@ -222,9 +222,9 @@ const (
 	// counted by the header budget).
 	parserMemory = 224
 	// txMemory: a transaction in flight (request pending, response
-	// arriving, or waiting for the client's ACK): its txState (416 B)
+	// arriving, or waiting for the client's ACK): its txState (352 B)
 	// and the header values it keeps (one string, ~128 B).
-	txMemory = 544
+	txMemory = 480
 )
 
 // flowKey identifies a connection independently of direction: the endpoint

@@ -1,6 +1,9 @@
 package reconstruct
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // Transactions: requests waiting for their responses, and what a
 // connection's end emits.
@@ -36,7 +39,7 @@ func (c *conn) newTx() *txState {
 	}
 	if c.tls != nil {
 		st.tx.Flags |= FlagTLS
-		st.tx.Host = c.tls.sni
+		st.tx.setReq([nReqVals]string{reqHost: c.tls.sni})
 	}
 	return st
 }
@@ -157,11 +160,12 @@ func (c *conn) end(flags Flags) {
 // (conn.transaction), so a transaction in flight does not carry a whole
 // 512-byte record (issue 15).
 type txRec struct {
-	Method, Host, URL, Referer      string
-	UserAgent, Accept, SecFetchDest string
-	ContentType, ContentEncoding    string
-	Location                        string
-	Body                            []byte
+	// req is the request's header values one after another, reqEnd each
+	// one's end (see setReq): one string header for seven.
+	req                          string
+	ContentType, ContentEncoding string
+	Location                     string
+	Body                         []byte
 
 	RequestFirst, RequestLast   int64
 	ResponseFirst, ResponseLast int64
@@ -169,6 +173,7 @@ type txRec struct {
 	RetransBytes, RequestBytes  int64
 	ResponseBytes, BodyBytes    int64
 	HoleBytes                   int64
+	reqEnd                      [nReqVals]uint32
 	// Index and Status as int32: a connection's count of transactions
 	// and a status code fit, and the four small fields share 16 bytes.
 	Index, Status int32
@@ -176,8 +181,68 @@ type txRec struct {
 	BodyCut       bool
 }
 
+// The request's header values in txRec.req, in order.
+const (
+	reqMethod = iota
+	reqHost
+	reqURL
+	reqReferer
+	reqUserAgent
+	reqAccept
+	reqFetchDest
+	nReqVals
+)
+
+// reqVal is the request's header value i (reqMethod, ...).
+func (r *txRec) reqVal(i int) string {
+	a := uint32(0)
+	if i > 0 {
+		a = r.reqEnd[i-1]
+	}
+	return r.req[a:r.reqEnd[i]]
+}
+
+// reqVals is all of the request's header values, for setReq to change
+// some.
+func (r *txRec) reqVals() (v [nReqVals]string) {
+	for i := range v {
+		v[i] = r.reqVal(i)
+	}
+	return v
+}
+
+// setReq makes v the request's header values. They are copied into one
+// string unless at most one is set (a TLS connection's SNI name), which
+// is then kept as it is.
+func (r *txRec) setReq(v [nReqVals]string) {
+	n, set := 0, 0
+	for i, s := range v {
+		n += len(s)
+		if s != "" {
+			set = i
+		}
+	}
+	if n == len(v[set]) {
+		r.req = v[set]
+		for i := range r.reqEnd {
+			r.reqEnd[i] = 0
+			if i >= set {
+				r.reqEnd[i] = uint32(n)
+			}
+		}
+		return
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for i, s := range v {
+		b.WriteString(s)
+		r.reqEnd[i] = uint32(b.Len()) // values from packets: far below 4 GiB
+	}
+	r.req = b.String()
+}
+
 // txState is a transaction under construction. Its fields are ordered
-// so that it fits the 416-byte size class (issue 15).
+// so that it fits the 352-byte size class (issue 15).
 type txState struct {
 	tx           txRec
 	reqStartOff  int64
