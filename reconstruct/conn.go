@@ -99,9 +99,10 @@ type flowState struct {
 	respFirstByte int64
 	curTS         int64 // capture time of the bytes being parsed
 
-	pending   []*txState // requests in order, waiting for their responses
-	resp      *txState   // response being received
-	awaiting  []*txState // complete responses waiting for the client's ACK
+	// q: the requests waiting for their responses and the complete
+	// responses waiting for the client's ACK (see txQueues).
+	q         *txQueues
+	resp      *txState // response being received
 	nextIndex int
 	// tls: the client's first bytes were a ClientHello (see tls.go).
 	tls     *tlsSession
@@ -292,7 +293,7 @@ func (c *conn) packet(p *capture.Packet, fromClient bool) {
 	}
 	if p.PayloadLen > len(p.Payload) && !c.truncated {
 		c.truncated = true
-		for _, st := range c.pending {
+		for _, st := range c.pending() {
 			st.tx.Flags |= FlagTruncatedPayload
 		}
 		if c.resp != nil {

@@ -22,7 +22,7 @@ import (
 func (c *conn) serverRetransmitted(p *capture.Packet, from, to int64) {
 	c.probes.reset() // Karn: an ACK after a retransmission is ambiguous
 	lacked := to > c.lastAck
-	for _, st := range c.awaiting {
+	for _, st := range c.awaiting() {
 		if from < st.respEndOff && (to > st.respStartOff || lacked) {
 			c.responseCopy(st, p, from, to, to >= st.respEndOff)
 			st.tx.RetransBytes += max(min(to, st.respEndOff)-max(from, st.respStartOff), 0)
@@ -46,7 +46,7 @@ func (c *conn) responseCopy(st *txState, p *capture.Packet, from, to int64, tail
 // clientAck processes the client's cumulative ACK of the server's stream.
 func (c *conn) clientAck(a ackInfo) {
 	ts, off := a.ts, a.off
-	for _, st := range c.awaiting {
+	for _, st := range c.awaiting() {
 		if st.rtx != nil {
 			c.judgeRetrans(st, a)
 		}
@@ -69,15 +69,12 @@ func (c *conn) clientAck(a ackInfo) {
 			c.dataRTT = s
 		}
 	}
-	for len(c.awaiting) > 0 && c.awaiting[0].respEndOff <= off {
-		st := c.awaiting[0]
-		c.awaiting[0] = nil
-		c.awaiting = c.awaiting[1:]
+	for l := c.awaiting(); len(l) > 0 && l[0].respEndOff <= off; l = c.awaiting() {
+		st := l[0]
+		l[0] = nil
+		c.setAwaiting(l[1:])
 		st.tx.ResponseAcked = ts
 		c.emit(st)
-	}
-	if len(c.awaiting) == 0 {
-		c.awaiting = nil // the emptied slice would keep its array
 	}
 }
 
@@ -108,8 +105,8 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 	default:
 		c.feed(c.reqP(), (*requestEvents)(c), captured, wireLen)
 	}
-	if n := len(c.pending); n > 0 {
-		st := c.pending[n-1]
+	if n := len(c.pending()); n > 0 {
+		st := c.pending()[n-1]
 		switch {
 		case off < st.reqStartOff:
 		case arrived < ts:

@@ -94,8 +94,8 @@ func (h *responseEvents) MessageStart(m *http1.Message) {
 func (h *responseEvents) HeadersDone(m *http1.Message) {
 	c := (*conn)(h)
 	if m.Interim {
-		if m.Status == 100 && len(c.pending) > 0 {
-			c.pending[0].tx.Flags |= FlagContinued // the request it answers (takeRequest)
+		if m.Status == 100 && len(c.pending()) > 0 {
+			c.pending()[0].tx.Flags |= FlagContinued // the request it answers (takeRequest)
 		}
 		return
 	}

@@ -117,11 +117,11 @@ func (c *conn) inFlightSince(now int64) (int64, bool) {
 	}
 	nextIndex := 0
 	if c.flowState != nil { // else no data yet: only the connect is in flight
-		for _, st := range c.pending {
+		for _, st := range c.pending() {
 			txSince(st)
 		}
 		txSince(c.resp)
-		for _, st := range c.awaiting {
+		for _, st := range c.awaiting() {
 			txSince(st)
 		}
 		nextIndex = c.nextIndex

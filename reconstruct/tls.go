@@ -291,7 +291,7 @@ func (c *conn) tlsSettleProtocol(r tlswire.Record) bool {
 	switch {
 	case c.resp != nil:
 		turnBegan = c.resp.tx.ResponseFirst
-	case s.nTickets > 0 && len(c.pending) > 0:
+	case s.nTickets > 0 && len(c.pending()) > 0:
 		turnBegan = s.tickets[0].At
 	default:
 		return false
@@ -403,7 +403,7 @@ func (c *conn) tlsServerRecord(r tlswire.Record) {
 		// 1.3 hides the protocol: no HTTP/1.1 response is that short).
 		return
 	}
-	if c.resp == nil && len(c.pending) == 0 && c.nextIndex == 0 {
+	if c.resp == nil && len(c.pending()) == 0 && c.nextIndex == 0 {
 		// Nothing asked yet, so nothing answered: TLS 1.3 session
 		// tickets, sent when the client's Finished arrives however late a
 		// busy server gets to them (32 ms behind it on the testbed), or an
@@ -456,19 +456,19 @@ func (c *conn) tlsResponseRecord(r tlswire.Record) {
 // nothing after them were a short response's record, the last of them.
 func (c *conn) tlsTurnEnds() {
 	s := c.tls
-	if s.hasInterim && c.resp == nil && len(c.pending) > 0 {
+	if s.hasInterim && c.resp == nil && len(c.pending()) > 0 {
 		// Nothing followed the record taken for a 100 Continue: it was
 		// the response.
 		s.hasInterim = false
 		c.tlsResponseRecord(s.interim)
 	}
 	switch {
-	case !s.ticketsDone && s.lateTickets > 0 && c.resp == nil && len(c.pending) > 0:
+	case !s.ticketsDone && s.lateTickets > 0 && c.resp == nil && len(c.pending()) > 0:
 		c.tlsLateTicketsAnswer()
-	case !s.ticketsDone && s.nTickets > 0 && c.resp == nil && len(c.pending) > 0:
+	case !s.ticketsDone && s.nTickets > 0 && c.resp == nil && len(c.pending()) > 0:
 		c.tlsResponseRecord(s.tickets[s.nTickets-1])
 	}
-	if s.finished > 0 && len(c.pending) > 0 && !s.protoUnsure && !s.multiplexed {
+	if s.finished > 0 && len(c.pending()) > 0 && !s.protoUnsure && !s.multiplexed {
 		// (An HTTP/2 client sends its preface and first HEADERS as two
 		// records, and the tickets come after both.)
 		s.ticketsDone = true

@@ -182,7 +182,7 @@ func (c *conn) tlsEarlyDone() {
 		}
 		return false
 	}
-	c.pending = slices.DeleteFunc(c.pending, early)
+	c.setPending(slices.DeleteFunc(c.pending(), early))
 	s.held = slices.DeleteFunc(s.held, early)
 	if c.resp != nil && early(c.resp) {
 		c.resp = nil

@@ -177,17 +177,17 @@ func (c *conn) tlsH2Settled() {
 	s.h2Prefaced = true // the preface came before the client's SETTINGS ACK
 	held := s.held
 	s.held = nil
-	if c.tlsH2PrefaceOnly(held) || c.tlsH2PrefaceOnly(c.pending) || c.resp != nil && c.tlsIsPreface(c.resp) {
+	if c.tlsH2PrefaceOnly(held) || c.tlsH2PrefaceOnly(c.pending()) || c.resp != nil && c.tlsIsPreface(c.resp) {
 		c.tlsH2Renumber(held)
 	}
 	held = slices.DeleteFunc(held, c.tlsIsPreface)
-	c.pending = slices.DeleteFunc(c.pending, c.tlsIsPreface)
+	c.setPending(slices.DeleteFunc(c.pending(), c.tlsIsPreface))
 	if c.resp != nil && c.tlsIsPreface(c.resp) {
 		c.resp = nil
 	}
 	held = c.tlsH2Merge(held)
 	c.tlsH2DropPreface(held)
-	c.tlsH2DropPreface(c.pending)
+	c.tlsH2DropPreface(c.pending())
 	c.tlsH2DropPreface([]*txState{c.resp})
 	for _, st := range held {
 		c.emit(st)
@@ -204,12 +204,12 @@ func (c *conn) tlsH2Settled() {
 func (c *conn) tlsH2Merge(held []*txState) []*txState {
 	// The later turn: its answer under way, or its request alone.
 	later := c.resp
-	if later == nil && len(c.pending) == 1 {
-		later = c.pending[0]
+	if later == nil && len(c.pending()) == 1 {
+		later = c.pending()[0]
 	}
 	// Done turns wait held, or for the client's ACK of their end.
-	done := append(slices.Clone(c.awaiting), held...)
-	if later == nil || c.resp != nil && len(c.pending) > 0 || len(done) == 0 || later.tx.Flags&FlagTurnsAmbiguous == 0 {
+	done := append(slices.Clone(c.awaiting()), held...)
+	if later == nil || c.resp != nil && len(c.pending()) > 0 || len(done) == 0 || later.tx.Flags&FlagTurnsAmbiguous == 0 {
 		return held // the client had the answers before: a turn of its own
 	}
 	// The turn before goes on, its answer under way again.
@@ -220,10 +220,11 @@ func (c *conn) tlsH2Merge(held []*txState) []*txState {
 	}
 	first.respDone, first.tx.ResponseAcked = false, 0
 	first.tx.Flags = (first.tx.Flags | later.tx.Flags) &^ (FlagTurnsAmbiguous | FlagNoResponse | FlagNoAck)
-	c.resp, c.pending, c.lastResp = first, nil, first.prev
+	c.resp, c.lastResp = first, first.prev
+	c.setPending(nil)
 	c.nextIndex = int(first.tx.Index) + 1
 	gone := func(st *txState) bool { return st == first }
-	c.awaiting = slices.DeleteFunc(c.awaiting, gone)
+	c.setAwaiting(slices.DeleteFunc(c.awaiting(), gone))
 	return slices.DeleteFunc(held, gone)
 }
 
@@ -245,7 +246,7 @@ func (c *conn) tlsH2PrefaceOnly(txs []*txState) bool {
 // turn from 0, in their order (held, then pending, then the answer under
 // way, which may be the first pending's).
 func (c *conn) tlsH2Renumber(held []*txState) {
-	all := append(slices.Clone(held), c.pending...)
+	all := append(slices.Clone(held), c.pending()...)
 	if c.resp != nil {
 		all = append(all, c.resp)
 	}

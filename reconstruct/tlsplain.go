@@ -234,8 +234,8 @@ func (c *conn) tlsPlainHole() {
 	}
 	if st := c.resp; st != nil {
 		st.tx.Flags |= FlagHole
-	} else if n := len(c.pending); n > 0 {
-		c.pending[n-1].tx.Flags |= FlagHole
+	} else if n := len(c.pending()); n > 0 {
+		c.pending()[n-1].tx.Flags |= FlagHole
 	}
 }
 

@@ -216,7 +216,7 @@ const (
 	// index entries.
 	ConnectionMemory = 576
 	// flowMemory: a connection that carried data (its flowState).
-	flowMemory = 384
+	flowMemory = 352
 	// parserMemory: an HTTP/1 parser held inside a message (its header
 	// scratch is held only inside a header section, and its buffer is
 	// counted by the header budget).
@@ -439,7 +439,7 @@ func (c *conn) footprint() int64 {
 	if f.respParser != nil {
 		n += parserMemory
 	}
-	inflight := len(f.pending) + len(f.awaiting)
+	inflight := len(f.pending()) + len(f.awaiting())
 	if f.resp != nil {
 		inflight++
 	}

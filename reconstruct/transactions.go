@@ -10,8 +10,8 @@ import (
 
 // currentRequest is the request whose bytes are arriving, if any.
 func (c *conn) currentRequest() *txState {
-	if n := len(c.pending); n > 0 && !c.pending[n-1].reqDone {
-		return c.pending[n-1]
+	if n := len(c.pending()); n > 0 && !c.pending()[n-1].reqDone {
+		return c.pending()[n-1]
 	}
 	return nil
 }
@@ -20,7 +20,7 @@ func (c *conn) currentRequest() *txState {
 // for the first time. They wait in order, so the first one not covered
 // ends the search.
 func (c *conn) requestsAcked(off, ts int64) {
-	for _, st := range c.pending {
+	for _, st := range c.pending() {
 		if !st.reqDone || st.reqEndOff > off {
 			return
 		}
@@ -47,28 +47,25 @@ func (c *conn) newTx() *txState {
 // addPending queues a new request; past the bound the oldest is given up as
 // unanswered so pipelined garbage cannot grow memory.
 func (c *conn) addPending(st *txState) {
-	if len(c.pending) >= c.t.cfg.MaxPendingRequests {
+	if len(c.pending()) >= c.t.cfg.MaxPendingRequests {
 		c.t.stats.PendingOverflows++
-		old := c.pending[0]
-		c.pending = slices.Delete(c.pending, 0, 1)
+		old := c.pending()[0]
+		c.setPending(slices.Delete(c.pending(), 0, 1))
 		old.tx.Flags |= FlagNoResponse
 		c.emit(old)
 	}
-	c.pending = append(c.pending, st)
+	c.setPending(append(c.pending(), st))
 }
 
 // takeRequest pairs a starting response with the oldest unanswered request.
 func (c *conn) takeRequest() *txState {
-	if len(c.pending) == 0 {
+	if len(c.pending()) == 0 {
 		st := c.newTx()
 		st.tx.Flags |= FlagNoRequest
 		return st
 	}
-	st := c.pending[0]
-	c.pending = slices.Delete(c.pending, 0, 1)
-	if len(c.pending) == 0 {
-		c.pending = nil // an idle keep-alive connection holds no array
-	}
+	st := c.pending()[0]
+	c.setPending(slices.Delete(c.pending(), 0, 1)) // emptied, it holds no array
 	return st
 }
 
@@ -86,17 +83,17 @@ func (c *conn) completeResponse(st *txState) {
 		c.emit(st)
 		return
 	}
-	if len(c.awaiting) >= c.t.cfg.MaxPendingRequests {
+	if len(c.awaiting()) >= c.t.cfg.MaxPendingRequests {
 		// A client that acknowledges nothing must not grow memory: the
 		// oldest response is given up as never acknowledged.
 		c.t.stats.AwaitingOverflows++
-		old := c.awaiting[0]
-		c.awaiting = slices.Delete(c.awaiting, 0, 1)
+		old := c.awaiting()[0]
+		c.setAwaiting(slices.Delete(c.awaiting(), 0, 1))
 		old.tx.Flags |= FlagNoAck
 		c.settleUnanswered(old)
 		c.emit(old)
 	}
-	c.awaiting = append(c.awaiting, st)
+	c.setAwaiting(append(c.awaiting(), st))
 }
 
 // end finishes the connection: whatever is buffered is delivered, parsers
@@ -132,26 +129,84 @@ func (c *conn) end(flags Flags) {
 		// and what follows is emitted at once.
 		c.tlsSettleHTTP1()
 	}
-	for _, st := range c.awaiting {
+	for _, st := range c.awaiting() {
 		st.tx.Flags |= FlagNoAck | (flags & FlagEvicted)
 		c.settleUnanswered(st)
 		c.emit(st)
 	}
-	c.awaiting = nil
+	c.setAwaiting(nil)
 	if c.resp != nil {
 		c.resp.tx.Flags |= FlagIncomplete | flags
 		c.settleUnanswered(c.resp)
 		c.emit(c.resp)
 		c.resp = nil
 	}
-	for _, st := range c.pending {
+	for _, st := range c.pending() {
 		st.tx.Flags |= FlagNoResponse | flags
 		if !st.reqDone {
 			st.tx.Flags |= FlagIncomplete
 		}
 		c.emit(st)
 	}
-	c.pending = nil
+	c.setPending(nil)
+}
+
+// txQueues is a connection's transactions waiting in line, made while
+// any waits: an idle keep-alive connection does not carry its two slice
+// headers (48 B), and its flowState fits the 352-byte size class.
+type txQueues struct {
+	pending  []*txState // requests in order, waiting for their responses
+	awaiting []*txState // complete responses waiting for the client's ACK
+}
+
+func (f *flowState) pending() []*txState {
+	if f.q == nil {
+		return nil
+	}
+	return f.q.pending
+}
+
+func (f *flowState) awaiting() []*txState {
+	if f.q == nil {
+		return nil
+	}
+	return f.q.awaiting
+}
+
+// setPending and setAwaiting replace a queue; an emptied one keeps no
+// array, and with both empty the connection keeps no txQueues.
+func (f *flowState) setPending(l []*txState) {
+	if len(l) == 0 {
+		l = nil
+	}
+	if f.q == nil {
+		if l == nil {
+			return
+		}
+		f.q = &txQueues{}
+	}
+	f.q.pending = l
+	f.dropEmptyQueues()
+}
+
+func (f *flowState) setAwaiting(l []*txState) {
+	if len(l) == 0 {
+		l = nil
+	}
+	if f.q == nil {
+		if l == nil {
+			return
+		}
+		f.q = &txQueues{}
+	}
+	f.q.awaiting = l
+	f.dropEmptyQueues()
+}
+
+func (f *flowState) dropEmptyQueues() {
+	if f.q.pending == nil && f.q.awaiting == nil {
+		f.q = nil
+	}
 }
 
 // txRec is what a transaction in flight keeps of its Transaction record:
