@@ -221,6 +221,9 @@ const (
 	// scratch is held only inside a header section, and its buffer is
 	// counted by the header budget).
 	parserMemory = 224
+	// queueMemory: transactions waiting in line (txQueues, 48 B, and
+	// its arrays, a slot a transaction).
+	queueMemory = 64
 	// txMemory: a transaction in flight (request pending, response
 	// arriving, or waiting for the client's ACK): its txState (352 B)
 	// and the header values it keeps (one string, ~128 B).
@@ -440,6 +443,9 @@ func (c *conn) footprint() int64 {
 		n += parserMemory
 	}
 	inflight := len(f.pending()) + len(f.awaiting())
+	if f.q != nil {
+		n += queueMemory
+	}
 	if f.resp != nil {
 		inflight++
 	}
