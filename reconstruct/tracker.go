@@ -220,7 +220,7 @@ const (
 	// parserMemory: an HTTP/1 parser held inside a message (its header
 	// scratch is held only inside a header section, and its buffer is
 	// counted by the header budget).
-	parserMemory = 224
+	parserMemory = 208
 	// queueMemory: transactions waiting in line (txQueues, 48 B, and
 	// its arrays, a slot a transaction).
 	queueMemory = 64

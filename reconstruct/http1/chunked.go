@@ -5,7 +5,7 @@ import "bytes"
 // Chunked transfer coding: sizes, extensions, payload and trailers.
 
 func (p *Parser) startChunk() {
-	p.remain, p.digits, p.chunkLine = 0, 0, 0
+	p.remain, p.chunkLine = 0, 0
 }
 
 func unhex(c byte) (int64, bool) {
@@ -90,7 +90,6 @@ func (p *Parser) chunkSize(data []byte) (int, string) {
 			return i, ReasonChunkOverflow
 		}
 		p.remain = p.remain<<4 | v
-		p.digits++
 		p.chunkLine++
 		if p.chunkLine > maxChunkLine {
 			return i, ReasonChunkLine
@@ -99,7 +98,7 @@ func (p *Parser) chunkSize(data []byte) (int, string) {
 	if i == len(data) {
 		return i, ""
 	}
-	if p.digits == 0 {
+	if p.chunkLine == 0 { // no digit: in this state the line holds only digits so far
 		return i, ReasonChunkSize
 	}
 	switch data[i] {

@@ -279,7 +279,7 @@ func (p *Parser) startMessage(line []byte, h Handler) {
 		if line[7] >= '0' && line[7] <= '9' {
 			m.proto = line[7] - '0' + 1
 		}
-		m.Status = int32(line[9]-'0')*100 + int32(line[10]-'0')*10 + int32(line[11]-'0')
+		m.Status = uint16(line[9]-'0')*100 + uint16(line[10]-'0')*10 + uint16(line[11]-'0')
 		m.Interim = m.Status >= 100 && m.Status < 200 && m.Status != 101
 		if !m.Interim {
 			if p.mN == 0 {

@@ -148,7 +148,9 @@ func (p *Parser) values(buf []byte) {
 	pos := 0
 	for i, s := range vals {
 		pos += int(s.b - s.a)
-		m.ends[i] = uint16(pos) // at most 2*MaxURLLen + 8*MaxValueLen in all
+		if i < len(m.ends) {
+			m.ends[i] = uint16(pos)
+		}
 	}
 }
 

@@ -76,7 +76,6 @@ type Parser struct {
 	// maxChunkLine.
 	max       int32
 	chunkLine int32 // bytes in the current chunk-size line
-	digits    int32 // hex digits in the current chunk size
 	trLen     int32 // bytes in the current trailer line
 	trTotal   int32 // bytes in the trailer section
 
@@ -465,11 +464,8 @@ func (p *Parser) releaseHdr() {
 func (p *Parser) end(h Handler) {
 	m := &p.msg
 	m.End = p.off
-	if m.HeaderEnd > 0 {
-		m.BodyWire = m.End - m.HeaderEnd
-		if !m.Chunked {
-			m.BodyLen = m.BodyWire
-		}
+	if m.HeaderEnd > 0 && !m.Chunked {
+		m.BodyLen = m.bodyWire()
 	}
 	p.started = false
 	p.st = p.next
