@@ -47,11 +47,11 @@ func (c *conn) responseCopy(st *txState, p *capture.Packet, from, to int64, tail
 func (c *conn) clientAck(a ackInfo) {
 	ts, off := a.ts, a.off
 	for _, st := range c.awaiting() {
-		if st.rtx != nil {
+		if len(st.retrans()) > 0 {
 			c.judgeRetrans(st, a)
 		}
 	}
-	if c.resp != nil && c.resp.rtx != nil {
+	if c.resp != nil && len(c.resp.retrans()) > 0 {
 		c.judgeRetrans(c.resp, a)
 	}
 	if off > c.s2c.next && off <= c.s2c.highest+1 {

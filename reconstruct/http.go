@@ -22,7 +22,7 @@ func (h *requestEvents) MessageStart(m *http1.Message) {
 	if l := c.loss; l != nil && start < l.aheadOff && l.aheadAt < st.tx.RequestFirst {
 		// A pure ACK had already shown these bytes sent: the copy now
 		// here is a retransmission.
-		st.upLost, st.sentBy = max(st.upLost, 1), l.aheadAt
+		st.upLost, st.more().sentBy = max(st.upLost, 1), l.aheadAt
 	}
 	st.reqStartOff = start
 	c.addPending(st)
@@ -110,7 +110,8 @@ func (h *responseEvents) HeadersDone(m *http1.Message) {
 	st.tx.ResponseFirst = c.respFirstByte
 	st.tx.Status = int32(m.Status)
 	st.tx.ContentType = m.ContentType
-	st.tx.ContentEncoding, st.tx.Location = m.ContentEncoding, m.Location
+	st.tx.ContentEncoding = m.ContentEncoding
+	st.setLocation(m.Location)
 	if m.HeaderTooLarge {
 		st.tx.Flags |= FlagHeaderTooLarge
 	}

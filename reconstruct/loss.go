@@ -572,7 +572,7 @@ func (c *conn) settleUnanswered(st *txState) {
 	for _, r := range st.retrans() {
 		c.settleRetrans(st, r, false)
 	}
-	st.rtx = nil
+	st.setRetrans(nil)
 }
 
 // settleRetrans applies a verdict on copy r of st's response: a spurious

@@ -163,7 +163,7 @@ func (c *conn) transaction(st *txState, rtt int64, b [6]int64) *Transaction {
 		BodyBytes: in.BodyBytes, Method: in.reqVal(reqMethod), Host: in.reqVal(reqHost), URL: in.reqVal(reqURL),
 		Status: int(in.Status), ContentType: in.ContentType, Referer: in.reqVal(reqReferer),
 		UserAgent: in.reqVal(reqUserAgent), Accept: in.reqVal(reqAccept),
-		HoleBytes: in.HoleBytes, SecFetchDest: in.reqVal(reqFetchDest), Location: in.Location,
+		HoleBytes: in.HoleBytes, SecFetchDest: in.reqVal(reqFetchDest), Location: st.location(),
 		ContentEncoding: in.ContentEncoding, Body: in.Body,
 	}
 	in.Body = nil // the sink's now: a later request's prev must not keep it
@@ -232,9 +232,9 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 	// connection's packets: its numbering is no weak evidence, and its
 	// timer is known, so a copy later than one wait after connecting was
 	// sent later (a spare connection), not as the client connected.
-	weak := c.ipid.steps < 3 && st.sentBy == 0 && !c.ownSample
+	weak := c.ipid.steps < 3 && st.sentBy() == 0 && !c.ownSample
 	fresh := st.opensConn() && len(c.rec.synTimes()) > 0
-	ackOrCopy := st.upAckOrCopy && st.sentBy == 0
+	ackOrCopy := st.upAckOrCopy && st.sentBy() == 0
 	ok = false
 	var wait, spread int64
 	k := int(st.upLost)
@@ -282,7 +282,7 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 			break
 		}
 	}
-	if !ok && st.sentBy == 0 {
+	if !ok && st.sentBy() == 0 {
 		return st.tx.RequestFirst, 0, 0, false
 	}
 	from, to = sent-spread, sent+spread
@@ -290,8 +290,8 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 		lo, hi := timer.firstWaitRange(st.upMulti)
 		from, to = min(from, st.tx.RequestFirst-hi), max(to, st.tx.RequestFirst-lo)
 	}
-	if st.sentBy != 0 {
-		sent = min(sent, st.sentBy) // it left before the ACK that showed it
+	if st.sentBy() != 0 {
+		sent = min(sent, st.sentBy()) // it left before the ACK that showed it
 	}
 	return c.rearmedSend(st, min(max(sent, earliest), st.tx.RequestFirst), earliest, wait), from, to, true
 }
@@ -306,7 +306,7 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 // its page's redirect, resent 308 ms after a WINDOW_UPDATE's ACK, timed
 // 123 ms short).
 func (c *conn) rearmedSend(st *txState, sent, earliest, wait int64) int64 {
-	if st.rearmAt == 0 || st.sentBy != 0 {
+	if st.rearmAt == 0 || st.sentBy() != 0 {
 		return sent
 	}
 	restart := st.rearmAt + c.clientRTT()

@@ -192,7 +192,7 @@ func (c *conn) h2Events(evs []http2wire.Event) {
 func (c *conn) h2Stream(s *http2wire.Stream) {
 	p := c.plainOf()
 	st := c.newTx()
-	st.h2ID = s.ID
+	st.more().h2ID = s.ID
 	tx, rq, rs := &st.tx, &s.Request, &s.Response
 	tx.Flags |= FlagHTTP2
 	st.prev, st.timer = c.lastResp, c.timer // a resent request's are as it came (h2RequestLoss)
@@ -235,7 +235,8 @@ func (c *conn) h2Stream(s *http2wire.Stream) {
 	st.respStarted = true
 	tx.Status = int32(max(rs.Status, 0))
 	tx.ContentType = rs.ContentType
-	tx.ContentEncoding, tx.Location = rs.ContentEncoding, rs.Location
+	tx.ContentEncoding = rs.ContentEncoding
+	st.setLocation(rs.Location)
 	tx.ResponseFirst = first
 	tx.ResponseLast = max(rs.EndAt, first)
 	tx.ResponseBytes = rs.HeaderBytes + rs.BodyBytes

@@ -218,8 +218,7 @@ type txRec struct {
 	// req is the request's header values one after another, reqEnd each
 	// one's end (see setReq): one string header for seven.
 	req                          string
-	ContentType, ContentEncoding string
-	Location                     string
+	ContentType, ContentEncoding string // (Location, which few have, is in txRare)
 	Body                         []byte
 
 	RequestFirst, RequestLast   int64
@@ -297,7 +296,7 @@ func (r *txRec) setReq(v [nReqVals]string) {
 }
 
 // txState is a transaction under construction. Its fields are ordered
-// so that it fits the 352-byte size class (issue 15).
+// so that it fits the 320-byte size class (issue 15).
 type txState struct {
 	tx           txRec
 	reqStartOff  int64
@@ -305,22 +304,15 @@ type txState struct {
 	respStartOff int64
 	respEndOff   int64
 
-	// timer, rearmAt, prev, sentBy and upLost time a request whose first
-	// copy was lost before the capture point (see requestSent): prev is
-	// the connection's latest complete response when the request started,
-	// read when the request is timed (a verdict on its retransmissions
-	// may come later).
+	// timer, rearmAt, prev, sentBy (in rare) and upLost time a request
+	// whose first copy was lost before the capture point (see
+	// requestSent): prev is the connection's latest complete response
+	// when the request started, read when the request is timed (a verdict
+	// on its retransmissions may come later).
 	timer   clientTimer // the client's retransmission timer when the request started
 	rearmAt int64       // the server's latest ACK of new client data when the request's copy came (srvAckNewAt)
-	sentBy  int64       // the client had sent the request by then (a later pure ACK's sequence number)
 	prev    prevResp
-	// rtx is behind a pointer, nil unless retransmissions await a
-	// verdict (see retrans): most responses never have one.
-	rtx *[]pendingRetrans
-
-	// h2ID: the HTTP/2 stream of a decrypted connection's transaction
-	// (0 otherwise).
-	h2ID uint32
+	rare    *txRare // nil until one of its fields is set
 	// upLost: copies of the request's first segment lost before the
 	// capture point (a conn.pktLost, so an int8).
 	upLost      int8
@@ -333,25 +325,73 @@ type txState struct {
 	heuristic   bool // timed from sequence numbers, not parsed
 }
 
+// txRare is what few transactions have, apart so that the others do not
+// carry it: made with the first of its fields set.
+type txRare struct {
+	rtx    []pendingRetrans // the response's retransmissions awaiting a verdict
+	sentBy int64            // the client had sent the request by then (a later pure ACK's sequence number)
+	// location is Transaction.Location, a redirect's target.
+	location string
+	// h2ID: the HTTP/2 stream of a decrypted connection's transaction.
+	h2ID uint32
+}
+
+// more is st's txRare, made if it has none yet: for writing.
+func (st *txState) more() *txRare {
+	if st.rare == nil {
+		st.rare = &txRare{}
+	}
+	return st.rare
+}
+
 // retrans is st's retransmissions awaiting a verdict.
 func (st *txState) retrans() []pendingRetrans {
-	if st.rtx == nil {
+	if st.rare == nil {
 		return nil
 	}
-	return *st.rtx
+	return st.rare.rtx
 }
 
 // setRetrans makes l st's retransmissions awaiting a verdict.
 func (st *txState) setRetrans(l []pendingRetrans) {
-	switch {
-	case len(l) == 0:
-		st.rtx = nil
-	case st.rtx == nil:
-		st.rtx = new([]pendingRetrans)
-		*st.rtx = l
-	default:
-		*st.rtx = l
+	if len(l) == 0 {
+		l = nil
+		if st.rare == nil {
+			return
+		}
 	}
+	st.more().rtx = l
+}
+
+// sentBy is when a later pure ACK showed the request sent (0: none did).
+func (st *txState) sentBy() int64 {
+	if st.rare == nil {
+		return 0
+	}
+	return st.rare.sentBy
+}
+
+// location is the response's Location header value.
+func (st *txState) location() string {
+	if st.rare == nil {
+		return ""
+	}
+	return st.rare.location
+}
+
+func (st *txState) setLocation(loc string) {
+	if loc != "" || st.rare != nil {
+		st.more().location = loc
+	}
+}
+
+// h2ID is the HTTP/2 stream of a decrypted connection's transaction (0
+// otherwise).
+func (st *txState) h2ID() uint32 {
+	if st.rare == nil {
+		return 0
+	}
+	return st.rare.h2ID
 }
 
 // prevResp is the connection's latest complete response as a request
@@ -376,8 +416,8 @@ func (p prevResp) end() int64 {
 // or on HTTP/2, whose streams complete in any order (and are indexed so),
 // the client's first stream: clients number their streams up from 1.
 func (st *txState) opensConn() bool {
-	if st.h2ID != 0 {
-		return st.h2ID == 1
+	if id := st.h2ID(); id != 0 {
+		return id == 1
 	}
 	return st.tx.Index == 0
 }
