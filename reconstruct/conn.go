@@ -17,7 +17,6 @@ import (
 type conn struct {
 	prev, next *conn // Tracker.lru
 	t          *Tracker
-	counted    int64 // this connection's share of Tracker.connBytes
 	rec        connRec
 
 	// *flowState holds what only a connection carrying data needs; a
@@ -35,16 +34,15 @@ type conn struct {
 	// next sample.
 	timer clientTimer
 
-	lastSynAck int64
-	// ackQueued: how much longer the capture point's view of the handshake
-	// took than the client's own sample, the time its handshake ACK (or
-	// SYN) spent queued on the way: the client was connected that much
-	// before the capture saw it.
-	ackQueued    int64
+	// lastSynAck and handshakeRTT: the handshake's, read long after it.
+	// ackQueued (lossNotes) and dataRTT (flowState) are set on data's
+	// packets only, so they live there.
+	lastSynAck   int64
 	handshakeRTT int64
-	dataRTT      int64
 
-	firstSeq    uint32    // enters the stable id, computed when the record is emitted
+	// counted is this connection's share of Tracker.connBytes: at most
+	// the few KiB its state is counted at (footprint), so an int32.
+	counted     int32
 	byClientPos int32     // index in Tracker.byClient
 	ipid        ipidTrack // the client's IPv4 IDs
 	// wscale: the window scale each side offered in its SYN (client) and
@@ -117,7 +115,10 @@ type flowState struct {
 	// offset), srvAckNewAt when an ACK last raised it: the client's
 	// retransmission timer restarted as that ACK arrived (rearmedSend).
 	srvAck, srvAckNewAt int64
-	lastResp            prevResp // the latest complete response (see requestSent)
+	// dataRTT is the least round trip from a server segment to the
+	// client's ACK of it (see clientRTT).
+	dataRTT  int64
+	lastResp prevResp // the latest complete response (see requestSent)
 	// loss: evidence of loss most connections never see, made when some
 	// is (see lossNotes).
 	loss *lossNotes
@@ -139,10 +140,23 @@ type lossNotes struct {
 	oooLost int
 	oooOff  int64
 	oooAt   int64 // when that segment arrived
+	// ackQueued: how much longer the capture point's view of the handshake
+	// took than the client's own sample, the time its handshake ACK (or
+	// SYN) spent queued on the way: the client was connected that much
+	// before the capture saw it. Few handshakes show it.
+	ackQueued int64
 	// retransBytes: the bytes both directions carried again, for
 	// Connection.RetransBytes (here, not in each halfStream, as only
 	// lossy connections have any).
 	retransBytes int64
+}
+
+// ackQueue is lossNotes.ackQueued, 0 without it.
+func (c *conn) ackQueue() int64 {
+	if c.flowState == nil || c.loss == nil {
+		return 0
+	}
+	return c.loss.ackQueued
 }
 
 // retransBytes is what the connection's segments carried again.
@@ -184,7 +198,7 @@ func (c *conn) dropPristineFlow() {
 }
 
 func newConn(t *Tracker, p *capture.Packet) *conn {
-	c := &conn{t: t, firstSeq: p.Seq}
+	c := &conn{t: t}
 	if p.Flags&(capture.FlagSYN|capture.FlagACK) != capture.FlagSYN {
 		c.ensureFlow() // mid-stream: its parsers resync below
 	}
@@ -205,6 +219,10 @@ func newConn(t *Tracker, p *capture.Packet) *conn {
 	}
 	c.rec.client, c.rec.clientKind = packAddr(client.Addr())
 	c.rec.server, c.rec.serverKind = packAddr(server.Addr())
+	// The stable id's hash, from what the connection's first packet says:
+	// made now, it keeps no sequence number for later.
+	c.rec.idHash = connectionHash(t.cfg.IDKey, netip.AddrPortFrom(c.rec.Client(), c.rec.ClientPort),
+		netip.AddrPortFrom(c.rec.Server(), c.rec.ServerPort), c.rec.FirstSeen, p.Seq)
 	if p.Flags&(capture.FlagSYN|capture.FlagACK) != capture.FlagSYN {
 		c.rec.Flags |= FlagMidStream
 	}
@@ -522,16 +540,11 @@ func (c *conn) closeServerParser() {
 	c.respP().Close((*responseEvents)(c))
 }
 
-// id is the connection's stable id. Its hash is made on first use (most
-// connections need it only once, when their first record goes out) and
-// kept; the string is spelled out for each record, so an idle connection
-// holds 8 bytes of it, not a string.
+// id is the connection's stable id. Its hash is made as the connection
+// opens (newConn: every connection's record needs it once); the string is
+// spelled out for each record, so an idle connection holds 8 bytes of it,
+// not a string.
 func (c *conn) id() string {
-	if !c.rec.idMade {
-		c.rec.idHash = connectionHash(c.t.cfg.IDKey, netip.AddrPortFrom(c.rec.Client(), c.rec.ClientPort),
-			netip.AddrPortFrom(c.rec.Server(), c.rec.ServerPort), c.rec.FirstSeen, c.firstSeq)
-		c.rec.idMade = true
-	}
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], c.rec.idHash)
 	id := hex.EncodeToString(b[:])

@@ -27,7 +27,6 @@ type connRec struct {
 	MSSClient, MSSServer    uint16 // as the SYN options carry them
 	Flags                   Flags
 	clientKind, serverKind  uint8
-	idMade                  bool  // idHash is made
 	nSYN                    uint8 // at most maxHandshakeTimes
 }
 

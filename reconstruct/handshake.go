@@ -251,7 +251,7 @@ func (c *conn) handshakeSample(ack *capture.Packet, seen int64) int64 {
 	fromLast := ack.Timestamp - c.rec.hsTimes[c.rec.nSYN-1]
 	tick := 2 * int64(time.Millisecond)
 	if q := min(seen, fromLast) - own; q > tick {
-		c.ackQueued = q
+		c.notes().ackQueued = q
 	}
 	if d := own - seen; d >= -tick && d <= tick {
 		return seen

@@ -17,7 +17,7 @@ func TestStateSizes(t *testing.T) {
 		name        string
 		size, class uintptr
 	}{
-		{"conn", unsafe.Sizeof(conn{}), 416},
+		{"conn", unsafe.Sizeof(conn{}), 384},
 		{"flowState", unsafe.Sizeof(flowState{}), flowMemory},
 		{"txState", unsafe.Sizeof(txState{}), 320},
 		{"http1.Parser", unsafe.Sizeof(http1.Parser{}), parserMemory},

@@ -10,13 +10,17 @@ import "math"
 // pairs. Queueing or a delayed ACK only ever inflates a sample, so the
 // minimum is the best estimate of the path itself.
 func (c *conn) clientRTT() int64 {
+	data := int64(0)
+	if c.flowState != nil { // else no data: no data sample
+		data = c.dataRTT
+	}
 	switch {
-	case c.handshakeRTT > 0 && c.dataRTT > 0:
-		return min(c.handshakeRTT, c.dataRTT)
+	case c.handshakeRTT > 0 && data > 0:
+		return min(c.handshakeRTT, data)
 	case c.handshakeRTT > 0:
 		return c.handshakeRTT
 	}
-	return c.dataRTT
+	return data
 }
 
 // rttProbes remembers when recent server segments left, so the client's ACKs

@@ -85,7 +85,7 @@ func (c *conn) emitTimed(st *txState) {
 		// sent as it connected, as clients that connect to send do.
 		sent = connected
 	}
-	idle := sent - max(connected, c.tlsReady()) + c.ackQueued // TLS done first; the ACK's queue (handshakeSample)
+	idle := sent - max(connected, c.tlsReady()) + c.ackQueue() // TLS done first; the ACK's queue (handshakeSample)
 	if c.hsAckLost {
 		// connected is then the SYN/ACK's departure plus the path's least
 		// round trip, the earliest the client could have connected; a
@@ -205,7 +205,7 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 		// round trip to it and on to the server stands in.
 		timer.sample(c.clientRTT() + c.rec.RTTServer)
 	}
-	earliest := c.connectedAt() - c.ackQueued
+	earliest := c.connectedAt() - c.ackQueue()
 	if last := st.prev.end(); last > 0 {
 		// The copy of the previous response that reached the client, as
 		// judged by now (a copy still unjudged is not assumed needed).

@@ -9,6 +9,7 @@ import (
 	"hash"
 	"hash/fnv"
 	"io"
+	"math"
 	"net/netip"
 	"time"
 
@@ -212,9 +213,9 @@ type Stats struct {
 // memory requires and let responses in flight overrun the bound by half.
 const (
 	// ConnectionMemory is the least an open connection is counted at:
-	// the connection itself (416 B), its handshake times, its table and
+	// the connection itself (384 B), its handshake times, its table and
 	// index entries.
-	ConnectionMemory = 576
+	ConnectionMemory = 544
 	// flowMemory: a connection that carried data (its flowState).
 	flowMemory = 352
 	// parserMemory: an HTTP/1 parser held inside a message (its header
@@ -423,9 +424,9 @@ func (t *Tracker) open(key flowKey, p *capture.Packet) *conn {
 // Only the connection a packet belongs to changes much, so the others'
 // shares stay as of their own latest packets until they leave.
 func (t *Tracker) recount(c *conn) {
-	n := c.footprint()
-	t.connBytes += n - c.counted
-	c.counted = n
+	n := min(c.footprint(), math.MaxInt32) // past 2 GiB only with MaxPendingRequests in the millions
+	t.connBytes += n - int64(c.counted)
+	c.counted = int32(n)
 }
 
 // footprint is what c is counted at against MaxMemory besides its buffers.
@@ -489,7 +490,7 @@ func (t *Tracker) finish(c *conn, flags Flags) {
 	// Counted before end, which may deliver what is buffered: all of it
 	// leaves with the connection.
 	t.reorderBytes -= c.reorderHeld()
-	t.connBytes -= c.counted
+	t.connBytes -= int64(c.counted)
 	c.counted = 0
 	if !c.done {
 		c.end(flags)
