@@ -207,10 +207,10 @@ type Stats struct {
 
 // What an open connection is counted at against MaxMemory besides its
 // buffers, by the state it holds: the heap measured with
-// bench.ConnMemory (100k open: 558 B with a handshake only, 942 B idle
-// keep-alive, 1,734 B mid-response), rounded up to the allocator's size
-// classes. A flat figure would shed a SYN flood twice as early as its
-// memory requires and let responses in flight overrun the bound by half.
+// bench.ConnMemory (100k open: 526 B with a handshake only, 878 B idle
+// keep-alive, 1,542 B mid-response), rounded up. A flat figure would
+// shed a SYN flood twice as early as its memory requires and let
+// responses in flight overrun the bound by half.
 const (
 	// ConnectionMemory is the least an open connection is counted at:
 	// the connection itself (384 B), its handshake times, its table and
