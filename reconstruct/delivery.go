@@ -25,12 +25,12 @@ func (c *conn) serverRetransmitted(p *capture.Packet, from, to int64) {
 	for _, st := range c.awaiting() {
 		if from < st.respEndOff && (to > st.respStartOff || lacked) {
 			c.responseCopy(st, p, from, to, to >= st.respEndOff)
-			st.tx.RetransBytes += max(min(to, st.respEndOff)-max(from, st.respStartOff), 0)
+			st.addRetransBytes(min(to, st.respEndOff) - max(from, st.respStartOff))
 		}
 	}
 	if st := c.resp; st != nil && (to > st.respStartOff || lacked) {
 		c.responseCopy(st, p, from, to, false) // its end is not known yet
-		st.tx.RetransBytes += max(to-max(from, st.respStartOff), 0)
+		st.addRetransBytes(to - max(from, st.respStartOff))
 	}
 }
 

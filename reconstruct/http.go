@@ -127,13 +127,13 @@ func (h *responseEvents) Body(m *http1.Message, data []byte) {
 	if st == nil || st.tx.BodyCut {
 		return
 	}
-	room := min(t.cfg.MaxBodyBytes-len(st.tx.Body), t.cfg.MaxBodyBudget-t.bodyBytes)
+	room := min(t.cfg.MaxBodyBytes-len(st.body()), t.cfg.MaxBodyBudget-t.bodyBytes)
 	if len(data) > room {
 		data = data[:max(room, 0)]
 		st.tx.BodyCut = true
 		t.stats.BodiesCut++
 	}
-	st.tx.Body = appendBody(st.tx.Body, data, m.ContentLength, t.cfg.MaxBodyBytes)
+	st.setBody(appendBody(st.body(), data, m.ContentLength, t.cfg.MaxBodyBytes))
 	t.bodyBytes += len(data)
 }
 

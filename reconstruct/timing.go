@@ -159,14 +159,14 @@ func (c *conn) transaction(st *txState, rtt int64, b [6]int64) *Transaction {
 		Start: b[0], End: b[5],
 		Tconn: b[1] - b[0], Ttls: b[2] - b[1], Trequest: b[3] - b[2], Tserver: b[4] - b[3], Ttransfer: b[5] - b[4],
 		Total: b[5] - b[0], RTTClient: rtt,
-		RetransBytes: in.RetransBytes, RequestBytes: in.RequestBytes, ResponseBytes: in.ResponseBytes,
+		RetransBytes: st.retransBytes(), RequestBytes: in.RequestBytes, ResponseBytes: in.ResponseBytes,
 		BodyBytes: in.BodyBytes, Method: in.reqVal(reqMethod), Host: in.reqVal(reqHost), URL: in.reqVal(reqURL),
 		Status: int(in.Status), ContentType: in.ContentType, Referer: in.reqVal(reqReferer),
 		UserAgent: in.reqVal(reqUserAgent), Accept: in.reqVal(reqAccept),
 		HoleBytes: in.HoleBytes, SecFetchDest: in.reqVal(reqFetchDest), Location: st.location(),
-		ContentEncoding: in.ContentEncoding, Body: in.Body,
+		ContentEncoding: in.ContentEncoding, Body: st.body(),
 	}
-	in.Body = nil // the sink's now: a later request's prev must not keep it
+	st.setBody(nil) // the sink's now: a later request's prev must not keep it
 	return out
 }
 

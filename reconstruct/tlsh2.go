@@ -220,7 +220,8 @@ func (c *conn) h2Stream(s *http2wire.Stream) {
 	}
 	// The body's bytes are counted held (tlsH2Reserve): the transaction
 	// takes them whatever else it has, for emitTransaction to release.
-	tx.Body, tx.BodyCut = rs.Body, rs.BodyCut
+	tx.BodyCut = rs.BodyCut
+	st.setBody(rs.Body)
 	if rs.BodyLimited {
 		c.t.stats.BodiesCut++
 	}

@@ -226,9 +226,9 @@ const (
 	// its arrays, a slot a transaction).
 	queueMemory = 64
 	// txMemory: a transaction in flight (request pending, response
-	// arriving, or waiting for the client's ACK): its txState (320 B)
+	// arriving, or waiting for the client's ACK): its txState (288 B)
 	// and the header values it keeps (one string, ~128 B).
-	txMemory = 448
+	txMemory = 416
 )
 
 // flowKey identifies a connection independently of direction: the endpoint

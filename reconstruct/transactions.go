@@ -217,14 +217,15 @@ func (f *flowState) dropEmptyQueues() {
 type txRec struct {
 	// req is the request's header values one after another, reqEnd each
 	// one's end (see setReq): one string header for seven.
-	req                          string
-	ContentType, ContentEncoding string // (Location, which few have, is in txRare)
-	Body                         []byte
+	req string
+	// Location, Body (only pages' responses keep one) and RetransBytes
+	// (only lossy ones have any) are in txRare.
+	ContentType, ContentEncoding string
 
 	RequestFirst, RequestLast   int64
 	ResponseFirst, ResponseLast int64
 	ResponseAcked, RequestAcked int64
-	RetransBytes, RequestBytes  int64
+	RequestBytes                int64
 	ResponseBytes, BodyBytes    int64
 	HoleBytes                   int64
 	reqEnd                      [nReqVals]uint32
@@ -332,6 +333,9 @@ type txRare struct {
 	sentBy int64            // the client had sent the request by then (a later pure ACK's sequence number)
 	// location is Transaction.Location, a redirect's target.
 	location string
+	// body is Transaction.Body, retransBytes Transaction.RetransBytes.
+	body         []byte
+	retransBytes int64
 	// h2ID: the HTTP/2 stream of a decrypted connection's transaction.
 	h2ID uint32
 }
@@ -382,6 +386,34 @@ func (st *txState) location() string {
 func (st *txState) setLocation(loc string) {
 	if loc != "" || st.rare != nil {
 		st.more().location = loc
+	}
+}
+
+// body is the response body kept (see responseEvents.Body).
+func (st *txState) body() []byte {
+	if st.rare == nil {
+		return nil
+	}
+	return st.rare.body
+}
+
+func (st *txState) setBody(b []byte) {
+	if b != nil || st.rare != nil {
+		st.more().body = b
+	}
+}
+
+// retransBytes is what the response's segments carried again.
+func (st *txState) retransBytes() int64 {
+	if st.rare == nil {
+		return 0
+	}
+	return st.rare.retransBytes
+}
+
+func (st *txState) addRetransBytes(n int64) {
+	if n > 0 {
+		st.more().retransBytes += n
 	}
 }
 
