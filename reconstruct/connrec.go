@@ -1,6 +1,9 @@
 package reconstruct
 
-import "net/netip"
+import (
+	"net/netip"
+	"slices"
+)
 
 // connRec is what an open connection keeps of its Connection record: the
 // fields its packets set. Those derived from the rest of the state (byte
@@ -12,10 +15,12 @@ type connRec struct {
 	// The addresses as 16 bytes and a kind (see packAddr): netip.Addr
 	// would add a zone pointer each, which the capture never sets.
 	client, server [16]byte
-	// hsTimes is the SYN times, then the SYN/ACK times: nSYN of the
-	// first (see synTimes). One slice, not two, is 24 bytes less on every
-	// open connection.
-	hsTimes                []int64
+	// The SYN times, then the SYN/ACK times, nSYN of the first (see
+	// hsAll): in hsFew while there are at most two, the one SYN and
+	// SYN/ACK of almost every connection, so that it needs no allocation
+	// of its own; in *hsMore once there are more (a lost SYN or SYN/ACK).
+	hsFew                  [2]int64
+	hsMore                 *[]int64
 	Established, FirstSeen int64
 	LastSeen, Closed       int64
 	RTTServer              int64
@@ -28,6 +33,30 @@ type connRec struct {
 	Flags                   Flags
 	clientKind, serverKind  uint8
 	nSYN                    uint8 // at most maxHandshakeTimes
+	nFew                    uint8 // times in hsFew
+}
+
+// hsAll is the SYN times, then the SYN/ACK times, for reading.
+func (r *connRec) hsAll() []int64 {
+	if r.hsMore != nil {
+		return *r.hsMore
+	}
+	return r.hsFew[:r.nFew:r.nFew]
+}
+
+// insertHS inserts handshake time ts at index i of hsAll.
+func (r *connRec) insertHS(i int, ts int64) {
+	if r.hsMore == nil && int(r.nFew) < len(r.hsFew) {
+		copy(r.hsFew[i+1:r.nFew+1], r.hsFew[i:r.nFew])
+		r.hsFew[i] = ts
+		r.nFew++
+		return
+	}
+	if r.hsMore == nil {
+		more := slices.Clone(r.hsFew[:r.nFew])
+		r.hsMore = &more
+	}
+	*r.hsMore = slices.Insert(*r.hsMore, i, ts)
 }
 
 // synTimes is every SYN with the connection's ISN (nil for none), as
@@ -36,15 +65,29 @@ func (r *connRec) synTimes() []int64 {
 	if r.nSYN == 0 {
 		return nil
 	}
-	return r.hsTimes[:r.nSYN:r.nSYN]
+	return r.hsAll()[:r.nSYN:r.nSYN]
 }
 
 // synackTimes is every SYN/ACK (nil for none), as Connection.SYNACKTimes.
 func (r *connRec) synackTimes() []int64 {
-	if len(r.hsTimes) == int(r.nSYN) {
+	all := r.hsAll()
+	if len(all) == int(r.nSYN) {
 		return nil
 	}
-	return r.hsTimes[r.nSYN:]
+	return all[r.nSYN:]
+}
+
+// ownTimes is synTimes and synackTimes copied, for a record: hsFew is
+// the connection's, and a late SYN may still change it.
+func (r *connRec) ownTimes() (syns, synacks []int64) {
+	all := slices.Clone(r.hsAll())
+	if r.nSYN > 0 {
+		syns = all[:r.nSYN:r.nSYN]
+	}
+	if len(all) > int(r.nSYN) {
+		synacks = all[r.nSYN:]
+	}
+	return syns, synacks
 }
 
 // Address kinds in connRec: none (the zero Addr), IPv4, IPv6 (which
@@ -98,6 +141,7 @@ func (c *conn) record() Connection {
 	if c.handshakeRTT == 0 {
 		r.Flags |= FlagRTTEstimated
 	}
+	syns, synacks := r.ownTimes()
 	out := Connection{
 		ID:           id,
 		Interface:    int(r.Interface),
@@ -105,8 +149,8 @@ func (c *conn) record() Connection {
 		ClientPort:   r.ClientPort,
 		Server:       r.Server(),
 		ServerPort:   r.ServerPort,
-		SYNTimes:     r.synTimes(),
-		SYNACKTimes:  r.synackTimes(),
+		SYNTimes:     syns,
+		SYNACKTimes:  synacks,
 		Established:  r.Established,
 		FirstSeen:    r.FirstSeen,
 		LastSeen:     r.LastSeen,

@@ -2,7 +2,6 @@ package reconstruct
 
 import (
 	"math"
-	"slices"
 	"time"
 
 	"github.com/rtmon/rtmon/capture"
@@ -146,7 +145,7 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 			// The server retransmitted its SYN/ACK: the first never got an answer.
 			inc32(&c.rec.SYNACKLosses)
 		} else if n := c.rec.nSYN; n > 0 {
-			c.rec.RTTServer = ts - c.rec.hsTimes[n-1]
+			c.rec.RTTServer = ts - c.rec.hsAll()[n-1]
 		}
 		c.addSYNACKTime(ts)
 		c.synackSinceSyn = true
@@ -182,22 +181,23 @@ const maxHandshakeTimes = 16
 func (c *conn) addSYNTime(ts int64) {
 	r := &c.rec
 	if r.nSYN < maxHandshakeTimes {
-		r.hsTimes = slices.Insert(r.hsTimes, int(r.nSYN), ts)
+		r.insertHS(int(r.nSYN), ts)
 		r.nSYN++
 		return
 	}
 	c.t.stats.HandshakeTimesDropped++
-	r.hsTimes[r.nSYN-1] = ts // the newest stays last: RTT and timing read it
+	r.hsAll()[r.nSYN-1] = ts // the newest stays last: RTT and timing read it
 }
 
 func (c *conn) addSYNACKTime(ts int64) {
 	r := &c.rec
-	if len(r.hsTimes)-int(r.nSYN) < maxHandshakeTimes {
-		r.hsTimes = append(r.hsTimes, ts)
+	all := r.hsAll()
+	if len(all)-int(r.nSYN) < maxHandshakeTimes {
+		r.insertHS(len(all), ts)
 		return
 	}
 	c.t.stats.HandshakeTimesDropped++
-	r.hsTimes[len(r.hsTimes)-1] = ts // the newest stays last
+	all[len(all)-1] = ts // the newest stays last
 }
 
 // answeredSynAck is the capture time of the SYN/ACK a handshake ACK
@@ -248,7 +248,7 @@ func (c *conn) handshakeSample(ack *capture.Packet, seen int64) int64 {
 	// for a later SYN; other stacks echo the newest. The capture's view
 	// from either SYN bounds the sample: shorter than both, the ACK
 	// queued on its way.
-	fromLast := ack.Timestamp - c.rec.hsTimes[c.rec.nSYN-1]
+	fromLast := ack.Timestamp - c.rec.hsAll()[c.rec.nSYN-1]
 	tick := 2 * int64(time.Millisecond)
 	if q := min(seen, fromLast) - own; q > tick {
 		c.notes().ackQueued = q

@@ -213,9 +213,9 @@ type Stats struct {
 // responses in flight overrun the bound by half.
 const (
 	// ConnectionMemory is the least an open connection is counted at:
-	// the connection itself (384 B), its handshake times, its table and
+	// the connection itself (384 B, its handshake times within it), its table and
 	// index entries.
-	ConnectionMemory = 544
+	ConnectionMemory = 528
 	// flowMemory: a connection that carried data (its flowState).
 	flowMemory = 352
 	// parserMemory: an HTTP/1 parser held inside a message (its header
