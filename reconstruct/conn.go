@@ -563,8 +563,13 @@ func (c *conn) sendMSS() int64 {
 	return 1448
 }
 
-// key is the table key, rebuilt from the record instead of stored twice.
+// key is the table key, rebuilt from the record instead of stored twice:
+// keyOf's order, which clientIsA keeps (equal endpoints give one key
+// either way).
 func (c *conn) key() flowKey {
-	k, _ := keyOf(c.rec.Client(), c.rec.Server(), c.rec.ClientPort, c.rec.ServerPort)
-	return k
+	r := &c.rec
+	if c.clientIsA {
+		return flowKey{r.client, r.server, r.ClientPort, r.ServerPort}
+	}
+	return flowKey{r.server, r.client, r.ServerPort, r.ClientPort}
 }

@@ -36,11 +36,11 @@ func TestFlowStateOnlyWithData(t *testing.T) {
 	}
 	only := func(when string, wantFlow bool) {
 		t.Helper()
-		if len(tr.conns) != 1 {
-			t.Fatalf("%s: %d connections open, want 1", when, len(tr.conns))
+		if tr.conns.len() != 1 {
+			t.Fatalf("%s: %d connections open, want 1", when, tr.conns.len())
 		}
-		for _, c := range tr.conns {
-			if (c.flowState != nil) != wantFlow {
+		for _, c := range tr.conns.slots {
+			if c != nil && (c.flowState != nil) != wantFlow {
 				t.Fatalf("%s: flowState held %v, want %v", when, c.flowState != nil, wantFlow)
 			}
 		}

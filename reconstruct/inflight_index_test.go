@@ -25,7 +25,7 @@ func TestClientIndexFollowsTheTable(t *testing.T) {
 		n := 0
 		for addr, c := range tr.byClient1 {
 			n++
-			if c.rec.Client() != addr || c.byClientPos != 0 || tr.conns[c.key()] != c || tr.byClient[addr] != nil {
+			if c.rec.Client() != addr || c.byClientPos != 0 || tr.conns.get(c.key()) != c || tr.byClient[addr] != nil {
 				t.Fatalf("packet %d: single index entry %s out of step with the table", i, addr)
 			}
 		}
@@ -35,13 +35,13 @@ func TestClientIndexFollowsTheTable(t *testing.T) {
 			}
 			for pos, c := range list {
 				n++
-				if c.rec.Client() != addr || int(c.byClientPos) != pos || tr.conns[c.key()] != c {
+				if c.rec.Client() != addr || int(c.byClientPos) != pos || tr.conns.get(c.key()) != c {
 					t.Fatalf("packet %d: index entry %s #%d out of step with the table", i, addr, pos)
 				}
 			}
 		}
-		if n != len(tr.conns) {
-			t.Fatalf("packet %d: %d connections indexed, %d open", i, n, len(tr.conns))
+		if n != tr.conns.len() {
+			t.Fatalf("packet %d: %d connections indexed, %d open", i, n, tr.conns.len())
 		}
 	}
 	tr.Flush()

@@ -215,7 +215,7 @@ const (
 	// ConnectionMemory is the least an open connection is counted at:
 	// the connection itself (384 B, its handshake times within it), its table and
 	// index entries.
-	ConnectionMemory = 528
+	ConnectionMemory = 480
 	// flowMemory: a connection that carried data (its flowState).
 	flowMemory = 352
 	// parserMemory: an HTTP/1 parser held inside a message (its header
@@ -258,7 +258,7 @@ func keyOf(src, dst netip.Addr, sp, dp uint16) (k flowKey, fromA bool) {
 type Tracker struct {
 	cfg   Config
 	sink  Sink
-	conns map[flowKey]*conn
+	conns connTable
 	// byClient1 and byClient index the open connections by client
 	// address (InFlight): clients with one, and with more (see indexClient).
 	byClient1 map[netip.Addr]*conn
@@ -301,7 +301,7 @@ type instantKey struct {
 
 // NewTracker returns a tracker that emits records to sink.
 func NewTracker(cfg Config, sink Sink) *Tracker {
-	t := &Tracker{cfg: cfg.withDefaults(), sink: sink, conns: make(map[flowKey]*conn), byClient: make(map[netip.Addr][]*conn),
+	t := &Tracker{cfg: cfg.withDefaults(), sink: sink, byClient: make(map[netip.Addr][]*conn),
 		byClient1: make(map[netip.Addr]*conn)}
 	t.rtts.limit = t.cfg.MaxConnections
 	t.headers.Max = t.cfg.MaxHeaderBudget
@@ -312,7 +312,7 @@ func NewTracker(cfg Config, sink Sink) *Tracker {
 // Stats returns the counters so far.
 func (t *Tracker) Stats() Stats {
 	s := t.stats
-	s.OpenConnections = len(t.conns)
+	s.OpenConnections = t.conns.len()
 	s.HeadersCut, s.HeaderBytesHeld = t.headers.Refused, t.headers.Held()
 	s.MemoryInUse = t.memoryInUse()
 	return s
@@ -343,7 +343,7 @@ func (t *Tracker) Packet(p *capture.Packet) {
 	t.stats.Packets++
 	t.Advance(p.Timestamp)
 	key, fromA := makeKey(p)
-	c := t.conns[key]
+	c := t.conns.get(key)
 	if c != nil && c.startsNewConnection(p) {
 		t.finish(c, 0)
 		c = nil
@@ -393,7 +393,7 @@ func (t *Tracker) Flush() {
 }
 
 func (t *Tracker) open(key flowKey, p *capture.Packet) *conn {
-	if len(t.conns) >= t.cfg.MaxConnections {
+	if t.conns.len() >= t.cfg.MaxConnections {
 		t.stats.Evicted++
 		t.finish(t.lru.next, FlagEvicted|FlagIncomplete)
 	}
@@ -408,7 +408,7 @@ func (t *Tracker) open(key flowKey, p *capture.Packet) *conn {
 	ik := instantKey{key, p.Seq}
 	c.twin = t.instant[ik]
 	t.instant[ik] = c.twin + 1
-	t.conns[key] = c
+	t.conns.put(key, c)
 	t.indexClient(c)
 	t.stats.Connections++
 	if c.rec.Flags&FlagMidStream != 0 {
@@ -502,7 +502,7 @@ func (t *Tracker) finish(c *conn, flags Flags) {
 	c.prev.next, c.next.prev = c.next, c.prev
 	c.prev, c.next = nil, nil
 	c.c2s.ooo, c.s2c.ooo = nil, nil
-	delete(t.conns, c.key())
+	t.conns.remove(c)
 	t.unindexClient(c)
 	if c.rec.Flags&FlagEvicted == 0 && flags&FlagIncomplete == 0 {
 		t.stats.Closed++
