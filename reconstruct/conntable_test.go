@@ -13,7 +13,7 @@ import (
 // runs collide, wrap and lose entries from their middles.
 func TestConnTable(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	var tab connTable
+	tab := newConnTable()
 	want := map[flowKey]*conn{}
 	srv := netip.AddrFrom4([4]byte{192, 0, 2, 1})
 	for i := range 200_000 {

@@ -20,7 +20,7 @@ import (
 // are not listed. It walks the client's open connections only.
 func (t *Tracker) InFlight(client netip.Addr) iter.Seq[int64] {
 	return func(yield func(int64) bool) {
-		if c, ok := t.byClient1[client]; ok {
+		if c := t.byClient1.get(client); c != nil {
 			t.yieldInFlight(c, yield)
 			return
 		}
@@ -55,20 +55,20 @@ func (t *Tracker) indexClient(c *conn) {
 		t.byClient[a] = append(list, c)
 		return
 	}
-	if first, ok := t.byClient1[a]; ok {
-		delete(t.byClient1, a)
+	if first := t.byClient1.get(a); first != nil {
+		t.byClient1.remove(first)
 		c.byClientPos = 1
 		t.byClient[a] = []*conn{first, c}
 		return
 	}
 	c.byClientPos = 0
-	t.byClient1[a] = c
+	t.byClient1.put(a, c)
 }
 
 func (t *Tracker) unindexClient(c *conn) {
 	a := c.rec.Client()
-	if t.byClient1[a] == c {
-		delete(t.byClient1, a)
+	if t.byClient1.get(a) == c {
+		t.byClient1.remove(c)
 		return
 	}
 	list := t.byClient[a]
@@ -80,7 +80,7 @@ func (t *Tracker) unindexClient(c *conn) {
 	list[len(list)-1] = nil
 	if list = list[:len(list)-1]; len(list) == 1 {
 		delete(t.byClient, a)
-		t.byClient1[a] = list[0] // its byClientPos is 0 already
+		t.byClient1.put(a, list[0]) // its byClientPos is 0 already
 		return
 	}
 	t.byClient[a] = list

@@ -23,9 +23,13 @@ func TestClientIndexFollowsTheTable(t *testing.T) {
 			SrcPort: uint16(40000 + rng.IntN(20)), DstPort: 80, Seq: rng.Uint32(), Flags: capture.FlagSYN, WindowScale: -1}
 		tr.Packet(&p)
 		n := 0
-		for addr, c := range tr.byClient1 {
+		for _, c := range tr.byClient1.slots {
+			if c == nil {
+				continue
+			}
+			addr := c.rec.Client()
 			n++
-			if c.rec.Client() != addr || c.byClientPos != 0 || tr.conns.get(c.key()) != c || tr.byClient[addr] != nil {
+			if tr.byClient1.get(addr) != c || c.byClientPos != 0 || tr.conns.get(c.key()) != c || tr.byClient[addr] != nil {
 				t.Fatalf("packet %d: single index entry %s out of step with the table", i, addr)
 			}
 		}
@@ -45,8 +49,8 @@ func TestClientIndexFollowsTheTable(t *testing.T) {
 		}
 	}
 	tr.Flush()
-	if len(tr.byClient)+len(tr.byClient1) != 0 {
-		t.Errorf("%d clients still indexed after Flush", len(tr.byClient)+len(tr.byClient1))
+	if len(tr.byClient)+tr.byClient1.len() != 0 {
+		t.Errorf("%d clients still indexed after Flush", len(tr.byClient)+tr.byClient1.len())
 	}
 }
 

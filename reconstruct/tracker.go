@@ -215,7 +215,7 @@ const (
 	// ConnectionMemory is the least an open connection is counted at:
 	// the connection itself (384 B, its handshake times within it), its table and
 	// index entries.
-	ConnectionMemory = 480
+	ConnectionMemory = 448
 	// flowMemory: a connection that carried data (its flowState).
 	flowMemory = 352
 	// parserMemory: an HTTP/1 parser held inside a message (its header
@@ -261,7 +261,7 @@ type Tracker struct {
 	conns connTable
 	// byClient1 and byClient index the open connections by client
 	// address (InFlight): clients with one, and with more (see indexClient).
-	byClient1 map[netip.Addr]*conn
+	byClient1 clientTable
 	byClient  map[netip.Addr][]*conn
 	// lru is an intrusive list ordered by last activity: expiry and eviction
 	// take from its head without scanning the table.
@@ -301,8 +301,8 @@ type instantKey struct {
 
 // NewTracker returns a tracker that emits records to sink.
 func NewTracker(cfg Config, sink Sink) *Tracker {
-	t := &Tracker{cfg: cfg.withDefaults(), sink: sink, byClient: make(map[netip.Addr][]*conn),
-		byClient1: make(map[netip.Addr]*conn)}
+	t := &Tracker{cfg: cfg.withDefaults(), sink: sink, conns: newConnTable(),
+		byClient: make(map[netip.Addr][]*conn), byClient1: newClientTable()}
 	t.rtts.limit = t.cfg.MaxConnections
 	t.headers.Max = t.cfg.MaxHeaderBudget
 	t.lru.prev, t.lru.next = &t.lru, &t.lru
