@@ -207,8 +207,8 @@ type Stats struct {
 
 // What an open connection is counted at against MaxMemory besides its
 // buffers, by the state it holds: the heap measured with
-// bench.ConnMemory (100k open: 526 B with a handshake only, 878 B idle
-// keep-alive, 1,542 B mid-response), rounded up. A flat figure would
+// bench.ConnMemory (100k open: 426 B with a handshake only, 778 B idle
+// keep-alive, 1,410 B mid-response), rounded up. A flat figure would
 // shed a SYN flood twice as early as its memory requires and let
 // responses in flight overrun the bound by half.
 const (
