@@ -176,20 +176,14 @@ func (f *flowState) awaiting() []*txState {
 // setPending and setAwaiting replace a queue; an emptied one keeps no
 // array, and with both empty the connection keeps no txQueues.
 func (f *flowState) setPending(l []*txState) {
-	if len(l) == 0 {
-		l = nil
-	}
-	if f.q == nil {
-		if l == nil {
-			return
-		}
-		f.q = &txQueues{}
-	}
-	f.q.pending = l
-	f.dropEmptyQueues()
+	f.setQueue(l, func(q *txQueues) *[]*txState { return &q.pending })
 }
 
 func (f *flowState) setAwaiting(l []*txState) {
+	f.setQueue(l, func(q *txQueues) *[]*txState { return &q.awaiting })
+}
+
+func (f *flowState) setQueue(l []*txState, queue func(*txQueues) *[]*txState) {
 	if len(l) == 0 {
 		l = nil
 	}
@@ -199,11 +193,7 @@ func (f *flowState) setAwaiting(l []*txState) {
 		}
 		f.q = &txQueues{}
 	}
-	f.q.awaiting = l
-	f.dropEmptyQueues()
-}
-
-func (f *flowState) dropEmptyQueues() {
+	*queue(f.q) = l
 	if f.q.pending == nil && f.q.awaiting == nil {
 		f.q = nil
 	}
