@@ -228,7 +228,7 @@ func (h *whatIfHandler) answer(c *gin.Context) (*WhatIfResponse, error) {
 	}
 	resp.Range, resp.Loaded, resp.Notes = data.rng, data.loaded, append([]string{}, data.notes...)
 	// The front end acts on rtmon's live measurement, which reports a
-	// pageview only when its idle gap has passed (7 s after its end).
+	// pageview only when its idle gap has passed (8 s after its end).
 	opts.ReportDelay = data.ds.LiveReportDelay()
 	resp.MissingShards = data.missing
 	resp.Units, resp.Unit = data.ds.Units(), data.ds.UnitName()

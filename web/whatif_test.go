@@ -444,9 +444,9 @@ func TestBrowserWhatIf(t *testing.T) {
 		t.Errorf("textarea %q", shown.Rules)
 	}
 	// The window and the report delay the prediction assumed: pageviews,
-	// which rtmon live reports 7 s after they end.
-	if api.Window != int64(30*time.Second) || api.ReportDelay != int64(7*time.Second) ||
-		!strings.Contains(shown.Summary, "RT conditions over 30.0 s, each unit seen 7.00 s after it ended") {
+	// which rtmon live reports 8 s after they end.
+	if api.Window != int64(30*time.Second) || api.ReportDelay != int64(8*time.Second) ||
+		!strings.Contains(shown.Summary, "RT conditions over 30.0 s, each unit seen 8.00 s after it ended") {
 		t.Errorf("window %v, report delay %v; summary %q", time.Duration(api.Window), time.Duration(api.ReportDelay), shown.Summary)
 	}
 	// Every class's SYN schedule, as the API says where it came from.

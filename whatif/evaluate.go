@@ -61,7 +61,7 @@ type Options struct {
 	// ReportDelay is how long after a unit completes the conditions see
 	// it: the delay of the measurement that drives the front end (0: at
 	// once; at most 10 min). rtmon live reports a pageview only when its
-	// idle gap has passed (Dataset.LiveReportDelay, 7 s), so a front end
+	// idle gap has passed (Dataset.LiveReportDelay, 8 s), so a front end
 	// acting on rtmon's RT_HIGH acts that much behind the pages it
 	// measures.
 	ReportDelay time.Duration

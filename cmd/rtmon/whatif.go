@@ -85,7 +85,7 @@ Rules: IF <cond> THEN <action>[, <action>], one per line, # comments, e.g.
 	f.StringVar(&o.format, "format", "text", "output: text or json")
 	f.DurationVar(&o.window, "window", 30*time.Second, "sliding window of the RT conditions")
 	f.StringVar(&o.stat, "stat", "median", "window statistic: median or mean")
-	f.StringVar(&o.reportDelay, "report-delay", "live", "how long after a unit ends the conditions see it: live (as rtmon live reports it: a pageview 7s after its end, when its idle gap has passed and its records settled; a transaction at once) or a duration (0: at once)")
+	f.StringVar(&o.reportDelay, "report-delay", "live", "how long after a unit ends the conditions see it: live (as rtmon live reports it: a pageview 8s after its end: its idle gap passed, its records settled, then the live feed's once-a-second publishing; a transaction at once) or a duration (0: at once)")
 	f.DurationVar(&o.synTimeout, "syn-timeout", 0, "every client's initial SYN retransmission timeout, doubling (e.g. 3s classic, 1s Linux); default: each client's schedule learned from the capture")
 	f.IntVar(&o.synAttempts, "syn-attempts", 3, "SYNs a client sends before its connection fails")
 	f.StringVar(&o.serverModel, "server-model", "linear", "how the server answers changed load: linear (server time scales with concurrency; SYN losses stay as measured) or queue (a worker pool and backlog fitted on the capture: queueing and SYN drops at a full queue follow the load)")

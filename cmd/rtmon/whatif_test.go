@@ -287,8 +287,9 @@ func whatifJSON(t *testing.T, args ...string) *whatif.Result {
 	return rep.Result
 }
 
-// --report-delay: live is rtmon's own (a pageview's idle gap, none for
-// transactions), a duration overrides it, anything else is refused.
+// --report-delay: live is rtmon's own (a pageview's idle gap, settling and the
+// live feed's publishing; none for transactions), a duration overrides it,
+// anything else is refused.
 func TestWhatifReportDelay(t *testing.T) {
 	dir := analyzedRecords(t)
 	d, err := whatif.Load(dir)
@@ -297,7 +298,7 @@ func TestWhatifReportDelay(t *testing.T) {
 	}
 	live := time.Duration(0)
 	if wantUnit(t, dir) == "pageview" {
-		live = 7 * time.Second
+		live = 8 * time.Second
 	}
 	for _, c := range []struct {
 		flag string
