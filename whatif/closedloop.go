@@ -54,6 +54,7 @@ func (d *Dataset) newClosedLoop(rules []Rule, o *Options, qf *queueFit) *closedL
 		txsRemoved: make([]bool, len(q.txs))}
 	l.sim = d.newQueueSim(q, o, qf.model.shape(), l.ch)
 	l.sim.nullQueue, l.sim.nullDropQueue, l.sim.nullDone = qf.null.queueAtAccept, qf.null.queueAtDrop, qf.null.doneAt
+	l.sim.nullCopyQueue = qf.null.queueAtCopy
 	for ci := range q.conns {
 		if ui := q.conns[ci].unit; ui >= 0 {
 			l.unitConns[ui] = append(l.unitConns[ui], ci)

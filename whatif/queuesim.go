@@ -40,6 +40,9 @@ type queueOutcome struct {
 	// per connection; queueAtDrop: when each SYN it dropped came.
 	queueAtAccept []int
 	queueAtDrop   [][]int
+	// queueAtCopy (null replay): per transaction the capture shows left
+	// half-open, how many the queue held at each copy the server refused.
+	queueAtCopy [][]int
 	// limbo counts connections whose handshake completed into a full
 	// accept queue (see queueSim.limbo).
 	limbo int
@@ -125,6 +128,7 @@ type queueSim struct {
 	// replay itself).
 	nullQueue     []int
 	nullDropQueue [][]int
+	nullCopyQueue [][]int // the null replay's queueAtCopy, likewise
 	// onDone and onFail, when set, hear of each transaction leaving the
 	// server and each connection whose every SYN was dropped.
 	onDone func(ti int)
@@ -174,7 +178,8 @@ func (d *Dataset) simulate(q *queueData, o *Options, sh serverShape, ch *queueCh
 func (d *Dataset) newQueueSim(q *queueData, o *Options, sh serverShape, ch *queueChange) *queueSim {
 	s := &queueSim{d: d, q: q, o: o, serverShape: sh, ch: ch}
 	s.out = queueOutcome{server: make([]int64, len(q.txs)), synWait: make([]int64, len(q.conns)), failed: make([]bool, len(q.conns)),
-		connDrops: make([]int, len(q.conns)), queueAtAccept: make([]int, len(q.conns)), queueAtDrop: make([][]int, len(q.conns)), doneAt: make([]int64, len(q.txs))}
+		connDrops: make([]int, len(q.conns)), queueAtAccept: make([]int, len(q.conns)), queueAtDrop: make([][]int, len(q.conns)),
+		queueAtCopy: make([][]int, len(q.txs)), doneAt: make([]int64, len(q.txs))}
 	for i := range s.out.server {
 		s.out.server[i] = -1
 	}
@@ -247,9 +252,10 @@ func (s *queueSim) scheduleNext(ci int, at int64) {
 	case qt.leftHalfOpen() && s.spliced(ci):
 		// The splicer, not the server, took the client's first copy.
 		s.h.Push(qEvent{t: max(at, qt.sent+s.shift[ci]), kind: qArrive, id: ti})
-	case qt.leftHalfOpen() && s.ch != nil:
+	case qt.leftHalfOpen():
 		// Left half-open in the capture: in a replay that changed the
-		// traffic its first copy may find room (n counts the copies).
+		// traffic a copy before the one the server took may find room;
+		// the null replay notes the queue each met (n counts the copies).
 		s.h.Push(qEvent{t: max(at, qt.sent+s.shift[ci]), kind: qArrive, id: ti, n: 1})
 	case s.spliced(ci):
 		s.h.Push(qEvent{t: max(at, qt.arrival-s.bindLead(ci, ti)+s.shift[ci]), kind: qArrive, id: ti})
