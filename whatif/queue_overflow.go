@@ -114,17 +114,18 @@ const maxLimboResends = 15
 // requestResend is when a Linux client sends its unanswered request for
 // the n-th time (n >= 1), after the first send, given the round trip its
 // handshake measured: a tail-loss probe at twice the round trip plus
-// 200 ms (one segment out), unless the retransmission timer (the round
-// trip plus twice it, at least 200 ms more) comes first; then that timer
-// (from the probe, if one was sent), doubling, at most 120 s each.
+// 200 ms (one segment out), or when the retransmission timer (the round
+// trip plus twice it, at least 200 ms more) would fire if that is sooner;
+// then that timer from the probe, doubling, at most 120 s each. The probe
+// goes first either way: on the overload baselines, requests on 80 ms
+// paths were taken 0.58, 1.16 and 2.31 s after they were sent (resends
+// every 0.28 s, then doubling), and 862 of 934 half-open waits ended
+// within 60 ms of a resend so timed, 526 with the timer alone after a
+// probe that never came.
 func requestResend(rtt int64, n int) int64 {
 	rto := rtt + max(2*rtt, linuxRTOMin)
-	var at int64
-	backoffs := n
-	if pto := 2*rtt + linuxRTOMin; pto < rto {
-		at, backoffs = pto, n-1
-	}
-	for k := range backoffs {
+	at := min(2*rtt+linuxRTOMin, rto)
+	for k := range n - 1 {
 		at += min(rto<<k, int64(120*time.Second))
 	}
 	return at

@@ -18,11 +18,14 @@ func TestRequestResendFollowsLinuxTimers(t *testing.T) {
 		n    int
 		want int64
 	}{
-		// A short round trip: the retransmission timer (RTT + 200 ms)
-		// comes before the probe (2 RTT + 200 ms), then doubles.
+		// A short round trip: the probe (2 RTT + 200 ms) goes when the
+		// retransmission timer (RTT + 200 ms) would fire, then the
+		// timer runs from it, doubling (the overload baselines' 80 ms
+		// paths: requests taken 0.58, 1.16, 2.31 s after sent).
 		{ms(80), 1, ms(280)},
-		{ms(80), 2, ms(280 + 560)},
-		{ms(80), 3, ms(280 + 560 + 1120)},
+		{ms(80), 2, ms(280 + 280)},
+		{ms(80), 3, ms(280 + 280 + 560)},
+		{ms(80), 4, ms(280 + 280 + 560 + 1120)},
 		// A copy taken after 200 ms on an 80 ms path: the probe first.
 		{ms(280), 1, ms(760)},
 		{ms(280), 2, ms(760 + 840)},
@@ -115,9 +118,10 @@ func TestJudgedHandshakeMeetsFullAcceptQueue(t *testing.T) {
 		maxWait int // requests waiting at once
 	}{
 		// Its SYN at 150 ms finds room; its ACK at 250 ms does not. The
-		// resends (Linux: 300 ms, then 600 ms more) find the queue full
-		// at 550 ms and free at 1,150 ms, after the request of 1,050 ms.
-		{"moved 50 ms", ms(50), ms(1220) - ms(250), 1, 1},
+		// resends (Linux: a probe at 300 ms, then the timer's 300 ms and
+		// 600 ms) find the queue full at 550 and 850 ms and free at
+		// 1,450 ms, after the request of 1,050 ms was served.
+		{"moved 50 ms", ms(50), ms(1470) - ms(250), 1, 1},
 		{"as captured", 0, ms(1120) - ms(200), 0, 2},
 	} {
 		ch := &queueChange{connDelay: []int64{0, c.delay, 0, 0}, connGone: make([]bool, 4), connSpliced: make([]bool, 4),
