@@ -92,7 +92,7 @@ func (c *conn) emitTimed(st *txState) {
 		// queue may have held the SYN/ACK up to about a round trip more.
 		idle -= c.clientRTT()
 	}
-	if freshConn && connected > 0 && idle > preconnectIdle {
+	if freshConn && connected > 0 && idle > preconnectIdle && !c.sentEarly(st) {
 		// The client opened this connection ahead of need (a browser's
 		// preconnect or spare socket) and used it later: the wait for the
 		// handshake was not part of this request's time.

@@ -192,12 +192,20 @@ func (c *conn) tlsEarlyDone() {
 	c.nextIndex = dropped
 }
 
+// sentEarly: st's request went as 0-RTT early data, with the ClientHello.
+// The client began its handshake for this request, so however long after
+// the connect it came (a loaded client: 80 ms), the connection was not
+// opened ahead of need.
+func (c *conn) sentEarly(st *txState) bool {
+	return c.tls != nil && st.reqStartOff < c.tls.earlyEnd
+}
+
 // tlsDoneFor is the client-side moment a fresh connection's request st
 // could leave as far as TLS goes (b1, connected, without TLS): its
 // Finished sent, or for a request sent as 0-RTT early data, with the
 // ClientHello, the connect itself: it did not wait for the handshake.
 func (c *conn) tlsDoneFor(st *txState, b1, half int64) int64 {
-	if c.tls != nil && st.reqStartOff < c.tls.earlyEnd {
+	if c.sentEarly(st) {
 		st.tx.Flags |= FlagEarlyData
 		return b1
 	}

@@ -217,7 +217,14 @@ func TestEarlyDataRequest(t *testing.T) {
 		size     int
 		serve    int64 // the server's time to answer
 		straddle bool  // its first record begins before the client's Finished and ends after it
-	}{{100, 30 * ms, false}, {40000, 30 * ms, false}, {100, 70 * ms, false}, {40000, 70 * ms, false}, {40000, 0, true}} {
+		// lag: the client's ClientHello comes this long after its
+		// connect (a loaded client: the testbed's s_client once took
+		// 80 ms); the request is still no preconnect's. With a lag the
+		// client acknowledges the answer before it sends its Finished, so
+		// the transaction is timed before the handshake is seen to end.
+		lag int64
+	}{{100, 30 * ms, false, 0}, {40000, 30 * ms, false, 0}, {100, 70 * ms, false, 0}, {40000, 70 * ms, false, 0}, {40000, 0, true, 0},
+		{100, 10 * ms, false, 80 * ms}} {
 		size := tc.size
 		f := buildEarlyFlight(t, random, size, !tc.straddle && tc.serve > flightAnswered)
 		for _, keys := range []bool{true, false} {
@@ -231,8 +238,8 @@ func TestEarlyDataRequest(t *testing.T) {
 				o.ClientRTT = 2 * D // the client acknowledges what reached it
 				c := w.ConnWith(client, netip.AddrPortFrom(server.Addr(), 443), 7200, 9200, o)
 				est = handshake(c, synth.T(0))
-				c.Client(est, f.ch)
-				reqAt = est + 50*us
+				c.Client(est+tc.lag, f.ch)
+				reqAt = est + tc.lag + 50*us
 				c.Client(reqAt, f.early)
 				c.Server(reqAt+300*us, f.sh)
 				c.Server(reqAt+320*us, f.serverFlight)
@@ -253,6 +260,11 @@ func TestEarlyDataRequest(t *testing.T) {
 					c.Client(fin, f.clientFinish)
 					answer(f.response[8*1448:], fin+20*us)
 					respFirst = fin + 20*us + 3*20*us // that record's rest, 16406 bytes in all
+				case tc.lag > 0:
+					answer(f.response, reqAt+tc.serve)
+					c.ClientAck(respLast + 2*D)
+					fin = respLast + 2*D + 500*us
+					c.Client(fin, f.clientFinish)
 				case reqAt+tc.serve < fin:
 					answer(f.response, reqAt+tc.serve) // 0.5-RTT data
 					c.Client(fin, f.clientFinish)
@@ -269,7 +281,8 @@ func TestEarlyDataRequest(t *testing.T) {
 				c.ClientFIN(end + 2*D)
 				c.ServerAck(end + 2*D + 100*us)
 			})
-			name := fmt.Sprintf("body %d, answer after %v (straddling the Finished %v), keys %v", size, time.Duration(tc.serve), tc.straddle, keys)
+			name := fmt.Sprintf("body %d, answer after %v (straddling the Finished %v), ClientHello %v after the connect, keys %v",
+				size, time.Duration(tc.serve), tc.straddle, time.Duration(tc.lag), keys)
 			tx := one(t, name+": transaction", out.txs)
 			conn := one(t, name+": connection", out.conns)
 			if tx.Flags&reconstruct.FlagEarlyData == 0 || conn.Flags&reconstruct.FlagEarlyData == 0 {
