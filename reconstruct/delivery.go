@@ -206,23 +206,40 @@ func (c *conn) reqP() *http1.Parser {
 
 func (c *conn) respP() *http1.Parser {
 	if c.respParser == nil {
-		c.respParser = http1.Acquire(http1.Response, c.t.cfg.MaxHeaderBytes, c.respOff)
+		if st := c.resp; st != nil && st.parked.Held() {
+			c.respParser = st.parked.Resume(c.t.cfg.MaxHeaderBytes, c.respOff)
+		} else {
+			c.respParser = http1.Acquire(http1.Response, c.t.cfg.MaxHeaderBytes, c.respOff)
+		}
 		c.respParser.SetBudget(&c.t.headers)
 	}
 	return c.respParser
 }
 
-// releaseIdleParsers hands back parsers that hold no state but their offset.
+// releaseIdleParsers hands back parsers that hold no state but their offset,
+// and parks a response parser inside a body in the response's txState
+// (respP resumes it): a response streaming is the state most connections
+// that carry data wait in, and its parser would be a quarter of their
+// memory. Only a plain HTTP connection's: elsewhere (TLS, a truncated
+// capture) c.resp also changes by paths that do not go through the parser.
 func (c *conn) releaseIdleParsers() {
 	if p := c.reqParser; p != nil && p.Idle() {
 		c.reqOff = p.Offset()
 		p.Release()
 		c.reqParser = nil
 	}
-	if p := c.respParser; p != nil && p.Idle() {
+	p := c.respParser
+	switch {
+	case p == nil:
+	case p.Idle():
 		c.respOff = p.Offset()
 		p.Release()
 		c.respParser = nil
+	case c.tls == nil && !c.truncated && c.resp != nil && !c.resp.parked.Held():
+		if off := p.Offset(); p.Park(&c.resp.parked) {
+			c.respOff = off
+			c.respParser = nil
+		}
 	}
 }
 

@@ -226,9 +226,10 @@ const (
 	// its arrays, a slot a transaction).
 	queueMemory = 64
 	// txMemory: a transaction in flight (request pending, response
-	// arriving, or waiting for the client's ACK): its txState (288 B)
-	// and the header values it keeps (one string, ~128 B).
-	txMemory = 416
+	// arriving, or waiting for the client's ACK): its txState (352 B,
+	// with the response parser parked in it inside a body) and the
+	// header values it keeps (one string, ~128 B).
+	txMemory = 480
 )
 
 // flowKey identifies a connection independently of direction: the endpoint

@@ -3,6 +3,8 @@ package reconstruct
 import (
 	"slices"
 	"strings"
+
+	"github.com/rtmon/rtmon/reconstruct/http1"
 )
 
 // Transactions: requests waiting for their responses, and what a
@@ -304,6 +306,9 @@ type txState struct {
 	rearmAt int64       // the server's latest ACK of new client data when the request's copy came (srvAckNewAt)
 	prev    prevResp
 	rare    *txRare // nil until one of its fields is set
+	// parked is the response parser while it waits inside this response's
+	// body (see releaseIdleParsers).
+	parked http1.Parked
 	// upLost: copies of the request's first segment lost before the
 	// capture point (a conn.pktLost, so an int8).
 	upLost      int8

@@ -1,0 +1,93 @@
+package http1
+
+// Parked is a parser inside a Content-Length or close-delimited body, the
+// state a connection waits in while a response streams, in 56 bytes
+// instead of a Parser's 208: its caller keeps it with the message's other
+// state and the offset where it keeps an idle parser's (see Acquire), and
+// the Parser goes back to the pool. The zero Parked holds nothing.
+//
+// Parking drops the message's header values (method, URL, Content-Type
+// and the rest): the Messages of its later events (Body, BodyGap,
+// MessageEnd) carry none, so a handler that parks takes what it needs of
+// them in HeadersDone. Everything else resumes as it was.
+type Parked struct {
+	remain                          int64
+	start, headerEnd, contentLength int64
+	hole                            int64
+	status                          uint16
+	flags                           parkFlags
+	proto                           uint8
+	kind, msgKind                   Kind
+	st, next                        state
+	mHead                           uint8
+}
+
+// parkFlags are msgState's and the Parser's booleans a parked body keeps.
+type parkFlags uint16
+
+const (
+	pkExpectContinue parkFlags = 1 << iota
+	pkInterim
+	pkNoRequest
+	pkKeepAlive
+	pkChunked
+	pkCloseDelimited
+	pkHeaderTooLarge
+	pkTruncated
+	pkIncomplete
+	pkMsgWantBody
+	pkWantBody
+	pkPrefixOK
+	pkStarted
+)
+
+// Held reports whether k holds a parked parser.
+func (k *Parked) Held() bool { return k.st != stIdle }
+
+// Park moves p into *k and hands p back to the pool, if p is inside a
+// Content-Length or close-delimited body with nothing else held: no header
+// scratch, no request methods waiting, no chunk or trailer count, not
+// hunting. Otherwise it leaves p as it was and returns false. The caller
+// keeps p.Offset() to resume it at.
+func (p *Parser) Park(k *Parked) bool {
+	m := &p.msg
+	if p.st != stBody && p.st != stUntilClose || p.hs != nil || p.mN != 0 ||
+		p.chunkLine != 0 || p.trLen != 0 || p.trTotal != 0 || p.trCR || p.atLineStart || p.tentative ||
+		m.End != 0 || m.BodyLen != 0 {
+		return false
+	}
+	*k = Parked{remain: p.remain, start: m.Start, headerEnd: m.HeaderEnd, contentLength: m.ContentLength,
+		hole: m.Hole, status: m.Status, proto: m.proto, kind: p.kind, msgKind: m.Kind, st: p.st, next: p.next,
+		mHead: p.mHead}
+	for _, f := range [...]struct {
+		on   bool
+		flag parkFlags
+	}{{m.ExpectContinue, pkExpectContinue}, {m.Interim, pkInterim}, {m.NoRequest, pkNoRequest},
+		{m.KeepAlive, pkKeepAlive}, {m.Chunked, pkChunked}, {m.CloseDelimited, pkCloseDelimited},
+		{m.HeaderTooLarge, pkHeaderTooLarge}, {m.Truncated, pkTruncated}, {m.Incomplete, pkIncomplete},
+		{m.WantBody, pkMsgWantBody}, {p.wantBody, pkWantBody}, {p.prefixOK, pkPrefixOK}, {p.started, pkStarted}} {
+		if f.on {
+			k.flags |= f.flag
+		}
+	}
+	p.Release()
+	return true
+}
+
+// Resume returns the parser parked in k, at stream offset off, bounding
+// header sections by maxHeaderBytes as Acquire does, and empties k. Its
+// header budget is to be set again (SetBudget).
+func (k *Parked) Resume(maxHeaderBytes int, off int64) *Parser {
+	p := Acquire(k.kind, maxHeaderBytes, off)
+	p.remain, p.st, p.next, p.mHead = k.remain, k.st, k.next, k.mHead
+	f := k.flags
+	p.wantBody, p.prefixOK, p.started = f&pkWantBody != 0, f&pkPrefixOK != 0, f&pkStarted != 0
+	p.msg = msgState{Start: k.start, HeaderEnd: k.headerEnd, ContentLength: k.contentLength, Hole: k.hole,
+		Status: k.status, proto: k.proto, Kind: k.msgKind,
+		ExpectContinue: f&pkExpectContinue != 0, Interim: f&pkInterim != 0, NoRequest: f&pkNoRequest != 0,
+		KeepAlive: f&pkKeepAlive != 0, Chunked: f&pkChunked != 0, CloseDelimited: f&pkCloseDelimited != 0,
+		HeaderTooLarge: f&pkHeaderTooLarge != 0, Truncated: f&pkTruncated != 0, Incomplete: f&pkIncomplete != 0,
+		WantBody: f&pkMsgWantBody != 0}
+	*k = Parked{}
+	return p
+}
