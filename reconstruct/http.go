@@ -18,7 +18,7 @@ func (h *requestEvents) MessageStart(m *http1.Message) {
 	st := c.newTx()
 	start, fallback := c.wireStart(true, m.Start)
 	st.tx.RequestFirst, st.upLost, st.upAckOrCopy = c.c2sLog.at(start, fallback)
-	st.prev, st.timer, st.rearmAt = c.lastResp, c.timer, c.srvAckNewAt
+	st.sent = &sentNotes{timer: c.timer, rearmAt: c.srvAckNewAt, prev: c.lastResp}
 	if l := c.loss; l != nil && start < l.aheadOff && l.aheadAt < st.tx.RequestFirst {
 		// A pure ACK had already shown these bytes sent: the copy now
 		// here is a retransmission.

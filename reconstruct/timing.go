@@ -43,7 +43,9 @@ func (c *conn) emit(st *txState) {
 // on: no chain of past transactions stays reachable, and an idle
 // connection keeps only its last response's end, final now.
 func (c *conn) handedOn(st *txState) {
-	st.prev = prevResp{}
+	if st.sent != nil {
+		st.sent.prev = prevResp{}
+	}
 	if c.lastResp.st == st {
 		c.lastResp = prevResp{last: st.tx.ResponseLast}
 	}
@@ -199,14 +201,14 @@ func (c *conn) connectedAt() int64 {
 // probe, which caps a longer RTO from a remembered RTT the tracker may not
 // have seen grow).
 func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
-	timer := st.timer
+	timer := st.sentAt().timer
 	if timer.srtt == 0 {
 		// No sample of the client's own (its handshake ACK was lost): the
 		// round trip to it and on to the server stands in.
 		timer.sample(c.clientRTT() + c.rec.RTTServer)
 	}
 	earliest := c.connectedAt() - c.ackQueue()
-	if last := st.prev.end(); last > 0 {
+	if last := st.sentAt().prev.end(); last > 0 {
 		// The copy of the previous response that reached the client, as
 		// judged by now (a copy still unjudged is not assumed needed).
 		earliest = max(earliest, last+c.clientRTT())
@@ -306,10 +308,11 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 // its page's redirect, resent 308 ms after a WINDOW_UPDATE's ACK, timed
 // 123 ms short).
 func (c *conn) rearmedSend(st *txState, sent, earliest, wait int64) int64 {
-	if st.rearmAt == 0 || st.sentBy() != 0 {
+	rearmAt := st.sentAt().rearmAt
+	if rearmAt == 0 || st.sentBy() != 0 {
 		return sent
 	}
-	restart := st.rearmAt + c.clientRTT()
+	restart := rearmAt + c.clientRTT()
 	if earliest < restart && restart <= st.tx.RequestFirst && max(sent-restart, restart-sent) <= max(estimateSlack, wait/8) {
 		return earliest
 	}

@@ -68,6 +68,12 @@ func (c *conn) takeRequest() *txState {
 	}
 	st := c.pending()[0]
 	c.setPending(slices.Delete(c.pending(), 0, 1)) // emptied, it holds no array
+	if c.tls == nil && st.upLost == 0 {
+		// Out of the queue, a plain HTTP request's loss count is final
+		// (only deliverClient raises it, on the newest pending request):
+		// nothing will time a lost first copy.
+		st.sent = nil
+	}
 	return st
 }
 
@@ -297,15 +303,10 @@ type txState struct {
 	respStartOff int64
 	respEndOff   int64
 
-	// timer, rearmAt, prev, sentBy (in rare) and upLost time a request
-	// whose first copy was lost before the capture point (see
-	// requestSent): prev is the connection's latest complete response
-	// when the request started, read when the request is timed (a verdict
-	// on its retransmissions may come later).
-	timer   clientTimer // the client's retransmission timer when the request started
-	rearmAt int64       // the server's latest ACK of new client data when the request's copy came (srvAckNewAt)
-	prev    prevResp
-	rare    *txRare // nil until one of its fields is set
+	// sent, sentBy (in rare) and upLost time a request whose first copy
+	// was lost before the capture point (see requestSent).
+	sent *sentNotes
+	rare *txRare // nil until one of its fields is set
 	// parked is the response parser while it waits inside this response's
 	// body (see releaseIdleParsers).
 	parked http1.Parked
@@ -319,6 +320,36 @@ type txState struct {
 	respStarted bool
 	respDone    bool
 	heuristic   bool // timed from sequence numbers, not parsed
+}
+
+// sentNotes is the connection's state as a request started, which timing
+// reads if the request's first copy was lost before the capture point
+// (requestSent): pointer-held, so that a plain HTTP request whose loss
+// count can no longer rise drops it as its response starts (takeRequest)
+// and the response in flight does not carry it.
+type sentNotes struct {
+	timer   clientTimer // the client's retransmission timer when the request started
+	rearmAt int64       // the server's latest ACK of new client data when the request's copy came (srvAckNewAt)
+	// prev is the connection's latest complete response when the request
+	// started, read when the request is timed (a verdict on its
+	// retransmissions may come later).
+	prev prevResp
+}
+
+// notes is st's sentNotes, made if it has none yet: for writing.
+func (st *txState) notes() *sentNotes {
+	if st.sent == nil {
+		st.sent = &sentNotes{}
+	}
+	return st.sent
+}
+
+// sentAt is st's sentNotes for reading, zero without them.
+func (st *txState) sentAt() sentNotes {
+	if st.sent == nil {
+		return sentNotes{}
+	}
+	return *st.sent
 }
 
 // txRare is what few transactions have, apart so that the others do not
