@@ -1,17 +1,17 @@
 package http1
 
 // Parked is a parser inside a Content-Length or close-delimited body, the
-// state a connection waits in while a response streams, in 56 bytes
+// state a connection waits in while a response streams, in 48 bytes
 // instead of a Parser's 208: its caller keeps it with the message's other
 // state and the offset where it keeps an idle parser's (see Acquire), and
-// the Parser goes back to the pool. The zero Parked holds nothing.
+// the Parser goes back to the pool. The zero Parked holds nothing. The
+// body bytes left are not kept: the offset gives them (see Park).
 //
 // Parking drops the message's header values (method, URL, Content-Type
 // and the rest): the Messages of its later events (Body, BodyGap,
 // MessageEnd) carry none, so a handler that parks takes what it needs of
 // them in HeadersDone. Everything else resumes as it was.
 type Parked struct {
-	remain                          int64
 	start, headerEnd, contentLength int64
 	hole                            int64
 	status                          uint16
@@ -51,12 +51,19 @@ func (k *Parked) Held() bool { return k.st != stIdle }
 // keeps p.Offset() to resume it at.
 func (p *Parser) Park(k *Parked) bool {
 	m := &p.msg
-	if p.st != stBody && p.st != stUntilClose || p.hs != nil || p.mN != 0 ||
+	// Inside a Content-Length body every byte fed or lost advances the
+	// offset and takes one from remain, so their sum stays the body's end;
+	// a close-delimited body has no remain.
+	bodyEnd := p.remain == 0
+	if p.st == stBody {
+		bodyEnd = p.remain == m.HeaderEnd+m.ContentLength-p.off
+	}
+	if p.st != stBody && p.st != stUntilClose || !bodyEnd || p.hs != nil || p.mN != 0 ||
 		p.chunkLine != 0 || p.trLen != 0 || p.trTotal != 0 || p.trCR || p.atLineStart || p.tentative ||
 		m.End != 0 || m.BodyLen != 0 {
 		return false
 	}
-	*k = Parked{remain: p.remain, start: m.Start, headerEnd: m.HeaderEnd, contentLength: m.ContentLength,
+	*k = Parked{start: m.Start, headerEnd: m.HeaderEnd, contentLength: m.ContentLength,
 		hole: m.Hole, status: m.Status, proto: m.proto, kind: p.kind, msgKind: m.Kind, st: p.st, next: p.next,
 		mHead: p.mHead}
 	for _, f := range [...]struct {
@@ -79,7 +86,10 @@ func (p *Parser) Park(k *Parked) bool {
 // header budget is to be set again (SetBudget).
 func (k *Parked) Resume(maxHeaderBytes int, off int64) *Parser {
 	p := Acquire(k.kind, maxHeaderBytes, off)
-	p.remain, p.st, p.next, p.mHead = k.remain, k.st, k.next, k.mHead
+	p.st, p.next, p.mHead = k.st, k.next, k.mHead
+	if p.st == stBody {
+		p.remain = k.headerEnd + k.contentLength - off
+	}
 	f := k.flags
 	p.wantBody, p.prefixOK, p.started = f&pkWantBody != 0, f&pkPrefixOK != 0, f&pkStarted != 0
 	p.msg = msgState{Start: k.start, HeaderEnd: k.headerEnd, ContentLength: k.contentLength, Hole: k.hole,
