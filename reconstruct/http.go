@@ -109,8 +109,7 @@ func (h *responseEvents) HeadersDone(m *http1.Message) {
 	st.respStartOff = c.wireOff(false, m.Start, false)
 	st.tx.ResponseFirst = c.respFirstByte
 	st.tx.Status = int32(m.Status)
-	st.tx.ContentType = m.ContentType
-	st.tx.ContentEncoding = m.ContentEncoding
+	st.tx.setResp(m.ContentType, m.ContentEncoding)
 	st.setLocation(m.Location)
 	if m.HeaderTooLarge {
 		st.tx.Flags |= FlagHeaderTooLarge

@@ -163,10 +163,10 @@ func (c *conn) transaction(st *txState, rtt int64, b [6]int64) *Transaction {
 		Total: b[5] - b[0], RTTClient: rtt,
 		RetransBytes: st.retransBytes(), RequestBytes: in.RequestBytes, ResponseBytes: in.ResponseBytes,
 		BodyBytes: in.BodyBytes, Method: in.reqVal(reqMethod), Host: in.reqVal(reqHost), URL: in.reqVal(reqURL),
-		Status: int(in.Status), ContentType: in.ContentType, Referer: in.reqVal(reqReferer),
+		Status: int(in.Status), ContentType: in.contentType(), Referer: in.reqVal(reqReferer),
 		UserAgent: in.reqVal(reqUserAgent), Accept: in.reqVal(reqAccept),
 		HoleBytes: in.HoleBytes, SecFetchDest: in.reqVal(reqFetchDest), Location: st.location(),
-		ContentEncoding: in.ContentEncoding, Body: st.body(),
+		ContentEncoding: in.contentEncoding(), Body: st.body(),
 	}
 	st.setBody(nil) // the sink's now: a later request's prev must not keep it
 	return out

@@ -235,8 +235,7 @@ func (c *conn) h2Stream(s *http2wire.Stream) {
 	}
 	st.respStarted = true
 	tx.Status = int32(max(rs.Status, 0))
-	tx.ContentType = rs.ContentType
-	tx.ContentEncoding = rs.ContentEncoding
+	tx.setResp(rs.ContentType, rs.ContentEncoding)
 	st.setLocation(rs.Location)
 	tx.ResponseFirst = first
 	tx.ResponseLast = max(rs.EndAt, first)

@@ -226,12 +226,12 @@ const (
 	// its arrays, a slot a transaction).
 	queueMemory = 64
 	// txMemory: a transaction in flight (request pending, response
-	// arriving, or waiting for the client's ACK): its txState (288 B,
+	// arriving, or waiting for the client's ACK): its txState (256 B,
 	// with the response parser parked in it inside a body) and the
 	// header values it keeps (one string, ~128 B). A request's
 	// sentNotes (64 B) are held only until its response starts (on TLS
 	// until it is emitted).
-	txMemory = 416
+	txMemory = 384
 )
 
 // flowKey identifies a connection independently of direction: the endpoint

@@ -214,11 +214,14 @@ func (f *flowState) setQueue(l []*txState, queue func(*txQueues) *[]*txState) {
 // 512-byte record (issue 15).
 type txRec struct {
 	// req is the request's header values one after another, reqEnd each
-	// one's end (see setReq): one string header for seven.
+	// one's end but the last's, len(req) (see setReq): one string header
+	// for seven.
 	req string
-	// Location, Body (only pages' responses keep one) and RetransBytes
-	// (only lossy ones have any) are in txRare.
-	ContentType, ContentEncoding string
+	// resp is the response's Content-Type and Content-Encoding, the
+	// first ctEnd bytes and the rest (see setResp). Location, Body (only
+	// pages' responses keep one) and RetransBytes (only lossy ones have
+	// any) are in txRare.
+	resp string
 
 	RequestFirst, RequestLast   int64
 	ResponseFirst, ResponseLast int64
@@ -226,12 +229,35 @@ type txRec struct {
 	RequestBytes                int64
 	ResponseBytes, BodyBytes    int64
 	HoleBytes                   int64
-	reqEnd                      [nReqVals]uint32
+	reqEnd                      [nReqVals - 1]uint32
 	// Index and Status as int32: a connection's count of transactions
-	// and a status code fit, and the four small fields share 16 bytes.
+	// and a status code fit, and the small fields share 16 bytes.
 	Index, Status int32
 	Flags         Flags
 	BodyCut       bool
+	ctEnd         uint16
+}
+
+// The response values setResp keeps are cut to these bounds first, so
+// that a Content-Type's length fits txRec.ctEnd.
+const (
+	_ uint16 = http1.MaxValueLen
+	_ uint16 = maxH2ValueLen
+)
+
+// contentType is the response's Content-Type.
+func (r *txRec) contentType() string { return r.resp[:r.ctEnd] }
+
+// contentEncoding is the response's Content-Encoding.
+func (r *txRec) contentEncoding() string { return r.resp[r.ctEnd:] }
+
+// setResp keeps the response's Content-Type and Content-Encoding, in one
+// string: the Content-Type as it is when there is no Content-Encoding.
+func (r *txRec) setResp(contentType, contentEncoding string) {
+	r.resp, r.ctEnd = contentType, uint16(len(contentType))
+	if contentEncoding != "" {
+		r.resp = contentType + contentEncoding
+	}
 }
 
 // The request's header values in txRec.req, in order.
@@ -248,11 +274,14 @@ const (
 
 // reqVal is the request's header value i (reqMethod, ...).
 func (r *txRec) reqVal(i int) string {
-	a := uint32(0)
+	a, b := uint32(0), uint32(len(r.req))
 	if i > 0 {
 		a = r.reqEnd[i-1]
 	}
-	return r.req[a:r.reqEnd[i]]
+	if i < len(r.reqEnd) {
+		b = r.reqEnd[i]
+	}
+	return r.req[a:b]
 }
 
 // reqVals is all of the request's header values, for setReq to change
@@ -289,13 +318,15 @@ func (r *txRec) setReq(v [nReqVals]string) {
 	b.Grow(n)
 	for i, s := range v {
 		b.WriteString(s)
-		r.reqEnd[i] = uint32(b.Len()) // values from packets: far below 4 GiB
+		if i < len(r.reqEnd) {
+			r.reqEnd[i] = uint32(b.Len()) // values from packets: far below 4 GiB
+		}
 	}
 	r.req = b.String()
 }
 
 // txState is a transaction under construction. Its fields are ordered
-// so that it fits the 320-byte size class (issue 15).
+// so that it fits the 256-byte size class (issue 15).
 type txState struct {
 	tx           txRec
 	reqStartOff  int64
