@@ -25,8 +25,11 @@ func (h *requestEvents) MessageStart(m *http1.Message) {
 		st.upLost, st.more().sentBy = max(st.upLost, 1), l.aheadAt
 	}
 	st.reqStartOff = start
+	// The response parser first, which may be parked in the request
+	// addPending would give up.
+	resp := c.respP()
 	c.addPending(st)
-	c.respP().PushRequestMethod(m.Method)
+	resp.PushRequestMethod(m.Method)
 }
 
 func (h *requestEvents) HeadersDone(m *http1.Message) {

@@ -5,14 +5,20 @@ import (
 	"testing"
 )
 
-// A response parser parked after every byte it is fed inside a body, and
-// resumed for the next, reports what one that lived throughout reports,
-// but the header values parking drops (Body and MessageEnd carry none).
+// A response parser parked after every byte it is fed inside a body or
+// between messages, and resumed for the next, reports what one that lived
+// throughout reports, but the header values parking drops (Body and
+// MessageEnd carry none): the pending request methods (a HEAD's response
+// has no body) included.
 func TestParkResumeKeepsEvents(t *testing.T) {
 	responses := []string{"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 10\r\n\r\n0123456789",
 		"HTTP/1.1 204 No Content\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n",
 		"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the close"}
-	for _, gapAt := range []int{-1, 70, 150} {
+	// The requests come before their responses, as on a connection: the
+	// first two together, pipelined.
+	pushes := [][]string{{"GET", "GET"}, nil, {"HEAD"}, {"GET"}}
+	for _, gapAt := range []int{-1, 70, 190} {
 		t.Run(fmt.Sprint("gap at ", gapAt), func(t *testing.T) {
 			whole, parked := newP(Response, 0), newP(Response, 0)
 			want, got := &parkRecorder{}, &parkRecorder{}
@@ -23,11 +29,16 @@ func TestParkResumeKeepsEvents(t *testing.T) {
 					parked = k.Resume(0, off)
 				}
 			}
-			for _, r := range responses {
-				// The request comes before its response, as on a connection.
-				resume()
-				whole.PushRequestMethod("GET")
-				parked.PushRequestMethod("GET")
+			for n, r := range responses {
+				for _, m := range pushes[n] {
+					resume()
+					whole.PushRequestMethod(m)
+					parked.PushRequestMethod(m)
+					if off = parked.Offset(); parked.Park(&k) {
+						parks++
+						parked = nil
+					}
+				}
 				for i := range len(r) {
 					resume()
 					if at == gapAt {
@@ -66,8 +77,9 @@ func TestParkResumeKeepsEvents(t *testing.T) {
 	}
 }
 
-// Parking needs a plain body with nothing else held: a header section or
-// a pending request method keeps the parser.
+// Parking needs a plain body or the gap between messages with nothing else
+// held: a header section or more request methods pending than a Parked
+// keeps keep the parser.
 func TestParkRefusesHeldState(t *testing.T) {
 	var k Parked
 	p := newP(Response, 0, "GET")
@@ -75,10 +87,10 @@ func TestParkRefusesHeldState(t *testing.T) {
 	if p.Park(&k) || k.Held() {
 		t.Error("parked inside a header section")
 	}
-	p = newP(Response, 0, "GET", "GET")
+	p = newP(Response, 0, "GET", "GET", "GET", "GET", "GET", "GET", "GET", "GET", "GET", "GET", "GET", "GET")
 	p.Feed([]byte("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n12"), &recorder{})
 	if p.Park(&k) || k.Held() {
-		t.Error("parked with a request method pending")
+		t.Error("parked with 11 request methods pending")
 	}
 }
 
