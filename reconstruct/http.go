@@ -25,11 +25,11 @@ func (h *requestEvents) MessageStart(m *http1.Message) {
 		st.upLost, st.more().sentBy = max(st.upLost, 1), l.aheadAt
 	}
 	st.reqStartOff = start
-	// The response parser first, which may be parked in the request
-	// addPending would give up.
-	resp := c.respP()
+	// The response parser is resumed first: it may be parked in the
+	// request addPending would give up.
+	c.respP()
 	c.addPending(st)
-	resp.PushRequestMethod(m.Method)
+	c.respP().PushRequestMethod(m.Method)
 }
 
 func (h *requestEvents) HeadersDone(m *http1.Message) {
