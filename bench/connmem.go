@@ -27,9 +27,13 @@ const (
 	MidResponse
 	// Handshake: SYN, SYN/ACK, ACK and nothing else yet.
 	Handshake
+	// RequestPending: a request sent, its response not begun (the
+	// server's think time): a transaction waits in the queue.
+	RequestPending
 )
 
-var connStateNames = [...]string{Idle: "idle keep-alive", MidResponse: "mid-response", Handshake: "handshake only"}
+var connStateNames = [...]string{Idle: "idle keep-alive", MidResponse: "mid-response", Handshake: "handshake only",
+	RequestPending: "request pending"}
 
 func (s ConnState) String() string {
 	if s >= 0 && int(s) < len(connStateNames) {
@@ -127,6 +131,8 @@ func WriteOpenConnections(path string, n int, s ConnState) error {
 	case MidResponse:
 		phase(3, func(c *synth.Conn, t int64) { c.Client(t, req) })
 		phase(4, func(c *synth.Conn, t int64) { c.Server(t, partial) })
+	case RequestPending:
+		phase(3, func(c *synth.Conn, t int64) { c.Client(t, req) })
 	}
 	err = w.Close()
 	if cerr := f.Close(); err == nil {

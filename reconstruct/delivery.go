@@ -206,23 +206,64 @@ func (c *conn) reqP() *http1.Parser {
 
 func (c *conn) respP() *http1.Parser {
 	if c.respParser == nil {
-		c.respParser = http1.Acquire(http1.Response, c.t.cfg.MaxHeaderBytes, c.respOff)
+		if st := c.parkedIn(); st != nil {
+			c.respParser = st.parked.Resume(c.t.cfg.MaxHeaderBytes, c.respOff)
+		} else {
+			c.respParser = http1.Acquire(http1.Response, c.t.cfg.MaxHeaderBytes, c.respOff)
+		}
 		c.respParser.SetBudget(&c.t.headers)
 	}
 	return c.respParser
 }
 
-// releaseIdleParsers hands back parsers that hold no state but their offset.
+// parkedIn is the transaction whose txState holds the parked response
+// parser, nil if none does: the response arriving, else a request
+// waiting for its response (see releaseIdleParsers).
+func (c *conn) parkedIn() *txState {
+	if c.resp != nil && c.resp.parked.Held() {
+		return c.resp
+	}
+	for _, st := range c.pending() {
+		if st.parked.Held() {
+			return st
+		}
+	}
+	return nil
+}
+
+// releaseIdleParsers hands back parsers that hold no state but their offset,
+// and parks a response parser inside a body, or waiting for the responses
+// of pending requests, in the txState of the response arriving or of the
+// newest request (respP resumes it): these are the states most
+// connections that carry data wait in, and a parser would be a fifth of
+// their memory. Only a plain HTTP connection's: elsewhere (TLS, a
+// truncated capture) c.resp and the queue also change by paths that do
+// not go through the parser.
 func (c *conn) releaseIdleParsers() {
 	if p := c.reqParser; p != nil && p.Idle() {
 		c.reqOff = p.Offset()
 		p.Release()
 		c.reqParser = nil
 	}
-	if p := c.respParser; p != nil && p.Idle() {
+	p := c.respParser
+	switch {
+	case p == nil:
+	case p.Idle():
 		c.respOff = p.Offset()
 		p.Release()
 		c.respParser = nil
+	case c.tls == nil && !c.truncated:
+		st := c.resp
+		if n := len(c.pending()); st == nil && n > 0 {
+			st = c.pending()[n-1]
+		}
+		if st == nil || st.parked.Held() {
+			return
+		}
+		if off := p.Offset(); p.Park(&st.parked) {
+			c.respOff = off
+			c.respParser = nil
+		}
 	}
 }
 

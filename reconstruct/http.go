@@ -18,13 +18,16 @@ func (h *requestEvents) MessageStart(m *http1.Message) {
 	st := c.newTx()
 	start, fallback := c.wireStart(true, m.Start)
 	st.tx.RequestFirst, st.upLost, st.upAckOrCopy = c.c2sLog.at(start, fallback)
-	st.prev, st.timer, st.rearmAt = c.lastResp, c.timer, c.srvAckNewAt
+	st.sent = &sentNotes{timer: c.timer, rearmAt: c.srvAckNewAt, prev: c.lastResp}
 	if l := c.loss; l != nil && start < l.aheadOff && l.aheadAt < st.tx.RequestFirst {
 		// A pure ACK had already shown these bytes sent: the copy now
 		// here is a retransmission.
 		st.upLost, st.more().sentBy = max(st.upLost, 1), l.aheadAt
 	}
 	st.reqStartOff = start
+	// The response parser is resumed first: it may be parked in the
+	// request addPending would give up.
+	c.respP()
 	c.addPending(st)
 	c.respP().PushRequestMethod(m.Method)
 }
@@ -109,8 +112,7 @@ func (h *responseEvents) HeadersDone(m *http1.Message) {
 	st.respStartOff = c.wireOff(false, m.Start, false)
 	st.tx.ResponseFirst = c.respFirstByte
 	st.tx.Status = int32(m.Status)
-	st.tx.ContentType = m.ContentType
-	st.tx.ContentEncoding = m.ContentEncoding
+	st.tx.setResp(m.ContentType, m.ContentEncoding)
 	st.setLocation(m.Location)
 	if m.HeaderTooLarge {
 		st.tx.Flags |= FlagHeaderTooLarge

@@ -100,7 +100,7 @@ func (c *conn) inFlightSince(now int64) (int64, bool) {
 		first = c.rec.synTimes()[0]
 	}
 	txSince := func(st *txState) {
-		if st == nil || strings.HasPrefix(st.tx.ContentType, "text/event-stream") {
+		if st == nil || strings.HasPrefix(st.tx.contentType(), "text/event-stream") {
 			return
 		}
 		if st.opensConn() && first > 0 {

@@ -43,7 +43,9 @@ func (c *conn) emit(st *txState) {
 // on: no chain of past transactions stays reachable, and an idle
 // connection keeps only its last response's end, final now.
 func (c *conn) handedOn(st *txState) {
-	st.prev = prevResp{}
+	if st.sent != nil {
+		st.sent.prev = prevResp{}
+	}
 	if c.lastResp.st == st {
 		c.lastResp = prevResp{last: st.tx.ResponseLast}
 	}
@@ -161,10 +163,10 @@ func (c *conn) transaction(st *txState, rtt int64, b [6]int64) *Transaction {
 		Total: b[5] - b[0], RTTClient: rtt,
 		RetransBytes: st.retransBytes(), RequestBytes: in.RequestBytes, ResponseBytes: in.ResponseBytes,
 		BodyBytes: in.BodyBytes, Method: in.reqVal(reqMethod), Host: in.reqVal(reqHost), URL: in.reqVal(reqURL),
-		Status: int(in.Status), ContentType: in.ContentType, Referer: in.reqVal(reqReferer),
+		Status: int(in.Status), ContentType: in.contentType(), Referer: in.reqVal(reqReferer),
 		UserAgent: in.reqVal(reqUserAgent), Accept: in.reqVal(reqAccept),
 		HoleBytes: in.HoleBytes, SecFetchDest: in.reqVal(reqFetchDest), Location: st.location(),
-		ContentEncoding: in.ContentEncoding, Body: st.body(),
+		ContentEncoding: in.contentEncoding(), Body: st.body(),
 	}
 	st.setBody(nil) // the sink's now: a later request's prev must not keep it
 	return out
@@ -199,14 +201,14 @@ func (c *conn) connectedAt() int64 {
 // probe, which caps a longer RTO from a remembered RTT the tracker may not
 // have seen grow).
 func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
-	timer := st.timer
+	timer := st.sentAt().timer
 	if timer.srtt == 0 {
 		// No sample of the client's own (its handshake ACK was lost): the
 		// round trip to it and on to the server stands in.
 		timer.sample(c.clientRTT() + c.rec.RTTServer)
 	}
 	earliest := c.connectedAt() - c.ackQueue()
-	if last := st.prev.end(); last > 0 {
+	if last := st.sentAt().prev.end(); last > 0 {
 		// The copy of the previous response that reached the client, as
 		// judged by now (a copy still unjudged is not assumed needed).
 		earliest = max(earliest, last+c.clientRTT())
@@ -306,10 +308,11 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 // its page's redirect, resent 308 ms after a WINDOW_UPDATE's ACK, timed
 // 123 ms short).
 func (c *conn) rearmedSend(st *txState, sent, earliest, wait int64) int64 {
-	if st.rearmAt == 0 || st.sentBy() != 0 {
+	rearmAt := st.sentAt().rearmAt
+	if rearmAt == 0 || st.sentBy() != 0 {
 		return sent
 	}
-	restart := st.rearmAt + c.clientRTT()
+	restart := rearmAt + c.clientRTT()
 	if earliest < restart && restart <= st.tx.RequestFirst && max(sent-restart, restart-sent) <= max(estimateSlack, wait/8) {
 		return earliest
 	}

@@ -370,7 +370,7 @@ func (c *conn) tlsRequestRecord(r tlswire.Record, ambiguous bool) {
 		}
 		st.heuristic = true
 		st.tx.RequestFirst, st.upLost, st.upAckOrCopy = c.c2sLog.at(r.Offset, r.StartAt)
-		st.prev, st.timer, st.rearmAt = c.lastResp, c.timer, c.srvAckNewAt
+		st.sent = &sentNotes{timer: c.timer, rearmAt: c.srvAckNewAt, prev: c.lastResp}
 		st.reqStartOff = r.Offset
 		c.addPending(st)
 	}

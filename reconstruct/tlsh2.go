@@ -158,9 +158,9 @@ func (c *conn) noteH2Resent(e h2ResentRecord) {
 func (c *conn) h2RequestLoss(st *txState, at int64) {
 	for _, e := range c.plainOf().h2Resent {
 		if (e.lost > 0 || e.refill) && e.at == at {
-			st.upLost, st.upAckOrCopy, st.rearmAt = int8(e.lost), e.ackOrCopy, e.rearmAt // e.lost is a pktLost
+			st.upLost, st.upAckOrCopy, st.notes().rearmAt = int8(e.lost), e.ackOrCopy, e.rearmAt // e.lost is a pktLost
 			if e.lost > 0 {
-				st.prev, st.timer = e.prev, e.timer
+				st.sent.prev, st.sent.timer = e.prev, e.timer
 			}
 			st.resent = st.resent || e.refill
 			return
@@ -195,7 +195,7 @@ func (c *conn) h2Stream(s *http2wire.Stream) {
 	st.more().h2ID = s.ID
 	tx, rq, rs := &st.tx, &s.Request, &s.Response
 	tx.Flags |= FlagHTTP2
-	st.prev, st.timer = c.lastResp, c.timer // a resent request's are as it came (h2RequestLoss)
+	st.sent = &sentNotes{prev: c.lastResp, timer: c.timer} // a resent request's are as it came (h2RequestLoss)
 	if rq.Seen {
 		v := tx.reqVals()
 		v[reqMethod], v[reqURL], v[reqUserAgent] = rq.Method, c.t.redact(rq.Path), rq.UserAgent
@@ -235,8 +235,7 @@ func (c *conn) h2Stream(s *http2wire.Stream) {
 	}
 	st.respStarted = true
 	tx.Status = int32(max(rs.Status, 0))
-	tx.ContentType = rs.ContentType
-	tx.ContentEncoding = rs.ContentEncoding
+	tx.setResp(rs.ContentType, rs.ContentEncoding)
 	st.setLocation(rs.Location)
 	tx.ResponseFirst = first
 	tx.ResponseLast = max(rs.EndAt, first)

@@ -220,7 +220,7 @@ func (c *conn) tlsH2Merge(held []*txState) []*txState {
 	}
 	first.respDone, first.tx.ResponseAcked = false, 0
 	first.tx.Flags = (first.tx.Flags | later.tx.Flags) &^ (FlagTurnsAmbiguous | FlagNoResponse | FlagNoAck)
-	c.resp, c.lastResp = first, first.prev
+	c.resp, c.lastResp = first, first.sentAt().prev
 	c.setPending(nil)
 	c.nextIndex = int(first.tx.Index) + 1
 	gone := func(st *txState) bool { return st == first }

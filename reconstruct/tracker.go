@@ -208,7 +208,8 @@ type Stats struct {
 // What an open connection is counted at against MaxMemory besides its
 // buffers, by the state it holds: the heap measured with
 // bench.ConnMemory (100k open: 426 B with a handshake only, 778 B idle
-// keep-alive, 1,410 B mid-response), rounded up. A flat figure would
+// keep-alive, 1,266 B with a request pending, 1,170 B mid-response),
+// rounded up. A flat figure would
 // shed a SYN flood twice as early as its memory requires and let
 // responses in flight overrun the bound by half.
 const (
@@ -220,15 +221,20 @@ const (
 	flowMemory = 352
 	// parserMemory: an HTTP/1 parser held inside a message (its header
 	// scratch is held only inside a header section, and its buffer is
-	// counted by the header budget).
+	// counted by the header budget). A plain HTTP connection's response
+	// parser is parked in a txState instead while it waits inside a
+	// body or for a pending request's response (releaseIdleParsers).
 	parserMemory = 208
 	// queueMemory: transactions waiting in line (txQueues, 48 B, and
 	// its arrays, a slot a transaction).
 	queueMemory = 64
 	// txMemory: a transaction in flight (request pending, response
-	// arriving, or waiting for the client's ACK): its txState (288 B)
-	// and the header values it keeps (one string, ~128 B).
-	txMemory = 416
+	// arriving, or waiting for the client's ACK): its txState (256 B,
+	// with room for a parked response parser) and the
+	// header values it keeps (one string, ~128 B). A request's
+	// sentNotes (64 B) are held only until its response starts (on TLS
+	// until it is emitted).
+	txMemory = 384
 )
 
 // flowKey identifies a connection independently of direction: the endpoint

@@ -3,6 +3,8 @@ package reconstruct
 import (
 	"slices"
 	"strings"
+
+	"github.com/rtmon/rtmon/reconstruct/http1"
 )
 
 // Transactions: requests waiting for their responses, and what a
@@ -66,6 +68,12 @@ func (c *conn) takeRequest() *txState {
 	}
 	st := c.pending()[0]
 	c.setPending(slices.Delete(c.pending(), 0, 1)) // emptied, it holds no array
+	if c.tls == nil && st.upLost == 0 {
+		// Out of the queue, a plain HTTP request's loss count is final
+		// (only deliverClient raises it, on the newest pending request):
+		// nothing will time a lost first copy.
+		st.sent = nil
+	}
 	return st
 }
 
@@ -206,11 +214,14 @@ func (f *flowState) setQueue(l []*txState, queue func(*txQueues) *[]*txState) {
 // 512-byte record (issue 15).
 type txRec struct {
 	// req is the request's header values one after another, reqEnd each
-	// one's end (see setReq): one string header for seven.
+	// one's end but the last's, len(req) (see setReq): one string header
+	// for seven.
 	req string
-	// Location, Body (only pages' responses keep one) and RetransBytes
-	// (only lossy ones have any) are in txRare.
-	ContentType, ContentEncoding string
+	// resp is the response's Content-Type and Content-Encoding, the
+	// first ctEnd bytes and the rest (see setResp). Location, Body (only
+	// pages' responses keep one) and RetransBytes (only lossy ones have
+	// any) are in txRare.
+	resp string
 
 	RequestFirst, RequestLast   int64
 	ResponseFirst, ResponseLast int64
@@ -218,12 +229,35 @@ type txRec struct {
 	RequestBytes                int64
 	ResponseBytes, BodyBytes    int64
 	HoleBytes                   int64
-	reqEnd                      [nReqVals]uint32
+	reqEnd                      [nReqVals - 1]uint32
 	// Index and Status as int32: a connection's count of transactions
-	// and a status code fit, and the four small fields share 16 bytes.
+	// and a status code fit, and the small fields share 16 bytes.
 	Index, Status int32
 	Flags         Flags
 	BodyCut       bool
+	ctEnd         uint16
+}
+
+// The response values setResp keeps are cut to these bounds first, so
+// that a Content-Type's length fits txRec.ctEnd.
+const (
+	_ uint16 = http1.MaxValueLen
+	_ uint16 = maxH2ValueLen
+)
+
+// contentType is the response's Content-Type.
+func (r *txRec) contentType() string { return r.resp[:r.ctEnd] }
+
+// contentEncoding is the response's Content-Encoding.
+func (r *txRec) contentEncoding() string { return r.resp[r.ctEnd:] }
+
+// setResp keeps the response's Content-Type and Content-Encoding, in one
+// string: the Content-Type as it is when there is no Content-Encoding.
+func (r *txRec) setResp(contentType, contentEncoding string) {
+	r.resp, r.ctEnd = contentType, uint16(len(contentType))
+	if contentEncoding != "" {
+		r.resp = contentType + contentEncoding
+	}
 }
 
 // The request's header values in txRec.req, in order.
@@ -240,11 +274,14 @@ const (
 
 // reqVal is the request's header value i (reqMethod, ...).
 func (r *txRec) reqVal(i int) string {
-	a := uint32(0)
+	a, b := uint32(0), uint32(len(r.req))
 	if i > 0 {
 		a = r.reqEnd[i-1]
 	}
-	return r.req[a:r.reqEnd[i]]
+	if i < len(r.reqEnd) {
+		b = r.reqEnd[i]
+	}
+	return r.req[a:b]
 }
 
 // reqVals is all of the request's header values, for setReq to change
@@ -281,13 +318,15 @@ func (r *txRec) setReq(v [nReqVals]string) {
 	b.Grow(n)
 	for i, s := range v {
 		b.WriteString(s)
-		r.reqEnd[i] = uint32(b.Len()) // values from packets: far below 4 GiB
+		if i < len(r.reqEnd) {
+			r.reqEnd[i] = uint32(b.Len()) // values from packets: far below 4 GiB
+		}
 	}
 	r.req = b.String()
 }
 
 // txState is a transaction under construction. Its fields are ordered
-// so that it fits the 320-byte size class (issue 15).
+// so that it fits the 256-byte size class (issue 15).
 type txState struct {
 	tx           txRec
 	reqStartOff  int64
@@ -295,15 +334,13 @@ type txState struct {
 	respStartOff int64
 	respEndOff   int64
 
-	// timer, rearmAt, prev, sentBy (in rare) and upLost time a request
-	// whose first copy was lost before the capture point (see
-	// requestSent): prev is the connection's latest complete response
-	// when the request started, read when the request is timed (a verdict
-	// on its retransmissions may come later).
-	timer   clientTimer // the client's retransmission timer when the request started
-	rearmAt int64       // the server's latest ACK of new client data when the request's copy came (srvAckNewAt)
-	prev    prevResp
-	rare    *txRare // nil until one of its fields is set
+	// sent, sentBy (in rare) and upLost time a request whose first copy
+	// was lost before the capture point (see requestSent).
+	sent *sentNotes
+	rare *txRare // nil until one of its fields is set
+	// parked is the response parser while it waits inside this response's
+	// body (see releaseIdleParsers).
+	parked http1.Parked
 	// upLost: copies of the request's first segment lost before the
 	// capture point (a conn.pktLost, so an int8).
 	upLost      int8
@@ -314,6 +351,36 @@ type txState struct {
 	respStarted bool
 	respDone    bool
 	heuristic   bool // timed from sequence numbers, not parsed
+}
+
+// sentNotes is the connection's state as a request started, which timing
+// reads if the request's first copy was lost before the capture point
+// (requestSent): pointer-held, so that a plain HTTP request whose loss
+// count can no longer rise drops it as its response starts (takeRequest)
+// and the response in flight does not carry it.
+type sentNotes struct {
+	timer   clientTimer // the client's retransmission timer when the request started
+	rearmAt int64       // the server's latest ACK of new client data when the request's copy came (srvAckNewAt)
+	// prev is the connection's latest complete response when the request
+	// started, read when the request is timed (a verdict on its
+	// retransmissions may come later).
+	prev prevResp
+}
+
+// notes is st's sentNotes, made if it has none yet: for writing.
+func (st *txState) notes() *sentNotes {
+	if st.sent == nil {
+		st.sent = &sentNotes{}
+	}
+	return st.sent
+}
+
+// sentAt is st's sentNotes for reading, zero without them.
+func (st *txState) sentAt() sentNotes {
+	if st.sent == nil {
+		return sentNotes{}
+	}
+	return *st.sent
 }
 
 // txRare is what few transactions have, apart so that the others do not
