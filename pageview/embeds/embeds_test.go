@@ -6,6 +6,8 @@ import (
 	"compress/gzip"
 	"compress/zlib"
 	"errors"
+	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -226,4 +228,94 @@ func FuzzExtract(f *testing.F) {
 			seen[r.URL] = true
 		}
 	})
+}
+
+// sameAsRef checks that Extract reads body as the reference extraction
+// does (ref_test.go).
+func sameAsRef(t *testing.T, body []byte, css bool) {
+	t.Helper()
+	const base = "http://example.com/a/b.html"
+	ct := "text/html"
+	if css {
+		ct = "text/css"
+	}
+	got, _ := Extract(body, ct, "", base)
+	u, _ := url.Parse(base)
+	if want := refExtract(body, css, u); !reflect.DeepEqual(got, want) {
+		t.Fatalf("body %q:\n got %+v\nwant %+v", body, got, want)
+	}
+}
+
+// sameCases are bodies where a shortcut could go wrong: text before the
+// first tag, no tag at all, raw text, case, duplicate attributes, Unicode
+// space and case forms, NULs, and CSS keywords cut at the end.
+var sameCases = []string{
+	page,
+	"",
+	"no tags at all, url(x.png) @import 'y.css'",
+	"text first url(a.png) <img src=b.png>",
+	"a < b <img src=c.png> c <",
+	"<<img src=a.png><</style><style>x{background:url(s.png)}</style>",
+	"<IMG SRC=A.png LOADING=LAZY><img src=a.png src=b.png><img src=c.png SRC=d.png>",
+	"<img src=\"\u00a0a.png\u2003\" srcset=\"\u2003b.png\u00a01x,\u3000c.png 2x,,\">",
+	"<meta NAME=Referrer content=' No-Referrer '><base href=x/><base href=y/><img src=z.png>",
+	"<link rel='Stylesheet PRELOAD icon' href=l.css imagesrcset='p.png 1x'><input type=IMAGE src=i.png>",
+	"<div style=\"background:URL( 'K.png' )\"></div><p style='@IMPORT \"i.css\"'>",
+	"<style>u\u212arl(no.png) @\u0131mport 'no.css' url(\"yes.png\") /* url(c.png) */ url(</style>",
+	"<script>document.write('<img src=no.png>')</script><textarea><img src=no.png></textarea><img src=yes.png>",
+	"<script/><img src=no.png></script><img src=yes.png><title><img src=t.png></title>",
+	"<img src=\x00a.png><video poster=p.png src=m.mp4><source src=s.mp4><object data=o.swf>",
+	"<plaintext><img src=no.png>",
+	"<!-- <img src=no.png> --><img src=yes.png><![CDATA[<img src=cd.png>]]>",
+	"x{background:url(a.png)} @import 'b.css'; url( c.png ) URL('d.png') url(",
+	"@import",
+	"/* unterminated url(a.png)",
+}
+
+func TestExtractSameAsRef(t *testing.T) {
+	for _, s := range sameCases {
+		sameAsRef(t, []byte(s), false)
+		sameAsRef(t, []byte(s), true)
+	}
+}
+
+// FuzzExtractSame checks the extraction against the reference on any body:
+// the shortcuts must not change what is read.
+func FuzzExtractSame(f *testing.F) {
+	for _, s := range sameCases {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, css bool) {
+		sameAsRef(t, body, css)
+	})
+}
+
+// BenchmarkExtract reads a real-looking page, a large page of text with no
+// markup (the benchmark capture's synthetic containers), and a stylesheet.
+func BenchmarkExtract(b *testing.B) {
+	var big bytes.Buffer
+	for big.Len() < 40000 {
+		big.WriteString("rtmon-synth-0123456789abcdefghijklmnopqrstuvwxyz-ABCDEFGHIJKLMNOPQRSTUVWXYZ\n")
+	}
+	var real bytes.Buffer
+	for real.Len() < 40000 {
+		real.WriteString(page)
+		real.WriteString("<p class=text>Some paragraph text that a page would carry between its tags.</p>\n")
+	}
+	css := bytes.Repeat([]byte("body { margin: 0 } .x { background: url(/i/bg.png) } /* note */\n"), 500)
+	for _, bc := range []struct {
+		name, ct string
+		body     []byte
+	}{{"html", "text/html", real.Bytes()}, {"text-as-html", "text/html", big.Bytes()}, {"css", "text/css", css}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bc.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Extract(bc.body, bc.ct, "", "http://example.com/"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
