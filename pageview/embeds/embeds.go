@@ -26,6 +26,7 @@ import (
 	"io"
 	"net/url"
 	"strings"
+	"unicode"
 
 	"github.com/andybalholm/brotli"
 	"golang.org/x/net/html"
@@ -173,15 +174,20 @@ type collector struct {
 	refs       []Ref
 	seen       map[string]int // URL -> index in refs
 	noReferrer bool
+	attrs      []attr // the current tag's, reused from tag to tag
 }
 
+// attr is one attribute as the tokenizer returns it (its own copy, valid
+// until the next token).
+type attr struct{ key, val []byte }
+
 // add resolves ref against base; a URL seen before keeps the stronger kind.
-func (c *collector) add(ref string, base *url.URL, k Kind) {
-	ref = strings.TrimSpace(ref)
-	if ref == "" || len(ref) > maxURL || len(c.refs) >= MaxRefs {
+func (c *collector) add(ref []byte, base *url.URL, k Kind) {
+	ref = bytes.TrimSpace(ref)
+	if len(ref) == 0 || len(ref) > maxURL || len(c.refs) >= MaxRefs {
 		return
 	}
-	u, err := base.Parse(ref)
+	u, err := base.Parse(string(ref))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return // data:, javascript:, about:, mailto: and the unparsable
 	}
@@ -199,8 +205,18 @@ func (c *collector) add(ref string, base *url.URL, k Kind) {
 
 // html walks the page's tokens. A <base href> (the first one) changes what
 // later relative references resolve against.
+//
+// The tokenizer starts at the first '<': it begins in the data state, where
+// bytes before a '<' can only be text, and text outside <style> names
+// nothing. A body with no '<' at all (a text or filler body served as HTML)
+// is not tokenized. The tokenizer reads text a byte at a time and buffers
+// a whole text token, so this saves the most on large bodies.
 func (c *collector) html(b []byte) {
-	z := html.NewTokenizer(bytes.NewReader(b))
+	lt := bytes.IndexByte(b, '<')
+	if lt < 0 {
+		return
+	}
+	z := html.NewTokenizer(bytes.NewReader(b[lt:]))
 	base := c.base
 	baseSet := false
 	inStyle := false
@@ -224,76 +240,82 @@ func (c *collector) html(b []byte) {
 			continue
 		}
 		name, hasAttr := z.TagName()
-		tag := string(name)
-		if tag == "style" && tt == html.StartTagToken {
+		if tt == html.StartTagToken && string(name) == "style" {
 			inStyle = true
 		}
 		if !hasAttr {
 			continue
 		}
-		a := attrs(z)
-		if s, ok := a["style"]; ok {
-			c.css([]byte(s), base)
+		c.readAttrs(z)
+		if s, ok := c.attr("style"); ok {
+			c.css(s, base)
 		}
-		switch tag {
-		case "meta":
-			if strings.EqualFold(a["name"], "referrer") && strings.EqualFold(strings.TrimSpace(a["content"]), "no-referrer") {
-				c.noReferrer = true
-			}
-		case "base":
-			if h, ok := a["href"]; ok && !baseSet {
-				if u, err := c.base.Parse(strings.TrimSpace(h)); err == nil {
-					base, baseSet = u, true
-				}
-			}
-		case "img":
-			k := Blocking
-			if strings.EqualFold(a["loading"], "lazy") {
-				k = Deferred
-			}
-			c.add(a["src"], base, k)
-			c.srcset(a["srcset"], base, k)
-		case "source":
-			// <picture>/<video>/<audio> sources: an image candidate in a
-			// picture is fetched like an img; media is not waited for.
-			k := Blocking
-			if _, ok := a["srcset"]; !ok {
-				k = Deferred
-			}
-			c.srcset(a["srcset"], base, k)
-			c.add(a["src"], base, k)
-		case "script":
-			c.add(a["src"], base, Blocking)
-		case "link":
-			c.link(a, base)
-		case "iframe", "frame", "embed":
-			c.add(a["src"], base, Blocking)
-		case "object":
-			c.add(a["data"], base, Blocking)
-		case "input":
-			if strings.EqualFold(a["type"], "image") {
-				c.add(a["src"], base, Blocking)
-			}
-		case "video":
-			c.add(a["poster"], base, Blocking)
-			c.add(a["src"], base, Deferred)
-		case "audio", "track":
-			c.add(a["src"], base, Deferred)
-		case "body", "table", "td", "th":
-			c.add(a["background"], base, Blocking)
-		}
+		base = c.tag(name, base, &baseSet)
 	}
 }
 
+// tag adds what one start tag references, its attributes read by
+// readAttrs, and returns the base later references resolve against.
+func (c *collector) tag(name []byte, base *url.URL, baseSet *bool) *url.URL {
+	switch string(name) {
+	case "meta":
+		if bytes.EqualFold(c.val("name"), []byte("referrer")) && bytes.EqualFold(bytes.TrimSpace(c.val("content")), []byte("no-referrer")) {
+			c.noReferrer = true
+		}
+	case "base":
+		if h, ok := c.attr("href"); ok && !*baseSet {
+			if u, err := c.base.Parse(strings.TrimSpace(string(h))); err == nil {
+				base, *baseSet = u, true
+			}
+		}
+	case "img":
+		k := Blocking
+		if bytes.EqualFold(c.val("loading"), []byte("lazy")) {
+			k = Deferred
+		}
+		c.add(c.val("src"), base, k)
+		c.srcset(c.val("srcset"), base, k)
+	case "source":
+		// <picture>/<video>/<audio> sources: an image candidate in a
+		// picture is fetched like an img; media is not waited for.
+		k := Blocking
+		if _, ok := c.attr("srcset"); !ok {
+			k = Deferred
+		}
+		c.srcset(c.val("srcset"), base, k)
+		c.add(c.val("src"), base, k)
+	case "script":
+		c.add(c.val("src"), base, Blocking)
+	case "link":
+		c.link(base)
+	case "iframe", "frame", "embed":
+		c.add(c.val("src"), base, Blocking)
+	case "object":
+		c.add(c.val("data"), base, Blocking)
+	case "input":
+		if bytes.EqualFold(c.val("type"), []byte("image")) {
+			c.add(c.val("src"), base, Blocking)
+		}
+	case "video":
+		c.add(c.val("poster"), base, Blocking)
+		c.add(c.val("src"), base, Deferred)
+	case "audio", "track":
+		c.add(c.val("src"), base, Deferred)
+	case "body", "table", "td", "th":
+		c.add(c.val("background"), base, Blocking)
+	}
+	return base
+}
+
 // link handles <link rel=... href=...> by its rel tokens.
-func (c *collector) link(a map[string]string, base *url.URL) {
-	href := a["href"]
-	for _, rel := range strings.Fields(strings.ToLower(a["rel"])) {
+func (c *collector) link(base *url.URL) {
+	href := c.val("href")
+	for _, rel := range strings.Fields(strings.ToLower(string(c.val("rel")))) {
 		switch rel {
 		case "stylesheet", "preload", "modulepreload":
 			c.add(href, base, Blocking)
 			if rel == "preload" {
-				c.srcset(a["imagesrcset"], base, Blocking)
+				c.srcset(c.val("imagesrcset"), base, Blocking)
 			}
 		case "icon", "apple-touch-icon", "apple-touch-icon-precomposed", "mask-icon",
 			"manifest", "prefetch", "prerender", "next":
@@ -304,27 +326,58 @@ func (c *collector) link(a map[string]string, base *url.URL) {
 
 // srcset adds each candidate of a srcset list ("a.png 1x, b.png 2x"): the
 // browser fetches one, which one depends on the screen.
-func (c *collector) srcset(v string, base *url.URL, k Kind) {
-	for _, cand := range strings.Split(v, ",") {
-		if f := strings.Fields(cand); len(f) > 0 {
-			c.add(f[0], base, k)
+func (c *collector) srcset(v []byte, base *url.URL, k Kind) {
+	for len(v) > 0 {
+		var cand []byte
+		cand, v, _ = bytes.Cut(v, []byte(","))
+		if f := firstField(cand); len(f) > 0 {
+			c.add(f, base, k)
 		}
 	}
 }
 
-// attrs reads a tag's attributes, the first of each name winning, as in
-// HTML parsing.
-func attrs(z *html.Tokenizer) map[string]string {
-	a := map[string]string{}
+// firstField is strings.Fields(string(b))[0], or nil when b is all space,
+// without the slice of fields.
+func firstField(b []byte) []byte {
+	start := bytes.IndexFunc(b, func(r rune) bool { return !unicode.IsSpace(r) })
+	if start < 0 {
+		return nil
+	}
+	b = b[start:]
+	if end := bytes.IndexFunc(b, unicode.IsSpace); end >= 0 {
+		return b[:end]
+	}
+	return b
+}
+
+// readAttrs reads the current tag's attributes into c.attrs, replacing the
+// previous tag's: a reused slice rather than a map per tag.
+func (c *collector) readAttrs(z *html.Tokenizer) {
+	c.attrs = c.attrs[:0]
 	for {
 		k, v, more := z.TagAttr()
-		if _, dup := a[string(k)]; !dup {
-			a[string(k)] = string(v)
-		}
+		c.attrs = append(c.attrs, attr{k, v})
 		if !more {
-			return a
+			return
 		}
 	}
+}
+
+// attr returns the value of the current tag's attribute key; the first of
+// each name wins, as in HTML parsing.
+func (c *collector) attr(key string) ([]byte, bool) {
+	for _, a := range c.attrs {
+		if string(a.key) == key {
+			return a.val, true
+		}
+	}
+	return nil, false
+}
+
+// val is attr's value alone, nil when the tag has no such attribute.
+func (c *collector) val(key string) []byte {
+	v, _ := c.attr(key)
+	return v
 }
 
 // css scans style text for url(...) and @import "...": backgrounds, fonts
@@ -347,7 +400,7 @@ func (c *collector) css(b []byte, base *url.URL) {
 			rest := bytes.TrimLeft(b[i+7:], " \t\r\n")
 			if len(rest) > 0 && (rest[0] == '"' || rest[0] == '\'') {
 				if end := bytes.IndexByte(rest[1:], rest[0]); end >= 0 {
-					c.add(string(rest[1:1+end]), base, Blocking)
+					c.add(rest[1:1+end], base, Blocking)
 				}
 			}
 			i += 6 // a url(...) form is caught by the url( case next
@@ -358,7 +411,7 @@ func (c *collector) css(b []byte, base *url.URL) {
 // cssURL reads the argument of url( from b (just after the parenthesis):
 // quoted or bare, up to the closing parenthesis. It returns the reference
 // and the bytes consumed.
-func cssURL(b []byte) (string, int) {
+func cssURL(b []byte) ([]byte, int) {
 	i := 0
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
@@ -367,17 +420,32 @@ func cssURL(b []byte) (string, int) {
 		q := b[i]
 		end := bytes.IndexByte(b[i+1:], q)
 		if end < 0 {
-			return "", len(b)
+			return nil, len(b)
 		}
-		return string(b[i+1 : i+1+end]), i + 2 + end
+		return b[i+1 : i+1+end], i + 2 + end
 	}
 	end := bytes.IndexByte(b[i:], ')')
 	if end < 0 {
-		return "", len(b)
+		return nil, len(b)
 	}
-	return string(bytes.TrimSpace(b[i : i+end])), i + end + 1
+	return bytes.TrimSpace(b[i : i+end]), i + end + 1
 }
 
+// hasFoldPrefix reports whether b starts with prefix (lower-case ASCII
+// letters and punctuation) in any case. An ASCII compare is exact here:
+// no letter of "url(" or "@import" has a non-ASCII case form.
 func hasFoldPrefix(b []byte, prefix string) bool {
-	return len(b) >= len(prefix) && strings.EqualFold(string(b[:len(prefix)]), prefix)
+	if len(b) < len(prefix) {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != prefix[i] {
+			return false
+		}
+	}
+	return true
 }
