@@ -270,6 +270,10 @@ var sameCases = []string{
 	"x{background:url(a.png)} @import 'b.css'; url( c.png ) URL('d.png') url(",
 	"@import",
 	"/* unterminated url(a.png)",
+	"url(a)url(b)(url(c) uurl(d) ur(l(e) url\n(f) uRl(\"g\")",
+	"/*/ url(a) */ /**/url(b) */ url(/*)*/ url(c) //* url(d)",
+	"@@import 'a' @import'b' @import url(c) @imPORT \"d\" @importx 'e' @import",
+	"url('a\nb') url( 'c' ) url(\"d) url(e",
 }
 
 func TestExtractSameAsRef(t *testing.T) {
@@ -307,7 +311,8 @@ func BenchmarkExtract(b *testing.B) {
 	for _, bc := range []struct {
 		name, ct string
 		body     []byte
-	}{{"html", "text/html", real.Bytes()}, {"text-as-html", "text/html", big.Bytes()}, {"css", "text/css", css}} {
+	}{{"html", "text/html", real.Bytes()}, {"text-as-html", "text/html", big.Bytes()}, {"css", "text/css", css},
+		{"text-as-css", "text/css", big.Bytes()}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetBytes(int64(len(bc.body)))
 			b.ReportAllocs()
