@@ -139,3 +139,14 @@ func hasFoldPrefix(b []byte, prefix string) bool {
 	}
 	return true
 }
+
+// hasFoldSubstring reports whether b holds word (lower-case ASCII) in any
+// ASCII case: the tokenizer lower-cases attribute names in ASCII only.
+func hasFoldSubstring(b []byte, word string) bool {
+	for i := 0; i+len(word) <= len(b); i++ {
+		if (b[i] == word[0] || b[i] == word[0]-('a'-'A')) && hasFoldPrefix(b[i:], word) {
+			return true
+		}
+	}
+	return false
+}

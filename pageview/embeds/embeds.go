@@ -243,7 +243,10 @@ func (c *collector) html(b []byte) {
 		if tt == html.StartTagToken && string(name) == "style" {
 			inStyle = true
 		}
-		if !hasAttr {
+		if !hasAttr || (!namesRefs(name) && !hasFoldSubstring(z.Raw(), "style")) {
+			// Reading attributes costs two copies each; a tag that names
+			// nothing by itself matters only for a style attribute, whose
+			// name would be in its raw bytes.
 			continue
 		}
 		c.readAttrs(z)
@@ -254,8 +257,20 @@ func (c *collector) html(b []byte) {
 	}
 }
 
+// namesRefs reports whether tag can name a reference by its own
+// attributes: the cases of (*collector).tag.
+func namesRefs(name []byte) bool {
+	switch string(name) {
+	case "meta", "base", "img", "source", "script", "link", "iframe", "frame", "embed",
+		"object", "input", "video", "audio", "track", "body", "table", "td", "th":
+		return true
+	}
+	return false
+}
+
 // tag adds what one start tag references, its attributes read by
-// readAttrs, and returns the base later references resolve against.
+// readAttrs, and returns the base later references resolve against. A tag
+// added here must be added to namesRefs.
 func (c *collector) tag(name []byte, base *url.URL, baseSet *bool) *url.URL {
 	switch string(name) {
 	case "meta":

@@ -274,6 +274,10 @@ var sameCases = []string{
 	"/*/ url(a) */ /**/url(b) */ url(/*)*/ url(c) //* url(d)",
 	"@@import 'a' @import'b' @import url(c) @imPORT \"d\" @importx 'e' @import",
 	"url('a\nb') url( 'c' ) url(\"d) url(e",
+	"<div STYLE='background:url(d.png)' id=x><span sTyLe=\"background:url(s.png)\"><a href=a.html data-style=url(n.png)>" +
+		"<p x-stylE='url(p.png)' style><meta content=no-referrer name=referrer><BODY background=b.png><TABLE background=t.png>" +
+		"<td background=td.png><th background=th.png><frame src=f.html><embed src=e.swf><object data=o.swf>" +
+		"<input type=image src=i.png><audio src=a.mp3><track src=t.vtt><source srcset=s.png><iframe src=i.html>",
 }
 
 func TestExtractSameAsRef(t *testing.T) {
