@@ -242,12 +242,14 @@ func (d *htmlDoc) block() {
 	}
 }
 
-// image writes a figure naming u, now and then with a srcset.
+// image writes a figure naming u, now and then with a srcset. Never
+// loading="lazy": the workload fetches every object within the load, and a
+// lazy image would tell rtmon the load does not wait for it.
 func (d *htmlDoc) image(u string) {
 	r := d.ref(u)
 	d.w("<figure class=\"wp-block-image size-large\"><img src=\"", r, "\" alt=\"", d.words(3+d.rng.IntN(4)),
 		"\" width=\"", strconv.Itoa(320+40*d.rng.IntN(20)), "\" height=\"", strconv.Itoa(180+30*d.rng.IntN(12)),
-		"\" loading=\"lazy\" decoding=\"async\" class=\"img-fluid\"")
+		"\" decoding=\"async\" class=\"img-fluid\"")
 	if d.rng.IntN(3) == 0 {
 		d.w(" srcset=\"", r, " 1x, ", r, " 2x\"")
 	}
