@@ -77,7 +77,7 @@ func (g *gen) pageview(cl *client, tc int64) *stream {
 		"Accept: text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
 		"Accept-Encoding: gzip, deflate", "Connection: keep-alive")
 	head := ResponseHeader(200, "text/html; charset=utf-8", htmlSize, "Server: synth", "Connection: keep-alive")
-	from := len(g.ev)
+	from := len(g.ev) // the container's planned segments, for Markup
 	tr := g.exchange(c0, req, head, htmlSize, g.uniform(g.wl.ContainerTime))
 	to := len(g.ev)
 	tr.Client, tr.Server = c0.c.ClientAddr, srv
