@@ -28,13 +28,15 @@ type Params struct {
 	Sessions int  `json:"sessions,omitempty"`
 }
 
-// ParamsVersion is the current recipe version.
-const ParamsVersion = 1
+// ParamsVersion is the current recipe version. 2: container pages are
+// HTML markup (synth Workload.Markup) instead of filler.
+const ParamsVersion = 2
 
-// Workload is the synth workload the parameters describe.
+// Workload is the synth workload the parameters describe. Its container
+// pages are markup, so rtmon's HTML reading costs what real pages cost.
 func (p Params) Workload() synth.Workload {
 	return synth.Workload{Seed: p.Seed, Clients: p.Clients, TargetBytes: p.TargetBytes,
-		SYNLossRate: p.SYNLoss, SYNACKLossRate: p.SYNACKLoss, DataLossRate: p.DataLoss}
+		SYNLossRate: p.SYNLoss, SYNACKLossRate: p.SYNACKLoss, DataLossRate: p.DataLoss, Markup: true}
 }
 
 // Options are the synth file options.

@@ -77,7 +77,9 @@ func (g *gen) pageview(cl *client, tc int64) *stream {
 		"Accept: text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
 		"Accept-Encoding: gzip, deflate", "Connection: keep-alive")
 	head := ResponseHeader(200, "text/html; charset=utf-8", htmlSize, "Server: synth", "Connection: keep-alive")
+	from := len(g.ev) // the container's planned segments, for Markup
 	tr := g.exchange(c0, req, head, htmlSize, g.uniform(g.wl.ContainerTime))
+	to := len(g.ev)
 	tr.Client, tr.Server = c0.c.ClientAddr, srv
 	emit(tr, object{url: page, ctype: "text/html; charset=utf-8", size: htmlSize}, true, "GET")
 
@@ -90,6 +92,7 @@ func (g *gen) pageview(cl *client, tc int64) *stream {
 			conns = append(conns, g.open(cl, srv, tp))
 		}
 	}
+	var urls []string
 	for k := range nobj {
 		o := g.object(k)
 		pc := conns[0]
@@ -104,6 +107,10 @@ func (g *gen) pageview(cl *client, tc int64) *stream {
 		tr := g.exchange(pc, req, head, o.size, g.uniform(g.wl.ServerTime))
 		tr.Client, tr.Server = pc.c.ClientAddr, srv
 		emit(tr, o, false, "GET")
+		urls = append(urls, o.url)
+	}
+	if g.wl.Markup {
+		g.markup(g.ev[from:to], head, host, page, urls, htmlSize)
 	}
 	for _, pc := range conns {
 		g.close(pc)

@@ -38,6 +38,13 @@ type Workload struct {
 	TargetBytes int64
 	// IPv6 puts clients and servers in 2001:db8::/32 instead of IPv4 ranges.
 	IPv6 bool
+	// Markup gives the basic model's containers an HTML document
+	// (HTMLDocument) naming the pageview's objects instead of filler, of
+	// the same length and from its own random source: every packet keeps
+	// its size and time, only the container bytes change. Benchmarks want
+	// it, since real pages are markup from the first byte. The extended
+	// model ignores it (see HTML).
+	Markup bool
 
 	// The options below add what real browsers and lossy paths produce. All
 	// zero, the output is byte for byte what it always was. Any of them set
