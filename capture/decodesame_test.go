@@ -139,3 +139,16 @@ func FuzzDecodeSame(f *testing.F) {
 		decodeSame(t, ref, cur, layers.LinkType(lt), frame)
 	})
 }
+
+// TestDecodeSameWithPortLayer registers a TCP port as a layer the decoder
+// knows, so the parser goes on past TCP: the direct path must defer to it.
+func TestDecodeSameWithPortLayer(t *testing.T) {
+	layers.RegisterTCPPortLayerType(80, layers.LayerTypeIPv4)
+	t.Cleanup(func() { layers.RegisterTCPPortLayerType(80, gopacket.LayerTypePayload) })
+	ref, cur := newRefDecoder(), NewDecoder()
+	for _, seed := range sameSeeds(t) {
+		for _, lt := range sameLinkTypes {
+			decodeSame(t, ref, cur, lt, seed)
+		}
+	}
+}
