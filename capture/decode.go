@@ -218,9 +218,12 @@ func (d *Decoder) skip(r Reason) bool {
 // every Packet field except Timestamp and Interface; p.Payload aliases frame.
 func (d *Decoder) Decode(lt layers.LinkType, frame []byte, p *Packet) bool {
 	d.stats.Frames++
-	if d.decodeDirect(lt, frame, p) {
+	switch d.decodeDirect(lt, frame, p) {
+	case directTCP:
 		d.stats.TCP++
 		return true
+	case directNotTCP:
+		return d.skip(ReasonNotTCP)
 	}
 	parser, r := d.parserFor(lt, frame)
 	if r != reasonNone {
