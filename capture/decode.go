@@ -148,8 +148,10 @@ type Decoder struct {
 	// type only picks the entry point.
 	pEth, pSLL, pSLL2, pLoop, pIP4, pIP6 parser
 
-	// all holds the layers above in registration order.
-	all []gopacket.DecodingLayer
+	// all holds the layers above in registration order; container maps
+	// their types to them for the parsers and the direct path.
+	all       []gopacket.DecodingLayer
+	container gopacket.DecodingLayerContainer
 
 	decoded []gopacket.LayerType
 	stats   DecodeStats
@@ -169,14 +171,14 @@ func NewDecoder() *Decoder {
 	// we need the fragment offset, nothing else from extension headers.
 	d.all = []gopacket.DecodingLayer{&d.eth, &d.dot1q, &d.sll, &d.sll2, &d.loop,
 		&d.ip4, &d.ip6, &d.ext, &d.frag6, &d.tcp}
+	// The sparse slice container is the fastest lookup gopacket has.
+	d.container = gopacket.DecodingLayerSparse(nil)
+	for _, l := range d.all {
+		d.container = d.container.Put(l)
+	}
 	mk := func(first gopacket.LayerType) parser {
 		p := gopacket.NewDecodingLayerParser(first)
-		// The sparse slice container is the fastest lookup gopacket has.
-		var c gopacket.DecodingLayerContainer = gopacket.DecodingLayerSparse(nil)
-		for _, l := range d.all {
-			c = c.Put(l)
-		}
-		p.SetDecodingLayerContainer(c)
+		p.SetDecodingLayerContainer(d.container)
 		// The layer after TCP (payload, or whatever a port suggests) and
 		// protocols we do not decode end the chain without an error.
 		p.IgnoreUnsupported = true
@@ -216,6 +218,13 @@ func (d *Decoder) skip(r Reason) bool {
 // every Packet field except Timestamp and Interface; p.Payload aliases frame.
 func (d *Decoder) Decode(lt layers.LinkType, frame []byte, p *Packet) bool {
 	d.stats.Frames++
+	switch d.decodeDirect(lt, frame, p) {
+	case directTCP:
+		d.stats.TCP++
+		return true
+	case directNotTCP:
+		return d.skip(ReasonNotTCP)
+	}
 	parser, r := d.parserFor(lt, frame)
 	if r != reasonNone {
 		return d.skip(r)
