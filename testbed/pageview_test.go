@@ -802,7 +802,10 @@ func key(x WireID) wireKey { return wireKey{x.Client, int(x.Port), x.Seq, x.Inde
 // stayed in its pageview moves the load's end, which decides the in-load
 // and after-load counts of the objects after it (seen once beside a CPU
 // hog: a response rtmon ended 530 ms late, on an ACK the bridge held
-// 991 ms, took a beacon in).
+// 991 ms, took a beacon in). A misjudged after-load object's own start
+// decides whether it came after the load (seen once beside a CPU hog: a
+// beacon whose request rtmon took for resent 78 ms before the wire's,
+// the bridge stalling up to 978 ms, counted in-load).
 func misplacedByTiming(truth []PageTruth, pvOf func(*PageTruth) *rtmonPV, byKey map[wireKey]*rtmonTxnRec, misjudged map[wireKey]bool) map[string]bool {
 	excused := map[string]bool{}
 	for i := range truth {
@@ -816,7 +819,7 @@ func misplacedByTiming(truth []PageTruth, pvOf func(*PageTruth) *rtmonPV, byKey 
 				excused[pv.ID], excused[ox.PageviewID] = true, true
 			}
 		}
-		for _, x := range p.Wire.InLoad {
+		for _, x := range slices.Concat(p.Wire.InLoad, p.Wire.AfterLoad) {
 			if misjudged[key(x)] {
 				excused[pv.ID] = true
 			}
