@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 )
@@ -120,22 +121,29 @@ here between both life being under never day same another know while last might 
 come since against go came right used take three network server client request response latency packet
 window browser page image script style cache load render measure capture time delay loss retransmit`)
 
-// words returns n space-separated words, the first capitalised.
+// words returns n space-separated words, the first capitalised, with a
+// comma now and then and a full stop.
 func (g *gen) words(n int) string {
+	return randomWords(g.rng, n, true) + "."
+}
+
+// randomWords returns n words of the vocabulary drawn from rng, the first
+// capitalised, with commas (one in twelve, each drawn from rng) when
+// commas is set.
+func randomWords(rng *rand.Rand, n int, commas bool) string {
 	var b strings.Builder
 	for i := range n {
-		w := vocabulary[g.rng.IntN(len(vocabulary))]
+		w := vocabulary[rng.IntN(len(vocabulary))]
 		if i == 0 {
 			b.WriteString(strings.ToUpper(w[:1]) + w[1:])
 			continue
 		}
 		b.WriteByte(' ')
 		b.WriteString(w)
-		if g.rng.IntN(12) == 0 && i < n-1 {
+		if commas && rng.IntN(12) == 0 && i < n-1 {
 			b.WriteByte(',')
 		}
 	}
-	b.WriteByte('.')
 	return b.String()
 }
 

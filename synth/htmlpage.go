@@ -280,19 +280,7 @@ func (d *htmlDoc) tail(js []string) []byte {
 }
 
 // words returns n words of text, the first capitalised.
-func (d *htmlDoc) words(n int) string {
-	var b strings.Builder
-	for i := range n {
-		w := vocabulary[d.rng.IntN(len(vocabulary))]
-		if i == 0 {
-			b.WriteString(strings.ToUpper(w[:1]) + w[1:])
-			continue
-		}
-		b.WriteByte(' ')
-		b.WriteString(w)
-	}
-	return b.String()
-}
+func (d *htmlDoc) words(n int) string { return randomWords(d.rng, n, false) }
 
 // prose is n words of paragraph text with sentences, inline links,
 // emphasis and entities.
