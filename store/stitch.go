@@ -294,7 +294,7 @@ func (s *Stitching) replaceCH(ctx context.Context, c *chBackend, r Replacement) 
 	var deleted []rowCheck
 	for lo := 0; lo < len(r.Delete); lo += maxInList {
 		part := r.Delete[lo:min(lo+maxInList, len(r.Delete))]
-		if err := c.conn.Exec(ctx, "ALTER TABLE "+c.mutable(pvTable.name)+" DELETE WHERE id IN ("+marks(len(part))+")", anys(part)...); err != nil {
+		if err := c.mutate(ctx, "ALTER TABLE "+c.mutable(pvTable.name)+" DELETE WHERE id IN ("+marks(len(part))+")", anys(part)...); err != nil {
 			return fmt.Errorf("delete: %w", err)
 		}
 		deleted = append(deleted, c.deletedCheck(pvTable.name, part))
@@ -328,7 +328,7 @@ func (s *Stitching) replaceCH(ctx context.Context, c *chBackend, r Replacement) 
 		// mutation, so a row never has one without the other.
 		q := fmt.Sprintf("ALTER TABLE %s UPDATE pageview_id = transform(id, ?, ?, pageview_id), flags = transform(id, ?, ?, flags) WHERE id IN (%s)",
 			c.mutable(txTable.name), marks(len(ids)))
-		if err := c.conn.Exec(ctx, q, append([]any{ids, pvIDs, ids, flags}, anys(ids)...)...); err != nil {
+		if err := c.mutate(ctx, q, append([]any{ids, pvIDs, ids, flags}, anys(ids)...)...); err != nil {
 			return fmt.Errorf("update transactions: %w", err)
 		}
 		updated = append(updated, c.updatedCheck(ids, pvIDs, flags))
