@@ -218,16 +218,16 @@ func (d *Decoder) skip(r Reason) bool {
 // every Packet field except Timestamp and Interface; p.Payload aliases frame.
 func (d *Decoder) Decode(lt layers.LinkType, frame []byte, p *Packet) bool {
 	d.stats.Frames++
-	switch d.decodeDirect(lt, frame, p) {
+	parser, r := d.parserFor(lt, frame)
+	if r != reasonNone {
+		return d.skip(r)
+	}
+	switch d.decodeDirect(parser.first, frame, p) {
 	case directTCP:
 		d.stats.TCP++
 		return true
 	case directNotTCP:
 		return d.skip(ReasonNotTCP)
-	}
-	parser, r := d.parserFor(lt, frame)
-	if r != reasonNone {
-		return d.skip(r)
 	}
 	if err := parser.DecodeLayers(frame, &d.decoded); err != nil {
 		return d.skip(d.classify(parser, frame))

@@ -23,7 +23,7 @@ import (
 // nibble the link layer did not promise. Decode then runs the parser path
 // from the start; every layer the direct path touched is decoded again
 // from the same bytes, so a failed attempt changes nothing.
-func (d *Decoder) decodeDirect(lt layers.LinkType, frame []byte, p *Packet) (res direct) {
+func (d *Decoder) decodeDirect(first gopacket.LayerType, frame []byte, p *Packet) (res direct) {
 	// The parser turns a panic in a layer into an error; leave that, and
 	// the classification of the error, to it.
 	defer func() {
@@ -31,7 +31,7 @@ func (d *Decoder) decodeDirect(lt layers.LinkType, frame []byte, p *Packet) (res
 			res = directUnsure
 		}
 	}()
-	next, data := d.directLink(lt, frame)
+	next, data := d.directLink(first, frame)
 	for next == layers.LayerTypeDot1Q && len(data) > 0 {
 		if d.dot1q.DecodeFromBytes(data, gopacket.NilDecodeFeedback) != nil {
 			return directUnsure
@@ -107,40 +107,22 @@ func (d *Decoder) ipNotTCP(next gopacket.LayerType) direct {
 	return directNotTCP
 }
 
-// directLink decodes the link header of a frame of link type lt and returns
-// the type and bytes of the layer after it; LayerTypeZero stops the direct
-// path. Raw IP picks the version by its nibble, as parserFor does.
-func (d *Decoder) directLink(lt layers.LinkType, frame []byte) (gopacket.LayerType, []byte) {
-	var link gopacket.DecodingLayer
-	switch lt {
-	case layers.LinkTypeEthernet:
+// directLink decodes the link header that first, the first layer of the
+// frame's parser (parserFor), names, and returns the type and bytes of the
+// layer after it; raw IP has none. LayerTypeZero stops the direct path.
+func (d *Decoder) directLink(first gopacket.LayerType, frame []byte) (gopacket.LayerType, []byte) {
+	switch first {
+	case layers.LayerTypeIPv4, layers.LayerTypeIPv6:
+		return first, frame
+	case layers.LayerTypeEthernet:
 		// The common case, without the interface call.
 		if d.eth.DecodeFromBytes(frame, gopacket.NilDecodeFeedback) != nil {
 			return gopacket.LayerTypeZero, nil
 		}
 		return d.eth.NextLayerType(), d.eth.Payload
-	case layers.LinkTypeLinuxSLL:
-		link = &d.sll
-	case layers.LinkTypeLinuxSLL2:
-		link = &d.sll2
-	case layers.LinkTypeNull, layers.LinkTypeLoop:
-		link = &d.loop
-	case layers.LinkTypeRaw, linkTypeDLTRaw12, linkTypeDLTRaw14:
-		if len(frame) > 0 && frame[0]>>4 == 4 {
-			return layers.LayerTypeIPv4, frame
-		}
-		if len(frame) > 0 && frame[0]>>4 == 6 {
-			return layers.LayerTypeIPv6, frame
-		}
-		return gopacket.LayerTypeZero, nil
-	case layers.LinkTypeIPv4:
-		return layers.LayerTypeIPv4, frame
-	case layers.LinkTypeIPv6:
-		return layers.LayerTypeIPv6, frame
-	default:
-		return gopacket.LayerTypeZero, nil
 	}
-	if link.DecodeFromBytes(frame, gopacket.NilDecodeFeedback) != nil {
+	link, ok := d.container.Decoder(first)
+	if !ok || link.DecodeFromBytes(frame, gopacket.NilDecodeFeedback) != nil {
 		return gopacket.LayerTypeZero, nil
 	}
 	return link.NextLayerType(), link.LayerPayload()
