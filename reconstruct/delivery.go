@@ -168,8 +168,7 @@ func (c *conn) gapClient(off, n int64) {
 	c.t.stats.Holes++
 	c.t.stats.HoleBytes += uint64(n)
 	if st := c.currentRequest(); st != nil {
-		st.tx.Flags |= FlagHole
-		st.tx.HoleBytes += n
+		st.addHole(n)
 	}
 	switch {
 	case c.tls != nil:
@@ -184,8 +183,7 @@ func (c *conn) gapServer(off, n int64) {
 	c.t.stats.Holes++
 	c.t.stats.HoleBytes += uint64(n)
 	if c.resp != nil {
-		c.resp.tx.Flags |= FlagHole
-		c.resp.tx.HoleBytes += n
+		c.resp.addHole(n)
 	}
 	switch {
 	case c.tls != nil:

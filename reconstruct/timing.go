@@ -165,7 +165,7 @@ func (c *conn) transaction(st *txState, rtt int64, b [6]int64) *Transaction {
 		BodyBytes: in.BodyBytes, Method: in.reqVal(reqMethod), Host: in.reqVal(reqHost), URL: in.reqVal(reqURL),
 		Status: int(in.Status), ContentType: in.contentType(), Referer: in.reqVal(reqReferer),
 		UserAgent: in.reqVal(reqUserAgent), Accept: in.reqVal(reqAccept),
-		HoleBytes: in.HoleBytes, SecFetchDest: in.reqVal(reqFetchDest), Location: st.location(),
+		HoleBytes: st.holeBytes(), SecFetchDest: in.reqVal(reqFetchDest), Location: st.location(),
 		ContentEncoding: in.contentEncoding(), Body: st.body(),
 	}
 	st.setBody(nil) // the sink's now: a later request's prev must not keep it

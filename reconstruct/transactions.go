@@ -1,8 +1,10 @@
 package reconstruct
 
 import (
+	"encoding/binary"
 	"slices"
 	"strings"
+	"unique"
 
 	"github.com/rtmon/rtmon/reconstruct/http1"
 )
@@ -213,54 +215,43 @@ func (f *flowState) setQueue(l []*txState, queue func(*txQueues) *[]*txState) {
 // (conn.transaction), so a transaction in flight does not carry a whole
 // 512-byte record (issue 15).
 type txRec struct {
-	// req is the request's header values one after another, reqEnd each
-	// one's end but the last's, len(req) (see setReq): one string header
-	// for seven.
-	req string
-	// resp is the response's Content-Type and Content-Encoding, the
-	// first ctEnd bytes and the rest (see setResp). Location, Body (only
-	// pages' responses keep one) and RetransBytes (only lossy ones have
-	// any) are in txRare.
-	resp string
+	// shared is the request's values a client sends alike on every
+	// request (method, Host, User-Agent, Accept, Sec-Fetch-Dest), packed
+	// (packVals) and interned: the transactions of a server's clients
+	// hold a few copies of them, not one each. own is the URL and
+	// Referer, packed. See setReq.
+	shared unique.Handle[string]
+	own    string
+	// resp is the response's Content-Type and Content-Encoding, packed
+	// and interned as shared is (see setResp). Location, Body (only
+	// pages' responses keep one), RetransBytes and HoleBytes (only lossy
+	// ones have any) are in txRare.
+	resp unique.Handle[string]
 
 	RequestFirst, RequestLast   int64
 	ResponseFirst, ResponseLast int64
 	ResponseAcked, RequestAcked int64
 	RequestBytes                int64
 	ResponseBytes, BodyBytes    int64
-	HoleBytes                   int64
-	reqEnd                      [nReqVals - 1]uint32
 	// Index and Status as int32: a connection's count of transactions
 	// and a status code fit, and the small fields share 16 bytes.
 	Index, Status int32
 	Flags         Flags
 	BodyCut       bool
-	ctEnd         uint16
 }
-
-// The response values setResp keeps are cut to these bounds first, so
-// that a Content-Type's length fits txRec.ctEnd.
-const (
-	_ uint16 = http1.MaxValueLen
-	_ uint16 = maxH2ValueLen
-)
 
 // contentType is the response's Content-Type.
-func (r *txRec) contentType() string { return r.resp[:r.ctEnd] }
+func (r *txRec) contentType() string { return unpackVal(handleValue(r.resp), 0, 2) }
 
 // contentEncoding is the response's Content-Encoding.
-func (r *txRec) contentEncoding() string { return r.resp[r.ctEnd:] }
+func (r *txRec) contentEncoding() string { return unpackVal(handleValue(r.resp), 1, 2) }
 
-// setResp keeps the response's Content-Type and Content-Encoding, in one
-// string: the Content-Type as it is when there is no Content-Encoding.
+// setResp keeps the response's Content-Type and Content-Encoding.
 func (r *txRec) setResp(contentType, contentEncoding string) {
-	r.resp, r.ctEnd = contentType, uint16(len(contentType))
-	if contentEncoding != "" {
-		r.resp = contentType + contentEncoding
-	}
+	r.resp = internVals(contentType, contentEncoding)
 }
 
-// The request's header values in txRec.req, in order.
+// The request's header values, in the order reqVals gives them.
 const (
 	reqMethod = iota
 	reqHost
@@ -272,16 +263,22 @@ const (
 	nReqVals
 )
 
+// reqOwn marks the request values kept in txRec.own, the ones a client's
+// requests differ by; reqPos is each value's place in its packed string.
+var (
+	reqOwn = [nReqVals]bool{reqURL: true, reqReferer: true}
+	reqPos = [nReqVals]int{reqMethod: 0, reqHost: 1, reqUserAgent: 2, reqAccept: 3, reqFetchDest: 4,
+		reqURL: 0, reqReferer: 1}
+)
+
+const nSharedVals, nOwnVals = 5, 2
+
 // reqVal is the request's header value i (reqMethod, ...).
 func (r *txRec) reqVal(i int) string {
-	a, b := uint32(0), uint32(len(r.req))
-	if i > 0 {
-		a = r.reqEnd[i-1]
+	if reqOwn[i] {
+		return unpackVal(r.own, reqPos[i], nOwnVals)
 	}
-	if i < len(r.reqEnd) {
-		b = r.reqEnd[i]
-	}
-	return r.req[a:b]
+	return unpackVal(handleValue(r.shared), reqPos[i], nSharedVals)
 }
 
 // reqVals is all of the request's header values, for setReq to change
@@ -293,40 +290,88 @@ func (r *txRec) reqVals() (v [nReqVals]string) {
 	return v
 }
 
-// setReq makes v the request's header values. They are copied into one
-// string unless at most one is set (a TLS connection's SNI name), which
-// is then kept as it is.
+// setReq makes v the request's header values.
 func (r *txRec) setReq(v [nReqVals]string) {
-	n, set := 0, 0
-	for i, s := range v {
-		n += len(s)
-		if s != "" {
-			set = i
-		}
+	r.own = packVals(v[reqURL], v[reqReferer])
+	r.shared = internVals(v[reqMethod], v[reqHost], v[reqUserAgent], v[reqAccept], v[reqFetchDest])
+}
+
+// packVals is vals in one string: the length of each but the last as a
+// uvarint, then the values themselves; "" when all are empty.
+func packVals(vals ...string) string {
+	n := 0
+	for _, v := range vals {
+		n += len(v)
 	}
-	if n == len(v[set]) {
-		r.req = v[set]
-		for i := range r.reqEnd {
-			r.reqEnd[i] = 0
-			if i >= set {
-				r.reqEnd[i] = uint32(n)
-			}
-		}
-		return
+	if n == 0 {
+		return ""
 	}
 	var b strings.Builder
-	b.Grow(n)
-	for i, s := range v {
-		b.WriteString(s)
-		if i < len(r.reqEnd) {
-			r.reqEnd[i] = uint32(b.Len()) // values from packets: far below 4 GiB
-		}
+	b.Grow(n + len(vals)*binary.MaxVarintLen16)
+	var lb [binary.MaxVarintLen64]byte
+	for _, v := range vals[:len(vals)-1] {
+		b.Write(binary.AppendUvarint(lb[:0], uint64(len(v))))
 	}
-	r.req = b.String()
+	for _, v := range vals {
+		b.WriteString(v)
+	}
+	return b.String()
+}
+
+// unpackVal is value i of the n that packVals packed into s.
+func unpackVal(s string, i, n int) string {
+	if s == "" {
+		return ""
+	}
+	var lens [nSharedVals]int
+	pos := 0
+	for j := range n - 1 {
+		l, k := uvarintString(s[pos:])
+		lens[j], pos = int(l), pos+k
+	}
+	for j := range i {
+		pos += lens[j]
+	}
+	if i == n-1 {
+		return s[pos:]
+	}
+	return s[pos : pos+lens[i]]
+}
+
+// uvarintString is binary.Uvarint of a string's prefix, which packVals
+// wrote, so well formed.
+func uvarintString(s string) (uint64, int) {
+	var x uint64
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if b < 0x80 {
+			return x | uint64(b)<<(7*i), i + 1
+		}
+		x |= uint64(b&0x7f) << (7 * i)
+	}
+	return x, len(s)
+}
+
+// internVals is vals packed (packVals) and interned: the zero Handle when
+// all are empty.
+func internVals(vals ...string) unique.Handle[string] {
+	s := packVals(vals...)
+	if s == "" {
+		return unique.Handle[string]{}
+	}
+	return unique.Make(s)
+}
+
+// handleValue is h's string, "" for the zero Handle.
+func handleValue(h unique.Handle[string]) string {
+	if h == (unique.Handle[string]{}) {
+		return ""
+	}
+	return h.Value()
 }
 
 // txState is a transaction under construction. Its fields are ordered
-// so that it fits the 256-byte size class (issue 15).
+// so that it fits the 224-byte size class (issue 15).
 type txState struct {
 	tx           txRec
 	reqStartOff  int64
@@ -390,9 +435,11 @@ type txRare struct {
 	sentBy int64            // the client had sent the request by then (a later pure ACK's sequence number)
 	// location is Transaction.Location, a redirect's target.
 	location string
-	// body is Transaction.Body, retransBytes Transaction.RetransBytes.
+	// body is Transaction.Body, retransBytes Transaction.RetransBytes,
+	// holeBytes Transaction.HoleBytes.
 	body         []byte
 	retransBytes int64
+	holeBytes    int64
 	// h2ID: the HTTP/2 stream of a decrypted connection's transaction.
 	h2ID uint32
 }
@@ -472,6 +519,20 @@ func (st *txState) addRetransBytes(n int64) {
 	if n > 0 {
 		st.more().retransBytes += n
 	}
+}
+
+// holeBytes is what the capture missed of the transaction's bytes.
+func (st *txState) holeBytes() int64 {
+	if st.rare == nil {
+		return 0
+	}
+	return st.rare.holeBytes
+}
+
+// addHole counts n bytes the capture missed, flagging the transaction.
+func (st *txState) addHole(n int64) {
+	st.tx.Flags |= FlagHole
+	st.more().holeBytes += n
 }
 
 // h2ID is the HTTP/2 stream of a decrypted connection's transaction (0
