@@ -85,8 +85,7 @@ type conn struct {
 // its first packet that is not a SYN or SYN/ACK (or when it ends).
 type flowState struct {
 	c2sLog deliveryLog
-	s2cLog serverLog
-	probes rttProbes
+	s2cLog serverLog // with the RTT probes
 	// The parsers exist only while a direction is inside a message: idle
 	// keep-alive connections keep just the offsets (see http1.Acquire).
 	reqParser, respParser *http1.Parser
@@ -98,10 +97,13 @@ type flowState struct {
 	curTS         int64 // capture time of the bytes being parsed
 
 	// q: the requests waiting for their responses and the complete
-	// responses waiting for the client's ACK (see txQueues).
+	// responses waiting for the client's ACK (see txQueues), while more
+	// than one waits; one is a lone one, a response if oneAwaits.
 	q         *txQueues
+	one       [1]*txState
 	resp      *txState // response being received
-	nextIndex int
+	nextIndex int32    // as Transaction.Index
+	oneAwaits bool
 	// tls: the client's first bytes were a ClientHello (see tls.go).
 	tls     *tlsSession
 	lastAck int64 // client's highest acknowledged server offset

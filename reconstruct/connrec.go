@@ -166,7 +166,7 @@ func (c *conn) record() Connection {
 		BytesClient:  c.c2s.bytes,
 		BytesServer:  c.s2c.bytes,
 		RetransBytes: c.retransBytes(),
-		Transactions: c.nextIndex,
+		Transactions: int(c.nextIndex),
 	}
 	if s := c.tls; s != nil {
 		out.TLSVersion, out.SNI, out.ALPN, out.Ttls = s.version, s.sni, s.alpn, s.ttls

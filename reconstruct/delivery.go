@@ -20,7 +20,7 @@ import (
 // client kept the response sent after it from the Go client for the RTO (192 ms
 // on the HTTPS testbed).
 func (c *conn) serverRetransmitted(p *capture.Packet, from, to int64) {
-	c.probes.reset() // Karn: an ACK after a retransmission is ambiguous
+	c.s2cLog.resetProbes() // Karn: an ACK after a retransmission is ambiguous
 	lacked := to > c.lastAck
 	for _, st := range c.awaiting() {
 		if from < st.respEndOff && (to > st.respStartOff || lacked) {
@@ -64,7 +64,7 @@ func (c *conn) clientAck(a ackInfo) {
 		return
 	}
 	c.lastAck = off
-	if sent, ok := c.probes.acked(off); ok {
+	if sent, ok := c.s2cLog.acked(off); ok {
 		if s := ts - sent; c.dataRTT == 0 || s < c.dataRTT {
 			c.dataRTT = s
 		}
@@ -142,7 +142,6 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 func (c *conn) deliverServer(ts, _, off int64, captured []byte, wireLen int) {
 	c.curTS = ts
 	c.s2cLog.add(off, off+int64(wireLen), ts)
-	c.probes.sent(off+int64(wireLen), ts)
 	switch {
 	case c.tls != nil:
 		c.tlsData(false, ts, off, captured, wireLen)

@@ -124,7 +124,7 @@ func (c *conn) inFlightSince(now int64) (int64, bool) {
 		for _, st := range c.awaiting() {
 			txSince(st)
 		}
-		nextIndex = c.nextIndex
+		nextIndex = int(c.nextIndex)
 	}
 	if nextIndex == 0 && first > 0 {
 		// No request yet: one that follows the connect at once is timed from

@@ -222,7 +222,7 @@ func (c *conn) tlsH2Merge(held []*txState) []*txState {
 	first.tx.Flags = (first.tx.Flags | later.tx.Flags) &^ (FlagTurnsAmbiguous | FlagNoResponse | FlagNoAck)
 	c.resp, c.lastResp = first, first.sentAt().prev
 	c.setPending(nil)
-	c.nextIndex = int(first.tx.Index) + 1
+	c.nextIndex = first.tx.Index + 1
 	gone := func(st *txState) bool { return st == first }
 	c.setAwaiting(slices.DeleteFunc(c.awaiting(), gone))
 	return slices.DeleteFunc(held, gone)
@@ -256,7 +256,7 @@ func (c *conn) tlsH2Renumber(held []*txState) {
 	for i, st := range all {
 		st.tx.Index = int32(i)
 	}
-	c.nextIndex = len(all)
+	c.nextIndex = int32(len(all))
 }
 
 // tlsH2DropPreface starts the first request at the client's second

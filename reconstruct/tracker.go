@@ -218,7 +218,7 @@ const (
 	// index entries.
 	ConnectionMemory = 448
 	// flowMemory: a connection that carried data (its flowState).
-	flowMemory = 352
+	flowMemory = 320
 	// parserMemory: an HTTP/1 parser held inside a message (its header
 	// scratch is held only inside a header section, and its buffer is
 	// counted by the header budget). A plain HTTP connection's response

@@ -36,7 +36,7 @@ func (c *conn) requestsAcked(off, ts int64) {
 
 func (c *conn) newTx() *txState {
 	st := &txState{}
-	st.tx.Index = int32(c.nextIndex)
+	st.tx.Index = c.nextIndex
 	c.nextIndex++
 	if c.truncated {
 		st.tx.Flags |= FlagTruncatedPayload
@@ -162,50 +162,70 @@ func (c *conn) end(flags Flags) {
 }
 
 // txQueues is a connection's transactions waiting in line, made while
-// any waits: an idle keep-alive connection does not carry its two slice
-// headers (48 B), and its flowState fits the 352-byte size class.
+// more than one waits (flowState.one holds a lone one): an idle
+// keep-alive connection, or one with a single request or response
+// waiting, does not carry its two slice headers (48 B) nor an array.
 type txQueues struct {
 	pending  []*txState // requests in order, waiting for their responses
 	awaiting []*txState // complete responses waiting for the client's ACK
 }
 
 func (f *flowState) pending() []*txState {
-	if f.q == nil {
-		return nil
+	switch {
+	case f.q != nil:
+		return f.q.pending
+	case f.one[0] != nil && !f.oneAwaits:
+		return f.one[:]
 	}
-	return f.q.pending
+	return nil
 }
 
 func (f *flowState) awaiting() []*txState {
-	if f.q == nil {
-		return nil
+	switch {
+	case f.q != nil:
+		return f.q.awaiting
+	case f.one[0] != nil && f.oneAwaits:
+		return f.one[:]
 	}
-	return f.q.awaiting
+	return nil
 }
 
 // setPending and setAwaiting replace a queue; an emptied one keeps no
-// array, and with both empty the connection keeps no txQueues.
-func (f *flowState) setPending(l []*txState) {
-	f.setQueue(l, func(q *txQueues) *[]*txState { return &q.pending })
-}
+// array, a lone transaction waiting takes flowState.one, and only more
+// than one make a txQueues.
+func (f *flowState) setPending(l []*txState) { f.setQueue(l, f.awaiting()) }
 
-func (f *flowState) setAwaiting(l []*txState) {
-	f.setQueue(l, func(q *txQueues) *[]*txState { return &q.awaiting })
-}
+func (f *flowState) setAwaiting(l []*txState) { f.setQueue(f.pending(), l) }
 
-func (f *flowState) setQueue(l []*txState, queue func(*txQueues) *[]*txState) {
-	if len(l) == 0 {
-		l = nil
-	}
-	if f.q == nil {
-		if l == nil {
-			return
+// setQueue makes pending and awaiting the queues. Either may be the
+// caller's view of f.one, so it is read before f.one changes.
+func (f *flowState) setQueue(pending, awaiting []*txState) {
+	switch len(pending) + len(awaiting) {
+	case 0:
+		f.q, f.one[0], f.oneAwaits = nil, nil, false
+	case 1:
+		f.oneAwaits = len(awaiting) == 1
+		if f.oneAwaits {
+			f.one[0] = awaiting[0]
+		} else {
+			f.one[0] = pending[0]
 		}
-		f.q = &txQueues{}
-	}
-	*queue(f.q) = l
-	if f.q.pending == nil && f.q.awaiting == nil {
 		f.q = nil
+	default:
+		own := func(l []*txState) []*txState {
+			if len(l) == 0 {
+				return nil
+			}
+			if &l[0] == &f.one[0] {
+				return []*txState{l[0]} // out of the slot, which is emptied
+			}
+			return l
+		}
+		if f.q == nil {
+			f.q = &txQueues{}
+		}
+		f.q.pending, f.q.awaiting = own(pending), own(awaiting)
+		f.one[0] = nil
 	}
 }
 
