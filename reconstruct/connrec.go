@@ -34,6 +34,10 @@ type connRec struct {
 	clientKind, serverKind  uint8
 	nSYN                    uint8 // at most maxHandshakeTimes
 	nFew                    uint8 // times in hsFew
+	// wscale: the window scale each side offered in its SYN (client) and
+	// SYN/ACK (server), -1 absent; windows scale only when both did.
+	wscale [2]int8
+	twin   uint8 // earlier connections with the same id inputs (see Tracker.instant)
 }
 
 // hsAll is the SYN times, then the SYN/ACK times, for reading.

@@ -84,7 +84,7 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 	// A piece that arrives now and whose successors wait buffered since
 	// they overtook it: resent, if it left after them.
 	_, oooOff, oooAt := c.oooNote()
-	refill := arrived == ts && c.pktNew && c.c2s.ooo != nil && oooOff >= off+int64(wireLen)
+	refill := arrived == ts && c.is(cfPktNew) && c.c2s.ooo != nil && oooOff >= off+int64(wireLen)
 	first := arrived
 	if refill {
 		// TCP sends new data in sequence order: the lost first copy left
@@ -93,13 +93,13 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 		first = min(first, oooAt)
 	}
 	c.c2sLog.add(deliveryPiece{off: off, end: off + int64(wireLen), ts: ts, arrived: first, lost: lost,
-		ackOrCopy: c.pktAckOrCopy, refill: refill})
+		ackOrCopy: c.is(cfPktAckOrCopy), refill: refill})
 	c.pktLost = 0 // the losses came before the packet's own bytes, delivered first
 	c.maybeStartTLS(off, captured)
 	switch {
 	case c.tls != nil:
 		c.tlsData(true, ts, off, captured, wireLen)
-	case c.truncated:
+	case c.is(cfTruncated):
 		c.heuristicClientData(ts, off, captured, wireLen)
 		return
 	default:
@@ -116,7 +116,7 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 			// was a retransmission: the first copy was lost before the
 			// capture point.
 			st.tx.RequestFirst = min(st.tx.RequestFirst, arrived)
-			if c.pktNew {
+			if c.is(cfPktNew) {
 				st.resent = true
 			}
 			if oooLost, oooOff, _ := c.oooNote(); oooLost > 0 && off <= oooOff && oooOff < off+int64(wireLen) {
@@ -145,7 +145,7 @@ func (c *conn) deliverServer(ts, _, off int64, captured []byte, wireLen int) {
 	switch {
 	case c.tls != nil:
 		c.tlsData(false, ts, off, captured, wireLen)
-	case c.truncated:
+	case c.is(cfTruncated):
 		c.heuristicServerData(ts, off, captured, wireLen)
 	default:
 		c.feed(c.respP(), (*responseEvents)(c), captured, wireLen)
@@ -172,7 +172,7 @@ func (c *conn) gapClient(off, n int64) {
 	switch {
 	case c.tls != nil:
 		c.tlsGap(true, n)
-	case !c.truncated:
+	case !c.is(cfTruncated):
 		c.reqP().Gap(n, (*requestEvents)(c))
 		c.releaseIdleParsers()
 	}
@@ -187,7 +187,7 @@ func (c *conn) gapServer(off, n int64) {
 	switch {
 	case c.tls != nil:
 		c.tlsGap(false, n)
-	case !c.truncated:
+	case !c.is(cfTruncated):
 		c.respP().Gap(n, (*responseEvents)(c))
 		c.releaseIdleParsers()
 	}
@@ -249,7 +249,7 @@ func (c *conn) releaseIdleParsers() {
 		c.respOff = p.Offset()
 		p.Release()
 		c.respParser = nil
-	case c.tls == nil && !c.truncated:
+	case c.tls == nil && !c.is(cfTruncated):
 		st := c.resp
 		if n := len(c.pending()); st == nil && n > 0 {
 			st = c.pending()[n-1]

@@ -17,7 +17,7 @@ func TestStateSizes(t *testing.T) {
 		name        string
 		size, class uintptr
 	}{
-		{"conn", unsafe.Sizeof(conn{}), 384},
+		{"conn", unsafe.Sizeof(conn{}), 352},
 		{"flowState", unsafe.Sizeof(flowState{}), flowMemory},
 		{"txState", unsafe.Sizeof(txState{}), 224},
 		{"http1.Parser", unsafe.Sizeof(http1.Parser{}), parserMemory},

@@ -88,7 +88,7 @@ func (c *conn) emitTimed(st *txState) {
 		sent = connected
 	}
 	idle := sent - max(connected, c.tlsReady()) + c.ackQueue() // TLS done first; the ACK's queue (handshakeSample)
-	if c.hsAckLost {
+	if c.is(cfHsAckLost) {
 		// connected is then the SYN/ACK's departure plus the path's least
 		// round trip, the earliest the client could have connected; a
 		// queue may have held the SYN/ACK up to about a round trip more.
@@ -178,9 +178,9 @@ func (c *conn) transaction(st *txState, rtt int64, b [6]int64) *Transaction {
 // trip to the client. 0 when the handshake was not seen.
 func (c *conn) connectedAt() int64 {
 	est := c.rec.Established
-	if c.hsAckLost && est > 0 {
-		if rtt := c.clientRTT(); rtt > 0 && c.lastSynAck > 0 {
-			est = min(est, c.lastSynAck+rtt)
+	if c.is(cfHsAckLost) && est > 0 {
+		if rtt := c.clientRTT(); rtt > 0 && c.lastSynAck() > 0 {
+			est = min(est, c.lastSynAck()+rtt)
 		}
 	}
 	return est
@@ -205,7 +205,7 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 	if timer.srtt == 0 {
 		// No sample of the client's own (its handshake ACK was lost): the
 		// round trip to it and on to the server stands in.
-		timer.sample(c.clientRTT() + c.rec.RTTServer)
+		timer.sample(c.clientRTT()+c.rec.RTTServer, false) // its first
 	}
 	earliest := c.connectedAt() - c.ackQueue()
 	if last := st.sentAt().prev.end(); last > 0 {
@@ -234,7 +234,7 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 	// connection's packets: its numbering is no weak evidence, and its
 	// timer is known, so a copy later than one wait after connecting was
 	// sent later (a spare connection), not as the client connected.
-	weak := c.ipid.steps < 3 && st.sentBy() == 0 && !c.ownSample
+	weak := c.ipid.steps < 3 && st.sentBy() == 0 && !c.is(cfOwnSample)
 	fresh := st.opensConn() && len(c.rec.synTimes()) > 0
 	ackOrCopy := st.upAckOrCopy && st.sentBy() == 0
 	ok = false

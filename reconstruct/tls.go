@@ -156,7 +156,7 @@ func (c *conn) maybeStartTLS(off int64, captured []byte) {
 func (c *conn) tlsAccount() {
 	s := c.tls
 	now := 0
-	if !c.done {
+	if !c.is(cfDone) {
 		now = tlsSessionSize + s.wire.Client.Buffered() + s.wire.Server.Buffered() + c.tlsPlainHeld() + s.keyWait.held() + s.early.held()
 	}
 	c.t.tlsBytes += now - s.counted

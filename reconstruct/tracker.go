@@ -214,7 +214,7 @@ type Stats struct {
 // responses in flight overrun the bound by half.
 const (
 	// ConnectionMemory is the least an open connection is counted at:
-	// the connection itself (384 B, its handshake times within it), its table and
+	// the connection itself (352 B, its handshake times within it), its table and
 	// index entries.
 	ConnectionMemory = 448
 	// flowMemory: a connection that carried data (its flowState).
@@ -362,13 +362,13 @@ func (t *Tracker) Packet(p *capture.Packet) {
 	}
 	c.rec.LastSeen = p.Timestamp // (packet sets it too: expiry reads it)
 	t.touch(c)
-	fromClient := fromA == c.clientIsA
+	fromClient := fromA == c.is(cfClientIsA)
 	held := c.reorderHeld()
 	c.packet(p, fromClient)
 	t.reorderBytes += c.reorderHeld() - held
 	t.recount(c)
-	if c.done && !c.recorded {
-		c.recorded = true
+	if c.is(cfDone) && !c.is(cfRecorded) {
+		c.set(cfRecorded, true)
 		t.emitConnection(c)
 	}
 	t.shed(c)
@@ -412,8 +412,8 @@ func (t *Tracker) open(key flowKey, p *capture.Packet) *conn {
 		t.instant = make(map[instantKey]uint8)
 	}
 	ik := instantKey{key, p.Seq}
-	c.twin = t.instant[ik]
-	t.instant[ik] = c.twin + 1
+	c.rec.twin = t.instant[ik]
+	t.instant[ik] = c.rec.twin + 1
 	t.conns.put(key, c)
 	t.indexClient(c)
 	t.stats.Connections++
@@ -479,7 +479,7 @@ func (t *Tracker) expire() {
 		next := c.next
 		age := t.now - c.rec.LastSeen
 		switch {
-		case c.done && age > linger:
+		case c.is(cfDone) && age > linger:
 			t.finish(c, 0)
 		case age > idle:
 			t.stats.Expired++
@@ -498,11 +498,11 @@ func (t *Tracker) finish(c *conn, flags Flags) {
 	t.reorderBytes -= c.reorderHeld()
 	t.connBytes -= int64(c.counted)
 	c.counted = 0
-	if !c.done {
+	if !c.is(cfDone) {
 		c.end(flags)
 	}
-	if !c.recorded {
-		c.recorded = true
+	if !c.is(cfRecorded) {
+		c.set(cfRecorded, true)
 		t.emitConnection(c)
 	}
 	c.prev.next, c.next.prev = c.next, c.prev

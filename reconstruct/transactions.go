@@ -38,7 +38,7 @@ func (c *conn) newTx() *txState {
 	st := &txState{}
 	st.tx.Index = c.nextIndex
 	c.nextIndex++
-	if c.truncated {
+	if c.is(cfTruncated) {
 		st.tx.Flags |= FlagTruncatedPayload
 	}
 	if c.tls != nil {
@@ -110,11 +110,11 @@ func (c *conn) completeResponse(st *txState) {
 // are closed, and every transaction still open is emitted with flags saying
 // what is missing.
 func (c *conn) end(flags Flags) {
-	if c.done {
+	if c.is(cfDone) {
 		return
 	}
 	c.ensureFlow()
-	c.done = true
+	c.set(cfDone, true)
 	c.rec.Flags |= flags
 	c.c2s.flush(c.deliverClient, c.gapClient)
 	c.s2c.flush(c.deliverServer, c.gapServer)
