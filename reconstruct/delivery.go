@@ -117,7 +117,7 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 			// capture point.
 			st.tx.RequestFirst = min(st.tx.RequestFirst, arrived)
 			if c.is(cfPktNew) {
-				st.resent = true
+				st.set(tfResent, true)
 			}
 			if oooLost, oooOff, _ := c.oooNote(); oooLost > 0 && off <= oooOff && oooOff < off+int64(wireLen) {
 				// The piece that overtook the hole came after lost packets;
@@ -127,14 +127,15 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 				seg := c.sendMSS()
 				before := int((oooOff - st.reqStartOff + seg/2) / seg)
 				if rounds := oooLost - before; rounds > 0 && arrived == st.tx.RequestFirst {
-					st.upLost, st.upMulti = int8(rounds), true // rounds <= oooLost, an int8's
+					st.tx.upLost = int8(rounds) // rounds <= oooLost, an int8's
+					st.set(tfUpMulti, true)
 				}
 				c.loss.oooLost = 0
 			}
 		case lost > 0 && off > st.reqStartOff && !c.tlsPastEarly(st, off):
 			// A later segment of the request came after lost packets: its
 			// first copy was lost (the wait is in RequestLast already).
-			st.resent = true
+			st.set(tfResent, true)
 		}
 	}
 }

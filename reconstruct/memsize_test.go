@@ -19,7 +19,7 @@ func TestStateSizes(t *testing.T) {
 	}{
 		{"conn", unsafe.Sizeof(conn{}), 352},
 		{"flowState", unsafe.Sizeof(flowState{}), flowMemory},
-		{"txState", unsafe.Sizeof(txState{}), 224},
+		{"txState", unsafe.Sizeof(txState{}), 208},
 		{"http1.Parser", unsafe.Sizeof(http1.Parser{}), parserMemory},
 	} {
 		if s.size > s.class {

@@ -368,8 +368,10 @@ func (c *conn) tlsRequestRecord(r tlswire.Record, ambiguous bool) {
 		if ambiguous {
 			st.tx.Flags |= FlagTurnsAmbiguous
 		}
-		st.heuristic = true
-		st.tx.RequestFirst, st.upLost, st.upAckOrCopy = c.c2sLog.at(r.Offset, r.StartAt)
+		st.set(tfHeuristic, true)
+		var ackOrCopy bool
+		st.tx.RequestFirst, st.tx.upLost, ackOrCopy = c.c2sLog.at(r.Offset, r.StartAt)
+		st.set(tfUpAckOrCopy, ackOrCopy)
 		st.sent = &sentNotes{timer: c.timer, rearmAt: c.srvAckNewAt, prev: c.lastResp}
 		st.reqStartOff = r.Offset
 		c.addPending(st)

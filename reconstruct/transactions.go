@@ -14,7 +14,7 @@ import (
 
 // currentRequest is the request whose bytes are arriving, if any.
 func (c *conn) currentRequest() *txState {
-	if n := len(c.pending()); n > 0 && !c.pending()[n-1].reqDone {
+	if n := len(c.pending()); n > 0 && !c.pending()[n-1].is(tfReqDone) {
 		return c.pending()[n-1]
 	}
 	return nil
@@ -25,7 +25,7 @@ func (c *conn) currentRequest() *txState {
 // ends the search.
 func (c *conn) requestsAcked(off, ts int64) {
 	for _, st := range c.pending() {
-		if !st.reqDone || st.reqEndOff > off {
+		if !st.is(tfReqDone) || st.reqEndOff > off {
 			return
 		}
 		if st.tx.RequestAcked == 0 {
@@ -70,7 +70,7 @@ func (c *conn) takeRequest() *txState {
 	}
 	st := c.pending()[0]
 	c.setPending(slices.Delete(c.pending(), 0, 1)) // emptied, it holds no array
-	if c.tls == nil && st.upLost == 0 {
+	if c.tls == nil && st.tx.upLost == 0 {
 		// Out of the queue, a plain HTTP request's loss count is final
 		// (only deliverClient raises it, on the newest pending request):
 		// nothing will time a lost first copy.
@@ -82,7 +82,7 @@ func (c *conn) takeRequest() *txState {
 // completeResponse moves the finished response to wait for the client's ACK,
 // or emits it at once if that ACK already went by.
 func (c *conn) completeResponse(st *txState) {
-	st.respDone = true
+	st.set(tfRespDone, true)
 	if c.resp == st {
 		c.resp = nil
 	}
@@ -153,7 +153,7 @@ func (c *conn) end(flags Flags) {
 	}
 	for _, st := range c.pending() {
 		st.tx.Flags |= FlagNoResponse | flags
-		if !st.reqDone {
+		if !st.is(tfReqDone) {
 			st.tx.Flags |= FlagIncomplete
 		}
 		c.emit(st)
@@ -258,6 +258,12 @@ type txRec struct {
 	Index, Status int32
 	Flags         Flags
 	BodyCut       bool
+
+	// upLost and bits are txState's, here in the padding: upLost the
+	// copies of the request's first segment lost before the capture
+	// point (a conn.pktLost, so an int8), bits its booleans (txFlags).
+	upLost int8
+	bits   txFlags
 }
 
 // contentType is the response's Content-Type.
@@ -391,7 +397,7 @@ func handleValue(h unique.Handle[string]) string {
 }
 
 // txState is a transaction under construction. Its fields are ordered
-// so that it fits the 224-byte size class (issue 15).
+// so that it fits the 208-byte size class (issue 15).
 type txState struct {
 	tx           txRec
 	reqStartOff  int64
@@ -399,23 +405,37 @@ type txState struct {
 	respStartOff int64
 	respEndOff   int64
 
-	// sent, sentBy (in rare) and upLost time a request whose first copy
+	// sent, sentBy (in rare) and tx.upLost time a request whose first copy
 	// was lost before the capture point (see requestSent).
 	sent *sentNotes
 	rare *txRare // nil until one of its fields is set
 	// parked is the response parser while it waits inside this response's
 	// body (see releaseIdleParsers).
 	parked http1.Parked
-	// upLost: copies of the request's first segment lost before the
-	// capture point (a conn.pktLost, so an int8).
-	upLost      int8
-	upMulti     bool // upLost counts rounds of a multi-segment flight
-	upAckOrCopy bool // the lost packets may have been ACKs: timing must decide
-	resent      bool // a segment of the request was resent after a loss before the capture point (see deliverClient)
-	reqDone     bool
-	respStarted bool
-	respDone    bool
-	heuristic   bool // timed from sequence numbers, not parsed
+}
+
+// txFlags are a transaction's booleans, bits of a byte in its txRec's
+// padding, so that txState fits the 208-byte size class.
+type txFlags uint8
+
+const (
+	tfUpMulti     txFlags = 1 << iota // upLost counts rounds of a multi-segment flight
+	tfUpAckOrCopy                     // the lost packets may have been ACKs: timing must decide
+	tfResent                          // a segment of the request was resent after a loss before the capture point (see deliverClient)
+	tfReqDone
+	tfRespStarted
+	tfRespDone
+	tfHeuristic // timed from sequence numbers, not parsed
+)
+
+func (st *txState) is(f txFlags) bool { return st.tx.bits&f != 0 }
+
+func (st *txState) set(f txFlags, on bool) {
+	if on {
+		st.tx.bits |= f
+	} else {
+		st.tx.bits &^= f
+	}
 }
 
 // sentNotes is the connection's state as a request started, which timing
