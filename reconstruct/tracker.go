@@ -207,8 +207,8 @@ type Stats struct {
 
 // What an open connection is counted at against MaxMemory besides its
 // buffers, by the state it holds: the heap measured with
-// bench.ConnMemory (100k open: 426 B with a handshake only, 778 B idle
-// keep-alive, 1,266 B with a request pending, 1,170 B mid-response),
+// bench.ConnMemory (50k open: 394 B with a handshake only, 714 B idle
+// keep-alive, 1,010 B with a request pending, 946 B mid-response),
 // rounded up. A flat figure would
 // shed a SYN flood twice as early as its memory requires and let
 // responses in flight overrun the bound by half.
@@ -216,7 +216,7 @@ const (
 	// ConnectionMemory is the least an open connection is counted at:
 	// the connection itself (352 B, its handshake times within it), its table and
 	// index entries.
-	ConnectionMemory = 448
+	ConnectionMemory = 416
 	// flowMemory: a connection that carried data (its flowState).
 	flowMemory = 320
 	// parserMemory: an HTTP/1 parser held inside a message (its header
@@ -225,16 +225,17 @@ const (
 	// parser is parked in a txState instead while it waits inside a
 	// body or for a pending request's response (releaseIdleParsers).
 	parserMemory = 208
-	// queueMemory: transactions waiting in line (txQueues, 48 B, and
-	// its arrays, a slot a transaction).
+	// queueMemory: transactions waiting in line, more than one (txQueues,
+	// 48 B, and its arrays, a slot a transaction); a lone one takes
+	// flowState.one.
 	queueMemory = 64
 	// txMemory: a transaction in flight (request pending, response
-	// arriving, or waiting for the client's ACK): its txState (256 B,
-	// with room for a parked response parser) and the
-	// header values it keeps (one string, ~128 B). A request's
-	// sentNotes (64 B) are held only until its response starts (on TLS
-	// until it is emitted).
-	txMemory = 384
+	// arriving, or waiting for the client's ACK): its txState (208 B,
+	// with room for a parked response parser), the URL and Referer it
+	// keeps (the values clients repeat are interned, shared by their
+	// transactions), and a request's sentNotes (64 B), held only until
+	// its response starts (on TLS until it is emitted).
+	txMemory = 320
 )
 
 // flowKey identifies a connection independently of direction: the endpoint
