@@ -34,10 +34,10 @@ type conn struct {
 	// next sample.
 	timer clientTimer
 
-	// lastSynAck and handshakeRTT: the handshake's, read long after it.
-	// ackQueued (lossNotes) and dataRTT (flowState) are set on data's
-	// packets only, so they live there.
-	lastSynAck   int64
+	// handshakeRTT: the handshake's, read long after it (the latest
+	// SYN/ACK's time is kept with the record's: lastSynAck). ackQueued
+	// (lossNotes) and dataRTT (flowState) are set on data's packets only,
+	// so they live there.
 	handshakeRTT int64
 
 	// counted is this connection's share of Tracker.connBytes: at most
@@ -45,10 +45,7 @@ type conn struct {
 	counted     int32
 	byClientPos int32     // index in Tracker.byClient
 	ipid        ipidTrack // the client's IPv4 IDs
-	// wscale: the window scale each side offered in its SYN (client) and
-	// SYN/ACK (server), -1 absent; windows scale only when both did.
-	wscale [2]int8
-	twin   uint8 // earlier connections with the same id inputs (see Tracker.instant)
+	flags       connFlags
 	// pktGap: all packets the client lost just before the one being
 	// processed (an IP ID step: less than maxIPIDGap).
 	pktGap int8
@@ -56,28 +53,59 @@ type conn struct {
 	// processed, less those explained as ACKs (see loss.go). At most
 	// maxIPIDGap plus a carried maxIPIDGap (explainLost), so a byte.
 	pktLost int8
+}
 
-	// The flags last, together, so they take no padding.
-	clientIsA           bool
-	synSeen, synackSeen bool
-	synackSinceSyn      bool
-	// ownSample: the client's handshake RTT sample was read from its own
+// connFlags are a connection's booleans, bits of one word so that the
+// connection fits the 352-byte size class.
+type connFlags uint16
+
+const (
+	cfClientIsA connFlags = 1 << iota
+	cfSynSeen
+	cfSynackSeen
+	cfSynackSinceSyn
+	// cfOwnSample: the client's handshake RTT sample was read from its own
 	// timestamps (see handshakeSample), so its retransmission timer is
 	// known, not guessed from the capture point's view.
-	ownSample bool
-	// truncated: the snap length cut payload, so parsing gives way to timing
-	// by sequence numbers and direction changes.
-	truncated bool
-	serverFIN bool
-	clientFIN bool
-	rttSaved  bool // the client's RTT went to the tracker's rttCache
-	pktNew    bool // the packet being processed was sent after all before it (IP IDs)
-	// pktAckOrCopy: the packet's lost predecessors may have been ACKs or
+	cfOwnSample
+	// cfTruncated: the snap length cut payload, so parsing gives way to
+	// timing by sequence numbers and direction changes.
+	cfTruncated
+	cfServerFIN
+	cfClientFIN
+	cfRttSaved // the client's RTT went to the tracker's rttCache
+	cfPktNew   // the packet being processed was sent after all before it (IP IDs)
+	// cfPktAckOrCopy: the packet's lost predecessors may have been ACKs or
 	// its own first copy (see explainLost).
-	pktAckOrCopy bool
-	hsAckLost    bool // the handshake ACK was lost: the first request completed the handshake
-	done         bool
-	recorded     bool // the connection's record went out
+	cfPktAckOrCopy
+	cfHsAckLost // the handshake ACK was lost: the first request completed the handshake
+	cfDone
+	cfRecorded // the connection's record went out
+	// cfTimerSamples: the client's timer took more than one sample (see
+	// clientTimer.sample).
+	cfTimerSamples
+)
+
+func (c *conn) is(f connFlags) bool { return c.flags&f != 0 }
+
+func (c *conn) set(f connFlags, on bool) {
+	if on {
+		c.flags |= f
+	} else {
+		c.flags &^= f
+	}
+}
+
+// sampleTimer adds a round-trip sample to the client's timer.
+func (c *conn) sampleTimer(m int64) {
+	if m <= 0 {
+		return
+	}
+	second := c.timer.srtt != 0 && !c.is(cfTimerSamples)
+	if c.timer.srtt != 0 {
+		c.set(cfTimerSamples, true)
+	}
+	c.timer.sample(m, second)
 }
 
 // flowState is the part of a connection that data needs: delivery, parsing,
@@ -85,8 +113,7 @@ type conn struct {
 // its first packet that is not a SYN or SYN/ACK (or when it ends).
 type flowState struct {
 	c2sLog deliveryLog
-	s2cLog serverLog
-	probes rttProbes
+	s2cLog serverLog // with the RTT probes
 	// The parsers exist only while a direction is inside a message: idle
 	// keep-alive connections keep just the offsets (see http1.Acquire).
 	reqParser, respParser *http1.Parser
@@ -98,10 +125,13 @@ type flowState struct {
 	curTS         int64 // capture time of the bytes being parsed
 
 	// q: the requests waiting for their responses and the complete
-	// responses waiting for the client's ACK (see txQueues).
+	// responses waiting for the client's ACK (see txQueues), while more
+	// than one waits; one is a lone one, a response if oneAwaits.
 	q         *txQueues
+	one       [1]*txState
 	resp      *txState // response being received
-	nextIndex int
+	nextIndex int32    // as Transaction.Index
+	oneAwaits bool
 	// tls: the client's first bytes were a ClientHello (see tls.go).
 	tls     *tlsSession
 	lastAck int64 // client's highest acknowledged server offset
@@ -204,7 +234,7 @@ func newConn(t *Tracker, p *capture.Packet) *conn {
 	}
 	senderIsClient := t.senderIsClient(p)
 	_, fromA := makeKey(p)
-	c.clientIsA = fromA == senderIsClient
+	c.set(cfClientIsA, fromA == senderIsClient)
 	var client, server netip.AddrPort
 	if senderIsClient {
 		client, server = netip.AddrPortFrom(p.SrcIP, p.SrcPort), netip.AddrPortFrom(p.DstIP, p.DstPort)
@@ -276,21 +306,22 @@ func (c *conn) startsNewConnection(p *capture.Packet) bool {
 	if p.Flags&(capture.FlagSYN|capture.FlagACK) != capture.FlagSYN {
 		return false
 	}
-	return !(c.synSeen && p.Seq == c.clientISN() && c.rec.Established == 0)
+	return !(c.is(cfSynSeen) && p.Seq == c.clientISN() && c.rec.Established == 0)
 }
 
 func (c *conn) packet(p *capture.Packet, fromClient bool) {
 	ts := p.Timestamp
 	c.rec.LastSeen = ts
-	if c.done {
+	if c.is(cfDone) {
 		return // late ACKs and retransmitted FINs of a finished connection
 	}
-	c.pktLost, c.pktGap, c.pktNew, c.pktAckOrCopy = 0, 0, false, false
+	c.pktLost, c.pktGap = 0, 0
+	c.set(cfPktNew|cfPktAckOrCopy, false)
 	if fromClient && p.SrcIP.Is4() {
 		completes := c.rec.Established == 0 && p.PayloadLen > 0 && p.Flags&capture.FlagACK != 0
 		c.pktLost = int8(c.ipid.step(p.IPID, completes))
 		c.pktGap = c.pktLost
-		c.pktNew = c.ipid.sent()
+		c.set(cfPktNew, c.ipid.sent())
 	}
 	if p.Flags&capture.FlagSYN != 0 {
 		c.handshake(p, fromClient)
@@ -309,8 +340,8 @@ func (c *conn) packet(p *capture.Packet, fromClient bool) {
 		c.endOrAwaitKey()
 		return
 	}
-	if p.PayloadLen > len(p.Payload) && !c.truncated {
-		c.truncated = true
+	if p.PayloadLen > len(p.Payload) && !c.is(cfTruncated) {
+		c.set(cfTruncated, true)
 		for _, st := range c.pending() {
 			st.tx.Flags |= FlagTruncatedPayload
 		}
@@ -327,17 +358,17 @@ func (c *conn) packet(p *capture.Packet, fromClient bool) {
 	} else {
 		c.fromServer(p)
 	}
-	if c.clientFIN && !c.rttSaved && (c.serverFIN || !fromClient) {
+	if c.is(cfClientFIN) && !c.is(cfRttSaved) && (c.is(cfServerFIN) || !fromClient) {
 		// The client's FIN is acknowledged (the server ACKs it at once):
 		// the client stores its RTT for the destination now.
-		c.rttSaved = true
+		c.set(cfRttSaved, true)
 		c.t.rtts.save(c.addrs(), c.timer.srtt, ts)
 	}
-	if c.clientFIN && c.serverFIN && !c.done && !c.tlsKeyAwaited() {
+	if c.is(cfClientFIN) && c.is(cfServerFIN) && !c.is(cfDone) && !c.tlsKeyAwaited() {
 		c.rec.Closed = ts
 		c.endOrAwaitKey()
 	}
-	if c.rec.Established == ts && p.PayloadLen == 0 && !c.done {
+	if c.rec.Established == ts && p.PayloadLen == 0 && !c.is(cfDone) {
 		c.dropPristineFlow() // the handshake's ACK
 	}
 }
@@ -354,7 +385,7 @@ func (c *conn) resetAcceptable(p *capture.Packet, fromClient bool) bool {
 	if h.baseKnown {
 		return h.near(h.offset(p.Seq))
 	}
-	if !fromClient && c.synSeen && p.Flags&capture.FlagACK != 0 {
+	if !fromClient && c.is(cfSynSeen) && p.Flags&capture.FlagACK != 0 {
 		return p.Ack == c.clientISN()+1
 	}
 	return true // a capture that began mid-connection has nothing to check it by
@@ -365,23 +396,23 @@ func (c *conn) addrs() addrPair { return addrPair{c.rec.Client(), c.rec.Server()
 func (c *conn) fromClient(p *capture.Packet) {
 	ts := p.Timestamp
 	if p.Flags&capture.FlagACK != 0 {
-		if c.synackSeen && c.rec.Established == 0 && p.Ack == c.serverISN()+1 {
+		if c.is(cfSynackSeen) && c.rec.Established == 0 && p.Ack == c.serverISN()+1 {
 			c.rec.Established = ts
 			if p.PayloadLen > 0 && c.pktLost > 0 {
 				// The handshake ACK was lost before the capture point and
 				// the request completed the handshake: its time is not the
 				// client's connect time, and one lost packet is explained.
-				c.hsAckLost = true
+				c.set(cfHsAckLost, true)
 				c.pktLost--
 				if c.pktLost == 0 {
 					// The request itself was not lost: sent as the SYN/ACK
 					// arrived, it bounds the round trip from above.
-					c.dataRTT = ts - c.lastSynAck
+					c.dataRTT = ts - c.lastSynAck()
 				}
 			} else {
 				c.handshakeRTT = ts - c.answeredSynAck(p)
 				if len(c.rec.synTimes()) > 0 { // a capture that began after the SYN has no sample
-					c.timer.sample(c.handshakeSample(p, ts-c.answeredSyn()))
+					c.sampleTimer(c.handshakeSample(p, ts-c.answeredSyn()))
 				}
 			}
 			c.timer.initRTO = c.t.rtts.initialRTO(c.addrs(), &c.timer, ts)
@@ -426,7 +457,7 @@ func (c *conn) fromClient(p *capture.Packet) {
 	}
 	if c.c2s.finReady() {
 		c.c2s.closed = true
-		c.clientFIN = true
+		c.set(cfClientFIN, true)
 		c.curTS = ts
 		if w := c.tls.keyWaitOf(); w != nil {
 			w.clientFIN = true // the parser closes once the held records are read
@@ -452,7 +483,7 @@ func (c *conn) fromServer(p *capture.Packet) {
 		}
 		if c.reqAck.end > 0 && c.c2s.offset(p.Ack) >= c.reqAck.end {
 			// The client's sample for its request: out, and this ACK back.
-			c.timer.sample(ts - c.reqAck.at + c.clientRTT())
+			c.sampleTimer(ts - c.reqAck.at + c.clientRTT())
 			c.reqAck.end = 0
 		}
 		if off := c.c2s.offset(p.Ack); off > c.c2s.next {
@@ -491,12 +522,12 @@ func (c *conn) fromServer(p *capture.Packet) {
 // and SYN/ACK both were seen is the window's scale known; SYNs carry an
 // unscaled window and are not taken.
 func (c *conn) noteWindow(p *capture.Packet, h *halfStream, side int) {
-	if !c.synSeen || !c.synackSeen || p.Flags&capture.FlagSYN != 0 || !h.baseKnown {
+	if !c.is(cfSynSeen) || !c.is(cfSynackSeen) || p.Flags&capture.FlagSYN != 0 || !h.baseKnown {
 		return
 	}
 	scale := int8(0)
-	if c.wscale[0] >= 0 && c.wscale[1] >= 0 {
-		scale = c.wscale[side]
+	if c.rec.wscale[0] >= 0 && c.rec.wscale[1] >= 0 {
+		scale = c.rec.wscale[side]
 	}
 	h.advertised(h.offset(p.Ack), int64(p.Window)<<scale)
 }
@@ -518,7 +549,7 @@ func (c *conn) account(h *halfStream, retrans int, reordered bool) {
 // ends with the last byte before the FIN, timed by that byte's packet.
 func (c *conn) closeServerStream() {
 	c.s2c.closed = true
-	c.serverFIN = true
+	c.set(cfServerFIN, true)
 	if w := c.tls.keyWaitOf(); w != nil {
 		w.serverFIN = true // the parser closes once the held records are read
 		return
@@ -533,7 +564,7 @@ func (c *conn) closeServerParser() {
 		c.tlsTurnEnds()
 		return
 	}
-	if c.truncated {
+	if c.is(cfTruncated) {
 		c.endHeuristicResponse()
 		return
 	}
@@ -548,8 +579,8 @@ func (c *conn) id() string {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], c.rec.idHash)
 	id := hex.EncodeToString(b[:])
-	if c.twin > 0 {
-		id += "." + strconv.Itoa(int(c.twin))
+	if c.rec.twin > 0 {
+		id += "." + strconv.Itoa(int(c.rec.twin))
 	}
 	return id
 }
@@ -568,7 +599,7 @@ func (c *conn) sendMSS() int64 {
 // either way).
 func (c *conn) key() flowKey {
 	r := &c.rec
-	if c.clientIsA {
+	if c.is(cfClientIsA) {
 		return flowKey{r.client, r.server, r.ClientPort, r.ServerPort}
 	}
 	return flowKey{r.server, r.client, r.ServerPort, r.ClientPort}

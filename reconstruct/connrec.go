@@ -34,6 +34,10 @@ type connRec struct {
 	clientKind, serverKind  uint8
 	nSYN                    uint8 // at most maxHandshakeTimes
 	nFew                    uint8 // times in hsFew
+	// wscale: the window scale each side offered in its SYN (client) and
+	// SYN/ACK (server), -1 absent; windows scale only when both did.
+	wscale [2]int8
+	twin   uint8 // earlier connections with the same id inputs (see Tracker.instant)
 }
 
 // hsAll is the SYN times, then the SYN/ACK times, for reading.
@@ -166,7 +170,7 @@ func (c *conn) record() Connection {
 		BytesClient:  c.c2s.bytes,
 		BytesServer:  c.s2c.bytes,
 		RetransBytes: c.retransBytes(),
-		Transactions: c.nextIndex,
+		Transactions: int(c.nextIndex),
 	}
 	if s := c.tls; s != nil {
 		out.TLSVersion, out.SNI, out.ALPN, out.Ttls = s.version, s.sni, s.alpn, s.ttls

@@ -20,7 +20,7 @@ import (
 // client kept the response sent after it from the Go client for the RTO (192 ms
 // on the HTTPS testbed).
 func (c *conn) serverRetransmitted(p *capture.Packet, from, to int64) {
-	c.probes.reset() // Karn: an ACK after a retransmission is ambiguous
+	c.s2cLog.resetProbes() // Karn: an ACK after a retransmission is ambiguous
 	lacked := to > c.lastAck
 	for _, st := range c.awaiting() {
 		if from < st.respEndOff && (to > st.respStartOff || lacked) {
@@ -64,7 +64,7 @@ func (c *conn) clientAck(a ackInfo) {
 		return
 	}
 	c.lastAck = off
-	if sent, ok := c.probes.acked(off); ok {
+	if sent, ok := c.s2cLog.acked(off); ok {
 		if s := ts - sent; c.dataRTT == 0 || s < c.dataRTT {
 			c.dataRTT = s
 		}
@@ -84,7 +84,7 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 	// A piece that arrives now and whose successors wait buffered since
 	// they overtook it: resent, if it left after them.
 	_, oooOff, oooAt := c.oooNote()
-	refill := arrived == ts && c.pktNew && c.c2s.ooo != nil && oooOff >= off+int64(wireLen)
+	refill := arrived == ts && c.is(cfPktNew) && c.c2s.ooo != nil && oooOff >= off+int64(wireLen)
 	first := arrived
 	if refill {
 		// TCP sends new data in sequence order: the lost first copy left
@@ -93,13 +93,13 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 		first = min(first, oooAt)
 	}
 	c.c2sLog.add(deliveryPiece{off: off, end: off + int64(wireLen), ts: ts, arrived: first, lost: lost,
-		ackOrCopy: c.pktAckOrCopy, refill: refill})
+		ackOrCopy: c.is(cfPktAckOrCopy), refill: refill})
 	c.pktLost = 0 // the losses came before the packet's own bytes, delivered first
 	c.maybeStartTLS(off, captured)
 	switch {
 	case c.tls != nil:
 		c.tlsData(true, ts, off, captured, wireLen)
-	case c.truncated:
+	case c.is(cfTruncated):
 		c.heuristicClientData(ts, off, captured, wireLen)
 		return
 	default:
@@ -116,8 +116,8 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 			// was a retransmission: the first copy was lost before the
 			// capture point.
 			st.tx.RequestFirst = min(st.tx.RequestFirst, arrived)
-			if c.pktNew {
-				st.resent = true
+			if c.is(cfPktNew) {
+				st.set(tfResent, true)
 			}
 			if oooLost, oooOff, _ := c.oooNote(); oooLost > 0 && off <= oooOff && oooOff < off+int64(wireLen) {
 				// The piece that overtook the hole came after lost packets;
@@ -127,14 +127,15 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 				seg := c.sendMSS()
 				before := int((oooOff - st.reqStartOff + seg/2) / seg)
 				if rounds := oooLost - before; rounds > 0 && arrived == st.tx.RequestFirst {
-					st.upLost, st.upMulti = int8(rounds), true // rounds <= oooLost, an int8's
+					st.tx.upLost = int8(rounds) // rounds <= oooLost, an int8's
+					st.set(tfUpMulti, true)
 				}
 				c.loss.oooLost = 0
 			}
 		case lost > 0 && off > st.reqStartOff && !c.tlsPastEarly(st, off):
 			// A later segment of the request came after lost packets: its
 			// first copy was lost (the wait is in RequestLast already).
-			st.resent = true
+			st.set(tfResent, true)
 		}
 	}
 }
@@ -142,11 +143,10 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 func (c *conn) deliverServer(ts, _, off int64, captured []byte, wireLen int) {
 	c.curTS = ts
 	c.s2cLog.add(off, off+int64(wireLen), ts)
-	c.probes.sent(off+int64(wireLen), ts)
 	switch {
 	case c.tls != nil:
 		c.tlsData(false, ts, off, captured, wireLen)
-	case c.truncated:
+	case c.is(cfTruncated):
 		c.heuristicServerData(ts, off, captured, wireLen)
 	default:
 		c.feed(c.respP(), (*responseEvents)(c), captured, wireLen)
@@ -168,13 +168,12 @@ func (c *conn) gapClient(off, n int64) {
 	c.t.stats.Holes++
 	c.t.stats.HoleBytes += uint64(n)
 	if st := c.currentRequest(); st != nil {
-		st.tx.Flags |= FlagHole
-		st.tx.HoleBytes += n
+		st.addHole(n)
 	}
 	switch {
 	case c.tls != nil:
 		c.tlsGap(true, n)
-	case !c.truncated:
+	case !c.is(cfTruncated):
 		c.reqP().Gap(n, (*requestEvents)(c))
 		c.releaseIdleParsers()
 	}
@@ -184,13 +183,12 @@ func (c *conn) gapServer(off, n int64) {
 	c.t.stats.Holes++
 	c.t.stats.HoleBytes += uint64(n)
 	if c.resp != nil {
-		c.resp.tx.Flags |= FlagHole
-		c.resp.tx.HoleBytes += n
+		c.resp.addHole(n)
 	}
 	switch {
 	case c.tls != nil:
 		c.tlsGap(false, n)
-	case !c.truncated:
+	case !c.is(cfTruncated):
 		c.respP().Gap(n, (*responseEvents)(c))
 		c.releaseIdleParsers()
 	}
@@ -252,7 +250,7 @@ func (c *conn) releaseIdleParsers() {
 		c.respOff = p.Offset()
 		p.Release()
 		c.respParser = nil
-	case c.tls == nil && !c.truncated:
+	case c.tls == nil && !c.is(cfTruncated):
 		st := c.resp
 		if n := len(c.pending()); st == nil && n > 0 {
 			st = c.pending()[n-1]

@@ -64,8 +64,7 @@ func handshakeLossGaps(c *Connection) (syn, synack int64) {
 
 // openSide takes what a side's first SYN (the client's) or SYN/ACK (the
 // server's) says: its ISN, where its byte stream starts, and its MSS.
-func openSide(p *capture.Packet, seen *bool, isn *uint32, h *halfStream, mss *uint16) {
-	*seen = true
+func openSide(p *capture.Packet, isn *uint32, h *halfStream, mss *uint16) {
 	*isn = p.Seq
 	h.setBase(p.Seq + 1)
 	if p.MSS > 0 {
@@ -116,7 +115,7 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 	ts := p.Timestamp
 	if fromClient && p.Flags&capture.FlagACK == 0 {
 		hs := c.hsNotes() // a client SYN on an established connection opens another
-		dup := c.synSeen && p.Seq == hs.clientISN && ts-hs.lastSYNSeen < duplicateSYNGap
+		dup := c.is(cfSynSeen) && p.Seq == hs.clientISN && ts-hs.lastSYNSeen < duplicateSYNGap
 		hs.lastSYNSeen = ts
 		if dup {
 			// The same SYN seen again at once (captured twice, or sent
@@ -124,32 +123,33 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 			c.t.stats.DuplicateSYNs++
 			return
 		}
-		if !c.synSeen {
-			openSide(p, &c.synSeen, &hs.clientISN, &c.c2s, &c.rec.MSSClient)
-			c.wscale[0] = p.WindowScale
-		} else if c.synackSinceSyn {
+		if !c.is(cfSynSeen) {
+			c.set(cfSynSeen, true)
+			openSide(p, &hs.clientISN, &c.c2s, &c.rec.MSSClient)
+			c.rec.wscale[0] = p.WindowScale
+		} else if c.is(cfSynackSinceSyn) {
 			inc32(&c.rec.SYNACKLosses)
 		} else {
 			inc32(&c.rec.SYNLosses)
 		}
 		c.addSYNTime(ts)
-		c.synackSinceSyn = false
+		c.set(cfSynackSinceSyn, false)
 		return
 	}
 	if !fromClient && p.Flags&capture.FlagACK != 0 {
-		if !c.synackSeen {
-			openSide(p, &c.synackSeen, &c.hsNotes().serverISN, &c.s2c, &c.rec.MSSServer)
-			c.wscale[1] = p.WindowScale
+		if !c.is(cfSynackSeen) {
+			c.set(cfSynackSeen, true)
+			openSide(p, &c.hsNotes().serverISN, &c.s2c, &c.rec.MSSServer)
+			c.rec.wscale[1] = p.WindowScale
 		}
-		if c.synackSinceSyn {
+		if c.is(cfSynackSinceSyn) {
 			// The server retransmitted its SYN/ACK: the first never got an answer.
 			inc32(&c.rec.SYNACKLosses)
 		} else if n := c.rec.nSYN; n > 0 {
 			c.rec.RTTServer = ts - c.rec.hsAll()[n-1]
 		}
 		c.addSYNACKTime(ts)
-		c.synackSinceSyn = true
-		c.lastSynAck = ts
+		c.set(cfSynackSinceSyn, true)
 		if p.HasTimestamps && c.rec.Established == 0 { // read up to the handshake ACK only
 			hs := c.hsNotes()
 			hs.synackTS[0] = hs.synackTS[1]
@@ -213,7 +213,16 @@ func (c *conn) answeredSynAck(p *capture.Packet) int64 {
 			}
 		}
 	}
-	return c.lastSynAck
+	return c.lastSynAck()
+}
+
+// lastSynAck is the latest SYN/ACK's capture time (0: none), the last of
+// the times kept: the newest stays last (addSYNACKTime).
+func (c *conn) lastSynAck() int64 {
+	if t := c.rec.synackTimes(); len(t) > 0 {
+		return t[len(t)-1]
+	}
+	return 0
 }
 
 // handshakeSample is the client's own round-trip sample of its handshake,
@@ -243,7 +252,7 @@ func (c *conn) handshakeSample(ack *capture.Packet, seen int64) int64 {
 	if own < 0 || own > 2*seen+int64(time.Second) || 2*own+int64(time.Second) < seen {
 		return seen
 	}
-	c.ownSample = true
+	c.set(cfOwnSample, true)
 	// Linux's SYN/ACK echoes the first SYN it answered, even when resent
 	// for a later SYN; other stacks echo the newest. The capture's view
 	// from either SYN bounds the sample: shorter than both, the ACK

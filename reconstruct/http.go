@@ -17,12 +17,14 @@ func (h *requestEvents) MessageStart(m *http1.Message) {
 	c := (*conn)(h)
 	st := c.newTx()
 	start, fallback := c.wireStart(true, m.Start)
-	st.tx.RequestFirst, st.upLost, st.upAckOrCopy = c.c2sLog.at(start, fallback)
+	var ackOrCopy bool
+	st.tx.RequestFirst, st.tx.upLost, ackOrCopy = c.c2sLog.at(start, fallback)
+	st.set(tfUpAckOrCopy, ackOrCopy)
 	st.sent = &sentNotes{timer: c.timer, rearmAt: c.srvAckNewAt, prev: c.lastResp}
 	if l := c.loss; l != nil && start < l.aheadOff && l.aheadAt < st.tx.RequestFirst {
 		// A pure ACK had already shown these bytes sent: the copy now
 		// here is a retransmission.
-		st.upLost, st.more().sentBy = max(st.upLost, 1), l.aheadAt
+		st.tx.upLost, st.more().sentBy = max(st.tx.upLost, 1), l.aheadAt
 	}
 	st.reqStartOff = start
 	// The response parser is resumed first: it may be parked in the
@@ -57,7 +59,7 @@ func (h *requestEvents) MessageEnd(m *http1.Message) {
 	if st == nil {
 		return
 	}
-	st.reqDone = true
+	st.set(tfReqDone, true)
 	st.tx.RequestLast = c.curTS
 	st.reqEndOff = c.wireOff(true, m.End, true)
 	st.tx.RequestBytes = m.End - m.Start // the HTTP message, decrypted or not
@@ -73,7 +75,7 @@ func (h *requestEvents) Desync(off int64, reason string) {
 	if st := c.currentRequest(); st != nil {
 		st.tx.Flags |= FlagParseError
 		// The request's end is unknown; what was seen so far is all there is.
-		st.reqDone = true
+		st.set(tfReqDone, true)
 		st.tx.RequestLast = c.curTS
 		st.reqEndOff = c.wireOff(true, off, true)
 	}
@@ -108,7 +110,7 @@ func (h *responseEvents) HeadersDone(m *http1.Message) {
 		c.reqP().SwitchToOpaque()
 	}
 	st := c.takeRequest()
-	st.respStarted = true
+	st.set(tfRespStarted, true)
 	st.respStartOff = c.wireOff(false, m.Start, false)
 	st.tx.ResponseFirst = c.respFirstByte
 	st.tx.Status = int32(m.Status)
@@ -216,7 +218,7 @@ func (c *conn) heuristicClientData(ts, off int64, captured []byte, wireLen int) 
 	st := c.currentRequest()
 	if st == nil {
 		st = c.newTx()
-		st.heuristic = true
+		st.set(tfHeuristic, true)
 		st.tx.RequestFirst = ts
 		st.reqStartOff = off
 		if method, url, ok := requestLine(captured); ok {
@@ -245,10 +247,10 @@ func (c *conn) heuristicServerData(ts, off int64, captured []byte, wireLen int) 
 func (c *conn) turnResponse(first, off, end, last int64) (started *txState) {
 	if c.resp == nil {
 		if st := c.currentRequest(); st != nil {
-			st.reqDone = true
+			st.set(tfReqDone, true)
 		}
 		started = c.takeRequest()
-		started.heuristic, started.respStarted = true, true
+		started.set(tfHeuristic|tfRespStarted, true)
 		started.tx.ResponseFirst, started.respStartOff = first, off
 		c.resp = started
 	}

@@ -35,7 +35,7 @@ func (t *Tracker) InFlight(client netip.Addr) iter.Seq[int64] {
 // yieldInFlight yields when c's earliest transaction not delivered began,
 // if it has one; false if yield asked to stop.
 func (t *Tracker) yieldInFlight(c *conn, yield func(int64) bool) bool {
-	if c.done {
+	if c.is(cfDone) {
 		return true
 	}
 	if since, ok := c.inFlightSince(t.now); ok {
@@ -124,7 +124,7 @@ func (c *conn) inFlightSince(now int64) (int64, bool) {
 		for _, st := range c.awaiting() {
 			txSince(st)
 		}
-		nextIndex = c.nextIndex
+		nextIndex = int(c.nextIndex)
 	}
 	if nextIndex == 0 && first > 0 {
 		// No request yet: one that follows the connect at once is timed from

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// ringProbes is rttProbes as a ring with a head and a count, as it was
+// ringProbes is serverLog's probes as a ring with a head and a count, as it was
 // before the shift: the reference the shift must answer exactly as.
 type ringProbes struct {
 	ring [3]struct{ end, ts int64 }
@@ -46,12 +46,12 @@ func (r *ringProbes) acked(off int64) (int64, bool) {
 
 func (r *ringProbes) reset() { r.n, r.held.ts = 0, 0 }
 
-// TestProbesShiftMatchesRing drives rttProbes and the ring it replaced
+// TestProbesShiftMatchesRing drives serverLog's probes and the ring it replaced
 // with the same random segments, ACKs and resets, offsets negative too.
 func TestProbesShiftMatchesRing(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for run := range 200 {
-		var got rttProbes
+		var got serverLog
 		var want ringProbes
 		off := rng.Int64N(2000) - 1000
 		for i := range 300 {
@@ -59,7 +59,7 @@ func TestProbesShiftMatchesRing(t *testing.T) {
 			case k < 5:
 				off += rng.Int64N(1500)
 				ts := rng.Int64N(1e9) // 0 included: a send at time 0 is a probe too
-				got.sent(off, ts)
+				got.add(off, off, ts)
 				want.sent(off, ts)
 			case k < 9:
 				ack := off - rng.Int64N(4000)
@@ -69,7 +69,7 @@ func TestProbesShiftMatchesRing(t *testing.T) {
 					t.Fatalf("run %d step %d: acked(%d) = %d %v, ring %d %v", run, i, ack, gts, gok, wts, wok)
 				}
 			default:
-				got.reset()
+				got.resetProbes()
 				want.reset()
 			}
 		}

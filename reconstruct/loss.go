@@ -137,16 +137,20 @@ const (
 // it (tcp_rtt_estimator, tcp_set_rto), fed the round-trip samples the
 // client itself took: the handshake's, and one per request, when the
 // server's first packet acknowledging it arrived. Values are scaled as the
-// kernel scales them (srtt x8, mdev and rttvar x4).
+// kernel scales them (srtt x8, mdev and rttvar x4). The kernel's mdev_max
+// is not kept: each sample starts a round (see sample), so it is
+// tcp_rto_min's at a sample's start, but for the second sample's, which
+// is rttvar as the first set it (sample's second).
 type clientTimer struct {
-	srtt, mdev, mdevMax, rttvar int64
+	srtt, mdev, rttvar int64
 	// initRTO, when set, is the timeout a fresh connection took from the
 	// client's memory of the destination (rttCache), until the next sample.
 	initRTO int64
 }
 
-// sample adds one round-trip sample m.
-func (c *clientTimer) sample(m int64) {
+// sample adds one round-trip sample m; second says the timer holds
+// exactly one sample (conn.sampleTimer keeps count).
+func (c *clientTimer) sample(m int64, second bool) {
 	if m <= 0 {
 		return
 	}
@@ -155,8 +159,11 @@ func (c *clientTimer) sample(m int64) {
 		c.srtt = m << 3
 		c.mdev = m << 1 // make sure rto = 3*rtt
 		c.rttvar = max(c.mdev, linuxRTOMin)
-		c.mdevMax = c.rttvar
 		return
+	}
+	mdevMax := linuxRTOMin
+	if second {
+		mdevMax = c.rttvar // the first sample's round's
 	}
 	m -= c.srtt >> 3
 	c.srtt += m
@@ -170,15 +177,14 @@ func (c *clientTimer) sample(m int64) {
 		m -= c.mdev >> 2
 	}
 	c.mdev += m
-	if c.mdev > c.mdevMax {
-		c.mdevMax = c.mdev
-		c.rttvar = max(c.rttvar, c.mdevMax)
+	if c.mdev > mdevMax {
+		mdevMax = c.mdev
+		c.rttvar = max(c.rttvar, mdevMax)
 	}
 	// Each request is a new round: the variance bound decays once.
-	if c.mdevMax < c.rttvar {
-		c.rttvar -= (c.rttvar - c.mdevMax) >> 2
+	if mdevMax < c.rttvar {
+		c.rttvar -= (c.rttvar - mdevMax) >> 2
 	}
-	c.mdevMax = linuxRTOMin
 }
 
 // rtt is the smoothed round trip, 0 before any sample.
@@ -345,7 +351,7 @@ func (c *conn) explainLost(p *capture.Packet, a ackInfo, opened bool) {
 		// An answer to a retransmission is the same ACK.
 		left, acks = max(left-max(acks-explained, 0), 0), 0
 	}
-	c.pktAckOrCopy = acks > 0 && left > 0 && left <= acks
+	c.set(cfPktAckOrCopy, acks > 0 && left > 0 && left <= acks)
 	c.pktLost = int8(left + c.lostCarry())
 	if c.loss != nil {
 		c.loss.lostCarry = 0
@@ -379,15 +385,15 @@ func (c *conn) lostCarry() int {
 // the testbed: a beacon after a large response timed one RTO early).
 func (c *conn) windowOpened(p *capture.Packet, a ackInfo) bool {
 	h := &c.s2c
-	if !c.synSeen || !c.synackSeen || !h.baseKnown || h.edge == 0 || p.Flags&capture.FlagACK == 0 {
+	if !c.is(cfSynSeen) || !c.is(cfSynackSeen) || !h.baseKnown || h.edge == 0 || p.Flags&capture.FlagACK == 0 {
 		return false
 	}
 	if a.off < h.highest {
 		return false
 	}
 	scale := int8(0)
-	if c.wscale[0] >= 0 && c.wscale[1] >= 0 {
-		scale = c.wscale[0]
+	if c.rec.wscale[0] >= 0 && c.rec.wscale[1] >= 0 {
+		scale = c.rec.wscale[0]
 	}
 	left := max(h.edge-h.highest, 1)
 	return int64(p.Window)<<scale >= 2*left

@@ -17,9 +17,9 @@ func TestStateSizes(t *testing.T) {
 		name        string
 		size, class uintptr
 	}{
-		{"conn", unsafe.Sizeof(conn{}), 384},
+		{"conn", unsafe.Sizeof(conn{}), 352},
 		{"flowState", unsafe.Sizeof(flowState{}), flowMemory},
-		{"txState", unsafe.Sizeof(txState{}), 256},
+		{"txState", unsafe.Sizeof(txState{}), 208},
 		{"http1.Parser", unsafe.Sizeof(http1.Parser{}), parserMemory},
 	} {
 		if s.size > s.class {

@@ -359,10 +359,12 @@ func (h *halfStream) finReady() bool {
 // when it overtook a hole) and whether it filled a hole as a resend.
 //
 // Two pieces, the newer second: a shift replaces a ring's head. The fields
-// lie in parallel arrays, lost as an int8 (conn.pktLost), so the log takes
-// 72 B and flowState fits the 384 B size class.
+// lie in parallel arrays, each piece's end as its length (a packet's
+// payload, below 4 GiB) and lost as an int8 (conn.pktLost), so the log
+// takes 64 B.
 type deliveryLog struct {
-	off, end, ts [2]int64
+	off, ts [2]int64
+	n       [2]uint32 // length: the piece is [off, off+n)
 	// arrived: first capture (ts is its in-order delivery); for a refill,
 	// when its lost first copy would have come (deliverClient).
 	arrived   [2]int64
@@ -382,9 +384,9 @@ type deliveryPiece struct {
 }
 
 func (l *deliveryLog) add(p deliveryPiece) {
-	l.off[0], l.end[0], l.ts[0], l.arrived[0] = l.off[1], l.end[1], l.ts[1], l.arrived[1]
+	l.off[0], l.n[0], l.ts[0], l.arrived[0] = l.off[1], l.n[1], l.ts[1], l.arrived[1]
 	l.lost[0], l.ackOrCopy[0], l.refill[0] = l.lost[1], l.ackOrCopy[1], l.refill[1]
-	l.off[1], l.end[1], l.ts[1], l.arrived[1] = p.off, p.end, p.ts, p.arrived
+	l.off[1], l.n[1], l.ts[1], l.arrived[1] = p.off, uint32(p.end-p.off), p.ts, p.arrived
 	l.lost[1], l.ackOrCopy[1], l.refill[1] = p.lost, p.ackOrCopy, p.refill
 }
 
@@ -408,8 +410,8 @@ func (l *deliveryLog) at(off, fallback int64) (ts int64, lost int8, ackOrCopy bo
 // piece returns the remembered piece holding offset off, the newer first.
 func (l *deliveryLog) piece(off int64) (deliveryPiece, bool) {
 	for i := 1; i >= 0; i-- {
-		if l.off[i] <= off && off < l.end[i] {
-			return deliveryPiece{off: l.off[i], end: l.end[i], ts: l.ts[i], arrived: l.arrived[i],
+		if end := l.off[i] + int64(l.n[i]); l.off[i] <= off && off < end {
+			return deliveryPiece{off: l.off[i], end: end, ts: l.ts[i], arrived: l.arrived[i],
 				lost: l.lost[i], ackOrCopy: l.ackOrCopy[i], refill: l.refill[i]}, true
 		}
 	}
@@ -418,23 +420,36 @@ func (l *deliveryLog) piece(off int64) (deliveryPiece, bool) {
 
 // serverLog is the deliveryLog of the server's stream, whose pieces carry
 // their offsets and capture time only: the loss evidence is the
-// client's, and the server's pieces are timed as they are delivered.
-// Also two pieces, the newer second.
+// client's, and the server's pieces are timed as they are delivered. The
+// same pieces, as they left the capture point, are the probes that time
+// the client's round trip (see rttProbes), so one log keeps both: three
+// pieces, newest first, the two newest with their lengths, which timeAt
+// reads, and a bit each saying whether it is still a probe.
 type serverLog struct {
-	ring [2]struct{ off, end, ts int64 }
+	end, ts [3]int64
+	n       [2]uint32               // length: piece i is [end-n, end)
+	held    struct{ end, ts int64 } // see rttProbes; ts 0: none
+	probes  uint8                   // bit i: piece i is a probe no ACK covered yet
 }
 
+// add logs the server's piece [off, end), delivered at ts, and sends it
+// as a probe.
 func (l *serverLog) add(off, end, ts int64) {
-	l.ring[0] = l.ring[1]
-	l.ring[1].off, l.ring[1].end, l.ring[1].ts = off, end, ts
+	l.end[2], l.end[1], l.end[0] = l.end[1], l.end[0], end
+	l.ts[2], l.ts[1], l.ts[0] = l.ts[1], l.ts[0], ts
+	l.n[1], l.n[0] = l.n[0], uint32(end-off)
+	l.probes = (l.probes<<1 | 1) & 7
+	if l.held.ts == 0 {
+		l.held.end, l.held.ts = end, ts
+	}
 }
 
 // timeAt returns the capture time of the piece holding offset off, or
-// fallback when it is older than the log remembers.
+// fallback when it is older than the log remembers (the two newest).
 func (l *serverLog) timeAt(off, fallback int64) int64 {
-	for i := 1; i >= 0; i-- {
-		if e := &l.ring[i]; e.off <= off && off < e.end {
-			return e.ts
+	for i := range l.n {
+		if l.end[i]-int64(l.n[i]) <= off && off < l.end[i] {
+			return l.ts[i]
 		}
 	}
 	return fallback
@@ -442,5 +457,29 @@ func (l *serverLog) timeAt(off, fallback int64) int64 {
 
 // last is the capture time of the newest piece, 0 before any.
 func (l *serverLog) last() int64 {
-	return l.ring[1].ts
+	return l.ts[0]
+}
+
+// acked returns the send time of the newest probe ending at or before
+// off and forgets every probe the ACK covers (see rttProbes).
+func (l *serverLog) acked(off int64) (int64, bool) {
+	held := l.held
+	if held.ts != 0 && held.end <= off {
+		l.held.ts = 0
+	}
+	for i := range l.end {
+		if l.probes&(1<<i) != 0 && l.end[i] <= off {
+			l.probes &= 1<<i - 1 // older probes are covered too
+			return l.ts[i], true
+		}
+	}
+	if held.ts != 0 && held.end <= off {
+		return held.ts, true
+	}
+	return 0, false
+}
+
+// resetProbes forgets the probes.
+func (l *serverLog) resetProbes() {
+	l.probes, l.held.ts = 0, 0
 }

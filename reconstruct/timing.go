@@ -29,7 +29,7 @@ import (
 // component is ever negative whatever the capture held (requests completed
 // by a late hole fill, responses that began before their request ended).
 func (c *conn) emit(st *txState) {
-	if c.tls != nil && c.tls.multiplexed && st.heuristic {
+	if c.tls != nil && c.tls.multiplexed && st.is(tfHeuristic) {
 		st.tx.Flags |= FlagHTTP2 | FlagTurnEstimate // keyless HTTP/2: a turn, not a stream
 	}
 	if c.tls != nil && c.tls.protoUnsure {
@@ -64,17 +64,17 @@ func (c *conn) emitTimed(st *txState) {
 	if r.Flags&FlagMidStream != 0 {
 		tx.Flags |= FlagMidStream
 	}
-	if !st.respStarted {
+	if !st.is(tfRespStarted) {
 		tx.Flags |= FlagNoResponse
 	}
 	hasRequest := tx.RequestFirst != 0
 	sent := tx.RequestFirst
 	defer c.handedOn(st)
-	if st.resent {
+	if st.is(tfResent) {
 		tx.Flags |= FlagUpstreamLoss
 	}
 	var from, to int64 // when an estimated send may really have been
-	if hasRequest && st.upLost > 0 {
+	if hasRequest && st.tx.upLost > 0 {
 		if est, lo, hi, ok := c.requestSent(st); ok {
 			sent, from, to = est, lo, hi
 			tx.Flags |= FlagUpstreamLoss
@@ -88,7 +88,7 @@ func (c *conn) emitTimed(st *txState) {
 		sent = connected
 	}
 	idle := sent - max(connected, c.tlsReady()) + c.ackQueue() // TLS done first; the ACK's queue (handshakeSample)
-	if c.hsAckLost {
+	if c.is(cfHsAckLost) {
 		// connected is then the SYN/ACK's departure plus the path's least
 		// round trip, the earliest the client could have connected; a
 		// queue may have held the SYN/ACK up to about a round trip more.
@@ -124,13 +124,13 @@ func (c *conn) emitTimed(st *txState) {
 		b1, b2 = b0, b0
 	}
 	b3, end = b2, b2
-	if st.respStarted {
+	if st.is(tfRespStarted) {
 		b3, end = tx.ResponseFirst+back, tx.ResponseLast+back
 		if !hasRequest {
 			b3, end = b0, tx.ResponseLast+half
 		}
 	}
-	if tx.ResponseAcked == 0 && st.respDone {
+	if tx.ResponseAcked == 0 && st.is(tfRespDone) {
 		tx.Flags |= FlagNoAck
 	}
 	// In order, each boundary within [start, end]. A response that began
@@ -165,7 +165,7 @@ func (c *conn) transaction(st *txState, rtt int64, b [6]int64) *Transaction {
 		BodyBytes: in.BodyBytes, Method: in.reqVal(reqMethod), Host: in.reqVal(reqHost), URL: in.reqVal(reqURL),
 		Status: int(in.Status), ContentType: in.contentType(), Referer: in.reqVal(reqReferer),
 		UserAgent: in.reqVal(reqUserAgent), Accept: in.reqVal(reqAccept),
-		HoleBytes: in.HoleBytes, SecFetchDest: in.reqVal(reqFetchDest), Location: st.location(),
+		HoleBytes: st.holeBytes(), SecFetchDest: in.reqVal(reqFetchDest), Location: st.location(),
 		ContentEncoding: in.contentEncoding(), Body: st.body(),
 	}
 	st.setBody(nil) // the sink's now: a later request's prev must not keep it
@@ -178,9 +178,9 @@ func (c *conn) transaction(st *txState, rtt int64, b [6]int64) *Transaction {
 // trip to the client. 0 when the handshake was not seen.
 func (c *conn) connectedAt() int64 {
 	est := c.rec.Established
-	if c.hsAckLost && est > 0 {
-		if rtt := c.clientRTT(); rtt > 0 && c.lastSynAck > 0 {
-			est = min(est, c.lastSynAck+rtt)
+	if c.is(cfHsAckLost) && est > 0 {
+		if rtt := c.clientRTT(); rtt > 0 && c.lastSynAck() > 0 {
+			est = min(est, c.lastSynAck()+rtt)
 		}
 	}
 	return est
@@ -205,7 +205,7 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 	if timer.srtt == 0 {
 		// No sample of the client's own (its handshake ACK was lost): the
 		// round trip to it and on to the server stands in.
-		timer.sample(c.clientRTT() + c.rec.RTTServer)
+		timer.sample(c.clientRTT()+c.rec.RTTServer, false) // its first
 	}
 	earliest := c.connectedAt() - c.ackQueue()
 	if last := st.sentAt().prev.end(); last > 0 {
@@ -234,14 +234,14 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 	// connection's packets: its numbering is no weak evidence, and its
 	// timer is known, so a copy later than one wait after connecting was
 	// sent later (a spare connection), not as the client connected.
-	weak := c.ipid.steps < 3 && st.sentBy() == 0 && !c.ownSample
+	weak := c.ipid.steps < 3 && st.sentBy() == 0 && !c.is(cfOwnSample)
 	fresh := st.opensConn() && len(c.rec.synTimes()) > 0
-	ackOrCopy := st.upAckOrCopy && st.sentBy() == 0
+	ackOrCopy := st.is(tfUpAckOrCopy) && st.sentBy() == 0
 	ok = false
 	var wait, spread int64
-	k := int(st.upLost)
+	k := int(st.tx.upLost)
 	for ; k >= 1; k-- {
-		wait, spread = timer.lostWait(k, st.upMulti)
+		wait, spread = timer.lostWait(k, st.is(tfUpMulti))
 		sent = st.tx.RequestFirst - wait
 		switch {
 		case ackOrCopy:
@@ -267,7 +267,7 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 				// later, or gaps of several numbers (a host-wide
 				// counter), are not.
 				late := wait / 4
-				if st.upLost == 1 {
+				if st.tx.upLost == 1 {
 					late = 2 * wait
 				}
 				ok = sent <= earliest+late && st.tx.RequestFirst-earliest >= freshResendMin
@@ -289,7 +289,7 @@ func (c *conn) requestSent(st *txState) (sent, from, to int64, ok bool) {
 	}
 	from, to = sent-spread, sent+spread
 	if k == 1 {
-		lo, hi := timer.firstWaitRange(st.upMulti)
+		lo, hi := timer.firstWaitRange(st.is(tfUpMulti))
 		from, to = min(from, st.tx.RequestFirst-hi), max(to, st.tx.RequestFirst-lo)
 	}
 	if st.sentBy() != 0 {

@@ -156,7 +156,7 @@ func (c *conn) maybeStartTLS(off int64, captured []byte) {
 func (c *conn) tlsAccount() {
 	s := c.tls
 	now := 0
-	if !c.done {
+	if !c.is(cfDone) {
 		now = tlsSessionSize + s.wire.Client.Buffered() + s.wire.Server.Buffered() + c.tlsPlainHeld() + s.keyWait.held() + s.early.held()
 	}
 	c.t.tlsBytes += now - s.counted
@@ -368,8 +368,10 @@ func (c *conn) tlsRequestRecord(r tlswire.Record, ambiguous bool) {
 		if ambiguous {
 			st.tx.Flags |= FlagTurnsAmbiguous
 		}
-		st.heuristic = true
-		st.tx.RequestFirst, st.upLost, st.upAckOrCopy = c.c2sLog.at(r.Offset, r.StartAt)
+		st.set(tfHeuristic, true)
+		var ackOrCopy bool
+		st.tx.RequestFirst, st.tx.upLost, ackOrCopy = c.c2sLog.at(r.Offset, r.StartAt)
+		st.set(tfUpAckOrCopy, ackOrCopy)
 		st.sent = &sentNotes{timer: c.timer, rearmAt: c.srvAckNewAt, prev: c.lastResp}
 		st.reqStartOff = r.Offset
 		c.addPending(st)

@@ -177,7 +177,7 @@ func (c *conn) tlsEarlyDone() {
 	dropped := c.nextIndex
 	early := func(st *txState) bool {
 		if st.reqStartOff < s.earlyEnd {
-			dropped = min(dropped, int(st.tx.Index))
+			dropped = min(dropped, st.tx.Index)
 			return true
 		}
 		return false

@@ -158,11 +158,12 @@ func (c *conn) noteH2Resent(e h2ResentRecord) {
 func (c *conn) h2RequestLoss(st *txState, at int64) {
 	for _, e := range c.plainOf().h2Resent {
 		if (e.lost > 0 || e.refill) && e.at == at {
-			st.upLost, st.upAckOrCopy, st.notes().rearmAt = int8(e.lost), e.ackOrCopy, e.rearmAt // e.lost is a pktLost
+			st.tx.upLost, st.notes().rearmAt = int8(e.lost), e.rearmAt // e.lost is a pktLost
+			st.set(tfUpAckOrCopy, e.ackOrCopy)
 			if e.lost > 0 {
 				st.sent.prev, st.sent.timer = e.prev, e.timer
 			}
-			st.resent = st.resent || e.refill
+			st.set(tfResent, st.is(tfResent) || e.refill)
 			return
 		}
 	}
@@ -209,7 +210,7 @@ func (c *conn) h2Stream(s *http2wire.Stream) {
 		c.h2RequestLoss(st, rq.StartAt)
 		tx.RequestBytes = rq.HeaderBytes + rq.BodyBytes
 	}
-	st.reqDone = true
+	st.set(tfReqDone, true)
 	// A reset after the whole response (a server's RST_STREAM NO_ERROR
 	// to stop a request body it needs no more) leaves it complete.
 	if s.Incomplete || s.Reset != nil && !rs.Ended || s.Refused {
@@ -233,7 +234,7 @@ func (c *conn) h2Stream(s *http2wire.Stream) {
 		c.emit(st) // no response: flagged so
 		return
 	}
-	st.respStarted = true
+	st.set(tfRespStarted, true)
 	tx.Status = int32(max(rs.Status, 0))
 	tx.setResp(rs.ContentType, rs.ContentEncoding)
 	st.setLocation(rs.Location)

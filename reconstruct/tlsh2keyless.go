@@ -214,15 +214,16 @@ func (c *conn) tlsH2Merge(held []*txState) []*txState {
 	}
 	// The turn before goes on, its answer under way again.
 	first := slices.MaxFunc(done, func(a, b *txState) int { return cmp.Compare(a.tx.Index, b.tx.Index) })
-	if later.respStarted {
+	if later.is(tfRespStarted) {
 		first.tx.ResponseLast, first.respEndOff = later.tx.ResponseLast, later.respEndOff
 		first.tx.ResponseBytes = first.respEndOff - first.respStartOff
 	}
-	first.respDone, first.tx.ResponseAcked = false, 0
+	first.set(tfRespDone, false)
+	first.tx.ResponseAcked = 0
 	first.tx.Flags = (first.tx.Flags | later.tx.Flags) &^ (FlagTurnsAmbiguous | FlagNoResponse | FlagNoAck)
 	c.resp, c.lastResp = first, first.sentAt().prev
 	c.setPending(nil)
-	c.nextIndex = int(first.tx.Index) + 1
+	c.nextIndex = first.tx.Index + 1
 	gone := func(st *txState) bool { return st == first }
 	c.setAwaiting(slices.DeleteFunc(c.awaiting(), gone))
 	return slices.DeleteFunc(held, gone)
@@ -256,7 +257,7 @@ func (c *conn) tlsH2Renumber(held []*txState) {
 	for i, st := range all {
 		st.tx.Index = int32(i)
 	}
-	c.nextIndex = len(all)
+	c.nextIndex = int32(len(all))
 }
 
 // tlsH2DropPreface starts the first request at the client's second
@@ -272,7 +273,9 @@ func (c *conn) tlsH2DropPreface(txs []*txState) {
 	for _, st := range txs {
 		if st != nil && st.reqStartOff == s.clientFirst.Offset && st.reqEndOff >= recordEnd(s.clientSecond) {
 			r := s.clientSecond
-			st.tx.RequestFirst, st.upLost, st.upAckOrCopy = c.c2sLog.at(r.Offset, r.StartAt)
+			var ackOrCopy bool
+			st.tx.RequestFirst, st.tx.upLost, ackOrCopy = c.c2sLog.at(r.Offset, r.StartAt)
+			st.set(tfUpAckOrCopy, ackOrCopy)
 			st.reqStartOff = r.Offset
 			st.tx.RequestBytes = st.reqEndOff - st.reqStartOff
 		}

@@ -106,7 +106,7 @@ func (c *conn) endOrAwaitKey() {
 func (t *Tracker) resolveKeyWaits() {
 	kept := t.keyWaiters[:0]
 	for _, c := range t.keyWaiters {
-		if c.done {
+		if c.is(cfDone) {
 			continue
 		}
 		c.tlsTryKey(t.now >= c.tls.keyWait.until)

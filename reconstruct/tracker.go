@@ -207,34 +207,35 @@ type Stats struct {
 
 // What an open connection is counted at against MaxMemory besides its
 // buffers, by the state it holds: the heap measured with
-// bench.ConnMemory (100k open: 426 B with a handshake only, 778 B idle
-// keep-alive, 1,266 B with a request pending, 1,170 B mid-response),
+// bench.ConnMemory (50k open: 394 B with a handshake only, 714 B idle
+// keep-alive, 1,010 B with a request pending, 946 B mid-response),
 // rounded up. A flat figure would
 // shed a SYN flood twice as early as its memory requires and let
 // responses in flight overrun the bound by half.
 const (
 	// ConnectionMemory is the least an open connection is counted at:
-	// the connection itself (384 B, its handshake times within it), its table and
+	// the connection itself (352 B, its handshake times within it), its table and
 	// index entries.
-	ConnectionMemory = 448
+	ConnectionMemory = 416
 	// flowMemory: a connection that carried data (its flowState).
-	flowMemory = 352
+	flowMemory = 320
 	// parserMemory: an HTTP/1 parser held inside a message (its header
 	// scratch is held only inside a header section, and its buffer is
 	// counted by the header budget). A plain HTTP connection's response
 	// parser is parked in a txState instead while it waits inside a
 	// body or for a pending request's response (releaseIdleParsers).
 	parserMemory = 208
-	// queueMemory: transactions waiting in line (txQueues, 48 B, and
-	// its arrays, a slot a transaction).
+	// queueMemory: transactions waiting in line, more than one (txQueues,
+	// 48 B, and its arrays, a slot a transaction); a lone one takes
+	// flowState.one.
 	queueMemory = 64
 	// txMemory: a transaction in flight (request pending, response
-	// arriving, or waiting for the client's ACK): its txState (256 B,
-	// with room for a parked response parser) and the
-	// header values it keeps (one string, ~128 B). A request's
-	// sentNotes (64 B) are held only until its response starts (on TLS
-	// until it is emitted).
-	txMemory = 384
+	// arriving, or waiting for the client's ACK): its txState (208 B,
+	// with room for a parked response parser), the URL and Referer it
+	// keeps (the values clients repeat are interned, shared by their
+	// transactions), and a request's sentNotes (64 B), held only until
+	// its response starts (on TLS until it is emitted).
+	txMemory = 320
 )
 
 // flowKey identifies a connection independently of direction: the endpoint
@@ -362,13 +363,13 @@ func (t *Tracker) Packet(p *capture.Packet) {
 	}
 	c.rec.LastSeen = p.Timestamp // (packet sets it too: expiry reads it)
 	t.touch(c)
-	fromClient := fromA == c.clientIsA
+	fromClient := fromA == c.is(cfClientIsA)
 	held := c.reorderHeld()
 	c.packet(p, fromClient)
 	t.reorderBytes += c.reorderHeld() - held
 	t.recount(c)
-	if c.done && !c.recorded {
-		c.recorded = true
+	if c.is(cfDone) && !c.is(cfRecorded) {
+		c.set(cfRecorded, true)
 		t.emitConnection(c)
 	}
 	t.shed(c)
@@ -412,8 +413,8 @@ func (t *Tracker) open(key flowKey, p *capture.Packet) *conn {
 		t.instant = make(map[instantKey]uint8)
 	}
 	ik := instantKey{key, p.Seq}
-	c.twin = t.instant[ik]
-	t.instant[ik] = c.twin + 1
+	c.rec.twin = t.instant[ik]
+	t.instant[ik] = c.rec.twin + 1
 	t.conns.put(key, c)
 	t.indexClient(c)
 	t.stats.Connections++
@@ -479,7 +480,7 @@ func (t *Tracker) expire() {
 		next := c.next
 		age := t.now - c.rec.LastSeen
 		switch {
-		case c.done && age > linger:
+		case c.is(cfDone) && age > linger:
 			t.finish(c, 0)
 		case age > idle:
 			t.stats.Expired++
@@ -498,11 +499,11 @@ func (t *Tracker) finish(c *conn, flags Flags) {
 	t.reorderBytes -= c.reorderHeld()
 	t.connBytes -= int64(c.counted)
 	c.counted = 0
-	if !c.done {
+	if !c.is(cfDone) {
 		c.end(flags)
 	}
-	if !c.recorded {
-		c.recorded = true
+	if !c.is(cfRecorded) {
+		c.set(cfRecorded, true)
 		t.emitConnection(c)
 	}
 	c.prev.next, c.next.prev = c.next, c.prev

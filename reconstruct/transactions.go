@@ -1,8 +1,10 @@
 package reconstruct
 
 import (
+	"encoding/binary"
 	"slices"
 	"strings"
+	"unique"
 
 	"github.com/rtmon/rtmon/reconstruct/http1"
 )
@@ -12,7 +14,7 @@ import (
 
 // currentRequest is the request whose bytes are arriving, if any.
 func (c *conn) currentRequest() *txState {
-	if n := len(c.pending()); n > 0 && !c.pending()[n-1].reqDone {
+	if n := len(c.pending()); n > 0 && !c.pending()[n-1].is(tfReqDone) {
 		return c.pending()[n-1]
 	}
 	return nil
@@ -23,7 +25,7 @@ func (c *conn) currentRequest() *txState {
 // ends the search.
 func (c *conn) requestsAcked(off, ts int64) {
 	for _, st := range c.pending() {
-		if !st.reqDone || st.reqEndOff > off {
+		if !st.is(tfReqDone) || st.reqEndOff > off {
 			return
 		}
 		if st.tx.RequestAcked == 0 {
@@ -34,9 +36,9 @@ func (c *conn) requestsAcked(off, ts int64) {
 
 func (c *conn) newTx() *txState {
 	st := &txState{}
-	st.tx.Index = int32(c.nextIndex)
+	st.tx.Index = c.nextIndex
 	c.nextIndex++
-	if c.truncated {
+	if c.is(cfTruncated) {
 		st.tx.Flags |= FlagTruncatedPayload
 	}
 	if c.tls != nil {
@@ -68,7 +70,7 @@ func (c *conn) takeRequest() *txState {
 	}
 	st := c.pending()[0]
 	c.setPending(slices.Delete(c.pending(), 0, 1)) // emptied, it holds no array
-	if c.tls == nil && st.upLost == 0 {
+	if c.tls == nil && st.tx.upLost == 0 {
 		// Out of the queue, a plain HTTP request's loss count is final
 		// (only deliverClient raises it, on the newest pending request):
 		// nothing will time a lost first copy.
@@ -80,7 +82,7 @@ func (c *conn) takeRequest() *txState {
 // completeResponse moves the finished response to wait for the client's ACK,
 // or emits it at once if that ACK already went by.
 func (c *conn) completeResponse(st *txState) {
-	st.respDone = true
+	st.set(tfRespDone, true)
 	if c.resp == st {
 		c.resp = nil
 	}
@@ -108,11 +110,11 @@ func (c *conn) completeResponse(st *txState) {
 // are closed, and every transaction still open is emitted with flags saying
 // what is missing.
 func (c *conn) end(flags Flags) {
-	if c.done {
+	if c.is(cfDone) {
 		return
 	}
 	c.ensureFlow()
-	c.done = true
+	c.set(cfDone, true)
 	c.rec.Flags |= flags
 	c.c2s.flush(c.deliverClient, c.gapClient)
 	c.s2c.flush(c.deliverServer, c.gapServer)
@@ -151,7 +153,7 @@ func (c *conn) end(flags Flags) {
 	}
 	for _, st := range c.pending() {
 		st.tx.Flags |= FlagNoResponse | flags
-		if !st.reqDone {
+		if !st.is(tfReqDone) {
 			st.tx.Flags |= FlagIncomplete
 		}
 		c.emit(st)
@@ -160,50 +162,70 @@ func (c *conn) end(flags Flags) {
 }
 
 // txQueues is a connection's transactions waiting in line, made while
-// any waits: an idle keep-alive connection does not carry its two slice
-// headers (48 B), and its flowState fits the 352-byte size class.
+// more than one waits (flowState.one holds a lone one): an idle
+// keep-alive connection, or one with a single request or response
+// waiting, does not carry its two slice headers (48 B) nor an array.
 type txQueues struct {
 	pending  []*txState // requests in order, waiting for their responses
 	awaiting []*txState // complete responses waiting for the client's ACK
 }
 
 func (f *flowState) pending() []*txState {
-	if f.q == nil {
-		return nil
+	switch {
+	case f.q != nil:
+		return f.q.pending
+	case f.one[0] != nil && !f.oneAwaits:
+		return f.one[:]
 	}
-	return f.q.pending
+	return nil
 }
 
 func (f *flowState) awaiting() []*txState {
-	if f.q == nil {
-		return nil
+	switch {
+	case f.q != nil:
+		return f.q.awaiting
+	case f.one[0] != nil && f.oneAwaits:
+		return f.one[:]
 	}
-	return f.q.awaiting
+	return nil
 }
 
 // setPending and setAwaiting replace a queue; an emptied one keeps no
-// array, and with both empty the connection keeps no txQueues.
-func (f *flowState) setPending(l []*txState) {
-	f.setQueue(l, func(q *txQueues) *[]*txState { return &q.pending })
-}
+// array, a lone transaction waiting takes flowState.one, and only more
+// than one make a txQueues.
+func (f *flowState) setPending(l []*txState) { f.setQueue(l, f.awaiting()) }
 
-func (f *flowState) setAwaiting(l []*txState) {
-	f.setQueue(l, func(q *txQueues) *[]*txState { return &q.awaiting })
-}
+func (f *flowState) setAwaiting(l []*txState) { f.setQueue(f.pending(), l) }
 
-func (f *flowState) setQueue(l []*txState, queue func(*txQueues) *[]*txState) {
-	if len(l) == 0 {
-		l = nil
-	}
-	if f.q == nil {
-		if l == nil {
-			return
+// setQueue makes pending and awaiting the queues. Either may be the
+// caller's view of f.one, so it is read before f.one changes.
+func (f *flowState) setQueue(pending, awaiting []*txState) {
+	switch len(pending) + len(awaiting) {
+	case 0:
+		f.q, f.one[0], f.oneAwaits = nil, nil, false
+	case 1:
+		f.oneAwaits = len(awaiting) == 1
+		if f.oneAwaits {
+			f.one[0] = awaiting[0]
+		} else {
+			f.one[0] = pending[0]
 		}
-		f.q = &txQueues{}
-	}
-	*queue(f.q) = l
-	if f.q.pending == nil && f.q.awaiting == nil {
 		f.q = nil
+	default:
+		own := func(l []*txState) []*txState {
+			if len(l) == 0 {
+				return nil
+			}
+			if &l[0] == &f.one[0] {
+				return []*txState{l[0]} // out of the slot, which is emptied
+			}
+			return l
+		}
+		if f.q == nil {
+			f.q = &txQueues{}
+		}
+		f.q.pending, f.q.awaiting = own(pending), own(awaiting)
+		f.one[0] = nil
 	}
 }
 
@@ -213,54 +235,49 @@ func (f *flowState) setQueue(l []*txState, queue func(*txQueues) *[]*txState) {
 // (conn.transaction), so a transaction in flight does not carry a whole
 // 512-byte record (issue 15).
 type txRec struct {
-	// req is the request's header values one after another, reqEnd each
-	// one's end but the last's, len(req) (see setReq): one string header
-	// for seven.
-	req string
-	// resp is the response's Content-Type and Content-Encoding, the
-	// first ctEnd bytes and the rest (see setResp). Location, Body (only
-	// pages' responses keep one) and RetransBytes (only lossy ones have
-	// any) are in txRare.
-	resp string
+	// shared is the request's values a client sends alike on every
+	// request (method, Host, User-Agent, Accept, Sec-Fetch-Dest), packed
+	// (packVals) and interned: the transactions of a server's clients
+	// hold a few copies of them, not one each. own is the URL and
+	// Referer, packed. See setReq.
+	shared unique.Handle[string]
+	own    string
+	// resp is the response's Content-Type and Content-Encoding, packed
+	// and interned as shared is (see setResp). Location, Body (only
+	// pages' responses keep one), RetransBytes and HoleBytes (only lossy
+	// ones have any) are in txRare.
+	resp unique.Handle[string]
 
 	RequestFirst, RequestLast   int64
 	ResponseFirst, ResponseLast int64
 	ResponseAcked, RequestAcked int64
 	RequestBytes                int64
 	ResponseBytes, BodyBytes    int64
-	HoleBytes                   int64
-	reqEnd                      [nReqVals - 1]uint32
 	// Index and Status as int32: a connection's count of transactions
 	// and a status code fit, and the small fields share 16 bytes.
 	Index, Status int32
 	Flags         Flags
 	BodyCut       bool
-	ctEnd         uint16
-}
 
-// The response values setResp keeps are cut to these bounds first, so
-// that a Content-Type's length fits txRec.ctEnd.
-const (
-	_ uint16 = http1.MaxValueLen
-	_ uint16 = maxH2ValueLen
-)
+	// upLost and bits are txState's, here in the padding: upLost the
+	// copies of the request's first segment lost before the capture
+	// point (a conn.pktLost, so an int8), bits its booleans (txFlags).
+	upLost int8
+	bits   txFlags
+}
 
 // contentType is the response's Content-Type.
-func (r *txRec) contentType() string { return r.resp[:r.ctEnd] }
+func (r *txRec) contentType() string { return unpackVal(handleValue(r.resp), 0, 2) }
 
 // contentEncoding is the response's Content-Encoding.
-func (r *txRec) contentEncoding() string { return r.resp[r.ctEnd:] }
+func (r *txRec) contentEncoding() string { return unpackVal(handleValue(r.resp), 1, 2) }
 
-// setResp keeps the response's Content-Type and Content-Encoding, in one
-// string: the Content-Type as it is when there is no Content-Encoding.
+// setResp keeps the response's Content-Type and Content-Encoding.
 func (r *txRec) setResp(contentType, contentEncoding string) {
-	r.resp, r.ctEnd = contentType, uint16(len(contentType))
-	if contentEncoding != "" {
-		r.resp = contentType + contentEncoding
-	}
+	r.resp = internVals(contentType, contentEncoding)
 }
 
-// The request's header values in txRec.req, in order.
+// The request's header values, in the order reqVals gives them.
 const (
 	reqMethod = iota
 	reqHost
@@ -272,16 +289,22 @@ const (
 	nReqVals
 )
 
+// reqOwn marks the request values kept in txRec.own, the ones a client's
+// requests differ by; reqPos is each value's place in its packed string.
+var (
+	reqOwn = [nReqVals]bool{reqURL: true, reqReferer: true}
+	reqPos = [nReqVals]int{reqMethod: 0, reqHost: 1, reqUserAgent: 2, reqAccept: 3, reqFetchDest: 4,
+		reqURL: 0, reqReferer: 1}
+)
+
+const nSharedVals, nOwnVals = 5, 2
+
 // reqVal is the request's header value i (reqMethod, ...).
 func (r *txRec) reqVal(i int) string {
-	a, b := uint32(0), uint32(len(r.req))
-	if i > 0 {
-		a = r.reqEnd[i-1]
+	if reqOwn[i] {
+		return unpackVal(r.own, reqPos[i], nOwnVals)
 	}
-	if i < len(r.reqEnd) {
-		b = r.reqEnd[i]
-	}
-	return r.req[a:b]
+	return unpackVal(handleValue(r.shared), reqPos[i], nSharedVals)
 }
 
 // reqVals is all of the request's header values, for setReq to change
@@ -293,40 +316,88 @@ func (r *txRec) reqVals() (v [nReqVals]string) {
 	return v
 }
 
-// setReq makes v the request's header values. They are copied into one
-// string unless at most one is set (a TLS connection's SNI name), which
-// is then kept as it is.
+// setReq makes v the request's header values.
 func (r *txRec) setReq(v [nReqVals]string) {
-	n, set := 0, 0
-	for i, s := range v {
-		n += len(s)
-		if s != "" {
-			set = i
-		}
+	r.own = packVals(v[reqURL], v[reqReferer])
+	r.shared = internVals(v[reqMethod], v[reqHost], v[reqUserAgent], v[reqAccept], v[reqFetchDest])
+}
+
+// packVals is vals in one string: the length of each but the last as a
+// uvarint, then the values themselves; "" when all are empty.
+func packVals(vals ...string) string {
+	n := 0
+	for _, v := range vals {
+		n += len(v)
 	}
-	if n == len(v[set]) {
-		r.req = v[set]
-		for i := range r.reqEnd {
-			r.reqEnd[i] = 0
-			if i >= set {
-				r.reqEnd[i] = uint32(n)
-			}
-		}
-		return
+	if n == 0 {
+		return ""
 	}
 	var b strings.Builder
-	b.Grow(n)
-	for i, s := range v {
-		b.WriteString(s)
-		if i < len(r.reqEnd) {
-			r.reqEnd[i] = uint32(b.Len()) // values from packets: far below 4 GiB
-		}
+	b.Grow(n + len(vals)*binary.MaxVarintLen16)
+	var lb [binary.MaxVarintLen64]byte
+	for _, v := range vals[:len(vals)-1] {
+		b.Write(binary.AppendUvarint(lb[:0], uint64(len(v))))
 	}
-	r.req = b.String()
+	for _, v := range vals {
+		b.WriteString(v)
+	}
+	return b.String()
+}
+
+// unpackVal is value i of the n that packVals packed into s.
+func unpackVal(s string, i, n int) string {
+	if s == "" {
+		return ""
+	}
+	var lens [nSharedVals]int
+	pos := 0
+	for j := range n - 1 {
+		l, k := uvarintString(s[pos:])
+		lens[j], pos = int(l), pos+k
+	}
+	for j := range i {
+		pos += lens[j]
+	}
+	if i == n-1 {
+		return s[pos:]
+	}
+	return s[pos : pos+lens[i]]
+}
+
+// uvarintString is binary.Uvarint of a string's prefix, which packVals
+// wrote, so well formed.
+func uvarintString(s string) (uint64, int) {
+	var x uint64
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if b < 0x80 {
+			return x | uint64(b)<<(7*i), i + 1
+		}
+		x |= uint64(b&0x7f) << (7 * i)
+	}
+	return x, len(s)
+}
+
+// internVals is vals packed (packVals) and interned: the zero Handle when
+// all are empty.
+func internVals(vals ...string) unique.Handle[string] {
+	s := packVals(vals...)
+	if s == "" {
+		return unique.Handle[string]{}
+	}
+	return unique.Make(s)
+}
+
+// handleValue is h's string, "" for the zero Handle.
+func handleValue(h unique.Handle[string]) string {
+	if h == (unique.Handle[string]{}) {
+		return ""
+	}
+	return h.Value()
 }
 
 // txState is a transaction under construction. Its fields are ordered
-// so that it fits the 256-byte size class (issue 15).
+// so that it fits the 208-byte size class (issue 15).
 type txState struct {
 	tx           txRec
 	reqStartOff  int64
@@ -334,23 +405,37 @@ type txState struct {
 	respStartOff int64
 	respEndOff   int64
 
-	// sent, sentBy (in rare) and upLost time a request whose first copy
+	// sent, sentBy (in rare) and tx.upLost time a request whose first copy
 	// was lost before the capture point (see requestSent).
 	sent *sentNotes
 	rare *txRare // nil until one of its fields is set
 	// parked is the response parser while it waits inside this response's
 	// body (see releaseIdleParsers).
 	parked http1.Parked
-	// upLost: copies of the request's first segment lost before the
-	// capture point (a conn.pktLost, so an int8).
-	upLost      int8
-	upMulti     bool // upLost counts rounds of a multi-segment flight
-	upAckOrCopy bool // the lost packets may have been ACKs: timing must decide
-	resent      bool // a segment of the request was resent after a loss before the capture point (see deliverClient)
-	reqDone     bool
-	respStarted bool
-	respDone    bool
-	heuristic   bool // timed from sequence numbers, not parsed
+}
+
+// txFlags are a transaction's booleans, bits of a byte in its txRec's
+// padding, so that txState fits the 208-byte size class.
+type txFlags uint8
+
+const (
+	tfUpMulti     txFlags = 1 << iota // upLost counts rounds of a multi-segment flight
+	tfUpAckOrCopy                     // the lost packets may have been ACKs: timing must decide
+	tfResent                          // a segment of the request was resent after a loss before the capture point (see deliverClient)
+	tfReqDone
+	tfRespStarted
+	tfRespDone
+	tfHeuristic // timed from sequence numbers, not parsed
+)
+
+func (st *txState) is(f txFlags) bool { return st.tx.bits&f != 0 }
+
+func (st *txState) set(f txFlags, on bool) {
+	if on {
+		st.tx.bits |= f
+	} else {
+		st.tx.bits &^= f
+	}
 }
 
 // sentNotes is the connection's state as a request started, which timing
@@ -390,9 +475,11 @@ type txRare struct {
 	sentBy int64            // the client had sent the request by then (a later pure ACK's sequence number)
 	// location is Transaction.Location, a redirect's target.
 	location string
-	// body is Transaction.Body, retransBytes Transaction.RetransBytes.
+	// body is Transaction.Body, retransBytes Transaction.RetransBytes,
+	// holeBytes Transaction.HoleBytes.
 	body         []byte
 	retransBytes int64
+	holeBytes    int64
 	// h2ID: the HTTP/2 stream of a decrypted connection's transaction.
 	h2ID uint32
 }
@@ -472,6 +559,20 @@ func (st *txState) addRetransBytes(n int64) {
 	if n > 0 {
 		st.more().retransBytes += n
 	}
+}
+
+// holeBytes is what the capture missed of the transaction's bytes.
+func (st *txState) holeBytes() int64 {
+	if st.rare == nil {
+		return 0
+	}
+	return st.rare.holeBytes
+}
+
+// addHole counts n bytes the capture missed, flagging the transaction.
+func (st *txState) addHole(n int64) {
+	st.tx.Flags |= FlagHole
+	st.more().holeBytes += n
 }
 
 // h2ID is the HTTP/2 stream of a decrypted connection's transaction (0

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -114,7 +115,7 @@ same key log, each on the same file.`,
 	f.BoolVar(&o.https, "https", false, "benchmark on a generated HTTPS capture and its key log: rtmon keyless and decrypted, tshark decrypting (--clients and the loss rates do not apply)")
 	f.BoolVar(&o.live, "live", false, "benchmark live capture instead (root): replay the capture with tcpreplay into a veth pair in a netns at rising rates and top speed, rtmon live on the other end with AF_PACKET and with libpcap; report kernel drops (default size "+defaultLiveSize+"; --workers sets rtmon's)")
 	f.IntSliceVar(&o.rates, "rates", nil, "with --live: replay rates in packets/s, 0 for top speed (default 25000,50000,100000,200000,400000,0; after the first rate with drops, top speed only)")
-	f.IntVar(&o.openConns, "open-conns", 0, "also time rtmon analyze (1 worker, no memory bound) on a generated capture of this many connections open at once, each mid-response at its end, and report its max RSS, e.g. 2900000 (0: skip)")
+	f.IntVar(&o.openConns, "open-conns", 0, "also time rtmon analyze (1 worker, no --max-memory, GOMEMLIMIT 1 KiB a connection) on a generated capture of this many connections open at once, each mid-response at its end, and report its max RSS, e.g. 2900000 (0: skip)")
 	f.BoolVar(&o.genOpen, "generate-open", false, "internal: only write the open-connections capture")
 	_ = f.MarkHidden("generate-open")
 	f.BoolVar(&o.genOnly, "generate-only", false, "internal: only generate the capture")
@@ -483,7 +484,11 @@ func openConnsPath(o benchOptions) string {
 // openConnsRSS writes the capture of --open-conns connections open at once
 // (in a child, so the parent stays small) and times rtmon analyze on it,
 // with room for all of them in its table: the RSS of the whole process
-// holding them.
+// holding them. The tracker has no memory bound (--max-memory 0: it must
+// shed none, and its share of a bound would be a fraction of it); the
+// run's GC soft limit (GOMEMLIMIT) is the issue's target instead, 1 KiB
+// a connection, so that the collector does not let the heap double past
+// what is live, as it would under GOGC alone.
 func (r *benchRunner) openConnsRSS() error {
 	n := r.o.openConns
 	if n <= 0 {
@@ -505,13 +510,31 @@ func (r *benchRunner) openConnsRSS() error {
 	r.rows = r.rows[:0]
 	argv := []string{r.self, "analyze", "--progress=false", "--workers", "1", "--max-memory", "0",
 		"--max-connections", strconv.Itoa(n + n/8), path}
-	if err := r.runPinned("rtmon", in, argv, nil, r.pin, r.env); err != nil {
+	limit := max(int64(n)<<10, 256<<20)
+	env := append(slices.Clone(r.env), "GOMEMLIMIT="+strconv.FormatInt(limit, 10))
+	if err := r.runPinned("rtmon", in, argv, openConnsNote, r.pin, env); err != nil {
 		return err
 	}
 	row := r.rows[0]
-	fmt.Fprintf(r.stdout, "\n%d connections open at once (each mid-response): rtmon analyze max RSS %.0f MiB, %.0f B per connection (target: 2.9M in < 3 GiB, < 1 KiB each), %.1f s\n",
-		n, float64(row.MaxRSSKiB)/1024, float64(row.MaxRSSKiB)*1024/float64(n), row.Wall.Seconds())
+	fmt.Fprintf(r.stdout, "\n%d connections open at once (each mid-response): rtmon analyze max RSS %.0f MiB, %.0f B per connection (target: 2.9M in < 3 GiB, < 1 KiB each), %.1f s, under GOMEMLIMIT=%d (%.0f MiB) with no --max-memory; %s\n",
+		n, float64(row.MaxRSSKiB)/1024, float64(row.MaxRSSKiB)*1024/float64(n), row.Wall.Seconds(), limit, float64(limit)/(1<<20), row.Note)
 	return nil
+}
+
+var (
+	connsRe   = regexp.MustCompile(`connections (\d+)  transactions (\d+)`)
+	evictedRe = regexp.MustCompile(`tcp: .* evicted (\d+)`)
+)
+
+// openConnsNote is what an open-connections run reported: every
+// connection and its transaction, none evicted, says the tracker held
+// them all.
+func openConnsNote(m bench.Measurement) string {
+	c, e := connsRe.FindSubmatch(m.Stdout), evictedRe.FindSubmatch(m.Stdout)
+	if c == nil || e == nil {
+		return "its summary not found"
+	}
+	return fmt.Sprintf("%s connections, %s transactions, %s evicted", c[1], c[2], e[1])
 }
 
 // benchConnMem measures the heap the connection table holds per open

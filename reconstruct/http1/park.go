@@ -1,6 +1,8 @@
 package http1
 
-// Parked is a parser waiting between segments in 48 bytes instead of a
+import "math"
+
+// Parked is a parser waiting between segments in 40 bytes instead of a
 // Parser's 208: inside a Content-Length or close-delimited body (the
 // state a connection waits in while a response streams), or between
 // messages with request methods pending (a response parser while its
@@ -14,13 +16,16 @@ package http1
 // MessageEnd) carry none, so a handler that parks takes what it needs of
 // them in HeadersDone. Everything else resumes as it was.
 type Parked struct {
-	start, headerEnd, contentLength int64
-	hole                            int64
-	status                          uint16
-	flags                           parkFlags
-	proto                           uint8
-	kind, msgKind                   Kind
-	st, next                        state
+	start, contentLength int64
+	// headerLen (HeaderEnd less Start) and hole as uint32: a header
+	// section is bounded by an int32 limit, and a message missing 4 GiB
+	// or more stays unparked.
+	headerLen, hole uint32
+	status          uint16
+	flags           parkFlags
+	proto           uint8
+	kind, msgKind   Kind
+	st, next        state
 	// The pending request methods, oldest first, two codes a byte (see
 	// PushRequestMethod): a parser with more keeps them in a Parser.
 	mN      uint8
@@ -28,7 +33,7 @@ type Parked struct {
 }
 
 // maxParkedMethods is the most pending request methods a Parked keeps:
-// what fills its 48 bytes.
+// what fills its 40 bytes.
 const maxParkedMethods = 10
 
 // parkFlags are msgState's and the Parser's booleans a Parked keeps.
@@ -75,7 +80,8 @@ func (p *Parser) Park(k *Parked) bool {
 	default:
 		return false
 	}
-	if p.st != stIdle && (!body || m.End != 0 || m.BodyLen != 0) || p.hs != nil || p.mN > maxParkedMethods ||
+	if p.st != stIdle && (!body || m.End != 0 || m.BodyLen != 0 || !fitsUint32(m.HeaderEnd-m.Start) || !fitsUint32(m.Hole)) ||
+		p.hs != nil || p.mN > maxParkedMethods ||
 		p.chunkLine != 0 || p.trLen != 0 || p.trTotal != 0 || p.trCR || p.atLineStart || p.tentative {
 		return false
 	}
@@ -87,7 +93,7 @@ func (p *Parser) Park(k *Parked) bool {
 	if body {
 		// Between messages the message's state is set afresh by the next
 		// start line before anything reads it.
-		k.start, k.headerEnd, k.contentLength, k.hole = m.Start, m.HeaderEnd, m.ContentLength, m.Hole
+		k.start, k.headerLen, k.contentLength, k.hole = m.Start, uint32(m.HeaderEnd-m.Start), m.ContentLength, uint32(m.Hole)
 		k.status, k.proto, k.msgKind = m.Status, m.proto, m.Kind
 		for _, f := range [...]struct {
 			on   bool
@@ -113,12 +119,13 @@ func (k *Parked) Resume(maxHeaderBytes int, off int64) *Parser {
 	p.st, p.next, p.mN = k.st, k.next, k.mN
 	copy(p.methods[:], k.methods[:]) // oldest first, from mHead 0
 	if p.st != stIdle {
+		headerEnd := k.start + int64(k.headerLen)
 		if p.st == stBody {
-			p.remain = k.headerEnd + k.contentLength - off
+			p.remain = headerEnd + k.contentLength - off
 		}
 		f := k.flags
 		p.wantBody, p.prefixOK, p.started = f&pkWantBody != 0, f&pkPrefixOK != 0, f&pkStarted != 0
-		p.msg = msgState{Start: k.start, HeaderEnd: k.headerEnd, ContentLength: k.contentLength, Hole: k.hole,
+		p.msg = msgState{Start: k.start, HeaderEnd: headerEnd, ContentLength: k.contentLength, Hole: int64(k.hole),
 			Status: k.status, proto: k.proto, Kind: k.msgKind,
 			ExpectContinue: f&pkExpectContinue != 0, Interim: f&pkInterim != 0, NoRequest: f&pkNoRequest != 0,
 			KeepAlive: f&pkKeepAlive != 0, Chunked: f&pkChunked != 0, CloseDelimited: f&pkCloseDelimited != 0,
@@ -128,3 +135,5 @@ func (k *Parked) Resume(maxHeaderBytes int, off int64) *Parser {
 	*k = Parked{}
 	return p
 }
+
+func fitsUint32(n int64) bool { return n >= 0 && n <= math.MaxUint32 }
