@@ -141,7 +141,7 @@ func (s *shards) finish() {
 	s.ended = true
 	s.seq++
 	if len(s.workers) == 1 {
-		s.workers[0].end(s.seq)
+		s.workers[0].end(s.seq, s.deliverInline)
 		s.deliverInline()
 		return
 	}
@@ -224,7 +224,7 @@ func (s *shards) runWorker(i int) {
 			case evTick:
 				w.tick(ev.seq, ev.now)
 			case evEnd:
-				w.end(ev.seq)
+				w.end(ev.seq, nil)
 			}
 		}
 		done := b.upTo

@@ -207,13 +207,25 @@ func (w *worker) tick(seq uint64, now int64) {
 	w.endEvent()
 }
 
-// end flushes everything at the end of the input.
-func (w *worker) end(seq uint64) {
+// end flushes everything at the end of the input, a client shard at a
+// time: the tracker ends the shard's connections, then the shard's Grouper
+// flushes. The records come out as they did when the whole tracker ended
+// first (each shard's in its order, the shards in turn), and handOn, if
+// not nil, takes each shard's before the next one's are made: at the end
+// of a capture with 2.9M connections open, holding them all at once took
+// 0.3-0.4 GB beyond what the open connections had.
+func (w *worker) end(seq uint64, handOn func()) {
 	w.begin(seq)
-	w.tracker.Flush()
-	for _, s := range w.own {
-		w.groupers[s].Flush()
-	}
+	w.tracker.FlushGroups(clientShards, w.sharder.of, func(s int) {
+		if g := w.groupers[s]; g != nil {
+			g.Flush()
+		}
+		if handOn != nil {
+			w.endEvent()
+			handOn()
+			w.begin(seq)
+		}
+	})
 	w.endEvent()
 }
 
