@@ -95,13 +95,12 @@ func (s *shards) packet(p *capture.Packet) {
 		s.tick()
 		s.seq++
 	}
-	w := s.sharder.packet(p) % len(s.workers)
 	if len(s.workers) == 1 {
 		s.workers[0].packet(s.seq, s.now, p)
 		s.deliverInline()
 		return
 	}
-	b := s.cur[w]
+	b := s.cur[s.sharder.packet(p)%len(s.workers)]
 	b.events = append(b.events, event{kind: evPacket, seq: s.seq, now: s.now, p: *p, off: len(b.buf), n: len(p.Payload)})
 	b.events[len(b.events)-1].p.Payload = nil
 	b.buf = append(b.buf, p.Payload...)
