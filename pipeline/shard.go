@@ -104,6 +104,10 @@ func sideOf(isA, isB bool) int {
 // every packet it deals out, one multiplication after the other, so an
 // IPv4 address starts from the hash of its fixed ::ffff: prefix.
 func addrShard(a netip.Addr) int {
+	if a.Is4() {
+		b := a.As4()
+		return int(fnv1a(fnvV4Mapped, b[:]) % clientShards)
+	}
 	b := a.As16()
 	h, rest := uint32(fnvOffset), b[:]
 	if [12]byte(b[:12]) == v4MappedPrefix {
