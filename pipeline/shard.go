@@ -67,7 +67,7 @@ func (s *sharder) serverSide(a netip.Addr, ap uint16, b netip.Addr, bp uint16) i
 			return side
 		}
 	}
-	if side := sideOf(slices.Contains(webPorts, ap), slices.Contains(webPorts, bp)); side != serverUnknown {
+	if side := sideOf(isWebPort(ap), isWebPort(bp)); side != serverUnknown {
 		return side
 	}
 	if side := sideOf(ap < 1024, bp < 1024); side != serverUnknown {
@@ -76,10 +76,17 @@ func (s *sharder) serverSide(a netip.Addr, ap uint16, b netip.Addr, bp uint16) i
 	return sideOf(ap < bp, bp < ap)
 }
 
-// webPorts are the ports web servers and proxies listen on besides the
+// isWebPort tells the ports web servers and proxies listen on besides the
 // well-known ones: old Windows clients take ephemeral ports from 1025 up,
-// below 8080.
-var webPorts = []uint16{80, 443, 3128, 8000, 8008, 8080, 8443, 8888}
+// below 8080. A switch, not a list to search: the reader asks it twice for
+// every packet it deals out.
+func isWebPort(p uint16) bool {
+	switch p {
+	case 80, 443, 3128, 8000, 8008, 8080, 8443, 8888:
+		return true
+	}
+	return false
+}
 
 // sideOf names the side for which only isA or only isB holds.
 func sideOf(isA, isB bool) int {
@@ -93,15 +100,38 @@ func sideOf(isA, isB bool) int {
 }
 
 // addrShard hashes an address (FNV-1a over its 16-byte form, so an IPv4
-// address and its IPv4-mapped form agree) to a shard.
+// address and its IPv4-mapped form agree) to a shard. The reader hashes
+// every packet it deals out, one multiplication after the other, so an
+// IPv4 address starts from the hash of its fixed ::ffff: prefix.
 func addrShard(a netip.Addr) int {
+	if a.Is4() {
+		b := a.As4()
+		return int(fnv1a(fnvV4Mapped, b[:]) % clientShards)
+	}
 	b := a.As16()
-	h := uint32(2166136261)
+	h, rest := uint32(fnvOffset), b[:]
+	if [12]byte(b[:12]) == v4MappedPrefix {
+		h, rest = fnvV4Mapped, b[12:]
+	}
+	return int(fnv1a(h, rest) % clientShards)
+}
+
+const (
+	fnvOffset = 2166136261
+	fnvPrime  = 16777619
+)
+
+var (
+	v4MappedPrefix = [12]byte{10: 0xff, 11: 0xff}
+	fnvV4Mapped    = fnv1a(fnvOffset, v4MappedPrefix[:])
+)
+
+func fnv1a(h uint32, b []byte) uint32 {
 	for _, c := range b {
 		h ^= uint32(c)
-		h *= 16777619
+		h *= fnvPrime
 	}
-	return int(h % clientShards)
+	return h
 }
 
 // tagged is a record on its way out of a worker, with where it was made:

@@ -205,3 +205,31 @@ func TestSharderKeepsAClientTogether(t *testing.T) {
 		t.Errorf("server net: shard %d, want the client's %d", got, want)
 	}
 }
+
+// TestAddrShardIsFNVOverSixteenBytes: the IPv4 shortcut in addrShard
+// deals every address to the shard the plain hash over its 16-byte form
+// names, so the records of a capture keep their order across versions.
+func TestAddrShardIsFNVOverSixteenBytes(t *testing.T) {
+	plain := func(a netip.Addr) int {
+		b := a.As16()
+		h := uint32(2166136261)
+		for _, c := range b {
+			h ^= uint32(c)
+			h *= 16777619
+		}
+		return int(h % clientShards)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 10000 {
+		var b [16]byte
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		v4 := netip.AddrFrom4([4]byte(b[:4]))
+		for _, a := range []netip.Addr{v4, netip.AddrFrom16(v4.As16()), netip.AddrFrom16(b), netip.IPv6Unspecified(), netip.IPv4Unspecified()} {
+			if got, want := addrShard(a), plain(a); got != want {
+				t.Fatalf("%v: shard %d, the hash over 16 bytes gives %d", a, got, want)
+			}
+		}
+	}
+}
