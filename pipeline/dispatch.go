@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -72,8 +73,22 @@ type inBatch struct {
 type outBatch struct {
 	worker int
 	recs   []tagged
-	done   uint64 // the worker has processed every event up to this one
+	done   position // the worker will emit nothing that sorts before this
 }
+
+// position is a place in the records' order, (event, shard): a bound
+// below which a worker has emitted all it will.
+type position struct {
+	seq   uint64
+	shard int
+}
+
+func (a position) before(b position) bool {
+	return a.seq < b.seq || (a.seq == b.seq && a.shard < b.shard)
+}
+
+// after is the position just past every record of events up to seq.
+func after(seq uint64) position { return position{seq: seq + 1} }
 
 func newShards(n int, mk func(index, n int) *worker, next pageview.Sink) *shards {
 	s := &shards{next: next}
@@ -145,7 +160,7 @@ func (s *shards) finish() {
 	s.ended = true
 	s.seq++
 	if len(s.workers) == 1 {
-		s.workers[0].end(s.seq, s.deliverInline)
+		s.workers[0].end(s.seq, func(int) { s.deliverInline() })
 		s.deliverInline()
 		return
 	}
@@ -236,10 +251,16 @@ func (s *shards) runWorker(i int) {
 			case evTick:
 				w.tick(ev.seq, ev.now)
 			case evEnd:
-				w.end(ev.seq, nil)
+				// The end comes out a shard at a time (see worker.end):
+				// past a shard, this worker emits nothing before its next.
+				seq := ev.seq
+				w.end(seq, func(shard int) {
+					s.out <- outBatch{worker: i, recs: w.out, done: position{seq, w.nextOwn(shard)}}
+					w.out = nil
+				})
 			}
 		}
-		done := b.upTo
+		done := after(b.upTo)
 		b.events, b.buf = b.events[:0], b.buf[:0]
 		s.free[i] <- b
 		st := w.tracker.Stats()
@@ -259,12 +280,12 @@ func (s *shards) merge() {
 	n := len(s.workers)
 	queues := make([][]tagged, n)
 	heads := make([]int, n)
-	done := make([]uint64, n)
-	release := func(limit uint64) {
+	done := make([]position, n)
+	release := func(limit position) {
 		for {
 			best := -1
 			for i := range n {
-				if heads[i] < len(queues[i]) && queues[i][heads[i]].seq <= limit &&
+				if heads[i] < len(queues[i]) && queues[i][heads[i]].pos().before(limit) &&
 					(best < 0 || queues[i][heads[i]].before(&queues[best][heads[best]])) {
 					best = i
 				}
@@ -290,13 +311,15 @@ func (s *shards) merge() {
 		done[i] = ob.done
 		release(minOf(done))
 	}
-	release(^uint64(0))
+	release(position{math.MaxUint64, math.MaxInt})
 }
 
-func minOf(v []uint64) uint64 {
+func minOf(v []position) position {
 	m := v[0]
 	for _, x := range v[1:] {
-		m = min(m, x)
+		if x.before(m) {
+			m = x
+		}
 	}
 	return m
 }

@@ -145,9 +145,9 @@ type tagged struct {
 	rec   any // *reconstruct.Connection, *reconstruct.Transaction or *pageview.Pageview
 }
 
-func (a *tagged) before(b *tagged) bool {
-	return a.seq < b.seq || (a.seq == b.seq && a.shard < b.shard)
-}
+func (a *tagged) before(b *tagged) bool { return a.pos().before(b.pos()) }
+
+func (a *tagged) pos() position { return position{a.seq, a.shard} }
 
 // worker runs one tracker and the Groupers of its client shards on one
 // goroutine.
@@ -240,23 +240,32 @@ func (w *worker) tick(seq uint64, now int64) {
 // end flushes everything at the end of the input, a client shard at a
 // time: the tracker ends the shard's connections, then the shard's Grouper
 // flushes. The records come out as they did when the whole tracker ended
-// first (each shard's in its order, the shards in turn), and handOn, if
-// not nil, takes each shard's before the next one's are made: at the end
-// of a capture with 2.9M connections open, holding them all at once took
-// 0.3-0.4 GB beyond what the open connections had.
-func (w *worker) end(seq uint64, handOn func()) {
+// first (each shard's in its order, the shards in turn), and handOn takes
+// each of this worker's shards' records before the next one's are made:
+// at the end of a capture with 2.9M connections open, holding them all at
+// once took 0.3-0.4 GB beyond what the open connections had.
+func (w *worker) end(seq uint64, handOn func(shard int)) {
 	w.begin(seq)
 	w.tracker.FlushGroups(clientShards, w.sharder.of, func(s int) {
 		if g := w.groupers[s]; g != nil {
 			g.Flush()
-		}
-		if handOn != nil {
 			w.endEvent()
-			handOn()
+			handOn(s)
 			w.begin(seq)
 		}
 	})
 	w.endEvent()
+}
+
+// nextOwn is the first of this worker's shards after shard, or
+// clientShards past its last.
+func (w *worker) nextOwn(shard int) int {
+	for _, s := range w.own {
+		if s > shard {
+			return s
+		}
+	}
+	return clientShards
 }
 
 // shardOut collects one shard Grouper's output, tagged.
