@@ -1,8 +1,6 @@
 package reconstruct
 
 import (
-	"reflect"
-
 	"github.com/rtmon/rtmon/reconstruct/http1"
 )
 
@@ -103,9 +101,16 @@ func (f *flowState) notes() *lossNotes {
 	return f.loss
 }
 
-// ensureFlow gives c its flowState if it has none yet.
+// ensureFlow gives c its flowState if it has none yet: the tracker's
+// spare one if it holds one (see dropPristineFlow), else a new one.
 func (c *conn) ensureFlow() {
 	if c.flowState != nil {
+		return
+	}
+	if f := c.t.spareFlow; f != nil {
+		c.t.spareFlow = nil
+		*f = flowState{srvQuickFrom: -1}
+		c.flowState = f
 		return
 	}
 	c.flowState = &flowState{srvQuickFrom: -1}
@@ -114,13 +119,23 @@ func (c *conn) ensureFlow() {
 // dropPristineFlow hands back a flowState that holds nothing ensureFlow
 // would not make again: an established connection that has sent no data
 // yet (a browser's spare connection, a pool's idle one) costs no more
-// than a half-open one. Any field off its start value keeps it.
+// than a half-open one. Any field off its start value keeps it. The one
+// handed back becomes the tracker's spare: every connection's handshake
+// ACK makes one and hands it back, and its first data takes one again,
+// so recycling it spares the collector two flowStates a connection.
 func (c *conn) dropPristineFlow() {
-	f := *c.flowState
-	if f.loss != nil && *f.loss == (lossNotes{}) {
-		f.loss = nil // as if never made
+	f := c.flowState
+	if f.loss != nil && *f.loss != (lossNotes{}) {
+		return
 	}
-	if reflect.DeepEqual(f, flowState{srvQuickFrom: -1}) {
-		c.flowState = nil
+	loss := f.loss
+	f.loss = nil // as if never made
+	if *f != (flowState{srvQuickFrom: -1}) {
+		f.loss = loss
+		return
+	}
+	c.flowState = nil
+	if c.t.spareFlow == nil {
+		c.t.spareFlow = f
 	}
 }

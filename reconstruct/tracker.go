@@ -292,6 +292,9 @@ type Tracker struct {
 	keyWaiters []*conn
 	// rtts is the clients' per-destination RTT memory (see rttCache).
 	rtts rttCache
+	// spareFlow is a flowState a connection handed back unused, for the
+	// next that needs one (see dropPristineFlow).
+	spareFlow *flowState
 	// headers bounds the header bytes all parsers hold (MaxHeaderBudget).
 	headers http1.HeaderBudget
 	// reorderBytes is what all connections' out-of-order buffers hold.
