@@ -231,12 +231,17 @@ func (c *collector) html(b []byte) {
 			}
 			continue
 		case html.EndTagToken:
-			if name, _ := z.TagName(); string(name) == "style" {
+			if rawTagIs(z.Raw(), "style") {
 				inStyle = false
 			}
 			continue
 		case html.StartTagToken, html.SelfClosingTagToken:
 		default:
+			continue
+		}
+		// TagName copies the name on every call (it replaces NULs): most
+		// tags (div, span, a, ...) are judged on their raw bytes first.
+		if raw := z.Raw(); !rawTagMatters(raw) && !hasFoldSubstring(raw, "style") {
 			continue
 		}
 		name, hasAttr := z.TagName()
@@ -266,6 +271,54 @@ func namesRefs(name []byte) bool {
 		return true
 	}
 	return false
+}
+
+// rawTagName is a tag's name as its raw bytes spell it (before the
+// tokenizer lower-cases it and replaces NULs): after "<" or "</", up to
+// white space, "/" or ">", as the tokenizer ends it.
+func rawTagName(raw []byte) []byte {
+	if len(raw) < 2 || raw[0] != '<' {
+		return nil
+	}
+	raw = raw[1:]
+	if raw[0] == '/' {
+		raw = raw[1:]
+	}
+	end := bytes.IndexAny(raw, " \t\n\r\f/>")
+	if end < 0 {
+		end = len(raw)
+	}
+	return raw[:end]
+}
+
+// rawTagIs reports whether the tag in raw is named name (lower case),
+// ASCII letters compared without case as the tokenizer lower-cases them.
+func rawTagIs(raw []byte, name string) bool {
+	n := rawTagName(raw)
+	return len(n) == len(name) && hasFoldPrefix(n, name)
+}
+
+// rawTagMatters reports whether the start tag in raw is one html reads
+// by its name: one that names references (namesRefs), or style. A name
+// with anything but ASCII letters and digits matches none of them.
+func rawTagMatters(raw []byte) bool {
+	n := rawTagName(raw)
+	var lower [8]byte
+	if len(n) > len(lower) {
+		return false
+	}
+	for i, b := range n {
+		switch {
+		case 'A' <= b && b <= 'Z':
+			b += 'a' - 'A'
+		case 'a' <= b && b <= 'z', '0' <= b && b <= '9':
+		default:
+			return false
+		}
+		lower[i] = b
+	}
+	name := lower[:len(n)]
+	return namesRefs(name) || string(name) == "style"
 }
 
 // tag adds what one start tag references, its attributes read by

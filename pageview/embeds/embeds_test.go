@@ -256,6 +256,11 @@ var sameCases = []string{
 	"text first url(a.png) <img src=b.png>",
 	"a < b <img src=c.png> c <",
 	"<<img src=a.png><</style><style>x{background:url(s.png)}</style>",
+	// Tag names judged on their raw bytes: case, NULs, the characters that
+	// end a name, end tags with attributes.
+	"<IMG\tSRC=a.png><ImG/src=b.png><im\x00g src=c.png><STYLE>p{background:url(d.png)}</STYLE x>e{background:url(e.png)}",
+	"<div STYLE=\"background:url(f.png)\"><iframe\fsrc=g.html><sourcex src=h.png><script\rsrc=i.js></script>",
+	"<style\x00>j{background:url(j.png)}</style\x00><style>k{background:url(k.png)}</ style></style>",
 	"<IMG SRC=A.png LOADING=LAZY><img src=a.png src=b.png><img src=c.png SRC=d.png>",
 	"<img src=\"\u00a0a.png\u2003\" srcset=\"\u2003b.png\u00a01x,\u3000c.png 2x,,\">",
 	"<meta NAME=Referrer content=' No-Referrer '><base href=x/><base href=y/><img src=z.png>",
