@@ -559,12 +559,14 @@ func benchConnMem(stdout io.Writer, o benchOptions) error {
 	return nil
 }
 
-// summarize checks the issue's speed targets against the rows.
+// summarize checks the speed targets against the rows: issue 15's (2M
+// packets/s per core end to end, 1.8x from one worker to two, 75x tshark
+// on the same file).
 func summarize(w io.Writer, rows []bench.Row) {
 	for _, r := range rows {
 		switch {
 		case r.Tool == "rtmon" && strings.HasPrefix(r.Input, "full"):
-			fmt.Fprintf(w, "rtmon end to end on %s: %.2f M packets/s, %.0f MB/s (target >= 1 M packets/s on one core)\n",
+			fmt.Fprintf(w, "rtmon end to end on %s: %.2f M packets/s, %.0f MB/s (target >= 2 M packets/s on one core)\n",
 				r.Input, r.PacketsPerSec()/1e6, r.MBPerSec())
 		case strings.HasPrefix(r.Tool, "rtmon ") && strings.HasSuffix(r.Tool, "w") && r.Ratio > 0:
 			var n int
@@ -572,7 +574,7 @@ func summarize(w io.Writer, rows []bench.Row) {
 			fmt.Fprintf(w, "%s on %s: %.2fx the speed of the rtmon row (target >= 1.8x for 2 workers over 1), %.2f M packets/s per core\n",
 				r.Tool, r.Input, 1/r.Ratio, r.PacketsPerSec()/1e6/float64(max(n, 1)))
 		case r.Tool == "tshark" && r.Ratio > 0:
-			fmt.Fprintf(w, "rtmon vs tshark on %s: %.1fx faster (target >= 20x)\n", r.Input, r.Ratio)
+			fmt.Fprintf(w, "rtmon vs tshark on %s: %.1fx faster (target >= 75x)\n", r.Input, r.Ratio)
 		}
 	}
 }
