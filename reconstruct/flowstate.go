@@ -125,13 +125,8 @@ func (c *conn) ensureFlow() {
 // so recycling it spares the collector two flowStates a connection.
 func (c *conn) dropPristineFlow() {
 	f := c.flowState
-	if f.loss != nil && *f.loss != (lossNotes{}) {
-		return
-	}
-	loss := f.loss
-	f.loss = nil // as if never made
-	if *f != (flowState{srvQuickFrom: -1}) {
-		f.loss = loss
+	// An empty lossNotes counts as never made.
+	if f.loss != nil && *f.loss != (lossNotes{}) || *f != (flowState{srvQuickFrom: -1, loss: f.loss}) {
 		return
 	}
 	c.flowState = nil
