@@ -34,6 +34,7 @@ type Chromium struct {
 	tb      *Testbed
 	Local   netip.Addr // source address of its connections
 	dataDir string
+	tmpDir  string // Chromium's TMPDIR (see StartChromiumWith)
 	alloc   context.CancelFunc
 	browser context.Context
 	cancel  context.CancelFunc
@@ -99,7 +100,16 @@ func (tb *Testbed) StartChromiumWith(ctx context.Context, local netip.Addr, co C
 		return nil, fmt.Errorf("chromium wrapper: %w", err)
 	}
 	profile := filepath.Join(dir, "profile")
+	// Chromium makes a directory for its singleton socket under TMPDIR,
+	// which a killed browser leaves behind: a short one of its own (a
+	// socket path holds 107 bytes; tb.Dir can be longer), removed on
+	// Close.
+	tmp, err := os.MkdirTemp("", "rtmon-chromium-")
+	if err != nil {
+		return nil, fmt.Errorf("chromium temp dir: %w", err)
+	}
 	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(wrapper), chromedp.UserDataDir(profile),
+		chromedp.Env("TMPDIR=" + tmp),
 		chromedp.ModifyCmdFunc(func(cmd *exec.Cmd) {
 			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		})}
@@ -109,7 +119,7 @@ func (tb *Testbed) StartChromiumWith(ctx context.Context, local netip.Addr, co C
 	opts = append(opts, co.flags()...)
 	allocCtx, allocCancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	bctx, bcancel := chromedp.NewContext(allocCtx)
-	c := &Chromium{tb: tb, Local: local, dataDir: profile, alloc: allocCancel, browser: bctx, cancel: bcancel,
+	c := &Chromium{tb: tb, Local: local, dataDir: profile, tmpDir: tmp, alloc: allocCancel, browser: bctx, cancel: bcancel,
 		protocol: cmp.Or(co.Protocol, "http/1.1")}
 	tb.onClose(c.Close)
 	// The first call on the browser's own context starts Chromium and ties
@@ -241,6 +251,9 @@ func (c *Chromium) Close() error {
 		} else {
 			quiet = 0
 		}
+	}
+	if err := os.RemoveAll(c.tmpDir); err != nil {
+		return fmt.Errorf("chromium temp dir: %w", err)
 	}
 	return nil
 }

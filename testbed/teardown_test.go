@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"net/netip"
 	"os"
 	"strconv"
@@ -149,6 +150,11 @@ func TestTeardownLink(t *testing.T) {
 	closed = true
 	if n := countByArg(arg); n != 0 {
 		t.Errorf("%d Chromium processes left after Close", n)
+	}
+	// Chromium's singleton socket directory, which a killed browser
+	// leaves in its TMPDIR, goes with it.
+	if _, err := os.Stat(ch.tmpDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Chromium's temp dir %s after Close: %v", ch.tmpDir, err)
 	}
 	out, err := runBounded(ctx, "ip", "netns", "list")
 	if err != nil {

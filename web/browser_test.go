@@ -93,7 +93,16 @@ func newTab(t testing.TB) *tab {
 		t.Fatal("the UI bundle is not built into this test binary: run `make ui` (make test does) before go test ./web")
 	}
 	ensureChromium(t)
+	// Chromium keeps its singleton socket in a directory it makes under
+	// TMPDIR and a killed browser leaves behind: one in /tmp per browser
+	// otherwise. The path must stay short (a socket path holds 107
+	// bytes, and Chromium aborts past it), so not under t.TempDir().
+	tmp, err := os.MkdirTemp("", "rtmon-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := []chromedp.ExecAllocatorOption{
+		chromedp.Env("TMPDIR=" + tmp),
 		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
@@ -102,7 +111,7 @@ func newTab(t testing.TB) *tab {
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelC := chromedp.NewContext(actx)
 	ctx, cancelT := context.WithTimeout(ctx, 3*time.Minute)
-	t.Cleanup(func() { cancelT(); cancelC(); cancelA() })
+	t.Cleanup(func() { cancelT(); cancelC(); cancelA(); os.RemoveAll(tmp) })
 	tb := &tab{t: t, ctx: ctx, shotDir: screenshotDir(t)}
 	if err := chromedp.Listen(ctx, func(ev any) {
 		switch e := ev.(type) {
