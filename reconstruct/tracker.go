@@ -6,8 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
-	"hash"
-	"hash/fnv"
 	"io"
 	"math"
 	"net/netip"
@@ -528,20 +526,30 @@ func (t *Tracker) emitTransaction(tx *Transaction) {
 // tells apart two SYNs with different ISNs captured in the same instant).
 // With a key (Config.IDKey) it is keyed, and as long (16 hex digits).
 func connectionHash(key []byte, client, server netip.AddrPort, first int64, seq uint32) uint64 {
-	var h hash.Hash = fnv.New64a()
+	// The hash's input on the stack: every new connection makes an id,
+	// and the hash.Hash, MarshalBinary and Sum of the plain way took four
+	// allocations each time (about 40 B a connection on a 2.9M-connection
+	// capture).
+	var in [2*(16+2) + 8 + 4]byte
+	b, _ := client.AppendBinary(in[:0])
+	b, _ = server.AppendBinary(b)
+	b = binary.BigEndian.AppendUint64(b, uint64(first))
+	b = binary.BigEndian.AppendUint32(b, seq)
 	if key != nil {
-		h = hmac.New(sha256.New, key)
+		h := hmac.New(sha256.New, key)
+		// A copy, so that in stays on the stack (Write's argument escapes).
+		h.Write(append([]byte(nil), b...))
+		return binary.BigEndian.Uint64(h.Sum(nil)[:8])
 	}
-	b, _ := client.MarshalBinary()
-	h.Write(b)
-	b, _ = server.MarshalBinary()
-	h.Write(b)
-	var ts [8]byte
-	binary.BigEndian.PutUint64(ts[:], uint64(first))
-	h.Write(ts[:])
-	binary.BigEndian.PutUint32(ts[:4], seq)
-	h.Write(ts[:4])
-	return binary.BigEndian.Uint64(h.Sum(nil)[:8])
+	// FNV-1a, 64 bits (hash/fnv's New64a), unrolled so that nothing
+	// escapes.
+	const offset64, prime64 = 14695981039346656037, 1099511628211
+	h := uint64(offset64)
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= prime64
+	}
+	return h
 }
 
 // progressEvery is how many packets ReadFrom processes between calls of its
