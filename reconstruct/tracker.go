@@ -528,8 +528,8 @@ func (t *Tracker) emitTransaction(tx *Transaction) {
 func connectionHash(key []byte, client, server netip.AddrPort, first int64, seq uint32) uint64 {
 	// The hash's input on the stack: every new connection makes an id,
 	// and the hash.Hash, MarshalBinary and Sum of the plain way took four
-	// allocations each time (about 40 B a connection on a 2.9M-connection
-	// capture).
+	// allocations each time (37 B a connection on a capture of 300k open
+	// ones).
 	var in [2*(16+2) + 8 + 4]byte
 	b, _ := client.AppendBinary(in[:0])
 	b, _ = server.AppendBinary(b)
