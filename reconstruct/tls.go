@@ -92,7 +92,10 @@ type tlsSession struct {
 	hasInterim bool
 	// h2Prefaced: the server's first application-data record of a
 	// keyless HTTP/2 connection passed (see tlsh2keyless.go).
-	h2Prefaced bool
+	// h2PrefaceSeen: while TLS 1.3 hid the protocol, a server record as
+	// short as an HTTP/2 preface passed before anything was asked; the
+	// records held as tickets after it were HTTP/2 frames if h2 it was.
+	h2Prefaced, h2PrefaceSeen bool
 	// h2Quiet: the client's last record the length of control frames
 	// sent after it had every answer (hasH2Quiet): if the server answers
 	// it, it was a short request after all and opens the turn.
@@ -410,6 +413,9 @@ func (c *conn) tlsServerRecord(r tlswire.Record) {
 		// tickets, sent when the client's Finished arrives however late a
 		// busy server gets to them (32 ms behind it on the testbed), or an
 		// HTTP/2 server's preface. An HTTP/1 server never speaks first.
+		if n, ok := s.h2Plain(r); s.protoUnsure && ok && n <= h2MaxPreface {
+			s.h2PrefaceSeen = true
+		}
 		return
 	}
 	ticketsAfter := c.tls.version >= tls13 // TLS 1.3 sends tickets as application data

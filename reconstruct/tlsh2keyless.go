@@ -173,6 +173,7 @@ func (c *conn) tlsH2Server(r tlswire.Record) (skip bool) {
 // and the others renumbered.
 func (c *conn) tlsH2Settled() {
 	s := c.tls
+	answers := c.tlsH2HeldAnswers()
 	s.ticketsDone = true
 	s.h2Prefaced = true // the preface came before the client's SETTINGS ACK
 	held := s.held
@@ -189,9 +190,57 @@ func (c *conn) tlsH2Settled() {
 	c.tlsH2DropPreface(held)
 	c.tlsH2DropPreface(c.pending())
 	c.tlsH2DropPreface([]*txState{c.resp})
+	if st := c.resp; st != nil && len(answers) > 0 {
+		// The answer went on past the tickets' slots: it began earlier.
+		st.tx.ResponseFirst, st.respStartOff = answers[0].At, answers[0].Offset
+		st.tx.ResponseBytes = st.respEndOff - st.respStartOff
+		answers = nil
+	}
+	for _, r := range answers {
+		if !c.tlsH2Server(r) {
+			c.tlsResponseRecord(r)
+		}
+	}
 	for _, st := range held {
 		c.emit(st)
 	}
+}
+
+// tlsH2HeldAnswers returns the server records held as session tickets
+// that were HTTP/2 frames, when a request still awaits its answer: those
+// after the server's preface (the first record as short as one). A TLS
+// 1.3 server sends its tickets as its handshake ends, before the
+// application writes its preface; but a fast answer to a request that
+// came with the client's Finished falls inside the ticket window too
+// (nginx's whole answer to a small page, 3 ms after the Finished at the
+// server's capture point), and without this the page's turn ran on into
+// the next request's. When the answer outlasted the slots held, its
+// response began at the record after them; the records returned began it.
+func (c *conn) tlsH2HeldAnswers() []tlswire.Record {
+	s := c.tls
+	if s.nTickets == 0 {
+		return nil
+	}
+	held := s.tickets[:s.nTickets]
+	switch st := c.resp; {
+	case !s.ticketsDone && st == nil && len(c.pending()) > 0:
+	case s.ticketsDone && st != nil && st.tx.Index == 0 && s.lateTickets == 0 && st.respStartOff == recordEnd(held[len(held)-1]):
+		// The answer's first records filled the slots for tickets, and
+		// the record after them began it.
+	default:
+		return nil
+	}
+	if !s.h2PrefaceSeen {
+		preface := slices.IndexFunc(held, func(r tlswire.Record) bool {
+			n, ok := s.h2Plain(r)
+			return ok && n <= h2MaxPreface
+		})
+		if preface < 0 {
+			return nil
+		}
+		held = held[preface+1:]
+	}
+	return slices.Clone(held)
 }
 
 // tlsH2Merge joins the latest turn read as HTTP/1.1 while the protocol

@@ -1,10 +1,12 @@
 package reconstruct_test
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/tls"
 	"net/http"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -164,6 +166,107 @@ func TestKeylessHTTP2TurnsScripted(t *testing.T) {
 				// is whole: with 1448-byte segments, its third.
 				if tx.RequestFirst != want[0] || tx.ResponseFirst < want[1] || tx.ResponseFirst > want[1]+3*20*us ||
 					tx.ResponseLast != want[2] {
+					t.Errorf("turn %d: request %d, answer %d..%d; want %d, %d..%d", i, tx.RequestFirst,
+						tx.ResponseFirst, tx.ResponseLast, want[0], want[1], want[2])
+				}
+			}
+		})
+	}
+}
+
+// A server answering a small page at once, as the server's capture
+// point sees it: the client's Finished, its preface and first HEADERS
+// come in one flight, and the server's whole answer (a HEADERS record
+// and a DATA record) within 3 ms of the Finished, inside the window where
+// small records are held as tickets. nginx (OpenSSL) sends two tickets on
+// the Finished and then its SETTINGS, which may pass before the client's
+// preface does; a Go server sent its tickets in its flight, so its
+// SETTINGS is the first record held. The client's SETTINGS ACK, a round
+// trip later, tells TLS 1.3's hidden protocol: the records held after the
+// server's SETTINGS were the answer, not tickets. The client then asks,
+// 38 ms after it had the whole page, for its stylesheet: a turn of its
+// own, not the page's.
+func TestKeylessHTTP2AnswerAmongTickets(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		tickets int
+		// clientFirst: the client's preface passes before the server's
+		// tickets and SETTINGS.
+		clientFirst bool
+	}{
+		{"nginx, the server's SETTINGS first", 2, false},
+		{"nginx, the client's preface first", 2, true},
+		{"Go, the client's preface first", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hs, suite := h2Handshake(t, tls.VersionTLS13, []string{"h2", "http/1.1"})
+			rec := func(n int) []byte { return sealed(t, tls.VersionTLS13, suite, n) }
+			var req1, ans1First, ans1Last, req2, ans2 int64
+			out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+				c := w.Conn(client, netip.AddrPortFrom(server.Addr(), 443), 7710, 9710)
+				c.Opts.ClientRTT = 2 * D
+				tt := scriptTLS(c, hs, 300*us, 30*ms)
+				f := max(tt.finished, tt.serverAfter) + 100*us
+				// The client's preface and HEADERS are two writes, half
+				// a millisecond apart on the testbed's bridge, together when
+				// they come first.
+				clientAt := f + 2*ms
+				req1 = f + 2500*us
+				if tc.clientFirst {
+					clientAt, req1 = f+100*us, f+150*us
+				}
+				// The records up to the answer, in the order of their times.
+				type write struct {
+					at         int64
+					fromServer bool
+					n          int
+				}
+				writes := []write{{clientAt, false, 24 + 9 + 4*6 + 13}, {req1, false, 478}}
+				at := f + 300*us
+				for range tc.tickets {
+					writes = append(writes, write{at, true, 265})
+					at += 600 * us
+				}
+				settings := at
+				writes = append(writes, write{settings, true, 9 + 3*6 + 13}) // SETTINGS, WINDOW_UPDATE
+				ans1First, ans1Last = max(at, req1)+800*us, max(at, req1)+900*us
+				writes = append(writes, write{ans1First, true, 137}, write{ans1Last, true, 420})
+				slices.SortStableFunc(writes, func(a, b write) int { return cmp.Compare(a.at, b.at) })
+				for _, w := range writes {
+					if w.fromServer {
+						c.Server(w.at, rec(w.n))
+					} else {
+						c.Client(w.at, rec(w.n))
+					}
+				}
+				c.ClientAck(settings + 2*D)
+				c.Client(settings+2*D+500*us, rec(9)) // SETTINGS ACK
+				c.ClientAck(ans1Last + 2*D)
+				req2 = ans1Last + 2*D + 38*ms
+				c.Client(req2, rec(110))
+				ans2 = req2 + 300*us
+				c.Server(ans2, rec(1200))
+				c.ClientAck(ans2 + 2*D)
+				end := ans2 + 5*time.Second.Nanoseconds()
+				c.ClientFIN(end)
+				c.ServerFIN(end + 100*us)
+				c.ClientAck(end + 2*D)
+			})
+			if len(out.txs) != 2 {
+				for _, tx := range out.txs {
+					t.Logf("turn %d: %d..%d, %d..%d, flags %v", tx.Index, tx.RequestFirst, tx.RequestLast, tx.ResponseFirst, tx.ResponseLast, tx.Flags)
+				}
+				t.Fatalf("%d turns, want 2", len(out.txs))
+			}
+			for i, want := range [][3]int64{{req1, ans1First, ans1Last}, {req2, ans2, ans2}} {
+				tx := out.txs[i]
+				if err := tx.Invariants(); err != nil {
+					t.Errorf("turn %d: %v", i, err)
+				}
+				if tx.Flags&reconstruct.FlagTurnEstimate == 0 || tx.Flags&(reconstruct.FlagNoResponse|reconstruct.FlagIncomplete) != 0 {
+					t.Errorf("turn %d: flags %v", i, tx.Flags)
+				}
+				if tx.RequestFirst != want[0] || tx.ResponseFirst != want[1] || tx.ResponseLast != want[2] {
 					t.Errorf("turn %d: request %d, answer %d..%d; want %d, %d..%d", i, tx.RequestFirst,
 						tx.ResponseFirst, tx.ResponseLast, want[0], want[1], want[2])
 				}
