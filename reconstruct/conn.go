@@ -320,6 +320,7 @@ func (c *conn) fromClient(p *capture.Packet) {
 			if off := c.c2s.offset(p.Seq); off > c.c2s.highest && (c.loss == nil || off > c.loss.aheadOff) {
 				l := c.notes()
 				l.aheadOff, l.aheadAt = off, ts
+				c.tlsNoteClientHole(ts, off)
 			}
 		}
 		return
@@ -334,6 +335,7 @@ func (c *conn) fromClient(p *capture.Packet) {
 	if reordered && !hadHole {
 		l := c.notes()
 		l.oooLost, l.oooOff, l.oooAt = int(c.pktLost), c.c2s.offset(p.Seq), ts
+		c.tlsNoteClientHole(ts, l.oooOff+int64(p.PayloadLen))
 	}
 	if c.c2s.finReady() {
 		c.c2s.closed = true

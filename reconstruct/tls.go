@@ -92,10 +92,14 @@ type tlsSession struct {
 	hasInterim bool
 	// h2Prefaced: the server's first application-data record of a
 	// keyless HTTP/2 connection passed (see tlsh2keyless.go).
-	// h2PrefaceSeen: while TLS 1.3 hid the protocol, a server record as
-	// short as an HTTP/2 preface passed before anything was asked; the
-	// records held as tickets after it were HTTP/2 frames if h2 it was.
+	// quietLen: while TLS 1.3 hid the protocol, the length of the first
+	// record the server sent before anything was asked (a session ticket,
+	// or the preface of a server that sent its tickets in its flight);
+	// h2PrefaceSeen: a record of another length followed it then. If h2
+	// it was, the records held as tickets after the preface were frames
+	// (see tlsH2HeldAnswers).
 	h2Prefaced, h2PrefaceSeen bool
+	quietLen                  int32
 	// h2Quiet: the client's last record the length of control frames
 	// sent after it had every answer (hasH2Quiet): if the server answers
 	// it, it was a short request after all and opens the turn.
@@ -111,6 +115,9 @@ type tlsSession struct {
 	h2Asked bool
 	// h2ServerEnd: the stream offset past the server's last record.
 	h2ServerEnd int64
+	// h2Hole: whether the connection was busy when the capture first saw
+	// that the client had sent bytes it had not got (see tlsNoteClientHole).
+	h2Hole clientHole
 }
 
 // tlsSessionSize is a session's own state, counted against the memory
@@ -413,8 +420,14 @@ func (c *conn) tlsServerRecord(r tlswire.Record) {
 		// tickets, sent when the client's Finished arrives however late a
 		// busy server gets to them (32 ms behind it on the testbed), or an
 		// HTTP/2 server's preface. An HTTP/1 server never speaks first.
-		if n, ok := s.h2Plain(r); s.protoUnsure && ok && n <= h2MaxPreface {
-			s.h2PrefaceSeen = true
+		if s.protoUnsure {
+			// Tickets share one length; the first record of another is
+			// an HTTP/2 server's preface.
+			if s.quietLen == 0 {
+				s.quietLen = int32(r.Len)
+			} else if r.Len != int(s.quietLen) {
+				s.h2PrefaceSeen = true
+			}
 		}
 		return
 	}

@@ -119,7 +119,12 @@ func (c *conn) tlsH2Client(r tlswire.Record, first bool) (skip bool) {
 	// may be as short as control frames), or it asked for a stream since
 	// the server's last record (a slow back end's stream keeps the turn
 	// open although all sent so far arrived).
-	busy := c.resp != nil && (max(c.resp.respEndOff, s.h2ServerEnd) > c.lastAck || s.h2Asked)
+	busy := c.tlsH2Busy()
+	if h := s.h2Hole; h.at > 0 && r.Offset < h.end && r.StartAt >= h.at {
+		// Its first copy was lost before the capture point: the client
+		// sent it before the bytes that overtook it, as things then were.
+		busy = h.busy
+	}
 	if h2ControlLen(n) {
 		if !busy && c.currentRequest() == nil && n > 9 {
 			// (9 bytes hold no header block: a SETTINGS ACK.)
@@ -132,6 +137,41 @@ func (c *conn) tlsH2Client(r tlswire.Record, first bool) (skip bool) {
 		s.h2Asked = true // another stream of the turn, not answered yet
 	}
 	return busy
+}
+
+// tlsH2Busy reports whether a keyless HTTP/2 connection is in a turn:
+// the client had not all the server sent (a record under way counts: a
+// client that read every whole record of a long answer, as a window
+// opened slowly after a loss, sends WINDOW_UPDATEs mid-answer), or asked
+// for a stream within the turn that no server record answered since.
+func (c *conn) tlsH2Busy() bool {
+	return c.resp != nil && (max(c.resp.respEndOff, c.tls.h2ServerEnd, c.s2c.highest) > c.lastAck || c.tls.h2Asked)
+}
+
+// clientHole notes the first sign of a hole in the client's stream of a
+// keyless HTTP/2 connection: at is when it came, end the stream offset
+// the client had sent by then, busy whether the connection was in a turn
+// (tlsH2Busy, with that packet's ACK, or a request awaited its answer). A request lost before the capture
+// point reaches it a retransmission later, when the client may have had
+// every answer: read then, the streams it asked for with the turn's
+// others (a page's objects) opened a turn of their own.
+type clientHole struct {
+	at, end int64
+	busy    bool
+}
+
+// tlsNoteClientHole notes a hole in the client's stream, first seen at
+// ts, the client having sent up to end. A hole already noted and not yet
+// filled keeps its note: a request sent after the lost one, while it
+// went unanswered, belongs to the same turn (the client's ACKs may have
+// covered every answer by then).
+func (c *conn) tlsNoteClientHole(ts, end int64) {
+	s := c.tls
+	if s == nil || !s.multiplexed || s.protoUnsure || s.h2Hole.at > 0 && s.h2Hole.end > c.c2s.next {
+		return
+	}
+	// A request still unanswered counts: the turn had begun.
+	s.h2Hole = clientHole{at: ts, end: end, busy: c.tlsH2Busy() || c.currentRequest() != nil}
 }
 
 // tlsH2Server reports whether server record r of a keyless HTTP/2
@@ -208,14 +248,17 @@ func (c *conn) tlsH2Settled() {
 
 // tlsH2HeldAnswers returns the server records held as session tickets
 // that were HTTP/2 frames, when a request still awaits its answer: those
-// after the server's preface (the first record as short as one). A TLS
-// 1.3 server sends its tickets as its handshake ends, before the
-// application writes its preface; but a fast answer to a request that
-// came with the client's Finished falls inside the ticket window too
-// (nginx's whole answer to a small page, 3 ms after the Finished at the
-// server's capture point), and without this the page's turn ran on into
-// the next request's. When the answer outlasted the slots held, its
-// response began at the record after them; the records returned began it.
+// after the server's preface. A TLS 1.3 server sends its tickets as its
+// handshake ends, before the application writes its preface; but a fast
+// answer to a request that came with the client's Finished falls inside
+// the ticket window too (nginx's whole answer to a small page, 3 ms after
+// the Finished at the server's capture point), and without this the
+// page's turn ran on into the next request's. The tickets of a
+// connection share one length (OpenSSL's two, 282 bytes at nginx's); the
+// preface is the first record of another, or is held alone if as short
+// as one (nginx may put its preface and the answer's HEADERS in one
+// record). When the answer outlasted the slots held, its response began
+// at the record after them; the records returned began it.
 func (c *conn) tlsH2HeldAnswers() []tlswire.Record {
 	s := c.tls
 	if s.nTickets == 0 {
@@ -231,14 +274,18 @@ func (c *conn) tlsH2HeldAnswers() []tlswire.Record {
 		return nil
 	}
 	if !s.h2PrefaceSeen {
-		preface := slices.IndexFunc(held, func(r tlswire.Record) bool {
-			n, ok := s.h2Plain(r)
-			return ok && n <= h2MaxPreface
-		})
-		if preface < 0 {
-			return nil
+		ticket := int(s.quietLen)
+		if ticket == 0 {
+			ticket = held[0].Len
 		}
-		held = held[preface+1:]
+		for len(held) > 0 && held[0].Len == ticket {
+			held = held[1:]
+		}
+		if len(held) > 0 {
+			if n, ok := s.h2Plain(held[0]); ok && n <= h2MaxPreface {
+				held = held[1:]
+			}
+		}
 	}
 	return slices.Clone(held)
 }

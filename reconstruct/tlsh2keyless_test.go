@@ -191,12 +191,16 @@ func TestKeylessHTTP2AnswerAmongTickets(t *testing.T) {
 		name    string
 		tickets int
 		// clientFirst: the client's preface passes before the server's
-		// tickets and SETTINGS.
-		clientFirst bool
+		// tickets and SETTINGS; between: after the first ticket.
+		clientFirst, between bool
+		// coalesced: the server's SETTINGS and the answer's HEADERS in
+		// one record.
+		coalesced bool
 	}{
-		{"nginx, the server's SETTINGS first", 2, false},
-		{"nginx, the client's preface first", 2, true},
-		{"Go, the client's preface first", 0, true},
+		{"nginx, the server's SETTINGS first", 2, false, false, false},
+		{"nginx, the client's preface first", 2, true, false, false},
+		{"nginx, the client's preface between the tickets, SETTINGS and HEADERS in one record", 2, false, true, true},
+		{"Go, the client's preface first", 0, true, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hs, suite := h2Handshake(t, tls.VersionTLS13, []string{"h2", "http/1.1"})
@@ -212,8 +216,11 @@ func TestKeylessHTTP2AnswerAmongTickets(t *testing.T) {
 				// they come first.
 				clientAt := f + 2*ms
 				req1 = f + 2500*us
-				if tc.clientFirst {
+				switch {
+				case tc.clientFirst:
 					clientAt, req1 = f+100*us, f+150*us
+				case tc.between:
+					clientAt, req1 = f+400*us, f+450*us
 				}
 				// The records up to the answer, in the order of their times.
 				type write struct {
@@ -228,9 +235,21 @@ func TestKeylessHTTP2AnswerAmongTickets(t *testing.T) {
 					at += 600 * us
 				}
 				settings := at
-				writes = append(writes, write{settings, true, 9 + 3*6 + 13}) // SETTINGS, WINDOW_UPDATE
 				ans1First, ans1Last = max(at, req1)+800*us, max(at, req1)+900*us
-				writes = append(writes, write{ans1First, true, 137}, write{ans1Last, true, 420})
+				if tc.coalesced {
+					// SETTINGS, WINDOW_UPDATE, SETTINGS ACK, HEADERS
+					ans1First = settings
+					writes = append(writes, write{settings, true, 9 + 3*6 + 13 + 9 + 137})
+				} else {
+					// SETTINGS, WINDOW_UPDATE; the answer's HEADERS, as short
+					// as a preface when the SETTINGS passed first (a 304's)
+					headers := 137
+					if !tc.clientFirst && !tc.between {
+						headers = 64
+					}
+					writes = append(writes, write{settings, true, 9 + 3*6 + 13}, write{ans1First, true, headers})
+				}
+				writes = append(writes, write{ans1Last, true, 420})
 				slices.SortStableFunc(writes, func(a, b write) int { return cmp.Compare(a.at, b.at) })
 				for _, w := range writes {
 					if w.fromServer {
@@ -272,5 +291,147 @@ func TestKeylessHTTP2AnswerAmongTickets(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A browser asks for a page's objects on its keyless HTTP/2 connection
+// as the page arrives; the packet with the second request is lost before
+// the capture point and resent a timeout later, when the client had every
+// answer sent so far. The turn began with the first object's request and
+// ends with the last answer: the resend is another stream of it, as
+// things were when the client sent it, not a turn of its own (seen on
+// the testbed under 2% loss: a page's objects split in two turns, 200-560
+// ms short). The capture sees that the client had sent it when a later
+// request overtakes it, or when a pure ACK's sequence number passes it;
+// a request sent after the client had every answer but the lost one's,
+// overtaking it then, is of the same turn too.
+func TestKeylessHTTP2RequestLostUpstream(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// early: a request right behind the lost one; late: one sent
+		// once the client had the first object's answer.
+		early, late bool
+	}{
+		{"a later request overtakes it", true, false},
+		{"only ACKs follow it", false, false},
+		{"ACKs, then a request sent once the answer was in", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hs, suite := h2Handshake(t, tls.VersionTLS12, []string{"h2", "http/1.1"})
+			rec := func(n int) []byte { return sealed(t, tls.VersionTLS12, suite, n) }
+			var req1, ans1Last, req2, ans2Last int64
+			out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+				c := w.Conn(client, netip.AddrPortFrom(server.Addr(), 443), 7720, 9720)
+				c.Opts.ClientRTT = 2 * D
+				tt := scriptTLS(c, hs, 300*us, 30*ms)
+				at := max(tt.finished, tt.serverAfter+2*D) + 100*us
+				c.Client(at, rec(24+9+4*6+13))
+				req1 = at + 20*us
+				c.Client(req1, rec(310))
+				c.Server(at+300*us, rec(9+3*6+13))
+				c.Server(at+350*us, rec(9))
+				page := c.ServerMSS(at+20*ms, rec(3000), 1448, 20*us)
+				ans1Last = page[len(page)-1]
+				c.ClientAck(ans1Last + 2*D)
+				c.Client(at+300*us+2*D, rec(9)) // SETTINGS ACK
+				// The objects, as the page is parsed.
+				req2 = ans1Last + 2*D + 1*ms
+				c.Client(req2, rec(60))
+				lostSeq, lost := c.ClientNext(), rec(58)
+				c.ClientLost()
+				c.SkipClient(len(lost))
+				if tc.early {
+					c.Client(req2+100*us, rec(57))
+				}
+				// The first object's answer, a window of it at once (the
+				// server, lacking the lost request, acknowledges up to
+				// it); the client acknowledges the first segments as
+				// they come, then all.
+				first := c.ServerMSSAcking(req2+2*ms, lostSeq, append(rec(16000), rec(4000)...), 1448, 20*us)
+				c.ClientAck(first[2] + 2*D)
+				c.ClientAck(first[len(first)-1] + 2*D)
+				if tc.late {
+					c.Client(first[len(first)-1]+2*D+5*ms, rec(59))
+				}
+				resent := first[len(first)-1] + 2*D + 200*ms
+				c.ClientAt(resent, lostSeq, lost)
+				last := c.ServerMSS(resent+1*ms, rec(5000), 1448, 20*us)
+				if tc.early || tc.late {
+					last = c.ServerMSS(last[len(last)-1]+20*us, rec(900), 1448, 20*us)
+				}
+				ans2Last = last[len(last)-1]
+				c.ClientAck(ans2Last + 2*D)
+				end := ans2Last + 5*time.Second.Nanoseconds()
+				c.ClientFIN(end)
+				c.ServerFIN(end + 100*us)
+				c.ClientAck(end + 2*D)
+			})
+			if len(out.txs) != 2 {
+				for _, tx := range out.txs {
+					t.Logf("turn %d: %d..%d, %d..%d, flags %v", tx.Index, tx.RequestFirst, tx.RequestLast, tx.ResponseFirst, tx.ResponseLast, tx.Flags)
+				}
+				t.Fatalf("%d turns, want 2", len(out.txs))
+			}
+			for i, want := range [][2]int64{{req1, ans1Last}, {req2, ans2Last}} {
+				tx := out.txs[i]
+				if err := tx.Invariants(); err != nil {
+					t.Errorf("turn %d: %v", i, err)
+				}
+				if tx.RequestFirst != want[0] || tx.ResponseLast != want[1] {
+					t.Errorf("turn %d: request %d, answer's end %d; want %d, %d", i, tx.RequestFirst, tx.ResponseLast, want[0], want[1])
+				}
+			}
+		})
+	}
+}
+
+// A long answer on a keyless HTTP/2 connection whose window opens slowly
+// (after a loss, one segment every few milliseconds): the client read
+// every whole record the server had sent, and sends a WINDOW_UPDATE
+// while the next record is under way. It is no request, and the turn
+// does not end there: the server had sent bytes the client lacked.
+func TestKeylessHTTP2WindowUpdateMidRecord(t *testing.T) {
+	hs, suite := h2Handshake(t, tls.VersionTLS12, []string{"h2", "http/1.1"})
+	rec := func(n int) []byte { return sealed(t, tls.VersionTLS12, suite, n) }
+	var req1, ans1Last int64
+	out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+		c := w.Conn(client, netip.AddrPortFrom(server.Addr(), 443), 7730, 9730)
+		c.Opts.ClientRTT = 2 * D
+		tt := scriptTLS(c, hs, 300*us, 30*ms)
+		at := max(tt.finished, tt.serverAfter+2*D) + 100*us
+		c.Client(at, rec(24+9+4*6+13))
+		req1 = at + 20*us
+		c.Client(req1, rec(310))
+		c.Server(at+300*us, rec(9+3*6+13))
+		c.Server(at+350*us, rec(9))
+		c.Client(at+300*us+2*D, rec(9)) // SETTINGS ACK
+		one := c.ServerMSS(at+20*ms, rec(16000), 1448, 20*us)
+		c.ClientAck(one[len(one)-1] + 2*D)
+		// The next record, a segment every 5 ms; its first segment is
+		// on the way when the client sends its WINDOW_UPDATE.
+		two := rec(16000)
+		twoAt := one[len(one)-1] + 2*D + 100*us
+		c.Server(twoAt, two[:1448])
+		c.Client(twoAt+1*ms, rec(13)) // WINDOW_UPDATE, the first record read
+		rest := c.ServerMSS(twoAt+5*ms, two[1448:], 1448, 5*ms)
+		ans1Last = rest[len(rest)-1]
+		c.ClientAck(ans1Last + 2*D)
+		end := ans1Last + 5*time.Second.Nanoseconds()
+		c.ClientFIN(end)
+		c.ServerFIN(end + 100*us)
+		c.ClientAck(end + 2*D)
+	})
+	if len(out.txs) != 1 {
+		for _, tx := range out.txs {
+			t.Logf("turn %d: %d..%d, %d..%d, flags %v", tx.Index, tx.RequestFirst, tx.RequestLast, tx.ResponseFirst, tx.ResponseLast, tx.Flags)
+		}
+		t.Fatalf("%d turns, want 1", len(out.txs))
+	}
+	tx := out.txs[0]
+	if err := tx.Invariants(); err != nil {
+		t.Error(err)
+	}
+	if tx.RequestFirst != req1 || tx.ResponseLast != ans1Last {
+		t.Errorf("request %d, answer's end %d; want %d, %d", tx.RequestFirst, tx.ResponseLast, req1, ans1Last)
 	}
 }

@@ -259,6 +259,17 @@ func (c *Conn) Server(t int64, payload []byte) {
 // ServerMSS splits payload into mss-byte segments sent gap ns apart starting at
 // t (PSH only on the last, as Linux does for one write) and returns their times.
 func (c *Conn) ServerMSS(t int64, payload []byte, mss int, gap int64) []int64 {
+	return c.serverMSS(t, payload, mss, gap, c.sAck())
+}
+
+// ServerMSSAcking is ServerMSS whose segments acknowledge the client's
+// stream only up to relAck: the server lacks client bytes that were lost
+// before the capture point too (SkipClient), and waits for their resend.
+func (c *Conn) ServerMSSAcking(t int64, relAck uint32, payload []byte, mss int, gap int64) []int64 {
+	return c.serverMSS(t, payload, mss, gap, c.ClientSeq(relAck))
+}
+
+func (c *Conn) serverMSS(t int64, payload []byte, mss int, gap int64, ack uint32) []int64 {
 	if mss <= 0 {
 		mss = 1460
 	}
@@ -269,7 +280,7 @@ func (c *Conn) ServerMSS(t int64, payload []byte, mss int, gap int64) []int64 {
 		if end == len(payload) {
 			flags |= capture.FlagPSH
 		}
-		c.send(t, false, c.ServerSeq(c.sNext), c.sAck(), flags, payload[off:end])
+		c.send(t, false, c.ServerSeq(c.sNext), ack, flags, payload[off:end])
 		c.sNext += uint32(end - off)
 		times = append(times, t)
 		t += gap
