@@ -151,10 +151,11 @@ func (c *conn) tlsH2Busy() bool {
 // clientHole notes the first sign of a hole in the client's stream of a
 // keyless HTTP/2 connection: at is when it came, end the stream offset
 // the client had sent by then, busy whether the connection was in a turn
-// (tlsH2Busy, with that packet's ACK, or a request awaited its answer). A request lost before the capture
-// point reaches it a retransmission later, when the client may have had
-// every answer: read then, the streams it asked for with the turn's
-// others (a page's objects) opened a turn of their own.
+// (tlsH2Busy, with that packet's ACK) or a request awaited its answer. A
+// request lost before the capture point reaches it a retransmission
+// later, when the client may have had every answer: read then, the
+// streams it asked for with the turn's others (a page's objects) opened
+// a turn of their own.
 type clientHole struct {
 	at, end int64
 	busy    bool
