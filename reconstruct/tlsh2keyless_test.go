@@ -322,18 +322,11 @@ func TestKeylessHTTP2RequestLostUpstream(t *testing.T) {
 			var req1, ans1Last, req2, ans2Last int64
 			out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
 				c := w.Conn(client, netip.AddrPortFrom(server.Addr(), 443), 7720, 9720)
-				c.Opts.ClientRTT = 2 * D
-				tt := scriptTLS(c, hs, 300*us, 30*ms)
-				at := max(tt.finished, tt.serverAfter+2*D) + 100*us
-				c.Client(at, rec(24+9+4*6+13))
-				req1 = at + 20*us
-				c.Client(req1, rec(310))
-				c.Server(at+300*us, rec(9+3*6+13))
-				c.Server(at+350*us, rec(9))
+				var at int64
+				at, req1 = keylessH2Open(c, hs, rec)
 				page := c.ServerMSS(at+20*ms, rec(3000), 1448, 20*us)
 				ans1Last = page[len(page)-1]
 				c.ClientAck(ans1Last + 2*D)
-				c.Client(at+300*us+2*D, rec(9)) // SETTINGS ACK
 				// The objects, as the page is parsed.
 				req2 = ans1Last + 2*D + 1*ms
 				c.Client(req2, rec(60))
@@ -360,27 +353,9 @@ func TestKeylessHTTP2RequestLostUpstream(t *testing.T) {
 					last = c.ServerMSS(last[len(last)-1]+20*us, rec(900), 1448, 20*us)
 				}
 				ans2Last = last[len(last)-1]
-				c.ClientAck(ans2Last + 2*D)
-				end := ans2Last + 5*time.Second.Nanoseconds()
-				c.ClientFIN(end)
-				c.ServerFIN(end + 100*us)
-				c.ClientAck(end + 2*D)
+				keylessH2Close(c, ans2Last)
 			})
-			if len(out.txs) != 2 {
-				for _, tx := range out.txs {
-					t.Logf("turn %d: %d..%d, %d..%d, flags %v", tx.Index, tx.RequestFirst, tx.RequestLast, tx.ResponseFirst, tx.ResponseLast, tx.Flags)
-				}
-				t.Fatalf("%d turns, want 2", len(out.txs))
-			}
-			for i, want := range [][2]int64{{req1, ans1Last}, {req2, ans2Last}} {
-				tx := out.txs[i]
-				if err := tx.Invariants(); err != nil {
-					t.Errorf("turn %d: %v", i, err)
-				}
-				if tx.RequestFirst != want[0] || tx.ResponseLast != want[1] {
-					t.Errorf("turn %d: request %d, answer's end %d; want %d, %d", i, tx.RequestFirst, tx.ResponseLast, want[0], want[1])
-				}
-			}
+			checkTurns(t, out.txs, [][2]int64{{req1, ans1Last}, {req2, ans2Last}})
 		})
 	}
 }
@@ -396,15 +371,8 @@ func TestKeylessHTTP2WindowUpdateMidRecord(t *testing.T) {
 	var req1, ans1Last int64
 	out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
 		c := w.Conn(client, netip.AddrPortFrom(server.Addr(), 443), 7730, 9730)
-		c.Opts.ClientRTT = 2 * D
-		tt := scriptTLS(c, hs, 300*us, 30*ms)
-		at := max(tt.finished, tt.serverAfter+2*D) + 100*us
-		c.Client(at, rec(24+9+4*6+13))
-		req1 = at + 20*us
-		c.Client(req1, rec(310))
-		c.Server(at+300*us, rec(9+3*6+13))
-		c.Server(at+350*us, rec(9))
-		c.Client(at+300*us+2*D, rec(9)) // SETTINGS ACK
+		var at int64
+		at, req1 = keylessH2Open(c, hs, rec)
 		one := c.ServerMSS(at+20*ms, rec(16000), 1448, 20*us)
 		c.ClientAck(one[len(one)-1] + 2*D)
 		// The next record, a segment every 5 ms; its first segment is
@@ -415,23 +383,55 @@ func TestKeylessHTTP2WindowUpdateMidRecord(t *testing.T) {
 		c.Client(twoAt+1*ms, rec(13)) // WINDOW_UPDATE, the first record read
 		rest := c.ServerMSS(twoAt+5*ms, two[1448:], 1448, 5*ms)
 		ans1Last = rest[len(rest)-1]
-		c.ClientAck(ans1Last + 2*D)
-		end := ans1Last + 5*time.Second.Nanoseconds()
-		c.ClientFIN(end)
-		c.ServerFIN(end + 100*us)
-		c.ClientAck(end + 2*D)
+		keylessH2Close(c, ans1Last)
 	})
-	if len(out.txs) != 1 {
-		for _, tx := range out.txs {
+	checkTurns(t, out.txs, [][2]int64{{req1, ans1Last}})
+}
+
+// keylessH2Open scripts a TLS 1.2 handshake (hs) that chose h2, the
+// client's preface and a page's HEADERS (at req1, from at), the server's
+// SETTINGS and SETTINGS ACK, and the client's SETTINGS ACK a round trip
+// later; the client's ACKs cover what can have reached it.
+func keylessH2Open(c *synth.Conn, hs []tlsWrite, rec func(int) []byte) (at, req1 int64) {
+	c.Opts.ClientRTT = 2 * D
+	tt := scriptTLS(c, hs, 300*us, 30*ms)
+	at = max(tt.finished, tt.serverAfter+2*D) + 100*us
+	c.Client(at, rec(24+9+4*6+13))
+	req1 = at + 20*us
+	c.Client(req1, rec(310))
+	c.Server(at+300*us, rec(9+3*6+13))
+	c.Server(at+350*us, rec(9))
+	c.Client(at+300*us+2*D, rec(9)) // SETTINGS ACK
+	return at, req1
+}
+
+// keylessH2Close acknowledges the server's last record (sent at last)
+// and closes the connection five seconds later.
+func keylessH2Close(c *synth.Conn, last int64) {
+	c.ClientAck(last + 2*D)
+	end := last + 5*time.Second.Nanoseconds()
+	c.ClientFIN(end)
+	c.ServerFIN(end + 100*us)
+	c.ClientAck(end + 2*D)
+}
+
+// checkTurns checks that txs are the turns want gives, in order, by
+// their first request record and their answer's last record.
+func checkTurns(t *testing.T, txs []*reconstruct.Transaction, want [][2]int64) {
+	t.Helper()
+	if len(txs) != len(want) {
+		for _, tx := range txs {
 			t.Logf("turn %d: %d..%d, %d..%d, flags %v", tx.Index, tx.RequestFirst, tx.RequestLast, tx.ResponseFirst, tx.ResponseLast, tx.Flags)
 		}
-		t.Fatalf("%d turns, want 1", len(out.txs))
+		t.Fatalf("%d turns, want %d", len(txs), len(want))
 	}
-	tx := out.txs[0]
-	if err := tx.Invariants(); err != nil {
-		t.Error(err)
-	}
-	if tx.RequestFirst != req1 || tx.ResponseLast != ans1Last {
-		t.Errorf("request %d, answer's end %d; want %d, %d", tx.RequestFirst, tx.ResponseLast, req1, ans1Last)
+	for i, w := range want {
+		tx := txs[i]
+		if err := tx.Invariants(); err != nil {
+			t.Errorf("turn %d: %v", i, err)
+		}
+		if tx.RequestFirst != w[0] || tx.ResponseLast != w[1] {
+			t.Errorf("turn %d: request %d, answer's end %d; want %d, %d", i, tx.RequestFirst, tx.ResponseLast, w[0], w[1])
+		}
 	}
 }
