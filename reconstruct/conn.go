@@ -311,6 +311,14 @@ func (c *conn) fromClient(p *capture.Packet) {
 			// silence (noteServerData).
 			c.srvQuickFrom = -1
 		}
+		if p.PayloadLen == 0 && c.c2s.baseKnown {
+			if off := c.c2s.offset(p.Seq); off > c.c2s.highest {
+				// A pure ACK past bytes the capture never saw: the client
+				// sends one for data that came after its last segment, so
+				// the lost one had not acknowledged what this one does.
+				c.tlsNoteClientHole(ts, off)
+			}
+		}
 		c.clientAck(a)
 	}
 	if p.PayloadLen == 0 && p.Flags&capture.FlagFIN == 0 {
@@ -320,7 +328,6 @@ func (c *conn) fromClient(p *capture.Packet) {
 			if off := c.c2s.offset(p.Seq); off > c.c2s.highest && (c.loss == nil || off > c.loss.aheadOff) {
 				l := c.notes()
 				l.aheadOff, l.aheadAt = off, ts
-				c.tlsNoteClientHole(ts, off)
 			}
 		}
 		return

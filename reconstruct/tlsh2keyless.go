@@ -151,11 +151,15 @@ func (c *conn) tlsH2Busy() bool {
 // clientHole notes the first sign of a hole in the client's stream of a
 // keyless HTTP/2 connection: at is when it came, end the stream offset
 // the client had sent by then, busy whether the connection was in a turn
-// (tlsH2Busy, with that packet's ACK) or a request awaited its answer. A
-// request lost before the capture point reaches it a retransmission
-// later, when the client may have had every answer: read then, the
-// streams it asked for with the turn's others (a page's objects) opened
-// a turn of their own.
+// (tlsH2Busy) or a request awaited its answer. A segment that overtook
+// the lost one is judged with its own ACK (sent in the same burst, it
+// acknowledges what the lost one did); a pure ACK before its ACK (the
+// client sends one for data that came after its last segment, which the
+// lost one could not acknowledge). A request lost before the capture
+// point reaches it a retransmission later, when the client may have had
+// every answer: read then, the streams it asked for with the turn's
+// others (a page's objects, or after a redirect the page while the
+// previous page's beacon was answered) opened a turn of their own.
 type clientHole struct {
 	at, end int64
 	busy    bool

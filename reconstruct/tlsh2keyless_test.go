@@ -435,3 +435,51 @@ func checkTurns(t *testing.T, txs []*reconstruct.Transaction, want [][2]int64) {
 		}
 	}
 }
+
+// A navigation through a redirect on a keyless HTTP/2 connection: the
+// 302's answer reaches the client, which asks for the page at once,
+// while the previous page's beacon is still being answered; the page's
+// request is lost before the capture point. The client's next packet is
+// a pure ACK of the beacon's answer, which came after the lost request
+// left (a client sends a pure ACK only for data that came after its last
+// segment): the request was sent while the turn was busy, and is
+// another stream of it, though that ACK covers every answer (seen on the
+// testbed: the redirect, the beacon and the page in one busy period, the
+// page timed as a turn of its own, 490 ms short).
+func TestKeylessHTTP2RequestLostBehindRedirect(t *testing.T) {
+	hs, suite := h2Handshake(t, tls.VersionTLS12, []string{"h2", "http/1.1"})
+	rec := func(n int) []byte { return sealed(t, tls.VersionTLS12, suite, n) }
+	var req1, ans1Last, req2, ans2Last int64
+	out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+		c := w.Conn(client, netip.AddrPortFrom(server.Addr(), 443), 7740, 9740)
+		var at int64
+		at, req1 = keylessH2Open(c, hs, rec)
+		page := c.ServerMSS(at+20*ms, rec(3000), 1448, 20*us)
+		ans1Last = page[len(page)-1]
+		c.ClientAck(ans1Last + 2*D)
+		// A second, the link to the next page: its redirect.
+		req2 = ans1Last + 2*D + time.Second.Nanoseconds()
+		c.Client(req2, rec(61))
+		redirect := req2 + 200*us
+		c.Server(redirect, rec(269))
+		// The page's beacon, sent before the 302 reached the client, and
+		// its answer.
+		c.Client(req2+10*ms, rec(62))
+		c.Client(req2+10*ms+100*us, rec(32))
+		beacon := req2 + 10*ms + 500*us
+		c.Server(beacon, rec(62))
+		c.Server(beacon+50*us, rec(30)) // RST_STREAM
+		// The 302 reached the client, which asked for the page at once:
+		// lost. Then its ACK of the beacon's answer.
+		lostSeq, lost := c.ClientNext(), rec(65)
+		c.ClientLost()
+		c.SkipClient(len(lost))
+		c.ClientAck(beacon + 50*us + 2*D)
+		resent := beacon + 2*D + 300*ms
+		c.ClientAt(resent, lostSeq, lost)
+		last := c.ServerMSS(resent+10*ms, rec(3000), 1448, 20*us)
+		ans2Last = last[len(last)-1]
+		keylessH2Close(c, ans2Last)
+	})
+	checkTurns(t, out.txs, [][2]int64{{req1, ans1Last}, {req2, ans2Last}})
+}
