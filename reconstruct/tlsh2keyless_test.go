@@ -317,13 +317,8 @@ func TestKeylessHTTP2RequestLostUpstream(t *testing.T) {
 		{"ACKs, then a request sent once the answer was in", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			hs, suite := h2Handshake(t, tls.VersionTLS12, []string{"h2", "http/1.1"})
-			rec := func(n int) []byte { return sealed(t, tls.VersionTLS12, suite, n) }
-			var req1, ans1Last, req2, ans2Last int64
-			out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
-				c := w.Conn(client, netip.AddrPortFrom(server.Addr(), 443), 7720, 9720)
-				var at int64
-				at, req1 = keylessH2Open(c, hs, rec)
+			var ans1Last, req2, ans2Last int64
+			out, req1 := keylessH2Run(t, 7720, func(c *synth.Conn, rec func(int) []byte, at int64) {
 				page := c.ServerMSS(at+20*ms, rec(3000), 1448, 20*us)
 				ans1Last = page[len(page)-1]
 				c.ClientAck(ans1Last + 2*D)
@@ -366,13 +361,8 @@ func TestKeylessHTTP2RequestLostUpstream(t *testing.T) {
 // while the next record is under way. It is no request, and the turn
 // does not end there: the server had sent bytes the client lacked.
 func TestKeylessHTTP2WindowUpdateMidRecord(t *testing.T) {
-	hs, suite := h2Handshake(t, tls.VersionTLS12, []string{"h2", "http/1.1"})
-	rec := func(n int) []byte { return sealed(t, tls.VersionTLS12, suite, n) }
-	var req1, ans1Last int64
-	out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
-		c := w.Conn(client, netip.AddrPortFrom(server.Addr(), 443), 7730, 9730)
-		var at int64
-		at, req1 = keylessH2Open(c, hs, rec)
+	var ans1Last int64
+	out, req1 := keylessH2Run(t, 7730, func(c *synth.Conn, rec func(int) []byte, at int64) {
 		one := c.ServerMSS(at+20*ms, rec(16000), 1448, 20*us)
 		c.ClientAck(one[len(one)-1] + 2*D)
 		// The next record, a segment every 5 ms; its first segment is
@@ -386,6 +376,24 @@ func TestKeylessHTTP2WindowUpdateMidRecord(t *testing.T) {
 		keylessH2Close(c, ans1Last)
 	})
 	checkTurns(t, out.txs, [][2]int64{{req1, ans1Last}})
+}
+
+// keylessH2Run analyzes one keyless HTTP/2 connection whose client's
+// initial sequence number is isn (the server's 2000 above it):
+// keylessH2Open begins it, script goes on from at (the records sealed by
+// rec). It returns the records and the first request's time.
+func keylessH2Run(t *testing.T, isn uint32, script func(c *synth.Conn, rec func(int) []byte, at int64)) (*collected, int64) {
+	t.Helper()
+	hs, suite := h2Handshake(t, tls.VersionTLS12, []string{"h2", "http/1.1"})
+	rec := func(n int) []byte { return sealed(t, tls.VersionTLS12, suite, n) }
+	var req1 int64
+	out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
+		c := w.Conn(client, netip.AddrPortFrom(server.Addr(), 443), isn, isn+2000)
+		var at int64
+		at, req1 = keylessH2Open(c, hs, rec)
+		script(c, rec, at)
+	})
+	return out, req1
 }
 
 // keylessH2Open scripts a TLS 1.2 handshake (hs) that chose h2, the
@@ -447,13 +455,8 @@ func checkTurns(t *testing.T, txs []*reconstruct.Transaction, want [][2]int64) {
 // testbed: the redirect, the beacon and the page in one busy period, the
 // page timed as a turn of its own, 490 ms short).
 func TestKeylessHTTP2RequestLostBehindRedirect(t *testing.T) {
-	hs, suite := h2Handshake(t, tls.VersionTLS12, []string{"h2", "http/1.1"})
-	rec := func(n int) []byte { return sealed(t, tls.VersionTLS12, suite, n) }
-	var req1, ans1Last, req2, ans2Last int64
-	out := analyze(t, defaultOpts(), reconstruct.Config{}, func(w *synth.Writer) {
-		c := w.Conn(client, netip.AddrPortFrom(server.Addr(), 443), 7740, 9740)
-		var at int64
-		at, req1 = keylessH2Open(c, hs, rec)
+	var ans1Last, req2, ans2Last int64
+	out, req1 := keylessH2Run(t, 7740, func(c *synth.Conn, rec func(int) []byte, at int64) {
 		page := c.ServerMSS(at+20*ms, rec(3000), 1448, 20*us)
 		ans1Last = page[len(page)-1]
 		c.ClientAck(ans1Last + 2*D)
