@@ -292,7 +292,7 @@ func (c *conn) tlsH2HeldAnswers() []tlswire.Record {
 			}
 		}
 	}
-	return slices.Clone(held)
+	return held // s.tickets is not written again once h2 is settled
 }
 
 // tlsH2Merge joins the latest turn read as HTTP/1.1 while the protocol
