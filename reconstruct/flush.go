@@ -19,22 +19,47 @@ func (t *Tracker) Flush() {
 // left at once: at the end of a capture with millions open, that doubled
 // the memory the connections themselves had taken.
 func (t *Tracker) FlushGroups(n int, group func(client netip.Addr, cport uint16, server netip.Addr, sport uint16) int, done func(g int)) {
-	groups := make([][]*conn, n)
+	// A counting sort into one slice of exactly the open connections: a
+	// slice per group grown by append allocated four times as much (99 MB
+	// against 23 MB with 2.9M open), at the very moment the memory was at
+	// its peak, before any connection had ended.
+	open := 0
+	for c := t.lru.next; c != &t.lru; c = c.next {
+		open++
+	}
+	groupOf := make([]int32, open)
+	start := make([]int, n+1)
+	i := 0
 	for c := t.lru.next; c != &t.lru; c = c.next {
 		g := group(c.rec.Client(), c.rec.ClientPort, c.rec.Server(), c.rec.ServerPort)
 		if g < 0 || g >= n {
 			g = 0
 		}
-		groups[g] = append(groups[g], c)
+		groupOf[i] = int32(g)
+		start[g+1]++
+		i++
 	}
-	for g, cs := range groups {
-		for i, c := range cs {
-			cs[i] = nil
+	for g := range n {
+		start[g+1] += start[g]
+	}
+	byGroup := make([]*conn, open)
+	next := append([]int(nil), start[:n]...)
+	i = 0
+	for c := t.lru.next; c != &t.lru; c = c.next {
+		g := groupOf[i]
+		byGroup[next[g]] = c
+		next[g]++
+		i++
+	}
+	groupOf = nil
+	for g := range n {
+		for j := start[g]; j < start[g+1]; j++ {
+			c := byGroup[j]
+			byGroup[j] = nil   // let the state go as soon as it ends
 			if c.next != nil { // not ended already by another's end
 				t.finish(c, FlagIncomplete)
 			}
 		}
-		groups[g] = nil
 		done(g)
 	}
 }
