@@ -47,6 +47,7 @@ type shards struct {
 	running sync.WaitGroup
 	statsMu sync.Mutex
 	stats   []reconstruct.Stats // each worker's, after its last batch
+	turns   *endTurns           // the workers end the input a shard at a time
 }
 
 // Event kinds in a batch.
@@ -160,7 +161,7 @@ func (s *shards) finish() {
 	s.ended = true
 	s.seq++
 	if len(s.workers) == 1 {
-		s.workers[0].end(s.seq, func(int) { s.deliverInline() })
+		s.workers[0].end(s.seq, nil, func(int) { s.deliverInline() })
 		s.deliverInline()
 		return
 	}
@@ -197,6 +198,7 @@ func (s *shards) startParallel() {
 	s.stats = make([]reconstruct.Stats, n)
 	s.out = make(chan outBatch, n*batchDepth)
 	s.merged = make(chan struct{})
+	s.turns = newEndTurns()
 	for i := range n {
 		s.in[i] = make(chan *inBatch, batchDepth+1) // room for all of them: see sync
 		s.free[i] = make(chan *inBatch, batchDepth+1)
@@ -254,7 +256,7 @@ func (s *shards) runWorker(i int) {
 				// The end comes out a shard at a time (see worker.end):
 				// past a shard, this worker emits nothing before its next.
 				seq := ev.seq
-				w.end(seq, func(shard int) {
+				w.end(seq, s.turns, func(shard int) {
 					s.out <- outBatch{worker: i, recs: w.out, done: position{seq, w.nextOwn(shard)}}
 					w.out = nil
 				})

@@ -233,3 +233,48 @@ func TestAddrShardIsFNVOverSixteenBytes(t *testing.T) {
 		}
 	}
 }
+
+// endTurns lets the workers end their shards one at a time, in shard
+// order, however their goroutines are scheduled.
+func TestEndTurnsEndShardsInOrder(t *testing.T) {
+	for _, n := range []int{2, 3, 8} {
+		turns := newEndTurns()
+		var mu sync.Mutex
+		var ended []int
+		inTurn := 0 // workers between wait and pass: at most one
+		var wg sync.WaitGroup
+		for w := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := rand.New(rand.NewPCG(uint64(n), uint64(w)))
+				for s := w; s < clientShards; s += n {
+					if r.IntN(4) == 0 {
+						time.Sleep(time.Duration(r.IntN(200)) * time.Microsecond)
+					}
+					turns.wait(s)
+					mu.Lock()
+					inTurn++
+					if inTurn > 1 {
+						t.Errorf("%d workers: shard %d ended beside another", n, s)
+					}
+					ended = append(ended, s)
+					mu.Unlock()
+					mu.Lock()
+					inTurn--
+					mu.Unlock()
+					turns.pass(s)
+				}
+			}()
+		}
+		wg.Wait()
+		for i, s := range ended {
+			if s != i {
+				t.Fatalf("%d workers: shards ended in the order %v, want 0 to %d", n, ended, clientShards-1)
+			}
+		}
+		if len(ended) != clientShards {
+			t.Fatalf("%d workers: %d shards ended, want %d", n, len(ended), clientShards)
+		}
+	}
+}

@@ -73,7 +73,7 @@ func TestFlushGroupsIsFlushByGroup(t *testing.T) {
 	groupOf := func(client netip.Addr, _ uint16, _ netip.Addr, _ uint16) int { return int(client.As4()[3]) % 3 }
 	var ends []int
 	var doneAt []int
-	tr.FlushGroups(3, groupOf, func(g int) { ends = append(ends, g); doneAt = append(doneAt, len(grouped.out)) })
+	tr.FlushGroups(3, groupOf, nil, func(g int) { ends = append(ends, g); doneAt = append(doneAt, len(grouped.out)) })
 	if !reflect.DeepEqual(ends, []int{0, 1, 2}) {
 		t.Fatalf("groups done %v, want 0, 1, 2", ends)
 	}
