@@ -260,6 +260,9 @@ func TestEndTurnsEndShardsInOrder(t *testing.T) {
 					}
 					ended = append(ended, s)
 					mu.Unlock()
+					if r.IntN(4) == 0 { // another worker would end a shard now
+						time.Sleep(time.Duration(r.IntN(200)) * time.Microsecond)
+					}
 					mu.Lock()
 					inTurn--
 					mu.Unlock()

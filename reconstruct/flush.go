@@ -21,9 +21,9 @@ func (t *Tracker) Flush() {
 // taken.
 func (t *Tracker) FlushGroups(n int, group func(client netip.Addr, cport uint16, server netip.Addr, sport uint16) int, begin, done func(g int)) {
 	// A counting sort into one slice of exactly the open connections: a
-	// slice per group grown by append allocated four times as much (99 MB
-	// against 23 MB with 2.9M open), at the very moment the memory was at
-	// its peak, before any connection had ended.
+	// slice per group grown by append allocated three times as much (99 MB
+	// against 35 MB with the groups' indices, 2.9M open), at the very
+	// moment the memory was at its peak, before any connection had ended.
 	open := 0
 	for c := t.lru.next; c != &t.lru; c = c.next {
 		open++
