@@ -143,6 +143,19 @@ func newConn(t *Tracker, p *capture.Packet) *conn {
 	return c
 }
 
+// pureAckAhead is the client stream offset a pure ACK's sequence number
+// names when it is past every byte seen (the client had sent bytes the
+// capture never got), else 0.
+func (c *conn) pureAckAhead(p *capture.Packet) int64 {
+	if p.PayloadLen != 0 || !c.c2s.baseKnown {
+		return 0
+	}
+	if off := c.c2s.offset(p.Seq); off > c.c2s.highest {
+		return off
+	}
+	return 0
+}
+
 // senderIsClient decides the direction of a connection first seen with p.
 func (t *Tracker) senderIsClient(p *capture.Packet) bool {
 	if p.Flags&capture.FlagSYN != 0 {
@@ -311,24 +324,20 @@ func (c *conn) fromClient(p *capture.Packet) {
 			// silence (noteServerData).
 			c.srvQuickFrom = -1
 		}
-		if p.PayloadLen == 0 && c.c2s.baseKnown {
-			if off := c.c2s.offset(p.Seq); off > c.c2s.highest {
-				// A pure ACK past bytes the capture never saw: the client
-				// sends one for data that came after its last segment, so
-				// the lost one had not acknowledged what this one does.
+		if c.tls != nil {
+			if off := c.pureAckAhead(p); off > 0 {
+				// The client sends a pure ACK for data that came after its
+				// last segment, so the lost one had not acknowledged what
+				// this one does.
 				c.tlsNoteClientHole(ts, off)
 			}
 		}
 		c.clientAck(a)
 	}
 	if p.PayloadLen == 0 && p.Flags&capture.FlagFIN == 0 {
-		if c.c2s.baseKnown {
-			// A pure ACK whose sequence number is past every byte seen:
-			// the client had sent bytes the capture never got.
-			if off := c.c2s.offset(p.Seq); off > c.c2s.highest && (c.loss == nil || off > c.loss.aheadOff) {
-				l := c.notes()
-				l.aheadOff, l.aheadAt = off, ts
-			}
+		if off := c.pureAckAhead(p); off > 0 && (c.loss == nil || off > c.loss.aheadOff) {
+			l := c.notes()
+			l.aheadOff, l.aheadAt = off, ts
 		}
 		return
 	}

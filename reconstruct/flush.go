@@ -24,28 +24,23 @@ func (t *Tracker) FlushGroups(n int, group func(client netip.Addr, cport uint16,
 	// slice per group grown by append allocated three times as much (99 MB
 	// against 35 MB with the groups' indices, 2.9M open), at the very
 	// moment the memory was at its peak, before any connection had ended.
-	open := 0
-	for c := t.lru.next; c != &t.lru; c = c.next {
-		open++
-	}
-	groupOf := make([]int32, open)
+	groupOf := make([]int32, 0, t.conns.len())
 	start := make([]int, n+1)
-	i := 0
 	for c := t.lru.next; c != &t.lru; c = c.next {
 		g := group(c.rec.Client(), c.rec.ClientPort, c.rec.Server(), c.rec.ServerPort)
 		if g < 0 || g >= n {
 			g = 0
 		}
-		groupOf[i] = int32(g)
+		groupOf = append(groupOf, int32(g))
 		start[g+1]++
-		i++
 	}
+	open := len(groupOf)
 	for g := range n {
 		start[g+1] += start[g]
 	}
 	byGroup := make([]*conn, open)
 	next := append([]int(nil), start[:n]...)
-	i = 0
+	i := 0
 	for c := t.lru.next; c != &t.lru; c = c.next {
 		g := groupOf[i]
 		byGroup[next[g]] = c
