@@ -33,12 +33,6 @@ type conn struct {
 	// next sample.
 	timer clientTimer
 
-	// handshakeRTT: the handshake's, read long after it (the latest
-	// SYN/ACK's time is kept with the record's: lastSynAck). ackQueued
-	// (lossNotes) and dataRTT (flowState) are set on data's packets only,
-	// so they live there.
-	handshakeRTT int64
-
 	// counted is this connection's share of Tracker.connBytes: at most
 	// the few KiB its state is counted at (footprint), so an int32.
 	counted     int32
@@ -55,7 +49,7 @@ type conn struct {
 }
 
 // connFlags are a connection's booleans, bits of one word so that the
-// connection fits the 352-byte size class.
+// connection fits the 320-byte size class.
 type connFlags uint16
 
 const (
@@ -129,10 +123,9 @@ func newConn(t *Tracker, p *capture.Packet) *conn {
 	}
 	c.rec.client, c.rec.clientKind = packAddr(client.Addr())
 	c.rec.server, c.rec.serverKind = packAddr(server.Addr())
-	// The stable id's hash, from what the connection's first packet says:
-	// made now, it keeps no sequence number for later.
-	c.rec.idHash = connectionHash(t.cfg.IDKey, netip.AddrPortFrom(c.rec.Client(), c.rec.ClientPort),
-		netip.AddrPortFrom(c.rec.Server(), c.rec.ServerPort), c.rec.FirstSeen, p.Seq)
+	// The stable id's input the record does not hold otherwise: the
+	// first packet's sequence number (see id).
+	c.rec.firstSeq = p.Seq
 	if p.Flags&(capture.FlagSYN|capture.FlagACK) != capture.FlagSYN {
 		c.rec.Flags |= FlagMidStream
 	}
@@ -303,7 +296,7 @@ func (c *conn) fromClient(p *capture.Packet) {
 					c.dataRTT = ts - c.lastSynAck()
 				}
 			} else {
-				c.handshakeRTT = ts - c.answeredSynAck(p)
+				c.rec.answered = c.answeredSynAck(p)
 				if len(c.rec.synTimes()) > 0 { // a capture that began after the SYN has no sample
 					c.sampleTimer(c.handshakeSample(p, ts-c.answeredSyn()))
 				}
@@ -472,13 +465,14 @@ func (c *conn) closeServerParser() {
 	c.respP().Close((*responseEvents)(c))
 }
 
-// id is the connection's stable id. Its hash is made as the connection
-// opens (newConn: every connection's record needs it once); the string is
-// spelled out for each record, so an idle connection holds 8 bytes of it,
-// not a string.
+// id is the connection's stable id: a hash of its addresses, its first
+// packet's time and sequence number, spelled out for each record, so an
+// open connection holds 4 bytes of it (the sequence number), not a
+// string nor the hash.
 func (c *conn) id() string {
 	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], c.rec.idHash)
+	binary.BigEndian.PutUint64(b[:], connectionHash(c.t.cfg.IDKey, netip.AddrPortFrom(c.rec.Client(), c.rec.ClientPort),
+		netip.AddrPortFrom(c.rec.Server(), c.rec.ServerPort), c.rec.FirstSeen, c.rec.firstSeq))
 	id := hex.EncodeToString(b[:])
 	if c.rec.twin > 0 {
 		id += "." + strconv.Itoa(int(c.rec.twin))

@@ -11,7 +11,9 @@ import (
 // only TLS connections have) are filled in when the record is emitted,
 // so every open connection does not carry them (issue 15).
 type connRec struct {
-	idHash uint64 // see conn.id
+	// firstSeq is the first packet's sequence number, which the stable
+	// id's hash takes (conn.id): 4 bytes kept instead of the 8 of the
+	// hash, which each record makes again.
 	// The addresses as 16 bytes and a kind (see packAddr): netip.Addr
 	// would add a zone pointer each, which the capture never sets.
 	client, server [16]byte
@@ -24,10 +26,12 @@ type connRec struct {
 	Established, FirstSeen int64
 	LastSeen, Closed       int64
 	RTTServer              int64
-	// Interface and the SYN counts as int32: an interface index, and
-	// counts bounded by the SYNs a connection keeps.
+	// Interface as an int32: an interface index. The SYN counts as
+	// uint16, saturating (inc16): a client gives up after a few SYNs, a
+	// flood's copies of one 4-tuple past 65535 are all counted as that.
 	Interface               int32
-	SYNLosses, SYNACKLosses int32
+	firstSeq                uint32
+	SYNLosses, SYNACKLosses uint16
 	ClientPort, ServerPort  uint16
 	MSSClient, MSSServer    uint16 // as the SYN options carry them
 	Flags                   Flags
@@ -38,6 +42,10 @@ type connRec struct {
 	// SYN/ACK (server), -1 absent; windows scale only when both did.
 	wscale [2]int8
 	twin   uint8 // earlier connections with the same id inputs (see Tracker.instant)
+	// answered is 1 + the index in synackTimes of the SYN/ACK the
+	// handshake ACK answered, 0 when the handshake gave no round trip
+	// (see conn.handshakeRTT).
+	answered uint8
 }
 
 // hsAll is the SYN times, then the SYN/ACK times, for reading.
@@ -142,7 +150,7 @@ func (c *conn) record() Connection {
 			r.Flags |= FlagIncomplete // the handshake never completed
 		}
 	}
-	if c.handshakeRTT == 0 {
+	if c.handshakeRTT() == 0 {
 		r.Flags |= FlagRTTEstimated
 	}
 	syns, synacks := r.ownTimes()
@@ -167,8 +175,8 @@ func (c *conn) record() Connection {
 		Flags:        r.Flags,
 		RTTClient:    rtt,
 		Tconn:        tconn,
-		BytesClient:  c.c2s.bytes,
-		BytesServer:  c.s2c.bytes,
+		BytesClient:  c.c2s.carried(c.gapped(0)),
+		BytesServer:  c.s2c.carried(c.gapped(1)),
 		RetransBytes: c.retransBytes(),
 		Transactions: int(c.nextIndex),
 	}

@@ -165,6 +165,7 @@ func (c *conn) feed(p *http1.Parser, h http1.Handler, captured []byte, wireLen i
 }
 
 func (c *conn) gapClient(off, n int64) {
+	c.notes().gapped[0] += n
 	c.t.stats.Holes++
 	c.t.stats.HoleBytes += uint64(n)
 	if st := c.currentRequest(); st != nil {
@@ -180,6 +181,7 @@ func (c *conn) gapClient(off, n int64) {
 }
 
 func (c *conn) gapServer(off, n int64) {
+	c.notes().gapped[1] += n
 	c.t.stats.Holes++
 	c.t.stats.HoleBytes += uint64(n)
 	if c.resp != nil {

@@ -63,6 +63,9 @@ type lossNotes struct {
 	// oooLost: packets the client lost just before the first segment that
 	// arrived ahead of a hole (at offset oooOff): if they outnumber the
 	// segments before it, that segment was itself a retransmission.
+	// gapped: the bytes of the client's (0) and the server's (1) stream
+	// skipped as holes (halfStream.carried).
+	gapped  [2]int64
 	oooLost int
 	oooOff  int64
 	oooAt   int64 // when that segment arrived
@@ -86,6 +89,15 @@ func (c *conn) ackQueue() int64 {
 }
 
 // retransBytes is what the connection's segments carried again.
+// gapped is the bytes of the client's (dir 0) or server's (1) stream
+// skipped as holes.
+func (c *conn) gapped(dir int) int64 {
+	if c.flowState == nil || c.loss == nil {
+		return 0
+	}
+	return c.loss.gapped[dir]
+}
+
 func (c *conn) retransBytes() int64 {
 	if c.flowState == nil || c.loss == nil {
 		return 0

@@ -128,9 +128,9 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 			openSide(p, &hs.clientISN, &c.c2s, &c.rec.MSSClient)
 			c.rec.wscale[0] = p.WindowScale
 		} else if c.is(cfSynackSinceSyn) {
-			inc32(&c.rec.SYNACKLosses)
+			inc16(&c.rec.SYNACKLosses)
 		} else {
-			inc32(&c.rec.SYNLosses)
+			inc16(&c.rec.SYNLosses)
 		}
 		c.addSYNTime(ts)
 		c.set(cfSynackSinceSyn, false)
@@ -144,7 +144,7 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 		}
 		if c.is(cfSynackSinceSyn) {
 			// The server retransmitted its SYN/ACK: the first never got an answer.
-			inc32(&c.rec.SYNACKLosses)
+			inc16(&c.rec.SYNACKLosses)
 		} else if n := c.rec.nSYN; n > 0 {
 			c.rec.RTTServer = ts - c.rec.hsAll()[n-1]
 		}
@@ -163,10 +163,10 @@ func (c *conn) handshake(p *capture.Packet, fromClient bool) {
 // (Linux: 1 s, at least 200 ms).
 const duplicateSYNGap = int64(time.Millisecond)
 
-// inc32 counts one more SYN loss, saturating: 2^31 of them at least 1 ms
-// apart (duplicateSYNGap) take 24 days, but the count never turns negative.
-func inc32(n *int32) {
-	if *n < math.MaxInt32 {
+// inc16 counts one more SYN loss, saturating at 65535: past it the
+// count stays, never wraps to 0.
+func inc16(n *uint16) {
+	if *n < math.MaxUint16 {
 		*n++
 	}
 }
@@ -200,20 +200,39 @@ func (c *conn) addSYNACKTime(ts int64) {
 	all[len(all)-1] = ts // the newest stays last
 }
 
-// answeredSynAck is the capture time of the SYN/ACK a handshake ACK
-// answers: the one whose timestamp it echoes, else the latest. After a
-// lost SYN/ACK the server may send two close together (its own timer's and
-// the answer to the client's retransmitted SYN); the client answers the
-// first to arrive.
-func (c *conn) answeredSynAck(p *capture.Packet) int64 {
+// answeredSynAck is which SYN/ACK a handshake ACK answers, as
+// connRec.answered (1 + its index in synackTimes): the one whose
+// timestamp it echoes, else the latest. After a lost SYN/ACK the server
+// may send two close together (its own timer's and the answer to the
+// client's retransmitted SYN); the client answers the first to arrive.
+func (c *conn) answeredSynAck(p *capture.Packet) uint8 {
+	times := c.rec.synackTimes()
 	if p.HasTimestamps && c.hs != nil {
 		for _, s := range c.hs.synackTS {
-			if s.at != 0 && s.tsval == p.TSEcr {
-				return s.at
+			if s.at == 0 || s.tsval != p.TSEcr {
+				continue
+			}
+			for i := len(times) - 1; i >= 0; i-- {
+				if times[i] == s.at {
+					return uint8(i + 1)
+				}
 			}
 		}
 	}
-	return c.lastSynAck()
+	return uint8(len(times))
+}
+
+// handshakeRTT is the handshake's round trip (0: none), read long after
+// it from the record's times: the handshake ACK's less the SYN/ACK it
+// answered. SYN/ACKs that come later are appended, so the index holds; past
+// maxHandshakeTimes of them the newest replaces the last, which may then
+// be read instead.
+func (c *conn) handshakeRTT() int64 {
+	if c.rec.answered == 0 {
+		return 0
+	}
+	times := c.rec.synackTimes()
+	return c.rec.Established - times[min(int(c.rec.answered), len(times))-1]
 }
 
 // lastSynAck is the latest SYN/ACK's capture time (0: none), the last of

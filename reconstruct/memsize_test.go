@@ -17,7 +17,7 @@ func TestStateSizes(t *testing.T) {
 		name        string
 		size, class uintptr
 	}{
-		{"conn", unsafe.Sizeof(conn{}), 352},
+		{"conn", unsafe.Sizeof(conn{}), 320},
 		{"flowState", unsafe.Sizeof(flowState{}), flowMemory},
 		{"txState", unsafe.Sizeof(txState{}), 208},
 		{"http1.Parser", unsafe.Sizeof(http1.Parser{}), parserMemory},

@@ -12,11 +12,11 @@ func (c *conn) clientRTT() int64 {
 	if c.flowState != nil { // else no data: no data sample
 		data = c.dataRTT
 	}
-	switch {
-	case c.handshakeRTT > 0 && data > 0:
-		return min(c.handshakeRTT, data)
-	case c.handshakeRTT > 0:
-		return c.handshakeRTT
+	switch hs := c.handshakeRTT(); {
+	case hs > 0 && data > 0:
+		return min(hs, data)
+	case hs > 0:
+		return hs
 	}
 	return data
 }

@@ -52,8 +52,6 @@ type halfStream struct {
 	// the window it was offered, so data starting beyond edge plus
 	// windowSlack is not this stream's.
 	edge int64
-
-	bytes int64
 }
 
 // reorderBuffer holds out-of-order segments by offset, one per offset:
@@ -176,6 +174,18 @@ func (h *halfStream) advertised(ackOff, win int64) {
 	}
 }
 
+// carried is how many bytes of the stream the capture held, each counted
+// once (Connection.BytesClient and BytesServer): every byte before next
+// but the holes skipped (gapped, which the connection counts), and the
+// ones buffered beyond a hole.
+func (h *halfStream) carried(gapped int64) int64 {
+	n := h.next - gapped
+	if b := h.ooo; b != nil {
+		n += int64(b.bytes - b.len()*segmentOverhead)
+	}
+	return n
+}
+
 // setBase anchors sequence numbers: offset 0 is the byte at seq.
 func (h *halfStream) setBase(seq uint32) {
 	h.baseKnown = true
@@ -219,7 +229,6 @@ func (h *halfStream) segment(ts int64, seq uint32, captured []byte, wireLen int,
 	case off <= h.next:
 		skip := int(h.next - off)
 		retrans = skip
-		h.bytes += int64(wireLen - skip)
 		deliver(ts, ts, h.next, cut(captured, skip), wireLen-skip)
 		h.next = end
 		h.drain(ts, deliver)
@@ -228,7 +237,6 @@ func (h *halfStream) segment(ts int64, seq uint32, captured []byte, wireLen int,
 			return wireLen, false
 		}
 		reordered = true
-		h.bytes += int64(wireLen)
 		if h.ooo.bytes > maxBuffered {
 			// Memory is bounded: give up waiting for the missing range.
 			first, _ := h.firstBuffered()
@@ -260,7 +268,6 @@ func (h *halfStream) buffer(off, ts int64, captured []byte, wireLen int) bool {
 	}
 	if old.wireLen > 0 {
 		b.bytes -= old.wireLen + segmentOverhead
-		h.bytes -= int64(old.wireLen) // counted when buffered, now replaced
 	}
 	b.bytes += wireLen + segmentOverhead
 	return true
@@ -285,11 +292,8 @@ func (h *halfStream) drain(filled int64, deliver delivery) {
 		end := s.off + int64(s.wireLen)
 		if end > h.next {
 			skip := int(h.next - s.off)
-			h.bytes -= int64(skip) // counted when buffered, but overlapped
 			deliver(max(s.ts, filled), s.ts, h.next, cut(s.data, skip), s.wireLen-skip)
 			h.next = end
-		} else {
-			h.bytes -= int64(s.wireLen)
 		}
 	}
 	if b.len() == 0 {

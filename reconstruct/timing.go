@@ -58,7 +58,7 @@ func (c *conn) emitTimed(st *txState) {
 	rtt := c.clientRTT()
 	half := rtt / 2
 	back := rtt - half // so that Tserver gets the whole rtt
-	if c.handshakeRTT == 0 {
+	if c.handshakeRTT() == 0 {
 		tx.Flags |= FlagRTTEstimated
 	}
 	if r.Flags&FlagMidStream != 0 {

@@ -205,16 +205,16 @@ type Stats struct {
 
 // What an open connection is counted at against MaxMemory besides its
 // buffers, by the state it holds: the heap measured with
-// bench.ConnMemory (50k open: 394 B with a handshake only, 714 B idle
-// keep-alive, 1,010 B with a request pending, 946 B mid-response),
+// bench.ConnMemory (50k open: 362 B with a handshake only, 682 B idle
+// keep-alive, 978 B with a request pending, 914 B mid-response),
 // rounded up. A flat figure would
 // shed a SYN flood twice as early as its memory requires and let
 // responses in flight overrun the bound by half.
 const (
 	// ConnectionMemory is the least an open connection is counted at:
-	// the connection itself (352 B, its handshake times within it), its table and
+	// the connection itself (320 B, its handshake times within it), its table and
 	// index entries.
-	ConnectionMemory = 416
+	ConnectionMemory = 384
 	// flowMemory: a connection that carried data (its flowState).
 	flowMemory = 320
 	// parserMemory: an HTTP/1 parser held inside a message (its header
