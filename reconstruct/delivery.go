@@ -92,7 +92,7 @@ func (c *conn) deliverClient(ts, arrived, off int64, captured []byte, wireLen in
 		// capture point at oooAt.
 		first = min(first, oooAt)
 	}
-	c.c2sLog.add(deliveryPiece{off: off, end: off + int64(wireLen), ts: ts, arrived: first, lost: lost,
+	c.addClientPiece(deliveryPiece{off: off, end: off + int64(wireLen), ts: ts, arrived: first, lost: lost,
 		ackOrCopy: c.is(cfPktAckOrCopy), refill: refill})
 	c.pktLost = 0 // the losses came before the packet's own bytes, delivered first
 	c.maybeStartTLS(off, captured)

@@ -63,6 +63,8 @@ type lossNotes struct {
 	// oooLost: packets the client lost just before the first segment that
 	// arrived ahead of a hole (at offset oooOff): if they outnumber the
 	// segments before it, that segment was itself a retransmission.
+	// delivered: the loss evidence of c2sLog's pieces.
+	delivered deliveryLoss
 	// gapped: the bytes of the client's (0) and the server's (1) stream
 	// skipped as holes (halfStream.carried).
 	gapped  [2]int64

@@ -18,7 +18,7 @@ func (h *requestEvents) MessageStart(m *http1.Message) {
 	st := c.newTx()
 	start, fallback := c.wireStart(true, m.Start)
 	var ackOrCopy bool
-	st.tx.RequestFirst, st.tx.upLost, ackOrCopy = c.c2sLog.at(start, fallback)
+	st.tx.RequestFirst, st.tx.upLost, ackOrCopy = c.clientTimeAt(start, fallback)
 	st.set(tfUpAckOrCopy, ackOrCopy)
 	st.sent = &sentNotes{timer: c.timer, rearmAt: c.srvAckNewAt, prev: c.lastResp}
 	if l := c.loss; l != nil && start < l.aheadOff && l.aheadAt < st.tx.RequestFirst {

@@ -77,27 +77,65 @@ func TestProbesShiftMatchesRing(t *testing.T) {
 }
 
 // TestDeliveryLogShift checks the two-piece logs find the newer piece
-// first and forget the third-newest, as the rings they replaced did.
+// first and forget the third-newest, as the rings they replaced did, and
+// that a piece's loss evidence shifts with it.
 func TestDeliveryLogShift(t *testing.T) {
 	var l deliveryLog
+	var d deliveryLoss
 	var s serverLog
-	if _, ok := l.piece(0); ok || s.last() != 0 || s.timeAt(0, -1) != -1 {
+	if _, ok := l.piece(0, &d); ok || s.last() != 0 || s.timeAt(0, -1) != -1 {
 		t.Fatal("an empty log holds a piece")
 	}
 	for i := range int64(3) {
-		l.add(deliveryPiece{off: i * 10, end: i*10 + 20, ts: 100 + i, arrived: 50 + i, lost: int8(i), refill: i == 1})
+		p := deliveryPiece{off: i * 10, end: i*10 + 20, ts: 100 + i, arrived: 50 + i, lost: int8(i), refill: i == 1}
+		l.add(p)
+		d.add(p)
 		s.add(i*10, i*10+20, 100+i)
 	}
-	if p, ok := l.piece(25); !ok || p.ts != 102 || p.arrived != 52 || p.lost != 2 || p.refill {
+	if p, ok := l.piece(25, &d); !ok || p.ts != 102 || p.arrived != 52 || p.lost != 2 || p.refill {
 		t.Errorf("piece(25) = %+v %v, want the newest", p, ok)
 	}
-	if p, ok := l.piece(15); !ok || p.ts != 101 || !p.refill || p.lost != 1 {
+	if p, ok := l.piece(15, &d); !ok || p.ts != 101 || !p.refill || p.lost != 1 || p.arrived != 51 {
 		t.Errorf("piece(15) = %+v %v, want the older", p, ok)
 	}
-	if _, ok := l.piece(5); ok {
+	if p, ok := l.piece(15, nil); !ok || p.ts != 101 || p.arrived != 101 || p.refill || p.lost != 0 {
+		t.Errorf("piece(15) without loss evidence = %+v %v, want it as it came in order", p, ok)
+	}
+	if _, ok := l.piece(5, &d); ok {
 		t.Error("the third-newest piece is still remembered")
 	}
 	if s.timeAt(25, -1) != 102 || s.timeAt(15, -1) != 101 || s.timeAt(5, -1) != -1 || s.last() != 102 {
 		t.Error("serverLog does not match its pieces")
+	}
+}
+
+// TestClientPieceLossEvidence checks that a connection keeps its pieces'
+// loss evidence apart (in lossNotes) only once some came, and that the
+// evidence stays with its piece as later pieces shift in.
+func TestClientPieceLossEvidence(t *testing.T) {
+	c := &conn{flowState: &flowState{}}
+	c.addClientPiece(deliveryPiece{off: 0, end: 10, ts: 100, arrived: 100})
+	if c.loss != nil {
+		t.Fatal("a piece that came in order made loss notes")
+	}
+	c.addClientPiece(deliveryPiece{off: 10, end: 20, ts: 200, arrived: 150, lost: 1, refill: true})
+	if c.loss == nil {
+		t.Fatal("a refill left no loss evidence")
+	}
+	if p, ok := c.clientPiece(5); !ok || p.arrived != 100 || p.lost != 0 || p.refill {
+		t.Errorf("piece(5) = %+v %v, want it as it came in order", p, ok)
+	}
+	c.addClientPiece(deliveryPiece{off: 20, end: 30, ts: 300, arrived: 300})
+	if p, ok := c.clientPiece(15); !ok || p.ts != 200 || p.arrived != 150 || p.lost != 1 || !p.refill {
+		t.Errorf("piece(15) = %+v %v, want the refill's evidence", p, ok)
+	}
+	if p, ok := c.clientPiece(25); !ok || p.arrived != 300 || p.lost != 0 || p.refill {
+		t.Errorf("piece(25) = %+v %v, want it as it came in order", p, ok)
+	}
+	if ts, lost, _ := c.clientTimeAt(15, -1); ts != 200 || lost != 1 {
+		t.Errorf("clientTimeAt(15) = %d, %d lost; want 200, 1", ts, lost)
+	}
+	if ts, _, _ := c.clientTimeAt(5, -1); ts != -1 {
+		t.Errorf("clientTimeAt(5) = %d, want the fallback for a piece forgotten", ts)
 	}
 }

@@ -1,6 +1,7 @@
 package reconstruct
 
 import (
+	"math"
 	"sort"
 
 	"github.com/google/btree"
@@ -364,14 +365,24 @@ func (h *halfStream) finReady() bool {
 //
 // Two pieces, the newer second: a shift replaces a ring's head. The fields
 // lie in parallel arrays, each piece's end as its length (a packet's
-// payload, below 4 GiB) and lost as an int8 (conn.pktLost), so the log
-// takes 64 B.
+// payload, below 4 GiB), so the log takes 40 B. The pieces' loss evidence
+// (deliveryLoss) lives in the connection's lossNotes, which only a
+// connection that saw some has: most pieces arrive in order, as sent.
 type deliveryLog struct {
 	off, ts [2]int64
 	n       [2]uint32 // length: the piece is [off, off+n)
-	// arrived: first capture (ts is its in-order delivery); for a refill,
+}
+
+// deliveryLoss is the loss evidence of a deliveryLog's two pieces, in
+// the same order.
+type deliveryLoss struct {
+	// early: how long before its in-order delivery (ts) the piece first
+	// reached the capture point (it overtook a hole), or for a refill
 	// when its lost first copy would have come (deliverClient).
-	arrived   [2]int64
+	early [2]int64
+	// lost: the packets the sender lost just before the piece (IP IDs;
+	// an int8, as conn.pktLost); ackOrCopy: they may have been ACKs
+	// rather than copies of it.
 	lost      [2]int8
 	ackOrCopy [2]bool
 	// refill: the piece filled a hole that later pieces had overtaken,
@@ -387,39 +398,66 @@ type deliveryPiece struct {
 	ackOrCopy, refill     bool
 }
 
+// hasLoss reports whether p carries loss evidence a deliveryLoss keeps.
+func (p *deliveryPiece) hasLoss() bool {
+	return p.arrived != p.ts || p.lost != 0 || p.ackOrCopy || p.refill
+}
+
 func (l *deliveryLog) add(p deliveryPiece) {
-	l.off[0], l.n[0], l.ts[0], l.arrived[0] = l.off[1], l.n[1], l.ts[1], l.arrived[1]
-	l.lost[0], l.ackOrCopy[0], l.refill[0] = l.lost[1], l.ackOrCopy[1], l.refill[1]
-	l.off[1], l.n[1], l.ts[1], l.arrived[1] = p.off, uint32(p.end-p.off), p.ts, p.arrived
-	l.lost[1], l.ackOrCopy[1], l.refill[1] = p.lost, p.ackOrCopy, p.refill
+	l.off[0], l.n[0], l.ts[0] = l.off[1], l.n[1], l.ts[1]
+	l.off[1], l.n[1], l.ts[1] = p.off, uint32(p.end-p.off), p.ts
 }
 
-// timeAt returns the capture time of the piece holding offset off, or
-// fallback when it is older than the log remembers.
-func (l *deliveryLog) timeAt(off, fallback int64) int64 {
-	ts, _, _ := l.at(off, fallback)
-	return ts
+// add shifts p's evidence in as its log's add does the piece.
+func (d *deliveryLoss) add(p deliveryPiece) {
+	d.early[0], d.lost[0], d.ackOrCopy[0], d.refill[0] = d.early[1], d.lost[1], d.ackOrCopy[1], d.refill[1]
+	d.early[1], d.lost[1], d.ackOrCopy[1], d.refill[1] = p.ts-p.arrived, p.lost, p.ackOrCopy, p.refill
 }
 
-// at is timeAt that also returns the packets lost just before that piece,
-// and whether they may have been ACKs rather than copies of it.
-func (l *deliveryLog) at(off, fallback int64) (ts int64, lost int8, ackOrCopy bool) {
-	p, ok := l.piece(off)
+// piece returns the remembered piece holding offset off, the newer first,
+// with its loss evidence from d (nil: none).
+func (l *deliveryLog) piece(off int64, d *deliveryLoss) (deliveryPiece, bool) {
+	for i := 1; i >= 0; i-- {
+		if end := l.off[i] + int64(l.n[i]); l.off[i] <= off && off < end {
+			p := deliveryPiece{off: l.off[i], end: end, ts: l.ts[i], arrived: l.ts[i]}
+			if d != nil {
+				p.arrived -= d.early[i]
+				p.lost, p.ackOrCopy, p.refill = d.lost[i], d.ackOrCopy[i], d.refill[i]
+			}
+			return p, true
+		}
+	}
+	return deliveryPiece{}, false
+}
+
+// addClientPiece logs a piece of the client's stream, and its loss
+// evidence where there is some, or was for the piece before it.
+func (c *conn) addClientPiece(p deliveryPiece) {
+	c.c2sLog.add(p)
+	if c.loss != nil || p.hasLoss() {
+		c.notes().delivered.add(p)
+	}
+}
+
+// clientPiece is the client's remembered piece holding offset off.
+func (c *conn) clientPiece(off int64) (deliveryPiece, bool) {
+	var d *deliveryLoss
+	if c.loss != nil {
+		d = &c.loss.delivered
+	}
+	return c.c2sLog.piece(off, d)
+}
+
+// clientTimeAt returns the capture time of the client's piece holding
+// offset off (fallback when it is older than the log remembers), the
+// packets lost just before it, and whether they may have been ACKs
+// rather than copies of it.
+func (c *conn) clientTimeAt(off, fallback int64) (ts int64, lost int8, ackOrCopy bool) {
+	p, ok := c.clientPiece(off)
 	if !ok {
 		return fallback, 0, false
 	}
 	return p.ts, p.lost, p.ackOrCopy
-}
-
-// piece returns the remembered piece holding offset off, the newer first.
-func (l *deliveryLog) piece(off int64) (deliveryPiece, bool) {
-	for i := 1; i >= 0; i-- {
-		if end := l.off[i] + int64(l.n[i]); l.off[i] <= off && off < end {
-			return deliveryPiece{off: l.off[i], end: end, ts: l.ts[i], arrived: l.arrived[i],
-				lost: l.lost[i], ackOrCopy: l.ackOrCopy[i], refill: l.refill[i]}, true
-		}
-	}
-	return deliveryPiece{}, false
 }
 
 // serverLog is the deliveryLog of the server's stream, whose pieces carry
@@ -429,11 +467,15 @@ func (l *deliveryLog) piece(off int64) (deliveryPiece, bool) {
 // the client's round trip (see rttProbes), so one log keeps both: three
 // pieces, newest first, the two newest with their lengths, which timeAt
 // reads, and a bit each saying whether it is still a probe.
+//
+// A piece's length is kept as a uint16: a segment's payload fits, and of
+// a longer piece (a capture of GRO's merged segments) the last 64 KiB
+// are found, the rest of it read as older than the log remembers.
 type serverLog struct {
 	end, ts [3]int64
-	n       [2]uint32               // length: piece i is [end-n, end)
-	held    struct{ end, ts int64 } // see rttProbes; ts 0: none
+	n       [2]uint16               // length: piece i is [end-n, end)
 	probes  uint8                   // bit i: piece i is a probe no ACK covered yet
+	held    struct{ end, ts int64 } // see rttProbes; ts 0: none
 }
 
 // add logs the server's piece [off, end), delivered at ts, and sends it
@@ -441,7 +483,7 @@ type serverLog struct {
 func (l *serverLog) add(off, end, ts int64) {
 	l.end[2], l.end[1], l.end[0] = l.end[1], l.end[0], end
 	l.ts[2], l.ts[1], l.ts[0] = l.ts[1], l.ts[0], ts
-	l.n[1], l.n[0] = l.n[0], uint32(end-off)
+	l.n[1], l.n[0] = l.n[0], uint16(min(end-off, math.MaxUint16))
 	l.probes = (l.probes<<1 | 1) & 7
 	if l.held.ts == 0 {
 		l.held.end, l.held.ts = end, ts

@@ -380,7 +380,7 @@ func (c *conn) tlsRequestRecord(r tlswire.Record, ambiguous bool) {
 		}
 		st.set(tfHeuristic, true)
 		var ackOrCopy bool
-		st.tx.RequestFirst, st.tx.upLost, ackOrCopy = c.c2sLog.at(r.Offset, r.StartAt)
+		st.tx.RequestFirst, st.tx.upLost, ackOrCopy = c.clientTimeAt(r.Offset, r.StartAt)
 		st.set(tfUpAckOrCopy, ackOrCopy)
 		st.sent = &sentNotes{timer: c.timer, rearmAt: c.srvAckNewAt, prev: c.lastResp}
 		st.reqStartOff = r.Offset

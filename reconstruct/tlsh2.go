@@ -96,7 +96,7 @@ func (c *conn) tlsH2Feed(client bool, r tlswire.Record, data []byte) {
 	c.h2Events(p.h2.Feed(dir, data[:1], c.h2ClientRecordStart(r)))
 	if len(data) > 1 {
 		end := r.At
-		if pc, ok := c.c2sLog.piece(recordEnd(r) - 1); ok {
+		if pc, ok := c.clientPiece(recordEnd(r) - 1); ok {
 			end = min(end, pc.arrived) // its last byte, as it first came
 		}
 		c.h2Events(p.h2.Feed(dir, data[1:], end))
@@ -124,7 +124,7 @@ type h2ResentRecord struct {
 // is the client's wait too). A record that was resent after a loss is
 // noted for h2Stream.
 func (c *conn) h2ClientRecordStart(r tlswire.Record) int64 {
-	pc, ok := c.c2sLog.piece(r.Offset)
+	pc, ok := c.clientPiece(r.Offset)
 	if !ok {
 		return r.StartAt
 	}

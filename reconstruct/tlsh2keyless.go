@@ -384,7 +384,7 @@ func (c *conn) tlsH2DropPreface(txs []*txState) {
 		if st != nil && st.reqStartOff == s.clientFirst.Offset && st.reqEndOff >= recordEnd(s.clientSecond) {
 			r := s.clientSecond
 			var ackOrCopy bool
-			st.tx.RequestFirst, st.tx.upLost, ackOrCopy = c.c2sLog.at(r.Offset, r.StartAt)
+			st.tx.RequestFirst, st.tx.upLost, ackOrCopy = c.clientTimeAt(r.Offset, r.StartAt)
 			st.set(tfUpAckOrCopy, ackOrCopy)
 			st.reqStartOff = r.Offset
 			st.tx.RequestBytes = st.reqEndOff - st.reqStartOff

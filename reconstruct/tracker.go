@@ -205,8 +205,8 @@ type Stats struct {
 
 // What an open connection is counted at against MaxMemory besides its
 // buffers, by the state it holds: the heap measured with
-// bench.ConnMemory (50k open: 362 B with a handshake only, 682 B idle
-// keep-alive, 978 B with a request pending, 914 B mid-response),
+// bench.ConnMemory (50k open: 362 B with a handshake only, 650 B idle
+// keep-alive, 946 B with a request pending, 882 B mid-response),
 // rounded up. A flat figure would
 // shed a SYN flood twice as early as its memory requires and let
 // responses in flight overrun the bound by half.
@@ -216,7 +216,7 @@ const (
 	// index entries.
 	ConnectionMemory = 384
 	// flowMemory: a connection that carried data (its flowState).
-	flowMemory = 320
+	flowMemory = 288
 	// parserMemory: an HTTP/1 parser held inside a message (its header
 	// scratch is held only inside a header section, and its buffer is
 	// counted by the header budget). A plain HTTP connection's response
