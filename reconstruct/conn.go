@@ -77,6 +77,9 @@ const (
 	// cfTimerSamples: the client's timer took more than one sample (see
 	// clientTimer.sample).
 	cfTimerSamples
+	// cfClientData: the client's latest packet carried data, in order,
+	// and acknowledged all the server had sent (lossNotes.aheadSilent).
+	cfClientData
 )
 
 func (c *conn) is(f connFlags) bool { return c.flags&f != 0 }
@@ -134,6 +137,25 @@ func newConn(t *Tracker, p *capture.Packet) *conn {
 		c.respP().Resync()
 	}
 	return c
+}
+
+// burstNote reads, as a pure ACK shows that the client sent data the
+// capture never got, what the client could have sent it in reaction to
+// (lossNotes.aheadSilent, aheadReact): acked is its ACK before that one.
+// Silent: its packet before carried its data in order and acknowledged
+// all the server had sent (cfClientData), so nothing reached it between
+// the two but the answers to what it sent. Else, when a byte the server
+// sent before its last data was still on its way, react is when the
+// client had it (its send time and the client's round trip later), 0
+// when the log no longer tells.
+func (c *conn) burstNote(acked int64) (silent bool, react int64) {
+	if c.is(cfClientData) {
+		return true, 0
+	}
+	if sent := c.s2cLog.timeAt(acked, 0); sent > 0 && sent < c.c2sLog.last() {
+		return false, sent + c.clientRTT()
+	}
+	return false, 0
 }
 
 // pureAckAhead is the client stream offset a pure ACK's sequence number
@@ -237,6 +259,7 @@ func (c *conn) packet(p *capture.Packet, fromClient bool) {
 	}
 	if fromClient {
 		c.fromClient(p)
+		c.set(cfClientData, p.PayloadLen > 0 && c.c2s.ooo == nil && c.s2c.highest <= c.lastAck)
 		c.pktLost = 0 // it described this packet only
 		if c.loss != nil {
 			c.loss.srvResent = resentLog{}
@@ -281,6 +304,10 @@ func (c *conn) addrs() addrPair { return addrPair{c.rec.Client(), c.rec.Server()
 
 func (c *conn) fromClient(p *capture.Packet) {
 	ts := p.Timestamp
+	var ackedBefore int64 // the client's highest ACK before this packet's (burstNote)
+	if c.flowState != nil {
+		ackedBefore = c.lastAck
+	}
 	if p.Flags&capture.FlagACK != 0 {
 		if c.is(cfSynackSeen) && c.rec.Established == 0 && p.Ack == c.serverISN()+1 {
 			c.rec.Established = ts
@@ -331,6 +358,7 @@ func (c *conn) fromClient(p *capture.Packet) {
 		if off := c.pureAckAhead(p); off > 0 && (c.loss == nil || off > c.loss.aheadOff) {
 			l := c.notes()
 			l.aheadOff, l.aheadAt = off, ts
+			l.aheadSilent, l.aheadReact = c.burstNote(ackedBefore)
 		}
 		return
 	}

@@ -58,16 +58,20 @@ type lossNotes struct {
 	srvResent resentLog // server retransmissions since the client's last packet
 	// aheadOff: a client pure ACK's sequence number said it had sent the
 	// stream up to here (by aheadAt) when the capture had not seen it.
+	// aheadSilent and aheadReact: what the client could have sent the
+	// data in reaction to (burstNote, sentBeforeAck).
 	aheadOff, aheadAt int64
+	aheadReact        int64
+	aheadSilent       bool
 	lostCarry         int // client packets lost before pure ACKs that no ACK explains (see explainLost)
-	// oooLost: packets the client lost just before the first segment that
-	// arrived ahead of a hole (at offset oooOff): if they outnumber the
-	// segments before it, that segment was itself a retransmission.
 	// delivered: the loss evidence of c2sLog's pieces.
 	delivered deliveryLoss
 	// gapped: the bytes of the client's (0) and the server's (1) stream
 	// skipped as holes (halfStream.carried).
-	gapped  [2]int64
+	gapped [2]int64
+	// oooLost: packets the client lost just before the first segment that
+	// arrived ahead of a hole (at offset oooOff): if they outnumber the
+	// segments before it, that segment was itself a retransmission.
 	oooLost int
 	oooOff  int64
 	oooAt   int64 // when that segment arrived

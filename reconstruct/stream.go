@@ -408,6 +408,9 @@ func (l *deliveryLog) add(p deliveryPiece) {
 	l.off[1], l.n[1], l.ts[1] = p.off, uint32(p.end-p.off), p.ts
 }
 
+// last is the capture time of the newest piece, 0 before any.
+func (l *deliveryLog) last() int64 { return l.ts[1] }
+
 // add shifts p's evidence in as its log's add does the piece.
 func (d *deliveryLoss) add(p deliveryPiece) {
 	d.early[0], d.lost[0], d.ackOrCopy[0], d.refill[0] = d.early[1], d.lost[1], d.ackOrCopy[1], d.refill[1]

@@ -129,7 +129,15 @@ func (c *conn) h2ClientRecordStart(r tlswire.Record) int64 {
 		return r.StartAt
 	}
 	at := min(pc.arrived, r.StartAt)
+	resent := pc.refill || pc.arrived == pc.ts && pc.lost > 0
+	sent, ahead := c.sentBeforeAck(pc, r.Offset)
 	switch {
+	case ahead:
+		// A pure ACK showed it sent before it came (sentBeforeAck): a
+		// nanosecond apart from any piece's time, which keeps two
+		// records' streams apart for h2RequestLoss.
+		at = min(at, sent)
+		c.noteH2Resent(h2ResentRecord{at: at, refill: true})
 	case pc.refill:
 		// Its first send is known from the segment that overtook it
 		// (deliverClient): only the flag remains to give. A nanosecond
@@ -137,7 +145,7 @@ func (c *conn) h2ClientRecordStart(r tlswire.Record) int64 {
 		// for h2RequestLoss.
 		at--
 		c.noteH2Resent(h2ResentRecord{at: at, refill: true})
-	case pc.arrived == pc.ts && pc.lost > 0:
+	case resent:
 		// IP IDs show a lost first copy: the send is requestSent's to
 		// estimate. (A piece that overtook a hole owes its IP ID gap to
 		// the hole, whose filling is the resend.)
@@ -145,6 +153,71 @@ func (c *conn) h2ClientRecordStart(r tlswire.Record) int64 {
 			prev: c.lastResp, timer: c.timer})
 	}
 	return at
+}
+
+// clientPrev is the client's remembered piece that ends where pc begins
+// (zero when there is none).
+func (c *conn) clientPrev(pc deliveryPiece) deliveryPiece {
+	if p, ok := c.clientPiece(pc.off - 1); ok && p.end == pc.off {
+		return p
+	}
+	return deliveryPiece{}
+}
+
+// sentBeforeAck is when the bytes of piece pc from offset off on (a
+// record's) first left, when a pure ACK's sequence number passed off
+// before the piece came (ok):
+// the client had sent it before that ACK, and after the piece before it
+// (TCP sends in order). Where in that window, the resend says:
+//   - one tail loss probe after the send (2 srtt with a flight out; Linux
+//     arms it at each send) lands in the window: it left then. A probe
+//     that lands at the piece before it says it left with that piece, the
+//     last of a burst, when the client sent nothing else before the ACK
+//     (aheadSilent).
+//   - with the client silent, one retransmission timeout after the
+//     server's ACK of the piece before it reached the client (Linux
+//     restarts the timer at each ACK of new data): it left with that
+//     piece too, as a client sends requests as soon as it can.
+//   - else the ACK bounds it.
+//
+// A resend that overtaking data's SACK may have prompted (an RTT after
+// that data) says only that it left no later than one probe before, so
+// it is read as a probe only when the client was silent. Seen on the
+// HTTPS testbed: a Go client's HEADERS for four objects, lost behind a
+// fifth, timed from WINDOW_UPDATEs that overtook them 158 ms later; its
+// favicon, lost beside its beacon, timed from the resend 534 ms later.
+func (c *conn) sentBeforeAck(pc deliveryPiece, off int64) (sent int64, ok bool) {
+	l := c.loss
+	if l == nil || l.aheadAt == 0 || l.aheadAt >= pc.arrived || off >= l.aheadOff {
+		return 0, false
+	}
+	hi := l.aheadAt
+	prev := c.clientPrev(pc)
+	if prev.end == 0 || prev.arrived >= hi || l.aheadOff < pc.end {
+		return hi, true
+	}
+	lo := prev.arrived + 1
+	wait, spread := c.timer.lostWait(1, true)
+	est, tol := pc.ts-wait, spread+estimateSlack
+	sackMaybe := pc.refill && max(pc.ts-pc.arrived-c.clientRTT(), pc.arrived+c.clientRTT()-pc.ts) <= estimateSlack
+	switch {
+	case est < lo-tol || est > hi+tol:
+		// No probe from a send in the window.
+	case est <= lo+tol && l.aheadSilent:
+		return lo, true
+	case !sackMaybe:
+		return min(max(est, lo), hi), true
+	}
+	if l.aheadSilent && c.srvAckNewAt >= prev.arrived && c.srvAck >= prev.end {
+		wait, spread := c.timer.lostWait(1, false)
+		if d := pc.ts - wait - (c.srvAckNewAt + c.clientRTT()); d >= -spread-estimateSlack && d <= spread+estimateSlack {
+			return lo, true
+		}
+	}
+	if l.aheadReact > 0 {
+		return min(max(l.aheadReact, lo), hi), true
+	}
+	return hi, true
 }
 
 func (c *conn) noteH2Resent(e h2ResentRecord) {

@@ -128,6 +128,87 @@ func TestDecryptedHTTP2RequestLostBehindInFlight(t *testing.T) {
 	}
 }
 
+// The last of a burst of HTTP/2 requests is lost before the capture
+// point, and the client's next packet is a pure ACK whose sequence number
+// passes it: the client had sent it before that ACK and, sending nothing
+// else in between, after the request before it. The resend tells when in
+// that window: a tail loss probe armed as it left (2 srtt with the others
+// in flight), or a retransmission timeout restarted as the server's ACK
+// of the others reached the client, puts it with the request before it,
+// the burst it was sent in; a probe from a request sent later in that
+// silence puts it at its own send. Seen on the HTTPS testbed: a Go
+// client's HEADERS for four objects timed from the WINDOW_UPDATEs that
+// overtook them 158 ms later, and its favicon, lost beside its beacon,
+// from its resend 534 ms later.
+func TestDecryptedHTTP2RequestLostLastOfBurst(t *testing.T) {
+	handler, _ := h2Site(false, 10)
+	kl := tlsdecrypt.NewKeyLog(tlsdecrypt.KeyLogOptions{})
+	objects := []h2Fetch{{path: "/style.css"}, {path: "/app.js"}, {path: "/img/0.png"}}
+	writes := recordH2Waves(t, tls.VersionTLS13, kl, handler, []h2Fetch{{path: "/index.html"}}, objects)
+	tlp := 2*(2*D) + 2*ms // the client's probe: 2 srtt and TCP_TIMEOUT_MIN
+	for i, tc := range []struct {
+		name string
+		// late: how long after the request before it the lost one left;
+		// rto: resent one timeout after the server's ACK of the others
+		// reached the client, else on its probe.
+		late int64
+		rto  bool
+	}{
+		{"resent on its tail loss probe", 0, false},
+		{"resent one timeout after the server's ACK of the others", 0, true},
+		{"sent 60 ms later, resent on its probe", 60 * ms, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var lostSent, resent int64
+			var lostURL string
+			script := func(w *synth.Writer) {
+				h2Burst(w, uint16(7800+i*100), writes, func(c *synth.Conn, reqs []tlsWrite, at int64) int64 {
+					for k, wr := range reqs[:len(reqs)-1] {
+						c.Client(at+int64(k)*50*us, wr.b)
+					}
+					lostSent = at + int64(len(reqs)-2)*50*us + 50*us + tc.late
+					lostSeq := c.ClientNext()
+					c.ClientLost()
+					c.SkipClient(len(reqs[len(reqs)-1].b))
+					ack := at + int64(len(reqs)-2)*50*us + 1*ms // the server acknowledges the others
+					c.ServerAckTo(ack, lostSeq)
+					c.ClientAck(lostSent + 2*D + 5*ms) // answers came in: its ACK passes the lost request
+					resent = synth.TimerFires(lostSent, tlp)
+					if tc.rto {
+						resent = synth.TimerFires(ack+2*D, lostWaitAfterSamples(2*D, 2))
+					}
+					c.ClientAt(resent, lostSeq, reqs[len(reqs)-1].b)
+					return resent
+				})
+			}
+			out := analyze(t, defaultOpts(), reconstruct.Config{KeyLog: kl}, script)
+			flagged := 0
+			for _, tx := range out.txs {
+				if err := tx.Invariants(); err != nil {
+					t.Error(err)
+				}
+				if tx.Flags&reconstruct.FlagUpstreamLoss == 0 {
+					continue
+				}
+				flagged++
+				lostURL = tx.URL
+				// Within 1 ms in a burst; a probe's own send within the
+				// timer wheel's granule (4 ms), which the resend rounds to.
+				tol := time.Millisecond
+				if tc.late > 0 {
+					tol = 5 * time.Millisecond
+				}
+				if d := time.Duration(tx.Start - (lostSent - D)); d < -tol || d > tol {
+					t.Errorf("%s: starts %v from its send, want within %v (resent %v after it)", tx.URL, d, tol, time.Duration(resent-lostSent))
+				}
+			}
+			if len(out.txs) != 4 || flagged != 1 {
+				t.Errorf("%d transactions, %d flagged upstream_loss (%s); want 4 and 1", len(out.txs), flagged, lostURL)
+			}
+		})
+	}
+}
+
 // h2Burst scripts a recorded HTTP/2 page load on a Linux-like connection
 // (IP IDs per connection): the page's wave as recorded, then the
 // objects' requests, which a browser sends at once as the page arrives
