@@ -2,9 +2,7 @@ package reconstruct_test
 
 import (
 	"bytes"
-	"crypto/tls"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"testing"
@@ -100,86 +98,33 @@ func TestDecryptedHTTP2RequestAfterServerGoAway(t *testing.T) {
 // server's GOAWAY are phase 2.
 func recordH2RequestAfterGoAway(t *testing.T, keyLog io.Writer) []tlsWrite {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	cs, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &tlsRecorder{}
-	srv := tls.Server(recordingConn{ss, rec, false}, &tls.Config{Certificates: []tls.Certificate{testCertificate(t)},
-		NextProtos: []string{"h2"}, MinVersion: tls.VersionTLS13})
 	answered := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer srv.Close()
-		if srv.Handshake() != nil {
+	return recordH2Framed(t, keyLog, func(fr *http2.Framer, rec *tlsRecorder, h *http2.HeadersFrame) bool {
+		if h.StreamID != 1 {
+			fr.WriteGoAway(1, http2.ErrCodeNo, nil)
+			return true
+		}
+		var block bytes.Buffer
+		hpack.NewEncoder(&block).WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+		rec.setPhase(1)
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true})
+		fr.WriteData(1, true, []byte("first answer"))
+		rec.setPhase(2)
+		close(answered)
+		return false
+	}, func(cc *http2.ClientConn) {
+		req, _ := http.NewRequest("GET", "https://shop.example.test/first", nil)
+		resp, err := cc.RoundTrip(req)
+		if err != nil {
+			t.Error(err)
 			return
 		}
-		if _, err := io.ReadFull(srv, make([]byte, len(http2.ClientPreface))); err != nil {
-			return
-		}
-		fr := http2.NewFramer(srv, srv)
-		fr.WriteSettings()
-		for {
-			f, err := fr.ReadFrame()
-			if err != nil {
-				return
-			}
-			switch f := f.(type) {
-			case *http2.SettingsFrame:
-				if !f.IsAck() {
-					fr.WriteSettingsAck()
-				}
-			case *http2.HeadersFrame:
-				if f.StreamID == 1 {
-					var block bytes.Buffer
-					hpack.NewEncoder(&block).WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
-					rec.setPhase(1)
-					fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true})
-					fr.WriteData(1, true, []byte("first answer"))
-					rec.setPhase(2)
-					close(answered)
-					continue
-				}
-				fr.WriteGoAway(1, http2.ErrCodeNo, nil)
-				return
-			}
-		}
-	}()
-	cli := tls.Client(recordingConn{cs, rec, true}, &tls.Config{ServerName: "shop.example.test", InsecureSkipVerify: true,
-		NextProtos: []string{"h2"}, KeyLogWriter: keyLog, MinVersion: tls.VersionTLS13})
-	if err := cli.Handshake(); err != nil {
-		t.Fatal(err)
-	}
-	cc, err := (&http2.Transport{}).NewClientConn(cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, _ := http.NewRequest("GET", "https://shop.example.test/first", nil)
-	resp, err := cc.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	<-answered
-	req, _ = http.NewRequest("GET", "https://shop.example.test/next", nil)
-	if resp, err := cc.RoundTrip(req); err == nil {
+		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-	}
-	<-done
-	cc.Close()
-	cli.Close()
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	return append([]tlsWrite(nil), rec.writes...)
+		<-answered
+		req, _ = http.NewRequest("GET", "https://shop.example.test/next", nil)
+		if resp, err := cc.RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+	})
 }

@@ -95,8 +95,45 @@ func TestDecryptedHTTP2ResetAfterResponse(t *testing.T) {
 // the recording ends with the reset.
 func recordH2ResetAfterResponse(t *testing.T, keyLog io.Writer) []tlsWrite {
 	t.Helper()
-	// Loopback TCP, not net.Pipe: the framer below reads and writes on
-	// one goroutine, which an unbuffered pipe would deadlock.
+	writes := recordH2Framed(t, keyLog, func(fr *http2.Framer, rec *tlsRecorder, h *http2.HeadersFrame) bool {
+		var block bytes.Buffer
+		hpack.NewEncoder(&block).WriteField(hpack.HeaderField{Name: ":status", Value: "204"})
+		rec.setPhase(1)
+		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: h.StreamID, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true})
+		rec.setPhase(2)
+		fr.WriteRSTStream(h.StreamID, http2.ErrCodeNo)
+		return true
+	}, func(cc *http2.ClientConn) {
+		body, _ := io.Pipe() // the body the server does not wait for
+		req, _ := http.NewRequest("POST", "https://shop.example.test/beacon", body)
+		req.ContentLength = 6
+		resp, err := cc.RoundTrip(req)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		resp.Body.Close()
+	})
+	var out []tlsWrite
+	for _, w := range writes {
+		out = append(out, w)
+		if w.phase == 2 && !w.fromClient {
+			break
+		}
+	}
+	return out
+}
+
+// recordH2Framed records Go's HTTP/2 client (client, on its connection)
+// against a server scripted frame by frame over TLS 1.3 on loopback TCP
+// (net.Pipe would deadlock the framer, which reads and writes on one
+// goroutine): the server answers the client's preface and SETTINGS, and
+// each request's HEADERS goes to headers, which writes the answer
+// (setting the recorder's phases) and reports whether the server is done,
+// when it closes. It returns every write of both sides, in order.
+func recordH2Framed(t *testing.T, keyLog io.Writer, headers func(fr *http2.Framer, rec *tlsRecorder, h *http2.HeadersFrame) (done bool),
+	client func(cc *http2.ClientConn)) []tlsWrite {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -113,9 +150,9 @@ func recordH2ResetAfterResponse(t *testing.T, keyLog io.Writer) []tlsWrite {
 	rec := &tlsRecorder{}
 	srv := tls.Server(recordingConn{ss, rec, false}, &tls.Config{Certificates: []tls.Certificate{testCertificate(t)},
 		NextProtos: []string{"h2"}, MinVersion: tls.VersionTLS13})
-	reset := make(chan struct{})
+	done := make(chan struct{})
 	go func() {
-		defer close(reset)
+		defer close(done)
 		defer srv.Close()
 		if srv.Handshake() != nil {
 			return
@@ -136,13 +173,9 @@ func recordH2ResetAfterResponse(t *testing.T, keyLog io.Writer) []tlsWrite {
 					fr.WriteSettingsAck()
 				}
 			case *http2.HeadersFrame:
-				var block bytes.Buffer
-				hpack.NewEncoder(&block).WriteField(hpack.HeaderField{Name: ":status", Value: "204"})
-				rec.setPhase(1)
-				fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true})
-				rec.setPhase(2)
-				fr.WriteRSTStream(f.StreamID, http2.ErrCodeNo)
-				return
+				if headers(fr, rec, f) {
+					return
+				}
 			}
 		}
 	}()
@@ -155,25 +188,11 @@ func recordH2ResetAfterResponse(t *testing.T, keyLog io.Writer) []tlsWrite {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.Pipe() // the body the server does not wait for
-	req, _ := http.NewRequest("POST", "https://shop.example.test/beacon", body)
-	req.ContentLength = 6
-	resp, err := cc.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	<-reset
+	client(cc)
+	<-done
 	cc.Close()
 	cli.Close()
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	var out []tlsWrite
-	for _, w := range rec.writes {
-		out = append(out, w)
-		if w.phase == 2 && !w.fromClient {
-			break
-		}
-	}
-	return out
+	return append([]tlsWrite(nil), rec.writes...)
 }
