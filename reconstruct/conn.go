@@ -369,13 +369,10 @@ func (c *conn) fromClient(p *capture.Packet) {
 	retrans, reordered := c.c2s.segment(ts, p.Seq, p.Payload, p.PayloadLen, p.Flags&capture.FlagFIN != 0,
 		c.t.cfg.MaxBufferedBytes, c.deliverClient, c.gapClient)
 	c.account(&c.c2s, retrans, reordered)
-	if reordered {
-		off := c.c2s.offset(p.Seq)
-		if !hadHole {
-			l := c.notes()
-			l.oooLost, l.oooOff, l.oooAt = int(c.pktLost), off, ts
-		}
-		c.tlsNoteClientHole(ts, off+int64(p.PayloadLen))
+	if reordered && !hadHole {
+		l := c.notes()
+		l.oooLost, l.oooOff, l.oooAt = int(c.pktLost), c.c2s.offset(p.Seq), ts
+		c.tlsNoteClientHole(ts, l.oooOff+int64(p.PayloadLen))
 	}
 	if c.c2s.finReady() {
 		c.c2s.closed = true

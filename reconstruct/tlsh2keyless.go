@@ -167,21 +167,12 @@ type clientHole struct {
 
 // tlsNoteClientHole notes a hole in the client's stream, first seen at
 // ts, the client having sent up to end. A hole already noted and not yet
-// filled keeps its note and reaches to end: what the client sent after
-// the lost one, while it went unanswered, belongs to the same turn (the
-// client's ACKs may have covered every answer by then). So do the
-// WINDOW_UPDATEs it sent as the other streams' answers came: read when
-// the resend fills the hole, they were taken for a short request sent
-// on an idle connection, and the resent request's answer opened a turn
-// of its own (the HTTPS testbed's loss run: a page's four objects, one
-// request lost, timed as two turns of 152 and 342 ms, the wire's 536).
+// filled keeps its note: a request sent after the lost one, while it
+// went unanswered, belongs to the same turn (the client's ACKs may have
+// covered every answer by then).
 func (c *conn) tlsNoteClientHole(ts, end int64) {
 	s := c.tls
-	if s == nil || !s.multiplexed || s.protoUnsure {
-		return
-	}
-	if h := &s.h2Hole; h.at > 0 && h.end > c.c2s.next {
-		h.end = max(h.end, end)
+	if s == nil || !s.multiplexed || s.protoUnsure || s.h2Hole.at > 0 && s.h2Hole.end > c.c2s.next {
 		return
 	}
 	// A request still unanswered counts: the turn had begun.
