@@ -166,9 +166,9 @@ func (c *conn) clientPrev(pc deliveryPiece) deliveryPiece {
 
 // sentBeforeAck is when the bytes of piece pc from offset off on (a
 // record's) first left, when a pure ACK's sequence number passed off
-// before the piece came (ok):
-// the client had sent it before that ACK, and after the piece before it
-// (TCP sends in order). Where in that window, the resend says:
+// before the piece came (ok): the client had sent them before that ACK,
+// and after the piece before it (TCP sends in order). Where in that
+// window:
 //   - one tail loss probe after the send (2 srtt with a flight out; Linux
 //     arms it at each send) lands in the window: it left then. A probe
 //     that lands at the piece before it says it left with that piece, the
@@ -178,6 +178,8 @@ func (c *conn) clientPrev(pc deliveryPiece) deliveryPiece {
 //     server's ACK of the piece before it reached the client (Linux
 //     restarts the timer at each ACK of new data): it left with that
 //     piece too, as a client sends requests as soon as it can.
+//   - a client that still had an answer on its way when it sent that
+//     piece (aheadReact) sent it in reaction to that answer, as it came.
 //   - else the ACK bounds it.
 //
 // A resend that overtaking data's SACK may have prompted (an RTT after
