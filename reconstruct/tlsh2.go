@@ -201,7 +201,8 @@ func (c *conn) sentBeforeAck(pc deliveryPiece, off int64) (sent int64, ok bool) 
 	lo := prev.arrived + 1
 	wait, spread := c.timer.lostWait(1, true)
 	est, tol := pc.ts-wait, spread+estimateSlack
-	sackMaybe := pc.refill && max(pc.ts-pc.arrived-c.clientRTT(), pc.arrived+c.clientRTT()-pc.ts) <= estimateSlack
+	sack := pc.ts - pc.arrived - c.clientRTT() // from an RTT after the data that overtook it
+	sackMaybe := pc.refill && max(sack, -sack) <= estimateSlack
 	switch {
 	case est < lo-tol || est > hi+tol:
 		// No probe from a send in the window.
@@ -212,7 +213,7 @@ func (c *conn) sentBeforeAck(pc deliveryPiece, off int64) (sent int64, ok bool) 
 	}
 	if l.aheadSilent && c.srvAckNewAt >= prev.arrived && c.srvAck >= prev.end {
 		wait, spread := c.timer.lostWait(1, false)
-		if d := pc.ts - wait - (c.srvAckNewAt + c.clientRTT()); d >= -spread-estimateSlack && d <= spread+estimateSlack {
+		if d := pc.ts - wait - (c.srvAckNewAt + c.clientRTT()); max(d, -d) <= spread+estimateSlack {
 			return lo, true
 		}
 	}
