@@ -383,6 +383,11 @@ func predictValidation(t *testing.T, name string, rule whatif.Rule, base, applie
 			ms(cr.Predicted.P50), ms(cr.Predicted.P90), cr.Predicted.N, cr.Affected, cr.Failed,
 			ms(row.Truth.P50), ms(row.Truth.P90), ms(row.Rtmon.P50), ms(row.Rtmon.P90), row.Rtmon.N,
 			baseStall, appliedStall)
+		if cr.Band != nil {
+			t.Logf("%s %s: model band ±%.1f%%/±%.1f%% (p50/p90; %s); the prediction is %+.1f%%/%+.1f%% off the applied run", name, class,
+				100*cr.Band[0], 100*cr.Band[1], whatif.BandSource(cr.BandFree),
+				100*(float64(cr.Predicted.P50)/float64(max(row.Truth.P50, 1))-1), 100*(float64(cr.Predicted.P90)/float64(max(row.Truth.P90, 1))-1))
+		}
 		// A load a reset ended may have left rtmon a pageview or none.
 		n, failed, reset := base.Spec.perClass(class), failedLoads(base, class), resetLoads(base, class)
 		if cr.Pageviews > n-failed || cr.Pageviews < n-failed-reset || cr.Transactions != 0 {

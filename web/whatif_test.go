@@ -476,16 +476,31 @@ func TestBrowserWhatIf(t *testing.T) {
 	var qshown struct {
 		Workers, Model, Heading string
 		FitRows, Bands          int
+		FreeBands, FreeTexts    int
 	}
 	tb.eval(`(() => ({Workers: document.getElementById('whatif-queue').dataset.workers,
 	  Heading: document.querySelector('#whatif-queue h2').textContent,
 	  FitRows: document.querySelectorAll('#whatif-queue tbody tr[data-class]').length,
 	  Bands: document.querySelectorAll('.whatif-class tr.band').length,
+	  FreeBands: document.querySelectorAll('.whatif-class tr.band[data-free="1"]').length,
+	  FreeTexts: [...document.querySelectorAll('.whatif-class tr.band')].filter((r) => r.textContent.includes('every SYN judged by the model')).length,
 	  Model: document.getElementById('model').value}))()`, &qshown)
 	if qapi.Queue == nil || qshown.Workers != fmt.Sprint(qapi.Queue.Workers) || qshown.FitRows != len(qapi.Queue.Fit) ||
 		qshown.Bands != len(qapi.Classes) || qshown.Model != "queue" ||
 		!strings.Contains(qshown.Heading, fmt.Sprintf("service times per URL vary by %.1f%%", 100*qapi.Queue.ServiceSpread)) {
 		t.Errorf("queue model shown as %+v, API %+v", qshown, qapi.Queue)
+	}
+	// FAST SYN against a fitted backlog rests on the model judging every
+	// SYN: the bands say so where the API does.
+	freeBands := 0
+	for _, c := range qapi.Classes {
+		if c.BandFree {
+			freeBands++
+		}
+	}
+	if qshown.FreeBands != freeBands || qshown.FreeTexts != freeBands || (qapi.Queue != nil && qapi.Queue.Backlog > 0) != (freeBands == len(qapi.Classes)) {
+		t.Errorf("%d bands shown as the free null replay's (%d say so), the API has %d of %d (backlog %d)", qshown.FreeBands, qshown.FreeTexts,
+			freeBands, len(qapi.Classes), qapi.Queue.Backlog)
 	}
 	tb.clean("whatif queue")
 

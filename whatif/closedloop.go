@@ -15,10 +15,25 @@ import (
 // once the low class is dropped) is judged on the times the action itself
 // produced, so it switches on and off within the run as an appliance's
 // would.
-func (d *Dataset) replayQueue(rules []Rule, o *Options, qf *queueFit) ([]UnitResult, []unitState) {
+func (d *Dataset) replayQueue(rules []Rule, o *Options, qf *queueFit) ([]UnitResult, []unitState, bool) {
 	l := d.newClosedLoop(rules, o, qf)
 	l.run()
-	return l.out, l.st
+	return l.out, l.st, l.ranFree()
+}
+
+// ranFree: the replay took some connection's SYNs out of the capture's
+// hands (a splicer's, or FAST SYN's copies) and a backlog is modelled to
+// drop them, so what it predicts rests on the model running free.
+func (l *closedLoop) ranFree() bool {
+	if l.qf.model.Backlog == 0 {
+		return false // no SYN is the model's to drop
+	}
+	for ci := range l.q.conns {
+		if l.q.conns[ci].fresh && (l.ch.connSpliced[ci] || l.ch.connFastSYN[ci] > 0) {
+			return true
+		}
+	}
+	return false
 }
 
 // closedLoop is the state of one replayQueue run.

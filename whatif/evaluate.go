@@ -250,8 +250,12 @@ type ClassResult struct {
 	Pageviews    int `json:"pageviews"`
 	Transactions int `json:"transactions"`
 	// Band (queue model): the relative error of the null replay's median
-	// and p90 for the class, the uncertainty of the prediction.
+	// and p90 for the class, the uncertainty of the prediction. BandFree:
+	// the rules took SYNs out of the capture's hands (FAST SYN against a
+	// modelled backlog, SPLICE), so Band is the larger of that and the
+	// free null replay's (QueueModel's ClassFit.FreeBand).
 	Band     *[2]float64 `json:"band,omitempty"`
+	BandFree bool        `json:"band_free,omitempty"`
 	Affected int         `json:"affected"` // units some action applied to
 	Dropped  int         `json:"dropped"`  // units with at least one SYN dropped
 	Failed   int         `json:"failed"`   // units whose connection failed
@@ -322,13 +326,14 @@ func (d *Dataset) Evaluate(rules []Rule, opts Options) (*Result, error) {
 	var delta loadDelta
 	var units []UnitResult
 	var st []unitState
+	var ranFree bool
 	passes := 0
 	if o.ServerModel == ServerQueue {
 		// One event loop: the server under the traffic the rules leave,
 		// the rules judged on the times it gives.
 		qf = d.queueFit(&o)
 		model = LoadModel{}
-		units, st = d.replayQueue(rules, &o, qf)
+		units, st, ranFree = d.replayQueue(rules, &o, qf)
 		passes = 1
 	}
 	for qf == nil && passes < o.Passes {
@@ -375,10 +380,17 @@ func (d *Dataset) Evaluate(rules []Rule, opts Options) (*Result, error) {
 		cr.Measured, cr.Predicted = NewDistribution(meas, o.Edges), NewDistribution(pred, o.Edges)
 		if res.Queue != nil {
 			for _, f := range res.Queue.Fit {
-				if f.Class == c {
-					band := f.Band
-					cr.Band = &band
+				if f.Class != c {
+					continue
 				}
+				band := f.Band
+				if ranFree {
+					// The rules took SYNs out of the capture's hands: the
+					// prediction rests on the model running free.
+					band = [2]float64{max(band[0], f.FreeBand[0]), max(band[1], f.FreeBand[1])}
+					cr.BandFree = true
+				}
+				cr.Band = &band
 			}
 		}
 		res.Classes = append(res.Classes, cr)

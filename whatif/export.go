@@ -165,10 +165,18 @@ func writeModel(c func(string, ...any), r *Result) {
 		ReadableDuration(int64(m.Intercept)), ReadableDuration(int64(m.Slope)), m.Samples, r.Passes)
 }
 
+// BandSource says what a class's band is the error of.
+func BandSource(free bool) string {
+	if free {
+		return "the null replay's error with every SYN judged by the model, as these rules have it"
+	}
+	return "the null replay's error"
+}
+
 func writeClass(c func(string, ...any), cr *ClassResult) {
 	band := "no model band (linear model)"
 	if cr.Band != nil {
-		band = fmt.Sprintf("model band ±%.1f%% (median), ±%.1f%% (p90): the null replay's error", 100*cr.Band[0], 100*cr.Band[1])
+		band = fmt.Sprintf("model band ±%.1f%% (median), ±%.1f%% (p90): %s", 100*cr.Band[0], 100*cr.Band[1], BandSource(cr.BandFree))
 	}
 	c("  %s (%s priority; %d pageviews, %d stand-alone transactions):", cr.Class, cr.Priority, cr.Pageviews, cr.Transactions)
 	c("    median %s -> %s (%s), p90 %s -> %s (%s); %s",

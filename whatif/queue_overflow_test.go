@@ -190,3 +190,73 @@ func TestRuleThatNeverActsReplaysTheCapture(t *testing.T) {
 		t.Errorf("%d of %d units moved under a rule that never acted (%d connections half-open)", moved, len(res.Units), halfOpen)
 	}
 }
+
+// TestFreeBandIsTheModelRunningFree: a replay that takes the SYNs out of
+// the capture's hands (FAST SYN, SPLICE) is as good as the model judging
+// every SYN, which the anchored null replay (exact on the SYNs it anchors)
+// does not show. The fit's free band must be that replay's error (checked
+// against a FAST SYN rule whose copies never come: every SYN judged, none
+// copied), and such rules must carry it; DROP SYN keeps the anchored band.
+func TestFreeBandIsTheModelRunningFree(t *testing.T) {
+	srv := prefork{workers: 4, backlog: 8, syncookies: true, limbo: true}
+	arr := pfWorkload(2, 90*time.Second, 100, 10*time.Millisecond)
+	conns, txs, _ := srv.run(arr)
+	ds, err := NewDataset(conns, txs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Priorities: map[string]Priority{"high": High}, ServerModel: ServerQueue}
+	eval := func(rule string) *Result {
+		t.Helper()
+		rules, err := ParseRules(rule)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := ds.Evaluate(rules, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	never := eval("IF IP.SRC == * THEN FAST SYN GAP 1000s")
+	fast := eval("IF IP.SRC == * THEN FAST SYN GAP 200ms")
+	drop := eval("IF CLASS == low THEN DROP SYN")
+	splice := eval("IF IP.SRC == * THEN SPLICE")
+	m := fast.Queue
+	if m.Backlog == 0 {
+		t.Fatal("no backlog fitted: the workload drops no SYN at a full queue")
+	}
+	off := 0.0
+	for _, f := range m.Fit {
+		n := never.Class(f.Class)
+		t.Logf("%s: measured p50 %v p90 %v; anchored null %v %v; free null %v %v (band %.1f%%/%.1f%%); every SYN judged by a rule %v %v",
+			f.Class, time.Duration(f.UnitP50[0]), time.Duration(f.UnitP90[0]), time.Duration(f.UnitP50[1]), time.Duration(f.UnitP90[1]),
+			time.Duration(f.FreeUnitP50), time.Duration(f.FreeUnitP90), 100*f.FreeBand[0], 100*f.FreeBand[1],
+			time.Duration(n.Predicted.P50), time.Duration(n.Predicted.P90))
+		off = max(off, relErr(n.Predicted.P50, n.Measured.P50), relErr(n.Predicted.P90, n.Measured.P90))
+		if e50, e90 := relErr(f.FreeUnitP50, n.Predicted.P50), relErr(f.FreeUnitP90, n.Predicted.P90); e50 > 0.01 || e90 > 0.01 {
+			t.Errorf("%s: the free null replay's p50/p90 %v/%v are %.1f%%/%.1f%% from the replay with every SYN judged (%v/%v)", f.Class,
+				time.Duration(f.FreeUnitP50), time.Duration(f.FreeUnitP90), 100*e50, 100*e90, time.Duration(n.Predicted.P50), time.Duration(n.Predicted.P90))
+		}
+		if want := [2]float64{relErr(f.FreeUnitP50, f.UnitP50[0]), relErr(f.FreeUnitP90, f.UnitP90[0])}; f.FreeBand != want {
+			t.Errorf("%s: free band %v, its figures give %v", f.Class, f.FreeBand, want)
+		}
+		fc, dc := fast.Class(f.Class), drop.Class(f.Class)
+		want := [2]float64{max(f.Band[0], f.FreeBand[0]), max(f.Band[1], f.FreeBand[1])}
+		if !fc.BandFree || fc.Band == nil || *fc.Band != want {
+			t.Errorf("%s: FAST SYN's band %v (free %v), want %v", f.Class, fc.Band, fc.BandFree, want)
+		}
+		if sc := splice.Class(f.Class); !sc.BandFree || sc.Band == nil || *sc.Band != want {
+			t.Errorf("%s: SPLICE's band %v (free %v), want %v", f.Class, sc.Band, sc.BandFree, want)
+		}
+		if dc.BandFree || dc.Band == nil || *dc.Band != f.Band {
+			t.Errorf("%s: DROP SYN's band %v (free %v), want the null replay's %v", f.Class, dc.Band, dc.BandFree, f.Band)
+		}
+	}
+	if off < 0.005 {
+		t.Fatalf("the model running free is within %.1f%% of the capture: the workload cannot tell the two null replays apart", 100*off)
+	}
+	if m.FreeWorst < off-1e-9 {
+		t.Errorf("free worst %.3f under the judged replay's error %.3f", m.FreeWorst, off)
+	}
+}

@@ -25,6 +25,10 @@ type queueChange struct {
 	// (the rules dropped the earlier ones at the front end).
 	connAttempt []int
 	txsRemoved  []bool // by transaction
+	// freeSYNs: the model judges every SYN, the capture's fates kept for
+	// none (the free null replay: how far the model running alone, as
+	// FAST SYN and SPLICE have it, is from the capture).
+	freeSYNs bool
 }
 
 // queueOutcome is one simulation's result.
@@ -294,7 +298,7 @@ func (s *queueSim) syn(ev qEvent) {
 	moved := s.ch != nil && s.ch.connDelay[ev.id] != 0
 	drop := full
 	gap := s.fastGap(ev.id)
-	judged := ev.syn == synCopy || moved || gap > 0 || ev.n > c.synLosses
+	judged := ev.syn == synCopy || moved || gap > 0 || ev.n > c.synLosses || s.ch != nil && s.ch.freeSYNs
 	switch {
 	case judged:
 		// The model alone judges a SYN the capture does not decide: a

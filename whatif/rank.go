@@ -34,7 +34,8 @@ type Ranked struct {
 	// Band (queue model): the class's null replay error at the median and
 	// p90, relative; a gain within it is not distinguishable from the
 	// model's own error.
-	Band *[2]float64 `json:"band,omitempty"`
+	Band     *[2]float64 `json:"band,omitempty"`
+	BandFree bool        `json:"band_free,omitempty"` // see ClassResult.BandFree
 }
 
 // Rank replays every candidate rule set and ranks them per class: by Gain
@@ -80,7 +81,7 @@ func (d *Dataset) judge(candidates [][]Rule, opts Options) ([]Ranked, error) {
 			failed += c.Failed
 		}
 		for _, c := range res.Classes {
-			r := Ranked{Rules: res.Rules, Class: c.Class, Failed: failed, Band: c.Band,
+			r := Ranked{Rules: res.Rules, Class: c.Class, Failed: failed, Band: c.Band, BandFree: c.BandFree,
 				Gain:    c.Measured.Mean - c.Predicted.Mean,
 				GainP90: c.Measured.P90 - c.Predicted.P90}
 			for _, o := range res.Classes {

@@ -328,7 +328,7 @@ func writeWhatifText(w io.Writer, rep *whatifReport) {
 			fmt.Fprintf(w, "  %-16s %10d %10d\n", label, c.Measured.Counts[i], c.Predicted.Counts[i])
 		}
 		if c.Band != nil {
-			fmt.Fprintf(w, "  %-16s %9.1f%% %9.1f%%  (p50, p90: the null replay's error)\n", "model band", 100*c.Band[0], 100*c.Band[1])
+			fmt.Fprintf(w, "  %-16s %9.1f%% %9.1f%%  (p50, p90: %s)\n", "model band", 100*c.Band[0], 100*c.Band[1], whatif.BandSource(c.BandFree))
 		}
 		fmt.Fprintf(w, "  affected %d, SYN dropped %d, failed %d\n", c.Affected, c.Dropped, c.Failed)
 	}
@@ -345,7 +345,11 @@ func writeWhatifText(w io.Writer, rep *whatifReport) {
 			}
 			band := ""
 			if r.Band != nil {
-				band = fmt.Sprintf(" (model band ±%.1f%% at p90)", 100*r.Band[1])
+				band = fmt.Sprintf(" (model band ±%.1f%% at p90", 100*r.Band[1])
+				if r.BandFree {
+					band += ", every SYN judged by the model"
+				}
+				band += ")"
 			}
 			fmt.Fprintf(w, "  %9s %9s  cost %-16s failed %-4d %s%s\n", dur(r.Gain), dur(r.GainP90), cost, r.Failed, strings.Join(r.Rules, "; "), band)
 		}
@@ -413,12 +417,12 @@ func writeQueueModel(w io.Writer, q *whatif.QueueModel) {
 	if q.HoldsTransfer {
 		free = "busy until the response's last byte"
 	}
-	fmt.Fprintf(w, "server model: queue, %d workers %s (%.1f%% of responses unexplained; service times per URL vary by %.1f%%), %s; SYN losses measured %d, replayed %d; %d connections left half-open; null replay within %.1f%%\n",
-		q.Workers, free, 100*q.Unexplained, 100*q.ServiceSpread, backlog, q.SYNLossesMeasured, q.SYNLossesReplayed, q.HalfOpen, 100*q.Worst)
+	fmt.Fprintf(w, "server model: queue, %d workers %s (%.1f%% of responses unexplained; service times per URL vary by %.1f%%), %s; SYN losses measured %d, replayed %d; %d connections left half-open; null replay within %.1f%% (%.1f%% with every SYN judged by the model)\n",
+		q.Workers, free, 100*q.Unexplained, 100*q.ServiceSpread, backlog, q.SYNLossesMeasured, q.SYNLossesReplayed, q.HalfOpen, 100*q.Worst, 100*q.FreeWorst)
 	for _, f := range q.Fit {
-		fmt.Fprintf(w, "  class %s: server p50 %s/%s p90 %s/%s, unit p50 %s/%s p90 %s/%s (measured/replayed), SYN losses %d/%d\n",
+		fmt.Fprintf(w, "  class %s: server p50 %s/%s p90 %s/%s, unit p50 %s/%s/%s p90 %s/%s/%s (measured/replayed/every SYN judged), SYN losses %d/%d\n",
 			f.Class, dur(f.ServerP50[0]), dur(f.ServerP50[1]), dur(f.ServerP90[0]), dur(f.ServerP90[1]),
-			dur(f.UnitP50[0]), dur(f.UnitP50[1]), dur(f.UnitP90[0]), dur(f.UnitP90[1]), f.SYNLosses[0], f.SYNLosses[1])
+			dur(f.UnitP50[0]), dur(f.UnitP50[1]), dur(f.FreeUnitP50), dur(f.UnitP90[0]), dur(f.UnitP90[1]), dur(f.FreeUnitP90), f.SYNLosses[0], f.SYNLosses[1])
 	}
 	for _, n := range q.Notes {
 		fmt.Fprintln(w, "  note: "+n)

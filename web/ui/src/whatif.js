@@ -154,6 +154,12 @@ function improvement(meas, pred) {
   return (d > 0 ? '−' : '+') + fmtDur(Math.abs(d)) + pct;
 }
 
+// bandSource says what a band is the error of (whatif.BandSource): rules
+// that take SYNs out of the capture's hands rest on the model running free.
+function bandSource(free) {
+  return free ? "the null replay's error with every SYN judged by the model, as these rules have it" : "the null replay's error";
+}
+
 function statsTable(c) {
   const rows = [['p50', 'p50_ns'], ['p75', 'p75_ns'], ['p90', 'p90_ns'], ['p99', 'p99_ns'], ['mean', 'mean_ns']];
   return el('table', { class: 'nums whatif-stats' },
@@ -167,8 +173,8 @@ function statsTable(c) {
           el('td', {}, name), el('td', { class: 'n' }, fmtDur(a)), el('td', { class: 'n' }, fmtDur(b)),
           el('td', { class: 'n ' + (b < a ? 'better' : b > a ? 'worse' : '') }, improvement(a, b)));
       }),
-      c.band ? el('tr', { class: 'band', dataset: { band50: c.band[0], band90: c.band[1] } },
-        el('td', { colspan: 4 }, `model band ±${(100 * c.band[0]).toFixed(1)}% (p50), ±${(100 * c.band[1]).toFixed(1)}% (p90): the null replay's error`)) : null,
+      c.band ? el('tr', { class: 'band', dataset: { band50: c.band[0], band90: c.band[1], free: c.band_free ? '1' : '' } },
+        el('td', { colspan: 4 }, `model band ±${(100 * c.band[0]).toFixed(1)}% (p50), ±${(100 * c.band[1]).toFixed(1)}% (p90): ${bandSource(c.band_free)}`)) : null,
       el('tr', { class: 'counts', dataset: { affected: c.affected, dropped: c.dropped, failed: c.failed } },
         el('td', { colspan: 4 }, `affected ${fmtInt(c.affected)} · SYN dropped ${fmtInt(c.dropped)} · failed ${fmtInt(c.failed)}`))));
 }
@@ -200,7 +206,7 @@ function ranking(res) {
         el('td', { class: 'n' }, String(i + 1)),
         el('td', { class: 'rk-rules' }, el('a', { href: link(r.rules), title: 'evaluate these rules' }, r.rules.map((x, j) => [j ? el('br') : null, x]))),
         el('td', { class: 'n ' + (r.gain_ns > 0 ? 'better' : r.gain_ns < 0 ? 'worse' : '') }, signed(r.gain_ns)),
-        el('td', { class: 'n' }, signed(r.gain_p90_ns), r.band ? el('span', { class: 'note band', title: "the null replay's error at p90" },
+        el('td', { class: 'n' }, signed(r.gain_p90_ns), r.band ? el('span', { class: 'note band', title: `${bandSource(r.band_free)}, at p90` },
           ` ±${(100 * r.band[1]).toFixed(1)}%`) : null),
         el('td', { class: 'n' + (r.cost_ns > 0 ? ' worse' : '') }, r.cost_ns > 0 ? `${fmtDur(r.cost_ns)} (${classLabel(r.cost_class)})` : 'none'),
         el('td', { class: 'n' }, fmtInt(r.failed)),
@@ -284,12 +290,16 @@ function queueFit(q) {
       el('span', { class: 'note' }, `${fmtInt(q.workers)} workers ${q.holds_transfer ? "busy until the response's last byte" : "free at the response's first byte"} `
         + `(${(100 * q.unexplained).toFixed(1)}% of responses unexplained; service times per URL vary by ${(100 * (q.service_spread || 0)).toFixed(1)}%), ${backlog}; `
         + `SYN losses measured ${fmtInt(q.syn_losses_measured)}, replayed ${fmtInt(q.syn_losses_replayed)}; `
-        + `${fmtInt(q.half_open || 0)} connections left half-open; null replay within ${(100 * q.worst).toFixed(1)}%`)),
+        + `${fmtInt(q.half_open || 0)} connections left half-open; null replay within ${(100 * q.worst).toFixed(1)}% `
+        + `(${(100 * (q.free_worst || 0)).toFixed(1)}% with every SYN judged by the model)`)),
     el('table', { class: 'nums' },
       el('thead', {}, el('tr', {}, ['Class', 'Server p50', 'Server p90', 'Unit p50', 'Unit p90', 'SYN losses'].map((h, i) => el('th', { class: i ? 'n' : '' }, h)))),
-      el('tbody', {}, (q.fit || []).map((f) => el('tr', { dataset: { class: f.class } },
+      el('tbody', {}, (q.fit || []).map((f) => el('tr', { dataset: { class: f.class, freeBand50: f.free_band[0], freeBand90: f.free_band[1] } },
         el('td', {}, classLabel(f.class)),
-        [f.server_p50_ns, f.server_p90_ns, f.unit_p50_ns, f.unit_p90_ns].map((x) => el('td', { class: 'n' }, `${fmtDur(x[0])} / ${fmtDur(x[1])}`)),
+        [f.server_p50_ns, f.server_p90_ns].map((x) => el('td', { class: 'n' }, `${fmtDur(x[0])} / ${fmtDur(x[1])}`)),
+        [[f.unit_p50_ns, f.free_unit_p50_ns], [f.unit_p90_ns, f.free_unit_p90_ns]].map(([x, free]) => el('td', { class: 'n' },
+          `${fmtDur(x[0])} / ${fmtDur(x[1])} / ${fmtDur(free)}`)),
         el('td', { class: 'n' }, `${fmtInt(f.syn_losses[0])} / ${fmtInt(f.syn_losses[1])}`))))),
-    el('p', { class: 'note' }, 'measured / replayed without rules. ', ...(q.notes || []).map((n) => el('span', { class: 'q-note' }, n + ' '))));
+    el('p', { class: 'note' }, 'measured / replayed without rules (unit times: / with every SYN judged by the model, as FAST SYN and SPLICE have it). ',
+      ...(q.notes || []).map((n) => el('span', { class: 'q-note' }, n + ' '))));
 }
