@@ -116,6 +116,8 @@ type WhatIfResponse struct {
 	// SYNSchedules: how DROP SYN times each class's retransmissions.
 	SYNSchedules []whatif.SYNScheduleSummary `json:"syn_schedules"`
 	Passes       int                         `json:"passes"`
+	// Members: the replays pooled into the predictions (whatif.Result).
+	Members int `json:"members"`
 	// ServerModel made the predictions (the model= parameter: linear or
 	// queue); Queue is the fitted queueing server when it is queue.
 	ServerModel whatif.ServerModel `json:"server_model"`
@@ -280,7 +282,7 @@ func (resp *WhatIfResponse) evaluate(ds *whatif.Dataset, rules []whatif.Rule, cl
 		return badRequest{fmt.Errorf("evaluate: %w", err)}
 	}
 	resp.Rules = nonNil(res.Rules)
-	resp.Classes, resp.LoadModel, resp.Passes = res.Classes, res.LoadModel, res.Passes
+	resp.Classes, resp.LoadModel, resp.Passes, resp.Members = res.Classes, res.LoadModel, res.Passes, res.Members
 	resp.ServerModel, resp.Queue = res.ServerModel, res.Queue
 	resp.Window, resp.ReportDelay = int64(res.Window), int64(res.ReportDelay)
 	resp.Class = class

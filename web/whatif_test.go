@@ -477,6 +477,7 @@ func TestBrowserWhatIf(t *testing.T) {
 		Workers, Model, Heading string
 		FitRows, Bands          int
 		FreeBands, FreeTexts    int
+		MemberRows              int
 	}
 	tb.eval(`(() => ({Workers: document.getElementById('whatif-queue').dataset.workers,
 	  Heading: document.querySelector('#whatif-queue h2').textContent,
@@ -484,6 +485,7 @@ func TestBrowserWhatIf(t *testing.T) {
 	  Bands: document.querySelectorAll('.whatif-class tr.band').length,
 	  FreeBands: document.querySelectorAll('.whatif-class tr.band[data-free="1"]').length,
 	  FreeTexts: [...document.querySelectorAll('.whatif-class tr.band')].filter((r) => r.textContent.includes('every SYN judged by the model')).length,
+	  MemberRows: document.querySelectorAll('.whatif-class tr.members').length,
 	  Model: document.getElementById('model').value}))()`, &qshown)
 	if qapi.Queue == nil || qshown.Workers != fmt.Sprint(qapi.Queue.Workers) || qshown.FitRows != len(qapi.Queue.Fit) ||
 		qshown.Bands != len(qapi.Classes) || qshown.Model != "queue" ||
@@ -492,11 +494,17 @@ func TestBrowserWhatIf(t *testing.T) {
 	}
 	// FAST SYN against a fitted backlog rests on the model judging every
 	// SYN: the bands say so where the API does.
-	freeBands := 0
+	freeBands, pooled := 0, 0
 	for _, c := range qapi.Classes {
 		if c.BandFree {
 			freeBands++
 		}
+		if c.MembersP90 != nil {
+			pooled++
+		}
+	}
+	if qshown.MemberRows != pooled || (pooled > 0) != (qapi.Members > 1) {
+		t.Errorf("%d classes show a pooled p90 range, the API has %d (%d members)", qshown.MemberRows, pooled, qapi.Members)
 	}
 	if qshown.FreeBands != freeBands || qshown.FreeTexts != freeBands || (qapi.Queue != nil && qapi.Queue.Backlog > 0) != (freeBands == len(qapi.Classes)) {
 		t.Errorf("%d bands shown as the free null replay's (%d say so), the API has %d of %d (backlog %d)", qshown.FreeBands, qshown.FreeTexts,

@@ -2,7 +2,9 @@ package whatif
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
+	"time"
 
 	"github.com/rtmon/rtmon/internal/minheap"
 )
@@ -15,11 +17,28 @@ import (
 // once the low class is dropped) is judged on the times the action itself
 // produced, so it switches on and off within the run as an appliance's
 // would.
-func (d *Dataset) replayQueue(rules []Rule, o *Options, qf *queueFit) ([]UnitResult, []unitState, bool) {
+// The replay with seed 0 moves no timer; another seed moves each timer
+// the model sets on its own (see Options.Members) by up to ±1 ms. It
+// reports whether the rules ran the model free (ranFree) and whether the
+// front end sent FAST SYN copies (the replays worth pooling: see
+// Evaluate).
+func (d *Dataset) replayQueue(rules []Rule, o *Options, qf *queueFit, seed uint64) ([]UnitResult, []unitState, bool, bool) {
 	l := d.newClosedLoop(rules, o, qf)
+	if seed != 0 {
+		l.sim.jitter = rand.New(rand.NewPCG(seed, memberStream))
+	}
 	l.run()
-	return l.out, l.st, l.ranFree()
+	return l.out, l.st, l.ranFree(), l.sim.copies > 0
 }
+
+// memberStream is the second word of the members' random sources.
+const memberStream = 0x7274_6d6f_6e // "rtmon"
+
+// memberJitter is how far a member moves a timer the model sets: far
+// below any timer's own scale, enough to draw another of the replay's
+// chaotic outcomes (±1, ±4 and ±10 ms pooled gave errors alike on the
+// overload pairs).
+const memberJitter = int64(time.Millisecond)
 
 // ranFree: the replay took some connection's SYNs out of the capture's
 // hands (a splicer's, or FAST SYN's copies) and a backlog is modelled to

@@ -156,8 +156,8 @@ func writeModel(c func(string, ...any), r *Result) {
 	c("Conditions: RT over the units completed in the last %s, each seen %s after it completed (the measurement's delay)",
 		ReadableDuration(int64(r.Window)), ReadableDuration(int64(r.ReportDelay)))
 	if q := r.Queue; r.ServerModel == ServerQueue && q != nil {
-		c("Model: fitted queueing server, %d workers, backlog %d; null replay within %.1f%%; %d replay pass(es)",
-			q.Workers, q.Backlog, 100*q.Worst, r.Passes)
+		c("Model: fitted queueing server, %d workers, backlog %d; null replay within %.1f%% (%.1f%% with every SYN judged by the model); %d replay(s) pooled",
+			q.Workers, q.Backlog, 100*q.Worst, 100*q.FreeWorst, r.Members)
 		return
 	}
 	m := r.LoadModel
@@ -182,6 +182,9 @@ func writeClass(c func(string, ...any), cr *ClassResult) {
 	c("    median %s -> %s (%s), p90 %s -> %s (%s); %s",
 		ReadableDuration(cr.Measured.P50), ReadableDuration(cr.Predicted.P50), change(cr.Measured.P50, cr.Predicted.P50),
 		ReadableDuration(cr.Measured.P90), ReadableDuration(cr.Predicted.P90), change(cr.Measured.P90, cr.Predicted.P90), band)
+	if r := cr.MembersP90; r != nil {
+		c("    p90 pooled over several replays; one alone gave %s to %s", ReadableDuration(r[0]), ReadableDuration(r[1]))
+	}
 	c("    affected %d, SYN dropped %d, failed %d", cr.Affected, cr.Dropped, cr.Failed)
 }
 

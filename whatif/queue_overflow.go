@@ -94,7 +94,7 @@ func (s *queueSim) limbo(ev qEvent) bool {
 		s.out.limbo++
 	}
 	next := ev.n + 1
-	s.h.Push(qEvent{t: s.arrivedT[ti] + requestResend(s.rttSample[ci], next), kind: qArrive, id: ti, n: next})
+	s.h.Push(qEvent{t: s.arrivedT[ti] + requestResend(s.rttSample[ci], next) + s.moved(), kind: qArrive, id: ti, n: next})
 	return true
 }
 

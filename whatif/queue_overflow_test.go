@@ -1,6 +1,7 @@
 package whatif
 
 import (
+	"reflect"
 	"testing"
 	"time"
 )
@@ -258,5 +259,101 @@ func TestFreeBandIsTheModelRunningFree(t *testing.T) {
 	}
 	if m.FreeWorst < off-1e-9 {
 		t.Errorf("free worst %.3f under the judged replay's error %.3f", m.FreeWorst, off)
+	}
+}
+
+// TestFastSYNPredictionPoolsMembers: a FAST SYN replay against a fitted
+// backlog is one draw of a chaotic replay, so the prediction pools
+// Options.Members replays whose own timers each member moves by up to a
+// millisecond (fixed seeds: the same records give the same answer). The
+// class figures must be the pool's, its counts one replay's, each class's
+// member p90 range must hold the pooled p90, and rules without copies
+// replay once.
+func TestFastSYNPredictionPoolsMembers(t *testing.T) {
+	srv := prefork{workers: 4, backlog: 8, syncookies: true, limbo: true}
+	arr := pfWorkload(1, 90*time.Second, 100, 10*time.Millisecond)
+	conns, txs, _ := srv.run(arr)
+	ds, err := NewDataset(conns, txs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := ParseRules("IF IP.SRC == * THEN FAST SYN GAP 200ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Priorities: map[string]Priority{"high": High}, ServerModel: ServerQueue}
+	one := opts
+	one.Members = 1
+	single, err := ds.Evaluate(rules, one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pooled, err := ds.Evaluate(rules, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := ds.Evaluate(rules, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if single.Members != 1 || pooled.Members != 8 {
+		t.Fatalf("members: %d with Members 1, %d by default (want 8)", single.Members, pooled.Members)
+	}
+	if !reflect.DeepEqual(pooled, again) {
+		t.Error("two evaluations of the same rules on the same records differ")
+	}
+	if !reflect.DeepEqual(single.Units, pooled.Units) {
+		t.Error("the pooled result's units are not the first member's")
+	}
+	// The pool built here from the members' own replays.
+	o, err := opts.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	qf := ds.queueFit(&o)
+	pool := map[string][]int64{}
+	for m := range uint64(8) {
+		units, _, _, copied := ds.replayQueue(rules, &o, qf, m)
+		if !copied {
+			t.Fatalf("member %d sent no FAST SYN copy", m)
+		}
+		for _, u := range units {
+			pool[u.Class] = append(pool[u.Class], u.Predicted)
+		}
+	}
+	for _, c := range pooled.Classes {
+		s := single.Class(c.Class)
+		want := NewDistribution(pool[c.Class], o.Edges)
+		p, r := c.Predicted, c.MembersP90
+		t.Logf("%s: one replay p50 %v p90 %v; pooled %v %v; members' p90 %v..%v", c.Class, time.Duration(s.Predicted.P50),
+			time.Duration(s.Predicted.P90), time.Duration(p.P50), time.Duration(p.P90), time.Duration(r[0]), time.Duration(r[1]))
+		if p.P50 != want.P50 || p.P90 != want.P90 || p.P99 != want.P99 || p.Mean != want.Mean {
+			t.Errorf("%s: pooled p50/p90/p99/mean %d/%d/%d/%d, the members' pool gives %d/%d/%d/%d", c.Class,
+				p.P50, p.P90, p.P99, p.Mean, want.P50, want.P90, want.P99, want.Mean)
+		}
+		var sum int64
+		for _, n := range p.Counts {
+			sum += n
+		}
+		if p.N != s.Predicted.N || sum != p.N {
+			t.Errorf("%s: pooled counts sum to %d, N %d; one replay has %d units", c.Class, sum, p.N, s.Predicted.N)
+		}
+		if r == nil || r[0] >= r[1] {
+			t.Fatalf("%s: members' p90 range %v: the members did not differ, the test shows nothing", c.Class, r)
+		}
+		if p.P90 < r[0] || p.P90 > r[1] || s.Predicted.P90 < r[0] || s.Predicted.P90 > r[1] {
+			t.Errorf("%s: pooled p90 %d or the first member's %d outside the members' range %v", c.Class, p.P90, s.Predicted.P90, *r)
+		}
+	}
+	drop, err := ParseRules("IF CLASS == low THEN DROP SYN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ds.Evaluate(drop, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Members != 1 || res.Class("high").MembersP90 != nil {
+		t.Errorf("DROP SYN, which copies nothing, pooled %d replays", res.Members)
 	}
 }

@@ -4,6 +4,7 @@ package whatif
 // backlog, the clients' SYN and request resends.
 
 import (
+	"math/rand/v2"
 	"slices"
 
 	"github.com/rtmon/rtmon/internal/minheap"
@@ -102,9 +103,14 @@ type queueSim struct {
 	q *queueData
 	o *Options
 	serverShape
-	ch       *queueChange
-	out      queueOutcome
-	h        minheap.Heap[qEvent]
+	ch  *queueChange
+	out queueOutcome
+	h   minheap.Heap[qEvent]
+	// jitter moves each timer the model sets on its own (a replay
+	// member's, see Options.Members; nil: none moves); copies counts the
+	// front end's FAST SYN copies sent.
+	jitter   *rand.Rand
+	copies   int
 	busy     int
 	halfOpen int   // accepted SYNs whose handshake is not complete
 	waiting  []int // FIFO of transactions
@@ -342,7 +348,8 @@ func (s *queueSim) syn(ev qEvent) {
 			// The front end copies the SYN a gap after the last copy, or
 			// after the first SYN it saw go unanswered.
 			s.copying[ev.id] = true
-			s.h.Push(qEvent{t: ev.t + gap, kind: qSYN, id: ev.id, n: ev.n, syn: synCopy})
+			s.copies++
+			s.h.Push(qEvent{t: ev.t + gap + s.moved(), kind: qSYN, id: ev.id, n: ev.n, syn: synCopy})
 		}
 		if ev.syn == synCopy {
 			return
@@ -431,6 +438,16 @@ func (s *queueSim) giveUp(ci int, wait, now int64) {
 	if s.onFail != nil {
 		s.onFail(ci)
 	}
+}
+
+// moved is how far this replay member moves a timer the model sets on
+// its own (a FAST SYN copy, a half-open connection's resent request):
+// within ±memberJitter, 0 for the first member.
+func (s *queueSim) moved() int64 {
+	if s.jitter == nil {
+		return 0
+	}
+	return s.jitter.Int64N(2*memberJitter+1) - memberJitter
 }
 
 // fastGap is the FAST SYN gap the front end copies connection ci's SYN

@@ -38,6 +38,7 @@ type whatifOptions struct {
 	synTimeout  time.Duration
 	synAttempts int
 	serverModel string
+	members     int
 	edges       []time.Duration
 	exportRules string
 	exportRank  int
@@ -89,6 +90,7 @@ Rules: IF <cond> THEN <action>[, <action>], one per line, # comments, e.g.
 	f.DurationVar(&o.synTimeout, "syn-timeout", 0, "every client's initial SYN retransmission timeout, doubling (e.g. 3s classic, 1s Linux); default: each client's schedule learned from the capture")
 	f.IntVar(&o.synAttempts, "syn-attempts", 3, "SYNs a client sends before its connection fails")
 	f.StringVar(&o.serverModel, "server-model", "linear", "how the server answers changed load: linear (server time scales with concurrency; SYN losses stay as measured) or queue (a worker pool and backlog fitted on the capture: queueing and SYN drops at a full queue follow the load)")
+	f.IntVar(&o.members, "members", 8, "with --server-model queue: replays pooled into a FAST SYN prediction (each moves the copies' and resent requests' timers by up to 1 ms; such replays are chaotic, one is one draw); 1: a single replay")
 	f.DurationSliceVar(&o.edges, "edges", nil, "histogram bucket lower bounds (default 0,0.5s,1s,...,60s)")
 	f.StringVar(&o.storeURL, "store", "", "read the records from a store (memory:, duckdb:PATH, clickhouse://...)")
 	f.IntVar(&o.maxTx, "max-transactions", 200000, "with --store: newest transactions read at most")
@@ -101,7 +103,8 @@ Rules: IF <cond> THEN <action>[, <action>], one per line, # comments, e.g.
 
 func (o whatifOptions) options() (whatif.Options, error) {
 	opts := whatif.Options{Window: o.window, Stat: whatif.Stat(o.stat), SYNTimeout: o.synTimeout,
-		SYNAttempts: o.synAttempts, Priorities: map[string]whatif.Priority{}, ServerModel: whatif.ServerModel(o.serverModel)}
+		SYNAttempts: o.synAttempts, Priorities: map[string]whatif.Priority{}, ServerModel: whatif.ServerModel(o.serverModel),
+		Members: o.members}
 	for _, e := range o.edges {
 		opts.Edges = append(opts.Edges, int64(e))
 	}
@@ -329,6 +332,9 @@ func writeWhatifText(w io.Writer, rep *whatifReport) {
 		}
 		if c.Band != nil {
 			fmt.Fprintf(w, "  %-16s %9.1f%% %9.1f%%  (p50, p90: %s)\n", "model band", 100*c.Band[0], 100*c.Band[1], whatif.BandSource(c.BandFree))
+		}
+		if r := c.MembersP90; r != nil {
+			fmt.Fprintf(w, "  %-16s %10s %10s  (the lowest and highest p90 of the %d replays pooled)\n", "members' p90", dur(r[0]), dur(r[1]), rep.Result.Members)
 		}
 		fmt.Fprintf(w, "  affected %d, SYN dropped %d, failed %d\n", c.Affected, c.Dropped, c.Failed)
 	}

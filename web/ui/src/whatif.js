@@ -125,7 +125,7 @@ function render(box, res, textarea) {
     grid.append(el('section', { class: 'card whatif-class' + (c.class === res.class ? ' ranked' : ''), dataset: { class: c.class } },
       el('h2', {}, classLabel(c.class), ' ', el('span', { class: 'note' }, `${c.priority} priority · ${unitCount(c)}`)),
       chart,
-      statsTable(c)));
+      statsTable(c, res.members)));
   });
   if (!res.classes.length) grid.append(el('p', { class: 'empty' }, 'No records in this range.'));
 
@@ -160,7 +160,7 @@ function bandSource(free) {
   return free ? "the null replay's error with every SYN judged by the model, as these rules have it" : "the null replay's error";
 }
 
-function statsTable(c) {
+function statsTable(c, members) {
   const rows = [['p50', 'p50_ns'], ['p75', 'p75_ns'], ['p90', 'p90_ns'], ['p99', 'p99_ns'], ['mean', 'mean_ns']];
   return el('table', { class: 'nums whatif-stats' },
     el('thead', {}, el('tr', {}, el('th', {}, ''), el('th', { class: 'n' }, 'Measured'), el('th', { class: 'n' }, 'Predicted'),
@@ -175,6 +175,9 @@ function statsTable(c) {
       }),
       c.band ? el('tr', { class: 'band', dataset: { band50: c.band[0], band90: c.band[1], free: c.band_free ? '1' : '' } },
         el('td', { colspan: 4 }, `model band ±${(100 * c.band[0]).toFixed(1)}% (p50), ±${(100 * c.band[1]).toFixed(1)}% (p90): ${bandSource(c.band_free)}`)) : null,
+      c.members_p90_ns ? el('tr', { class: 'members', dataset: { lo: c.members_p90_ns[0], hi: c.members_p90_ns[1], members } },
+        el('td', { colspan: 4 }, `pooled over ${fmtInt(members)} replays (the front end's copies make one replay one draw); `
+          + `one alone put the p90 at ${fmtDur(c.members_p90_ns[0])} to ${fmtDur(c.members_p90_ns[1])}`)) : null,
       el('tr', { class: 'counts', dataset: { affected: c.affected, dropped: c.dropped, failed: c.failed } },
         el('td', { colspan: 4 }, `affected ${fmtInt(c.affected)} · SYN dropped ${fmtInt(c.dropped)} · failed ${fmtInt(c.failed)}`))));
 }
