@@ -231,42 +231,36 @@ func NewDistribution(values []int64, edges []int64) Distribution {
 	return d
 }
 
-// pooledDistribution is class c's predicted distribution over every
-// member's units (pooled holds members runs of the units, in order): its
-// percentiles and mean are the pool's, its counts scaled to one run (by
-// largest remainder, so they sum to N, the class's units). It also returns
-// the lowest and highest p90 of the members alone.
-func pooledDistribution(pooled []UnitResult, c string, members int, edges []int64) (Distribution, *[2]int64) {
-	per := len(pooled) / members
+// pooledDistribution is a class's predicted distribution over its units'
+// times in every member (members[m] the m-th member's): its percentiles
+// and mean are the pool's, its counts scaled to one member (by largest
+// remainder, so they sum to N, the class's units). It also returns the
+// lowest and highest p90 of the members alone.
+func pooledDistribution(members [][]int64, edges []int64) (Distribution, *[2]int64) {
 	var all []int64
 	p90 := [2]int64{math.MaxInt64, math.MinInt64}
-	for m := range members {
-		var one []int64
-		for _, u := range pooled[m*per : (m+1)*per] {
-			if u.Class == c {
-				one = append(one, u.Predicted)
-			}
-		}
+	for _, one := range members {
 		all = append(all, one...)
 		x := NewDistribution(one, edges).P90
 		p90 = [2]int64{min(p90[0], x), max(p90[1], x)}
 	}
+	k := int64(len(members))
 	d := NewDistribution(all, edges)
-	d.N /= int64(members)
+	d.N /= k
 	type rem struct {
 		i    int
 		frac int64
 	}
-	var left int64 = d.N
+	left := d.N
 	rems := make([]rem, len(d.Counts))
 	for i, n := range d.Counts {
-		d.Counts[i] = n / int64(members)
+		d.Counts[i] = n / k
 		left -= d.Counts[i]
-		rems[i] = rem{i, n % int64(members)}
+		rems[i] = rem{i, n % k}
 	}
 	slices.SortStableFunc(rems, func(a, b rem) int { return cmp.Compare(b.frac, a.frac) })
-	for k := 0; left > 0 && k < len(rems); k++ {
-		d.Counts[rems[k].i]++
+	for j := 0; left > 0 && j < len(rems); j++ {
+		d.Counts[rems[j].i]++
 		left--
 	}
 	return d, &p90
@@ -386,9 +380,10 @@ func (d *Dataset) Evaluate(rules []Rule, opts Options) (*Result, error) {
 	var units []UnitResult
 	var st []unitState
 	var ranFree bool
-	// pooled: every member's predicted unit times, in unit order member
-	// after member (only when more than one member ran).
-	var pooled []UnitResult
+	// pooled: per class, each member's predicted unit times (only when
+	// more than one member ran); times alone, so that members cost 8
+	// bytes a unit each.
+	var pooled map[string][][]int64
 	members := 1
 	passes := 0
 	if o.ServerModel == ServerQueue {
@@ -409,10 +404,20 @@ func (d *Dataset) Evaluate(rules []Rule, opts Options) (*Result, error) {
 		// +41% to +88%).
 		if copied && o.Members > 1 {
 			members = o.Members
-			pooled = slices.Clone(units)
+			pooled = map[string][][]int64{}
+			add := func(us []UnitResult) {
+				byClass := map[string][]int64{}
+				for _, u := range us {
+					byClass[u.Class] = append(byClass[u.Class], u.Predicted)
+				}
+				for c, v := range byClass {
+					pooled[c] = append(pooled[c], v)
+				}
+			}
+			add(units)
 			for m := 1; m < members; m++ {
 				more, _, _, _ := d.replayQueue(rules, &o, qf, uint64(m))
-				pooled = append(pooled, more...)
+				add(more)
 			}
 		}
 	}
@@ -459,7 +464,7 @@ func (d *Dataset) Evaluate(rules []Rule, opts Options) (*Result, error) {
 		}
 		cr.Measured, cr.Predicted = NewDistribution(meas, o.Edges), NewDistribution(pred, o.Edges)
 		if pooled != nil {
-			cr.Predicted, cr.MembersP90 = pooledDistribution(pooled, c, members, o.Edges)
+			cr.Predicted, cr.MembersP90 = pooledDistribution(pooled[c], o.Edges)
 		}
 		if res.Queue != nil {
 			for _, f := range res.Queue.Fit {
