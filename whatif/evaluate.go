@@ -231,41 +231,6 @@ func NewDistribution(values []int64, edges []int64) Distribution {
 	return d
 }
 
-// pooledDistribution is a class's predicted distribution over its units'
-// times in every member (members[m] the m-th member's): its percentiles
-// and mean are the pool's, its counts scaled to one member (by largest
-// remainder, so they sum to N, the class's units). It also returns the
-// lowest and highest p90 of the members alone.
-func pooledDistribution(members [][]int64, edges []int64) (Distribution, *[2]int64) {
-	var all []int64
-	p90 := [2]int64{math.MaxInt64, math.MinInt64}
-	for _, one := range members {
-		all = append(all, one...)
-		x := NewDistribution(one, edges).P90
-		p90 = [2]int64{min(p90[0], x), max(p90[1], x)}
-	}
-	k := int64(len(members))
-	d := NewDistribution(all, edges)
-	d.N /= k
-	type rem struct {
-		i    int
-		frac int64
-	}
-	left := d.N
-	rems := make([]rem, len(d.Counts))
-	for i, n := range d.Counts {
-		d.Counts[i] = n / k
-		left -= d.Counts[i]
-		rems[i] = rem{i, n % k}
-	}
-	slices.SortStableFunc(rems, func(a, b rem) int { return cmp.Compare(b.frac, a.frac) })
-	for j := 0; left > 0 && j < len(rems); j++ {
-		d.Counts[rems[j].i]++
-		left--
-	}
-	return d, &p90
-}
-
 // CDFDistance is the largest difference between the two histograms'
 // cumulative fractions (a binned Kolmogorov-Smirnov statistic, 0..1); both
 // must use the same edges.
@@ -379,47 +344,16 @@ func (d *Dataset) Evaluate(rules []Rule, opts Options) (*Result, error) {
 	var delta loadDelta
 	var units []UnitResult
 	var st []unitState
-	var ranFree bool
-	// pooled: per class, each member's predicted unit times (only when
-	// more than one member ran); times alone, so that members cost 8
-	// bytes a unit each.
-	var pooled map[string][][]int64
-	members := 1
+	var q queueRun
 	passes := 0
 	if o.ServerModel == ServerQueue {
 		// One event loop: the server under the traffic the rules leave,
 		// the rules judged on the times it gives.
 		qf = d.queueFit(&o)
 		model = LoadModel{}
-		var copied bool
-		units, st, ranFree, copied = d.replayQueue(rules, &o, qf, 0)
+		q = d.runQueue(rules, &o, qf)
+		units, st = q.units, q.st
 		passes = 1
-		// With the front end's copies meeting a full backlog, which
-		// client a freed slot goes to hangs on a millisecond, and one
-		// replay is one draw of many (see Options.Members): pooled, the
-		// six kept FAST SYN pairs' p90 errors fell from 16.9 to 10.8
-		// points RMS (high class) and from 20.0 to 11.0 (low). Other
-		// replays stay single: the RT_HIGH-driven drop, as chaotic from
-		// its switching, did not gain (one pair's low median went from
-		// +41% to +88%).
-		if copied && o.Members > 1 {
-			members = o.Members
-			pooled = map[string][][]int64{}
-			add := func(us []UnitResult) {
-				byClass := map[string][]int64{}
-				for _, u := range us {
-					byClass[u.Class] = append(byClass[u.Class], u.Predicted)
-				}
-				for c, v := range byClass {
-					pooled[c] = append(pooled[c], v)
-				}
-			}
-			add(units)
-			for m := 1; m < members; m++ {
-				more, _, _, _ := d.replayQueue(rules, &o, qf, uint64(m))
-				add(more)
-			}
-		}
 	}
 	for qf == nil && passes < o.Passes {
 		passes++
@@ -431,7 +365,7 @@ func (d *Dataset) Evaluate(rules []Rule, opts Options) (*Result, error) {
 		delta = next
 	}
 	res := &Result{Unit: d.UnitName(), Passes: passes, LoadModel: model, Units: units, ServerModel: o.ServerModel,
-		Window: o.Window, ReportDelay: o.ReportDelay, Members: members}
+		Window: o.Window, ReportDelay: o.ReportDelay, Members: max(q.members, 1)}
 	if qf != nil {
 		m := qf.model
 		res.Queue = &m
@@ -463,23 +397,11 @@ func (d *Dataset) Evaluate(rules []Rule, opts Options) (*Result, error) {
 			}
 		}
 		cr.Measured, cr.Predicted = NewDistribution(meas, o.Edges), NewDistribution(pred, o.Edges)
-		if pooled != nil {
-			cr.Predicted, cr.MembersP90 = pooledDistribution(pooled[c], o.Edges)
+		if q.pooled != nil {
+			cr.Predicted, cr.MembersP90 = pooledDistribution(q.pooled[c], o.Edges)
 		}
 		if res.Queue != nil {
-			for _, f := range res.Queue.Fit {
-				if f.Class != c {
-					continue
-				}
-				band := f.Band
-				if ranFree {
-					// The rules took SYNs out of the capture's hands: the
-					// prediction rests on the model running free.
-					band = [2]float64{max(band[0], f.FreeBand[0]), max(band[1], f.FreeBand[1])}
-					cr.BandFree = true
-				}
-				cr.Band = &band
-			}
+			cr.Band, cr.BandFree = res.Queue.band(c, q.ranFree)
 		}
 		res.Classes = append(res.Classes, cr)
 	}
