@@ -12,6 +12,7 @@ package testbed
 import (
 	"fmt"
 	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,6 +34,12 @@ type earlyRun struct {
 	keyLog                 string
 	runs                   []sclientRun // in order
 	bridge                 BridgeStats
+	// link: the two captures' transit times. rtmon times a client's
+	// packet from the server side by half the round trip; a packet the
+	// machine held longer on its way (beside the CPU hog: a client's
+	// Finished 8.9 ms late, the bridge itself on time) is an error of the
+	// testbed's, not rtmon's.
+	link *LinkDelays
 }
 
 // sclientRun is one s_client connection: a full handshake (its GET after
@@ -95,7 +102,28 @@ func runEarlyData(t *testing.T) *earlyRun {
 	}
 	r.bridge = tb.Link.Bridge.Stats()
 	stopBothCaptures(t, capt, ccapt, "0rtt-", r.keyLog, ng.ErrorLog, ng.AccessLog)
+	r.link, err = MeasureLink(r.clientCapture, r.capture, func(netip.Addr) time.Duration { return earlyRTT / 2 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range r.link.Worst {
+		detailf(t, "link: %s", w)
+	}
 	return r
+}
+
+// linkLate is how late the link was (largest |excess| over the nominal
+// one-way delay) for any packet of the connection from client port port
+// up to to (client capture time): rtmon's round trip and the packet's own
+// transit both ride on them.
+func (r *earlyRun) linkLate(port uint16, to int64) time.Duration {
+	var m time.Duration
+	for k := range r.link.byConn {
+		if k.port == port {
+			m = max(m, r.link.LateBefore(k.client, port, to))
+		}
+	}
+	return m
 }
 
 // logSClient logs one s_client run and fails the test when it did not
@@ -178,11 +206,12 @@ func wireTxns(c *TLSWireConn) string {
 // earlyNear says whether got is within the transactions' tolerance of
 // the wire's want (max(2 ms, 5%)), the link's stalls over [from, to]
 // allowed as in the other HTTPS tests, and describes the comparison.
-func earlyNear(r *earlyRun, got, want time.Duration, from, to int64) (bool, string) {
+func earlyNear(r *earlyRun, port uint16, got, want time.Duration, from, to int64) (bool, string) {
 	tol := max(txnFloor, time.Duration(txnRel*float64(want)))
 	stall := r.bridge.StallWithin(from, to)
+	late := r.linkLate(port, to)
 	d := got - want
-	return d.Abs() <= tol+stall, fmt.Sprintf("got %v want %v (off %+v, tolerance %v + link stalls %v)", got, want, d, tol, stall)
+	return d.Abs() <= tol+stall+late, fmt.Sprintf("got %v want %v (off %+v, tolerance %v + link stalls %v + link late %v)", got, want, d, tol, stall, late)
 }
 
 // judgeEarlyData runs rtmon on the server-side capture, with the key log
@@ -238,7 +267,7 @@ func judgeEarlyData(t *testing.T, r *earlyRun, wire []earlyWire, withKeys map[in
 func judgeEarlyConn(t *testing.T, r *earlyRun, name string, w earlyWire, c httpsConn) {
 	t.Helper()
 	want := time.Duration(w.conn.Finished - w.conn.SYN)
-	ok, cmp := earlyNear(r, time.Duration(c.Tconn+c.Ttls), want, w.conn.SYN, w.conn.Finished)
+	ok, cmp := earlyNear(r, w.conn.Port, time.Duration(c.Tconn+c.Ttls), want, w.conn.SYN, w.conn.Finished)
 	t.Logf("%s: conn tls %#x flags %v tconn=%v ttls=%v; tconn+ttls vs SYN->client Finished: %s", name, c.TLSVersion, c.Flags,
 		time.Duration(c.Tconn), time.Duration(c.Ttls), cmp)
 	if !slices.Contains(c.Flags, "tls") || c.TLSVersion != 0x0304 {
@@ -259,8 +288,8 @@ func judgeEarlyConn(t *testing.T, r *earlyRun, name string, w earlyWire, c https
 // control: not early_data, ttls > 0, the same totals.
 func judgeEarlyTxn(t *testing.T, r *earlyRun, name string, w earlyWire, x rtmonTxnRec, decrypted bool) {
 	t.Helper()
-	okTotal, cmpTotal := earlyNear(r, time.Duration(x.Total), w.txn.Total(), w.txn.Start, w.txn.End)
-	okRest, cmpRest := earlyNear(r, time.Duration(x.Tserver+x.Ttransfer), time.Duration(w.txn.End-w.txn.ReqFirst), w.txn.ReqFirst, w.txn.End)
+	okTotal, cmpTotal := earlyNear(r, w.conn.Port, time.Duration(x.Total), w.txn.Total(), w.txn.Start, w.txn.End)
+	okRest, cmpRest := earlyNear(r, w.conn.Port, time.Duration(x.Tserver+x.Ttransfer), time.Duration(w.txn.End-w.txn.ReqFirst), w.txn.ReqFirst, w.txn.End)
 	t.Logf("%s: rtmon %s %q status %d flags %v tconn=%v ttls=%v trequest=%v tserver=%v ttransfer=%v total=%v", name,
 		x.Method, x.URL, x.Status, x.Flags, time.Duration(x.Tconn), time.Duration(x.Ttls), time.Duration(x.Trequest),
 		time.Duration(x.Tserver), time.Duration(x.Ttransfer), time.Duration(x.Total))
