@@ -105,7 +105,7 @@ function render(box, res, textarea) {
     `${fmtInt(res.units)} units replayed (${res.unit}) · ${fmtInt(l.transactions)} transactions, ${fmtInt(l.pageviews)} pageviews, `
     + `${fmtInt(l.connections)} connections read · ${res.range.From ? fmtTime(res.range.From) : 'start'} – ${res.range.To ? fmtTime(res.range.To) : 'end'} UTC`
     + (res.queue ? '' : ` · load model: server time ${fmtDur(m.intercept_ns)} + ${fmtDur(m.slope_ns)} × concurrency (${fmtInt(m.samples)} samples)`)
-    + ` · ${res.passes} replay pass${res.passes === 1 ? '' : 'es'}`
+    + ` · ${res.passes} replay pass${res.passes === 1 ? '' : 'es'}${res.members > 1 ? ` (${res.members} replays pooled)` : ''}`
     + (res.window_ns ? ` · RT conditions over ${fmtDur(res.window_ns)}, each unit seen ${fmtDur(res.report_delay_ns)} after it ended (as rtmon live reports it)` : '')));
   if (res.queue) box.append(queueFit(res.queue));
   box.append(el('section', { class: 'card wide', id: 'whatif-rules' }, el('h2', {}, 'Rules evaluated'),
@@ -303,6 +303,7 @@ function queueFit(q) {
         [[f.unit_p50_ns, f.free_unit_p50_ns], [f.unit_p90_ns, f.free_unit_p90_ns]].map(([x, free]) => el('td', { class: 'n' },
           `${fmtDur(x[0])} / ${fmtDur(x[1])} / ${fmtDur(free)}`)),
         el('td', { class: 'n' }, `${fmtInt(f.syn_losses[0])} / ${fmtInt(f.syn_losses[1])}`))))),
-    el('p', { class: 'note' }, 'measured / replayed without rules (unit times: / with every SYN judged by the model, as FAST SYN and SPLICE have it). ',
+    el('p', { class: 'note' }, 'measured / replayed without rules; unit times add a third figure, replayed with every SYN judged by the model '
+      + '(as FAST SYN and SPLICE have it). ',
       ...(q.notes || []).map((n) => el('span', { class: 'q-note' }, n + ' '))));
 }
