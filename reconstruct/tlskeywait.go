@@ -109,12 +109,18 @@ func (t *Tracker) resolveKeyWaits() {
 		if c.is(cfDone) {
 			continue
 		}
+		// Ending flushes the connection's out-of-order buffers outside
+		// Packet, which counts them otherwise: uncounted, their bytes
+		// stayed in the memory count after the connection was gone.
+		held := c.reorderHeld()
 		c.tlsTryKey(t.now >= c.tls.keyWait.until)
 		if c.tls.keyWait != nil {
 			kept = append(kept, c)
-			continue
+		} else {
+			c.end(0)
 		}
-		c.end(0)
+		t.reorderBytes += c.reorderHeld() - held
+		t.recount(c)
 	}
 	clear(t.keyWaiters[len(kept):])
 	t.keyWaiters = kept
